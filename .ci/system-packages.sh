@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Installs the Debian packages the app and its tests need (Qt's offscreen platform,
+# a private Secret Service for the real keyring). Does nothing when all are present.
+set -euo pipefail
+pkgs=(dbus gnome-keyring libsecret-1-0 libegl1 libgl1 libxkbcommon0 libfontconfig1
+      fonts-dejavu-core libglib2.0-0 libdbus-1-3 libxcb-cursor0)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+if [ "$(id -u)" -ne 0 ]; then
+  echo "missing Debian packages: ${missing[*]} (run as root or install them)" >&2
+  exit 1
+fi
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

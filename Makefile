@@ -1,0 +1,37 @@
+# Two entry points for people: `make run` (the app on its built-in lab server) and
+# `make test` (the whole suite, real peers included). Everything else is plumbing.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PEERS := tests/peers
+
+.PHONY: run test setup peers sysdeps bench clean
+
+run: setup sysdeps
+	$(PY) main.py
+
+test: setup peers sysdeps
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+bench: setup peers sysdeps
+	$(PY) -m bench $(BENCH_ARGS)
+
+setup: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[test]'
+	touch $@
+
+peers: $(PEERS)/node_modules/.installed
+
+$(PEERS)/node_modules/.installed: $(PEERS)/package.json
+	cd $(PEERS) && npm install --no-audit --no-fund --loglevel=error
+	touch $@
+
+sysdeps:
+	bash .ci/system-packages.sh
+
+clean:
+	rm -rf $(VENV) $(PEERS)/node_modules

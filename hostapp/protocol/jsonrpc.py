@@ -1,0 +1,190 @@
+"""Sans-I/O JSON-RPC 2.0 framing for MCP.
+
+Turns bytes into typed messages and back, with a clear :class:`ProtocolError` for
+anything that is not a well-formed single JSON-RPC 2.0 message. MCP forbids batches
+since 2025-06-18, so a JSON array is rejected with its own message rather than parsed.
+
+Hot path: progress notifications arrive by the thousand per second, so parsing is one
+``json.loads`` and a few dict look-ups; no model validation happens here.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from dataclasses import dataclass, field
+from typing import Any, Union
+
+JSONRPC = "2.0"
+
+# Standard and MCP error codes.
+PARSE_ERROR = -32700
+INVALID_REQUEST = -32600
+METHOD_NOT_FOUND = -32601
+INVALID_PARAMS = -32602
+INTERNAL_ERROR = -32603
+URL_ELICITATION_REQUIRED = -32042
+MISSING_REQUIRED_CAPABILITY = -32021  # tasks extension: server needs a capability
+REQUEST_CANCELLED = -32800  # used locally for a request the client cancelled
+
+#: A message larger than this is refused before parsing (64 MiB): a server that sends
+#: more is broken or hostile, and holding it would starve the host of memory.
+MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+
+RequestId = Union[int, str]
+
+
+class ProtocolError(Exception):
+    """A message that is not valid JSON-RPC 2.0 (or not acceptable to MCP)."""
+
+    def __init__(self, message: str, code: int = INVALID_REQUEST, request_id: RequestId | None = None):
+        super().__init__(message)
+        self.code = code
+        self.request_id = request_id
+
+
+@dataclass(slots=True)
+class ErrorObject:
+    code: int
+    message: str
+    data: Any = None
+
+    def to_obj(self) -> dict[str, Any]:
+        obj: dict[str, Any] = {"code": self.code, "message": self.message}
+        if self.data is not None:
+            obj["data"] = self.data
+        return obj
+
+
+class RpcError(Exception):
+    """An error response from the peer, raised to whoever awaited the request."""
+
+    def __init__(self, code: int, message: str, data: Any = None):
+        super().__init__(f"{message} (JSON-RPC error {code})")
+        self.code = code
+        self.message = message
+        self.data = data
+
+    @classmethod
+    def from_error(cls, err: ErrorObject) -> "RpcError":
+        return cls(err.code, err.message, err.data)
+
+    def to_error(self) -> ErrorObject:
+        return ErrorObject(self.code, self.message, self.data)
+
+
+@dataclass(slots=True)
+class Request:
+    id: RequestId
+    method: str
+    params: dict[str, Any] | None = None
+
+    def to_obj(self) -> dict[str, Any]:
+        obj: dict[str, Any] = {"jsonrpc": JSONRPC, "id": self.id, "method": self.method}
+        if self.params is not None:
+            obj["params"] = self.params
+        return obj
+
+
+@dataclass(slots=True)
+class Notification:
+    method: str
+    params: dict[str, Any] | None = None
+
+    def to_obj(self) -> dict[str, Any]:
+        obj: dict[str, Any] = {"jsonrpc": JSONRPC, "method": self.method}
+        if self.params is not None:
+            obj["params"] = self.params
+        return obj
+
+
+@dataclass(slots=True)
+class Response:
+    id: RequestId
+    result: dict[str, Any] = field(default_factory=dict)
+
+    def to_obj(self) -> dict[str, Any]:
+        return {"jsonrpc": JSONRPC, "id": self.id, "result": self.result}
+
+
+@dataclass(slots=True)
+class ErrorResponse:
+    id: RequestId | None
+    error: ErrorObject
+
+    def to_obj(self) -> dict[str, Any]:
+        return {"jsonrpc": JSONRPC, "id": self.id, "error": self.error.to_obj()}
+
+
+Message = Union[Request, Notification, Response, ErrorResponse]
+
+
+def _check_id(value: Any) -> RequestId:
+    # bool is an int subclass in Python but not a JSON-RPC id.
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise ProtocolError(f"invalid JSON-RPC id {value!r}: must be a string or an integer")
+    return value
+
+
+def from_obj(obj: Any) -> Message:
+    """Classify an already-decoded JSON value as one JSON-RPC message."""
+    if isinstance(obj, list):
+        raise ProtocolError("JSON-RPC batches are not supported by MCP; send one message at a time")
+    if not isinstance(obj, dict):
+        raise ProtocolError(f"a JSON-RPC message must be an object, got {type(obj).__name__}")
+    if obj.get("jsonrpc") != JSONRPC:
+        raise ProtocolError('missing or wrong "jsonrpc" member: must be "2.0"', request_id=obj.get("id"))
+    method = obj.get("method")
+    if method is not None:
+        if not isinstance(method, str):
+            raise ProtocolError("method must be a string", request_id=obj.get("id"))
+        params = obj.get("params")
+        if params is not None and not isinstance(params, dict):
+            raise ProtocolError(f"params of {method} must be an object", INVALID_PARAMS, obj.get("id"))
+        if "id" in obj:
+            return Request(_check_id(obj["id"]), method, params)
+        return Notification(method, params)
+    if "result" in obj:
+        result = obj["result"]
+        if not isinstance(result, dict):
+            raise ProtocolError("result must be an object", request_id=obj.get("id"))
+        return Response(_check_id(obj.get("id")), result)
+    if "error" in obj:
+        err = obj["error"]
+        if not isinstance(err, dict) or not isinstance(err.get("code"), int) or isinstance(err.get("code"), bool):
+            raise ProtocolError("error must be an object with an integer code", request_id=obj.get("id"))
+        rid = obj.get("id")
+        return ErrorResponse(None if rid is None else _check_id(rid),
+                             ErrorObject(err["code"], str(err.get("message", "")), err.get("data")))
+    raise ProtocolError("message is neither a request, a notification nor a response", request_id=obj.get("id"))
+
+
+def parse(data: bytes | str) -> Message:
+    """Decode and classify one message; raise :class:`ProtocolError` on anything malformed."""
+    if len(data) > MAX_MESSAGE_BYTES:
+        raise ProtocolError(f"message of {len(data)} bytes exceeds the limit of {MAX_MESSAGE_BYTES} bytes")
+    try:
+        obj = json.loads(data)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ProtocolError(f"malformed JSON: {exc}", PARSE_ERROR) from None
+    return from_obj(obj)
+
+
+def encode(message: Message | dict[str, Any]) -> bytes:
+    """Serialise one message as compact UTF-8 JSON (no newline)."""
+    obj = message if isinstance(message, dict) else message.to_obj()
+    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+class IdAllocator:
+    """The one place JSON-RPC request ids are made: increasing integers per connection.
+
+    ``start`` lets a resumed connection continue above ids already in the journal, so a
+    new request never reuses the id of an operation that may still be resumed by id.
+    """
+
+    def __init__(self, start: int = 1):
+        self._counter = itertools.count(start)
+
+    def next(self) -> int:
+        return next(self._counter)

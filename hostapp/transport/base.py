@@ -1,0 +1,99 @@
+"""What every transport offers the engine, and the errors a transport raises.
+
+A transport carries JSON-RPC messages to one server and hands everything that comes
+back to a :class:`TransportListener`. It knows nothing of requests' meaning: the
+session layer above correlates ids, the transport only keeps the byte streams alive
+(and, for Streamable HTTP, resumes a dropped SSE stream by itself).
+"""
+
+from __future__ import annotations
+
+import abc
+from typing import Protocol
+
+from hostapp.protocol.jsonrpc import Message, RequestId
+
+
+class TransportError(Exception):
+    """The connection to the server failed; the message says how, in plain words."""
+
+
+class ConnectionLost(TransportError):
+    """The server went away (process exited, socket closed) while messages were in flight."""
+
+
+class ServerExited(ConnectionLost):
+    """A stdio server process ended."""
+
+    def __init__(self, message: str, returncode: int | None = None):
+        super().__init__(message)
+        self.returncode = returncode
+
+
+class HttpStatusError(TransportError):
+    """The server answered an HTTP request with an error status."""
+
+    def __init__(self, status: int, message: str, body: str = ""):
+        super().__init__(message)
+        self.status = status
+        self.body = body
+
+
+class SessionExpired(HttpStatusError):
+    """HTTP 404 on a request that carried a session id: the session is gone, initialize again."""
+
+
+class TransportListener(Protocol):
+    """Callbacks from a transport into the session layer (all called on the event loop)."""
+
+    def on_message(self, message: Message) -> None:
+        """One parsed message arrived from the server."""
+
+    def on_invalid(self, error: Exception, raw: bytes | str) -> None:
+        """Something arrived that is not a valid message; the connection stays usable."""
+
+    def on_stream_event(self, request_id: RequestId | None, event_id: str, retry_ms: int | None) -> None:
+        """An SSE event with an id was seen on the stream of ``request_id`` (None: standalone GET).
+
+        The engine journals the last id so a stream can be resumed after a host restart.
+        """
+
+    def on_request_lost(self, request_id: RequestId, error: Exception) -> None:
+        """The stream that was to carry the answer of ``request_id`` ended and cannot be resumed."""
+
+    def on_closed(self, error: Exception | None) -> None:
+        """The whole connection ended (None: closed on purpose)."""
+
+    def on_log(self, line: str) -> None:
+        """A line of the server's own log (stderr of a stdio server)."""
+
+
+class Transport(abc.ABC):
+    """A connection to one MCP server.
+
+    ``send`` returns once the message is handed to the server (for HTTP: once the POST was
+    accepted, its answer streaming in the background) and raises :class:`TransportError`
+    when it could not be. Answers and server messages go to ``listener``.
+    """
+
+    listener: TransportListener
+
+    @abc.abstractmethod
+    async def connect(self, listener: TransportListener) -> None: ...
+
+    @abc.abstractmethod
+    async def send(self, message: Message) -> None: ...
+
+    @abc.abstractmethod
+    async def close(self) -> None: ...
+
+    def set_protocol_version(self, version: str, *, stateless: bool) -> None:
+        """Told once the era and revision are agreed (HTTP sends them as headers)."""
+
+    @property
+    def session_id(self) -> str | None:
+        return None
+
+    @property
+    def kind(self) -> str:
+        return type(self).__name__
