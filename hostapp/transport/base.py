@@ -46,8 +46,13 @@ class SessionExpired(HttpStatusError):
 class TransportListener(Protocol):
     """Callbacks from a transport into the session layer (all called on the event loop)."""
 
-    def on_message(self, message: Message) -> None:
-        """One parsed message arrived from the server."""
+    def on_message(self, message: Message, related_request_id: RequestId | None = None) -> None:
+        """One parsed message arrived from the server.
+
+        ``related_request_id`` is the id of the client request whose response stream carried
+        it (Streamable HTTP), or None (stdio, or the standalone GET stream). The session uses
+        it to tell the person which operation a server-to-client request belongs to.
+        """
 
     def on_invalid(self, error: Exception, raw: bytes | str) -> None:
         """Something arrived that is not a valid message; the connection stays usable."""
