@@ -92,8 +92,11 @@ class Transport(abc.ABC):
     @abc.abstractmethod
     async def close(self) -> None: ...
 
-    def set_protocol_version(self, version: str, *, stateless: bool) -> None:
-        """Told once the era and revision are agreed (HTTP sends them as headers)."""
+    def set_protocol_version(self, version: str | None, *, stateless: bool) -> None:
+        """Told once the era and revision are agreed (HTTP sends them as headers).
+
+        None (used before ``initialize``) means: send no ``MCP-Protocol-Version`` header.
+        """
 
     @property
     def session_id(self) -> str | None:
