@@ -1,0 +1,54 @@
+"""JSON-RPC framing: every malformed shape gets a clear error, valid ones round-trip."""
+
+import json
+
+import pytest
+
+from hostapp.protocol import jsonrpc as j
+
+
+def test_round_trip_of_each_kind():
+    for msg in (j.Request(7, "tools/call", {"name": "x"}), j.Notification("notifications/initialized"),
+                j.Response("a", {"ok": True}), j.ErrorResponse(3, j.ErrorObject(-32602, "bad", {"k": 1}))):
+        assert j.parse(j.encode(msg)) == msg
+
+
+@pytest.mark.parametrize("raw, fragment", [
+    (b"{not json", "malformed JSON"),
+    (b"[]", "batches are not supported"),
+    (b'[{"jsonrpc":"2.0","method":"a"}]', "batches are not supported"),
+    (b'"hello"', "must be an object"),
+    (b'{"jsonrpc":"1.0","method":"a"}', '"jsonrpc"'),
+    (b'{"jsonrpc":"2.0","id":true,"method":"a"}', "invalid JSON-RPC id"),
+    (b'{"jsonrpc":"2.0","id":1.5,"method":"a"}', "invalid JSON-RPC id"),
+    (b'{"jsonrpc":"2.0","id":1,"method":"a","params":[1]}', "params of a must be an object"),
+    (b'{"jsonrpc":"2.0","id":1,"result":5}', "result must be an object"),
+    (b'{"jsonrpc":"2.0","id":1,"error":{"code":"x"}}', "integer code"),
+    (b'{"jsonrpc":"2.0","id":1}', "neither a request"),
+    (b"\xff\xfe", "malformed JSON"),
+])
+def test_malformed_messages_are_refused_clearly(raw, fragment):
+    with pytest.raises(j.ProtocolError) as info:
+        j.parse(raw)
+    assert fragment in str(info.value)
+
+
+def test_oversized_message_refused_before_parsing(monkeypatch):
+    monkeypatch.setattr(j, "MAX_MESSAGE_BYTES", 100)
+    with pytest.raises(j.ProtocolError, match="exceeds the limit"):
+        j.parse(json.dumps({"jsonrpc": "2.0", "method": "x" * 200}))
+
+
+def test_error_response_without_id_is_kept():
+    msg = j.parse(b'{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"Parse error"}}')
+    assert isinstance(msg, j.ErrorResponse) and msg.id is None and msg.error.code == -32700
+
+
+def test_ids_are_allocated_in_order_from_a_start():
+    ids = j.IdAllocator(start=41)
+    assert [ids.next(), ids.next()] == [41, 42]
+
+
+def test_rpc_error_message_names_the_code():
+    err = j.RpcError(-32042, "URL elicitation required", {"elicitations": []})
+    assert "-32042" in str(err) and err.to_error().data == {"elicitations": []}
