@@ -1,0 +1,63 @@
+"""From a configured server to a live transport and session.
+
+The one place where a :class:`~hostapp.store.journal.ServerConfig` (with its secret
+header and environment values still in the keyring) becomes a transport: secrets are
+read here, handed to the transport, and never logged or put in an exception.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from hostapp.engine.session import ClientHandlers, ClientSession
+from hostapp.protocol.eras import ServerInfo
+from hostapp.transport.base import Transport, TransportError
+
+log = logging.getLogger(__name__)
+
+
+def resolve_secrets(refs: dict[str, str], secret_store: Any) -> dict[str, str]:
+    """Read each referenced secret from the keyring; a missing one is a clear error."""
+    values: dict[str, str] = {}
+    for name, ref in refs.items():
+        if secret_store is None:
+            raise TransportError(f"the value of {name!r} is kept in the OS keyring, which is not available")
+        try:
+            values[name] = secret_store.get(ref)
+        except KeyError:
+            raise TransportError(f"the secret value of {name!r} is missing from the OS keyring; "
+                                 f"edit the server and enter it again") from None
+    return values
+
+
+def make_transport(cfg: Any, secret_store: Any = None, *, session_id: str | None = None,
+                   protocol_version: str | None = None) -> Transport:
+    """Build the transport a server configuration describes (not yet connected)."""
+    if cfg.transport == "stdio":
+        from hostapp.transport.stdio import StdioTransport
+
+        env = dict(cfg.env or {})
+        env.update(resolve_secrets(dict(cfg.secret_env or {}), secret_store))
+        return StdioTransport(cfg.command, list(cfg.args or []), env=env or None)
+    if cfg.transport == "http":
+        from hostapp.transport.http import StreamableHttpTransport
+
+        headers = dict(cfg.headers or {})
+        headers.update(resolve_secrets(dict(cfg.secret_headers or {}), secret_store))
+        return StreamableHttpTransport(cfg.url, headers, session_id=session_id, protocol_version=protocol_version)
+    raise TransportError(f"unknown transport {cfg.transport!r} for server {cfg.name!r}")
+
+
+async def open_session(cfg: Any, handlers: ClientHandlers | None = None, *, secret_store: Any = None,
+                       capabilities: dict[str, Any] | None = None,
+                       version: str | None = None) -> tuple[ClientSession, ServerInfo]:
+    """Connect to a configured server and negotiate; the caller closes the session."""
+    transport = make_transport(cfg, secret_store)
+    session = ClientSession(transport, handlers, capabilities=capabilities)
+    try:
+        info = await session.connect(version)
+    except BaseException:
+        await session.close()
+        raise
+    return session, info
