@@ -1,0 +1,212 @@
+"""Keeps one server connected: connect, detect loss, reconnect with backoff, say so.
+
+A :class:`ServerConnection` owns the live :class:`ClientSession` of one configured
+server. When the connection drops (a stdio process exits, an HTTP stream cannot be
+resumed, a 404 says the session is gone) it reconnects with exponential backoff and full
+jitter, re-initializing from scratch, and tells its owner each time a new session is
+ready so the operations of that server can be resumed on it. It never gives up: after a
+few failures the server shows as offline, and attempts continue at the longest interval.
+
+States: offline → connecting → connected → reconnecting (waiting ``retry_in``) →
+connecting … ; disabled when stopped; needs_sign_in on HTTP 401.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+from typing import Any, Awaitable, Callable
+
+from hostapp.engine import api
+from hostapp.engine.connections import make_transport
+from hostapp.engine.session import ClientHandlers, ClientSession
+from hostapp.protocol.eras import ServerInfo
+from hostapp.protocol.jsonrpc import RpcError
+from hostapp.transport.base import HttpStatusError, TransportError
+
+log = logging.getLogger(__name__)
+
+
+class Backoff:
+    """Exponential backoff with full jitter (each delay uniform in [base, cap_n])."""
+
+    def __init__(self, base: float = 0.5, factor: float = 2.0, cap: float = 30.0, rng: random.Random | None = None):
+        self.base, self.factor, self.cap = base, factor, cap
+        self.failures = 0
+        self._rng = rng or random.Random()
+
+    def next_delay(self) -> float:
+        ceiling = min(self.cap, self.base * (self.factor ** self.failures))
+        self.failures += 1
+        return self._rng.uniform(min(self.base, ceiling), ceiling)
+
+    def reset(self) -> None:
+        self.failures = 0
+
+
+#: Failures in a row after which a reconnecting server is shown as offline.
+OFFLINE_AFTER = 3
+
+
+class ServerConnection:
+    """The supervised connection of one server."""
+
+    def __init__(self, cfg: Any, *, secret_store: Any,
+                 handlers_factory: Callable[["ServerConnection"], ClientHandlers],
+                 capabilities: dict[str, Any],
+                 on_change: Callable[[api.ServerView], None],
+                 on_ready: Callable[["ServerConnection", ClientSession], Awaitable[None]],
+                 backoff: Backoff | None = None):
+        self.cfg = cfg
+        self.secret_store = secret_store
+        self.handlers_factory = handlers_factory
+        self.capabilities = capabilities
+        self.on_change = on_change
+        self.on_ready = on_ready
+        self.backoff = backoff or Backoff()
+        self.session: ClientSession | None = None
+        self.info: ServerInfo | None = None
+        self.tools: list[dict[str, Any]] = []
+        self.view = api.ServerView(cfg.name, cfg.transport, cfg.url or " ".join([cfg.command or "", *cfg.args]))
+        self._ready = asyncio.Event()
+        self._lost = asyncio.Event()
+        self._task: asyncio.Task | None = None
+        self._wake = asyncio.Event()
+
+    @property
+    def name(self) -> str:
+        return self.cfg.name
+
+    def start(self) -> None:
+        if self._task is None or self._task.done():
+            self._task = asyncio.get_running_loop().create_task(self._run(), name=f"supervise {self.name}")
+
+    async def stop(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            try:
+                await task
+            except (asyncio.CancelledError, Exception):
+                pass
+        await self._drop_session()
+        self._set(state=api.DISABLED, retry_in=None)
+
+    def reconnect_now(self) -> None:
+        """Skip the wait before the next attempt (the person pressed Reconnect)."""
+        self.backoff.reset()
+        self._wake.set()
+        if self.session is not None:
+            self._lost.set()
+
+    def connection_lost(self) -> None:
+        """Called when a request on this connection failed in a way that means it is gone."""
+        self._lost.set()
+
+    async def wait_ready(self, timeout: float | None = None) -> ClientSession:
+        """The live session, waiting for the next successful connection if needed."""
+        if timeout is None:
+            await self._ready.wait()
+        else:
+            await asyncio.wait_for(self._ready.wait(), timeout)
+        assert self.session is not None
+        return self.session
+
+    def _set(self, **fields: Any) -> None:
+        for k, v in fields.items():
+            setattr(self.view, k, v)
+        self.on_change(self.view)
+
+    async def _drop_session(self) -> None:
+        self._ready.clear()
+        session, self.session = self.session, None
+        if session is not None:
+            try:
+                await session.close()
+            except Exception as exc:  # closing a broken connection may fail; it is gone either way
+                log.debug("closing %s: %s", self.name, exc)
+
+    async def _run(self) -> None:
+        first = True
+        while True:
+            self._set(state=api.CONNECTING if first else api.RECONNECTING, retry_in=None)
+            try:
+                await self._connect_once()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                await self._drop_session()
+                message = describe_failure(exc)
+                state = api.NEEDS_SIGN_IN if isinstance(exc, HttpStatusError) and exc.status == 401 else (
+                    api.OFFLINE if self.backoff.failures + 1 >= OFFLINE_AFTER else api.RECONNECTING)
+                delay = self.backoff.next_delay()
+                self._set(state=state, error=message, retry_in=delay)
+                log.info("%s: %s; retrying in %.1f s", self.name, message, delay)
+                await self._sleep(delay)
+                first = False
+                continue
+            first = False
+            self.backoff.reset()
+            await self._lost.wait()
+            self._lost.clear()
+            await self._drop_session()
+
+    async def _sleep(self, delay: float) -> None:
+        self._wake.clear()
+        try:
+            await asyncio.wait_for(self._wake.wait(), delay)
+        except asyncio.TimeoutError:
+            pass
+
+    async def _connect_once(self) -> None:
+        self._lost.clear()
+        transport = make_transport(self.cfg, self.secret_store)
+        handlers = self.handlers_factory(self)
+        session = ClientSession(transport, _LossWatcher(handlers, self), capabilities=self.capabilities)
+        self.session = session
+        self.info = await session.connect()
+        try:
+            self.tools = await session.list_tools() if "tools" in self.info.capabilities else []
+        except RpcError as exc:
+            log.info("%s: tools/list failed: %s", self.name, exc)
+            self.tools = []
+        self._set(state=api.CONNECTED, error=None, retry_in=None, protocol_version=self.info.protocol_version,
+                  tools_count=len(self.tools), tools=self.tools)
+        self._ready.set()
+        await self.on_ready(self, session)
+
+
+class _LossWatcher(ClientHandlers):
+    """Wraps the engine's handlers to notice when the session's connection ends."""
+
+    def __init__(self, inner: ClientHandlers, conn: ServerConnection):
+        self._inner = inner
+        self._conn = conn
+
+    def __getattribute__(self, name: str) -> Any:
+        if name in ("_inner", "_conn", "on_closed"):
+            return object.__getattribute__(self, name)
+        return getattr(object.__getattribute__(self, "_inner"), name)
+
+    def on_closed(self, error: Exception | None) -> None:
+        self._inner.on_closed(error)
+        self._conn.connection_lost()
+
+
+def describe_failure(exc: BaseException) -> str:
+    """A failure in plain words, for the server row."""
+    if isinstance(exc, HttpStatusError):
+        if exc.status == 401:
+            return "the server needs sign-in"
+        return str(exc)
+    if isinstance(exc, (TransportError, RpcError)):
+        return str(exc)
+    if isinstance(exc, asyncio.TimeoutError):
+        return "the server did not answer in time"
+    return f"{type(exc).__name__}: {exc}"
+
+
+def now() -> float:
+    return time.time()
