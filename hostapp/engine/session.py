@@ -97,6 +97,9 @@ class ClientHandlers:
     def on_notification(self, method: str, params: dict[str, Any], related_request_id: RequestId | None) -> None:
         """Every notification not consumed by the session itself (tasks status, streams, ...)."""
 
+    def on_stream_event(self, request_id: RequestId | None, event_id: str, retry_ms: int | None) -> None:
+        """An SSE event id was seen on a request's stream (journaled for resumption)."""
+
     def on_protocol_error(self, error: Exception) -> None:
         """Bad input from the server that the session survived (malformed, unknown id, ...)."""
         log.warning("%s", error)
@@ -276,6 +279,25 @@ class ClientSession:
             self._pending.pop(rid, None)
             if token is not None:
                 self._progress.pop(token, None)
+
+    async def await_response(self, request_id: RequestId, method: str, *,
+                             on_progress: ProgressCallback | None = None,
+                             progress_token: str | int | None = None) -> dict[str, Any]:
+        """Wait for the answer to a request sent earlier, perhaps by a previous process.
+
+        Used when a stream is resumed (GET with Last-Event-ID after a host restart): the
+        response arrives under the original id, which this session never sent.
+        """
+        if progress_token is not None and on_progress is not None:
+            self._progress[progress_token] = _ProgressRoute(on_progress)
+        future: asyncio.Future = asyncio.get_running_loop().create_future()
+        self._pending[request_id] = _Pending(method, future, progress_token)
+        try:
+            return await future
+        finally:
+            self._pending.pop(request_id, None)
+            if progress_token is not None:
+                self._progress.pop(progress_token, None)
 
     async def _send_cancel(self, rid: RequestId, reason: str) -> None:
         try:
@@ -485,7 +507,7 @@ class ClientSession:
         self.handlers.on_protocol_error(error)
 
     def on_stream_event(self, request_id: RequestId | None, event_id: str, retry_ms: int | None) -> None:
-        """Journaled by the operations service; a plain session has no use for it."""
+        self.handlers.on_stream_event(request_id, event_id, retry_ms)
 
     def on_request_lost(self, request_id: RequestId, error: Exception) -> None:
         pending = self._pending.get(request_id)
