@@ -1,0 +1,812 @@
+"""The engine: servers kept connected, operations started, carried and resumed.
+
+:class:`Engine` is the facade the window and the CLI use. It owns the journal, the
+secret store and one :class:`~hostapp.engine.supervisor.ServerConnection` per enabled
+server. Each operation is an :class:`OperationRunner`: the journal row, the mechanism
+(a pure state machine from :mod:`hostapp.mechanisms`) that carries it, and the loop that
+feeds the mechanism what arrives and carries out the actions it returns.
+
+Write-ahead, in this order: the operation row is committed (status ``pending``), the
+mechanism's pre-send handle is committed (its secret in the keyring), the JSON-RPC id is
+committed, and only then does the request leave. Every later server-issued handle is
+committed before the next action runs. At start-up every unfinished row is restored and
+resumed without being asked; one whose outcome cannot be known ends as ``unknown``.
+Terminal outcomes go through ``journal.finish_operation``, which succeeds once: that is
+what makes delivery exactly-once across crashes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from pathlib import Path
+from typing import Any, Callable
+
+from hostapp.engine import api
+from hostapp.engine.session import ClientHandlers, ClientSession, RequestContext
+from hostapp.engine.supervisor import ServerConnection
+from hostapp.mechanisms import actions as A
+from hostapp.protocol.jsonrpc import INTERNAL_ERROR, RequestId, RpcError
+from hostapp.transport.base import ConnectionLost, SessionExpired, TransportError
+
+log = logging.getLogger(__name__)
+
+#: An operation with no deadline of its own is given up (as expired) after this long
+#: without any sign of life from the server: a week covers every realistic tool.
+DEFAULT_DEADLINE_SECONDS = 7 * 24 * 3600
+
+
+def _mechanism_api():
+    """The mechanism package's entry points (imported late: it is optional at import time)."""
+    from hostapp import mechanisms
+
+    return mechanisms
+
+
+def _status_of(mark: str) -> str:
+    return api.INPUT_REQUIRED if mark == "input_required" else api.RUNNING
+
+
+class _NullListener:
+    def operation_changed(self, op: api.OperationView) -> None: ...
+    def operation_event(self, op_id: str, kind: str, data: dict[str, Any]) -> None: ...
+    def server_changed(self, server: api.ServerView) -> None: ...
+    def input_requested(self, request: api.InputRequest) -> None: ...
+    def input_withdrawn(self, request_id: str) -> None: ...
+    def problem(self, kind: str, message: str) -> None: ...
+
+
+class OperationRunner:
+    """One operation in this process: feeds its mechanism and executes its actions.
+
+    States follow the journal's status: pending → running ⇄ input_required → a terminal
+    status. ``attach`` binds it to a live session (after connect or reconnect).
+    """
+
+    def __init__(self, engine: "Engine", record: Any, mechanism: Any):
+        self.engine = engine
+        self.record = record
+        self.mech = mechanism
+        self.session: ClientSession | None = None
+        self.view = engine._view_of(record)
+        self.handle_ref: str | None = record.handle_ref
+        self._wake_handle: asyncio.TimerHandle | None = None
+        self._lock = asyncio.Lock()
+        self._tasks: set[asyncio.Task] = set()
+        self._questions: set[str] = set()
+
+    @property
+    def id(self) -> str:
+        return self.record.id
+
+    @property
+    def done(self) -> bool:
+        return self.view.status in api.TERMINAL
+
+    @property
+    def progress_token(self) -> str:
+        return f"op-{self.record.id}"
+
+    # -- feeding -----------------------------------------------------------------
+
+    async def feed(self, produce: Callable[[], list[A.Action]]) -> None:
+        """Run one mechanism hook and carry out what it returns, one hook at a time."""
+        async with self._lock:
+            if self.done:
+                return
+            actions = produce()
+            await self._execute(actions)
+
+    def feed_soon(self, produce: Callable[[], list[A.Action]]) -> None:
+        self._spawn(self.feed(produce))
+
+    def _spawn(self, coro) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._task_done)
+
+    def _task_done(self, task: asyncio.Task) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            exc = task.exception()
+            log.error("operation %s: %s", self.id, exc, exc_info=exc)
+            self.engine.listener.problem("engine", f"operation {self.id} hit an internal error: {exc}")
+
+    # -- executing ----------------------------------------------------------------
+
+    async def _execute(self, actions: list[A.Action]) -> None:
+        eng = self.engine
+        for action in actions:
+            now = eng.clock()
+            if isinstance(action, A.CommitHandle):
+                await self._commit(action)
+            elif isinstance(action, A.ReportProgress):
+                self.view.progress, self.view.message = action.progress, action.message or self.view.message
+                if action.total is not None:
+                    self.view.total = action.total
+                self.view.updated_at = now
+                eng.journal.record_progress(self.id, action.progress, action.total, action.message)
+                eng._changed(self)
+            elif isinstance(action, A.MarkStatus):
+                await self._set_status(_status_of(action.status), action.message or action.status)
+            elif isinstance(action, A.ScheduleWake):
+                self._schedule_wake(action.at)
+            elif isinstance(action, A.SendRequest):
+                self._spawn(self._send_request(action))
+            elif isinstance(action, A.SendNotification):
+                self._spawn(self._send_notification(action.method, action.params))
+            elif isinstance(action, A.CancelRequest):
+                if self.record.jsonrpc_id is not None:
+                    self._spawn(self._send_notification("notifications/cancelled", {
+                        "requestId": self.record.jsonrpc_id, "reason": action.reason or "cancelled"}))
+            elif isinstance(action, A.ResumeSseStream):
+                self._spawn(self._resume_stream(action.last_event_id))
+            elif isinstance(action, A.AskInput):
+                self._spawn(self._ask(action))
+            elif isinstance(action, A.PartialResult):
+                eng.journal.append_event(self.id, "partial_result", {"result": action.result})
+                eng.listener.operation_event(self.id, "partial_result", {"result": action.result})
+            elif isinstance(action, A.Deliver):
+                status = api.COMPLETED
+                if action.error is not None:
+                    status = api.FAILED
+                elif (action.result or {}).get("isError"):
+                    status = api.FAILED
+                await self._finish(status, result=action.result, error=action.error)
+            elif isinstance(action, A.Cancelled):
+                await self._finish(api.CANCELLED, error={"code": None, "message": action.message})
+            elif isinstance(action, A.Unknown):
+                await self._finish(api.UNKNOWN, error={"code": None, "message": action.reason})
+            else:  # pragma: no cover - a new action type must be handled here
+                raise TypeError(f"unhandled action {type(action).__name__}")
+
+    async def _commit(self, action: A.CommitHandle) -> None:
+        eng = self.engine
+        ref = self.handle_ref
+        resumable = self.view.resumable
+        if action.secret is None:
+            if ref is not None:
+                await eng._secret_call(eng.secrets.delete, ref)
+            ref = None
+        elif eng.keyring_problem is None:
+            try:
+                ref = await eng._secret_call(eng.secrets.replace, ref, "handle", action.secret)
+            except Exception as exc:  # the keyring failed now: carry on in memory, say it
+                eng._keyring_failed(exc)
+                resumable, ref = False, None
+        else:
+            resumable, ref = False, None
+        self.handle_ref = ref
+        self.view.resumable = resumable
+        await eng.journal.update_operation(self.id, handle=action.state, handle_ref=ref,
+                                           mechanism=action.state.get("mechanism"), resumable=resumable)
+
+    async def _set_status(self, status: str, message: str | None) -> None:
+        if self.view.status == status:
+            if message and message != self.view.message:
+                self.view.message = message
+                self.engine._changed(self)
+            return
+        old = self.view.status
+        await self.engine.journal.update_operation(self.id, status=status, message=message)
+        self.view.status = status
+        self.view.needs_input = status == api.INPUT_REQUIRED
+        self.view.message = message or self.view.message
+        self.view.updated_at = self.engine.clock()
+        data = {"from": old, "to": status, "message": message}
+        self.engine.journal.append_event(self.id, "status", data)
+        self.engine.listener.operation_event(self.id, "status", data)
+        self.engine._changed(self)
+
+    async def _finish(self, status: str, *, result: dict | None = None, error: dict | None = None) -> None:
+        eng = self.engine
+        self._cancel_wake()
+        first = await eng.journal.finish_operation(self.id, status, result=result, error=error)
+        self.view.status = status
+        self.view.result, self.view.error = result, error
+        self.view.needs_input = False
+        self.view.ended_at = self.view.updated_at = eng.clock()
+        if self.handle_ref is not None:
+            try:
+                await eng._secret_call(eng.secrets.delete, self.handle_ref)
+            except Exception as exc:  # a stale secret is harmless; it names an ended operation
+                log.info("could not delete the handle of %s: %s", self.id, type(exc).__name__)
+        for qid in list(self._questions):
+            eng._withdraw(qid)
+        if first:
+            data = {"to": status, "error": error}
+            eng.journal.append_event(self.id, "status", data)
+            eng.listener.operation_event(self.id, "status", data)
+            eng._changed(self, urgent=True)
+        eng._forget(self)
+
+    # -- timers -----------------------------------------------------------------
+
+    def _schedule_wake(self, at: float) -> None:
+        self._cancel_wake()
+        loop = asyncio.get_running_loop()
+        delay = max(0.0, at - self.engine.clock())
+        self._wake_handle = loop.call_later(delay, lambda: self.feed_soon(lambda: self.mech.wake(now=self.engine.clock())))
+
+    def _cancel_wake(self) -> None:
+        if self._wake_handle is not None:
+            self._wake_handle.cancel()
+            self._wake_handle = None
+
+    # -- I/O ----------------------------------------------------------------------
+
+    async def _live_session(self) -> ClientSession:
+        conn = self.engine._connection(self.record.server)
+        return await conn.wait_ready()
+
+    def _route_progress(self, session: ClientSession) -> None:
+        session.route_progress(self.progress_token, self._on_progress)
+
+    def _on_progress(self, progress: float, total: float | None, message: str | None) -> None:
+        params = {"progress": progress, "total": total, "message": message}
+        # Progress is frequent: fed synchronously, without the lock's task hop.
+        if not self.done:
+            actions = self.mech.on_notification("notifications/progress", params, now=self.engine.clock())
+            for a in actions:
+                if isinstance(a, A.ReportProgress):
+                    self.view.progress, self.view.total = a.progress, a.total if a.total is not None else self.view.total
+                    if a.message:
+                        self.view.message = a.message
+                    self.view.updated_at = self.engine.clock()
+                    self.engine.journal.record_progress(self.id, a.progress, a.total, a.message)
+                    self.engine._changed(self)
+
+    async def send_original(self) -> None:
+        """Prepare, commit, then send the call itself (write-ahead)."""
+        eng = self.engine
+        session = await self._live_session()
+        params = {"name": self.record.tool, "arguments": self.record.params.get("arguments", {})}
+        to_send, pre = self.mech.prepare(params, now=eng.clock())
+        async with self._lock:
+            await self._execute(pre)
+        if self.done:
+            return
+        rid = session.ids.next()
+        self.record.jsonrpc_id = rid
+        await eng.journal.update_operation(self.id, jsonrpc_id=rid, status=api.RUNNING)
+        self.view.status = api.RUNNING
+        eng._changed(self)
+        eng._own_request(self, rid)
+        await self._request(session, self.mech.method, to_send, rid, original=True)
+
+    async def _request(self, session: ClientSession, method: str, params: dict, rid: RequestId,
+                       *, original: bool, which: str | None = None) -> None:
+        eng = self.engine
+        self._route_progress(session)
+        try:
+            result = await session.request(method, params, request_id=rid, on_progress=self._on_progress,
+                                           progress_token=self.progress_token)
+        except RpcError as exc:
+            await self.feed(lambda: self.mech.on_error(exc.to_error().to_obj(), now=eng.clock(),
+                                                       method=None if original else which or method))
+        except (ConnectionLost, SessionExpired) as exc:
+            log.info("operation %s: connection lost (%s)", self.id, exc)
+            await self.feed(lambda: self.mech.on_disconnect(now=eng.clock(), session_lost=isinstance(exc, SessionExpired)))
+        except TransportError as exc:
+            await self.feed(lambda: self.mech.on_disconnect(now=eng.clock()))
+            eng._connection(self.record.server).connection_lost()
+        else:
+            await self.feed(lambda: self.mech.on_result(result, now=eng.clock(),
+                                                        method=None if original else which or method))
+        finally:
+            eng._disown_request(self, rid)
+
+    async def _send_request(self, action: A.SendRequest) -> None:
+        try:
+            session = await self._live_session()
+        except asyncio.CancelledError:
+            raise
+        if action.reuse_jsonrpc_id and self.record.jsonrpc_id is not None:
+            rid = self.record.jsonrpc_id
+        else:
+            rid = session.ids.next()
+        self.engine._own_request(self, rid)
+        original = action.reuse_jsonrpc_id or action.method == self.mech.method
+        await self._request(session, action.method, action.params, rid, original=original, which=action.method)
+
+    async def _send_notification(self, method: str, params: dict) -> None:
+        try:
+            session = await asyncio.wait_for(self._live_session(), 10)
+            await session.notify(method, params)
+        except (TransportError, asyncio.TimeoutError) as exc:
+            log.info("operation %s: could not send %s: %s", self.id, method, exc)
+
+    async def _resume_stream(self, last_event_id: str) -> None:
+        session = await self._live_session()
+        rid = self.record.jsonrpc_id
+        transport = session.transport
+        if rid is None or not hasattr(transport, "resume_stream"):
+            await self.feed(lambda: self.mech.on_disconnect(now=self.engine.clock(), session_lost=True))
+            return
+        self.engine._own_request(self, rid)
+        waiter = asyncio.ensure_future(session.await_response(
+            rid, self.mech.method, on_progress=self._on_progress, progress_token=self.progress_token))
+        try:
+            await transport.resume_stream(rid, last_event_id)
+            result = await waiter
+        except RpcError as exc:
+            await self.feed(lambda: self.mech.on_error(exc.to_error().to_obj(), now=self.engine.clock()))
+        except TransportError as exc:
+            waiter.cancel()
+            await self.feed(lambda: self.mech.on_disconnect(now=self.engine.clock(),
+                                                            session_lost=isinstance(exc, SessionExpired)))
+        else:
+            await self.feed(lambda: self.mech.on_result(result, now=self.engine.clock()))
+        finally:
+            self.engine._disown_request(self, rid)
+
+    async def _ask(self, action: A.AskInput) -> None:
+        responses: dict[str, Any] = {}
+        for key, req in action.requests.items():
+            params = (req or {}).get("params") or {}
+            if (req or {}).get("method") == "elicitation/create":
+                responses[key] = await self.engine._ask_person(self, params)
+            elif (req or {}).get("method") == "roots/list":
+                responses[key] = {"roots": []}
+            else:
+                responses[key] = {"action": "decline"}
+        await self.feed(lambda: self.mech.answer_input(responses, now=self.engine.clock()))
+
+    # -- lifecycle hooks ---------------------------------------------------------------
+
+    async def attach(self, session: ClientSession, *, restored: bool) -> None:
+        """A (new) session is ready: resume the operation on it."""
+        self.session = session
+        self._route_progress(session)
+        await self.feed(lambda: self.mech.resume(now=self.engine.clock()))
+
+    def shutdown(self) -> None:
+        self._cancel_wake()
+        for task in list(self._tasks):
+            task.cancel()
+
+
+class _EngineHandlers(ClientHandlers):
+    """Server-to-client traffic of one connection, routed to operations."""
+
+    def __init__(self, engine: "Engine", conn: ServerConnection):
+        self.engine = engine
+        self.conn = conn
+
+    def _owner(self, ctx_request: RequestId | None) -> OperationRunner | None:
+        if ctx_request is None:
+            return None
+        return self.engine._request_owner.get((self.conn.name, ctx_request))
+
+    async def elicit(self, params: dict[str, Any], ctx: RequestContext) -> dict[str, Any]:
+        runner = self._owner(ctx.related_request_id)
+        if runner is None and ctx.related_task_id:
+            runner = self.engine._claimant(self.conn.name, "elicitation/create", params)
+        if runner is None and len(self.engine._in_flight_of(self.conn.name)) == 1:
+            runner = self.engine._in_flight_of(self.conn.name)[0]  # stdio carries no stream id
+        if runner is not None:
+            await runner._set_status(api.INPUT_REQUIRED, "waiting for your answer")
+        try:
+            return await self.engine._ask_person(runner, params, server=self.conn.name)
+        finally:
+            if runner is not None and not runner.done:
+                await runner._set_status(api.RUNNING, "answered")
+
+    async def create_message(self, params: dict[str, Any], ctx: RequestContext) -> dict[str, Any]:
+        raise RpcError(INTERNAL_ERROR, "hostapp does not offer sampling: no language model is configured")
+
+    def on_log(self, params: dict[str, Any]) -> None:
+        self.engine.listener.operation_event("", "log", {"server": self.conn.name, **params})
+
+    def on_list_changed(self, method: str) -> None:
+        if method == "notifications/tools/list_changed":
+            self.engine._spawn(self.engine._refresh_tools(self.conn))
+
+    def on_notification(self, method: str, params: dict[str, Any], related: RequestId | None) -> None:
+        eng = self.engine
+        if method == "notifications/elicitation/complete":
+            eng._elicitation_complete(params.get("elicitationId"))
+            return
+        runner = self._owner(related) or eng._claimant(self.conn.name, method, params)
+        if runner is None and method == "notifications/requests/resumePolicy":
+            runner = eng._request_owner.get((self.conn.name, params.get("requestId")))
+        if runner is not None:
+            runner.feed_soon(lambda: runner.mech.on_notification(method, params, now=eng.clock()))
+        else:
+            log.debug("%s: notification %s for no known operation", self.conn.name, method)
+
+    def on_stream_event(self, request_id: RequestId | None, event_id: str, retry_ms: int | None) -> None:
+        runner = self._owner(request_id)
+        if runner is not None:
+            runner.feed_soon(lambda: runner.mech.on_stream_event(event_id, retry_ms, now=self.engine.clock()))
+
+    def on_protocol_error(self, error: Exception) -> None:
+        log.info("%s: %s", self.conn.name, error)
+
+    def on_closed(self, error: Exception | None) -> None:
+        eng = self.engine
+        for runner in eng._in_flight_of(self.conn.name):
+            runner.feed_soon(lambda r=runner: r.mech.on_disconnect(now=eng.clock()))
+
+
+class Engine:
+    """The facade over journal, keyring, connections and operations (see module doc)."""
+
+    def __init__(self, home: Path, listener: Any = None, *, journal: Any = None, secrets: Any = None,
+                 clock: Callable[[], float] = time.time, connect: bool = True):
+        self.home = Path(home)
+        self.listener = listener or _NullListener()
+        self.clock = clock
+        self._journal = journal
+        self._secrets = secrets
+        self._connect = connect
+        self.keyring_problem: str | None = None
+        self.connections: dict[str, ServerConnection] = {}
+        self.runners: dict[str, OperationRunner] = {}
+        self._request_owner: dict[tuple[str, RequestId], OperationRunner] = {}
+        self._questions: dict[str, tuple[api.InputRequest, asyncio.Future]] = {}
+        self._tasks: set[asyncio.Task] = set()
+        self._started = False
+
+    # -- composition -------------------------------------------------------------
+
+    @property
+    def journal(self):
+        if self._journal is None:
+            from hostapp.store.journal import OperationJournal
+            from hostapp.store.paths import journal_path
+
+            self._journal = OperationJournal(journal_path(self.home))
+        return self._journal
+
+    @property
+    def secrets(self):
+        if self._secrets is None:
+            from hostapp.store.secrets import SecretStore
+
+            self._secrets = SecretStore(self.home)
+        return self._secrets
+
+    def capabilities(self) -> dict[str, Any]:
+        caps = _mechanism_api().client_capabilities()
+        return caps
+
+    async def start(self, *, resume: bool = True) -> None:
+        """Open the journal, check the keyring, connect servers, resume operations."""
+        if self._started:
+            return
+        self._started = True
+        await self._check_keyring()
+        journal = self.journal
+        for cfg in journal.list_servers():
+            if getattr(cfg, "enabled", True) and self._connect:
+                self._supervise(cfg)
+        if resume:
+            for record in journal.unfinished_operations():
+                self._restore(record)
+
+    async def stop(self) -> None:
+        for runner in list(self.runners.values()):
+            runner.shutdown()
+        for conn in list(self.connections.values()):
+            await conn.stop()
+        for task in list(self._tasks):
+            task.cancel()
+        for _, fut in self._questions.values():
+            if not fut.done():
+                fut.cancel()
+        if self._journal is not None:
+            await self._journal.flush()
+            self._journal.close()
+        self._started = False
+
+    async def _check_keyring(self) -> None:
+        try:
+            await self._secret_call(self.secrets.check)
+            self.keyring_problem = None
+        except Exception as exc:
+            self._keyring_failed(exc)
+
+    def _keyring_failed(self, exc: Exception) -> None:
+        from hostapp.store.secrets import KeyringUnavailable
+
+        message = str(exc) if isinstance(exc, KeyringUnavailable) else (
+            f"the OS keyring failed ({type(exc).__name__}); operations cannot be resumed after a restart")
+        self.keyring_problem = message
+        self.listener.problem("keyring", message)
+
+    async def _secret_call(self, fn: Callable, *args: Any) -> Any:
+        # Secret Service calls go over D-Bus and may block: never on the event loop thread.
+        return await asyncio.get_running_loop().run_in_executor(None, fn, *args)
+
+    def _spawn(self, coro) -> asyncio.Task:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    # -- servers -------------------------------------------------------------------
+
+    def _supervise(self, cfg: Any) -> ServerConnection:
+        conn = ServerConnection(
+            cfg, secret_store=self._secrets_or_none(cfg),
+            handlers_factory=lambda c: _EngineHandlers(self, c),
+            capabilities=self.capabilities(),
+            on_change=self.listener.server_changed,
+            on_ready=self._on_ready,
+        )
+        self.connections[cfg.name] = conn
+        conn.start()
+        return conn
+
+    def _secrets_or_none(self, cfg: Any):
+        return self.secrets if (cfg.secret_headers or cfg.secret_env) else None
+
+    def _connection(self, name: str) -> ServerConnection:
+        conn = self.connections.get(name)
+        if conn is None:
+            cfg = self.journal.get_server(name)
+            if cfg is None:
+                raise KeyError(f"no server named {name!r}")
+            conn = self._supervise(cfg)
+        return conn
+
+    def servers(self) -> list[api.ServerView]:
+        views = []
+        for cfg in self.journal.list_servers():
+            conn = self.connections.get(cfg.name)
+            views.append(conn.view if conn else api.ServerView(cfg.name, cfg.transport, cfg.url or cfg.command or "",
+                                                               state=api.DISABLED))
+        return views
+
+    async def add_server(self, cfg: Any, secrets: dict[str, dict[str, str]] | None = None) -> None:
+        """Add a server; ``secrets`` = {"headers": {...}, "env": {...}} of values for the keyring."""
+        secrets = secrets or {}
+        if secrets.get("headers") or secrets.get("env"):
+            await self._secret_call(self.secrets.check)
+            for name, value in (secrets.get("headers") or {}).items():
+                cfg.secret_headers[name] = await self._secret_call(self.secrets.put, "header", value)
+            for name, value in (secrets.get("env") or {}).items():
+                cfg.secret_env[name] = await self._secret_call(self.secrets.put, "env", value)
+        self.journal.add_server(cfg)
+        if self._connect and getattr(cfg, "enabled", True):
+            self._supervise(cfg)
+
+    async def remove_server(self, name: str) -> None:
+        conn = self.connections.pop(name, None)
+        if conn is not None:
+            await conn.stop()
+        cfg = self.journal.get_server(name)
+        if cfg is None:
+            return
+        self.journal.remove_server(name)
+        for ref in [*(cfg.secret_headers or {}).values(), *(cfg.secret_env or {}).values()]:
+            try:
+                await self._secret_call(self.secrets.delete, ref)
+            except Exception as exc:
+                log.info("could not delete a secret of %s: %s", name, type(exc).__name__)
+
+    async def reconnect(self, name: str) -> None:
+        self._connection(name).reconnect_now()
+
+    async def list_tools(self, server: str, timeout: float = 30.0) -> list[dict[str, Any]]:
+        conn = self._connection(server)
+        await conn.wait_ready(timeout)
+        return list(conn.tools)
+
+    async def _refresh_tools(self, conn: ServerConnection) -> None:
+        if conn.session is None:
+            return
+        try:
+            conn.tools = await conn.session.list_tools()
+        except (RpcError, TransportError) as exc:
+            log.info("%s: tools/list failed: %s", conn.name, exc)
+            return
+        conn.view.tools, conn.view.tools_count = conn.tools, len(conn.tools)
+        self.listener.server_changed(conn.view)
+
+    async def _on_ready(self, conn: ServerConnection, session: ClientSession) -> None:
+        for runner in self._in_flight_of(conn.name):
+            if runner.record.jsonrpc_id is None and runner.view.status == api.PENDING:
+                continue  # its start is waiting for this very connection
+            runner._spawn(runner.attach(session, restored=True))
+
+    # -- operations ----------------------------------------------------------------
+
+    def _view_of(self, record: Any) -> api.OperationView:
+        return api.OperationView(
+            id=record.id, server=record.server, tool=record.tool, method=record.method,
+            arguments=(record.params or {}).get("arguments", {}), status=record.status,
+            progress=record.progress, total=record.total, message=record.message,
+            created_at=record.created_at, updated_at=record.updated_at,
+            ended_at=record.updated_at if record.status in api.TERMINAL else None,
+            needs_input=record.status == api.INPUT_REQUIRED, result=record.result, error=record.error,
+            resumable=bool(getattr(record, "resumable", True)))
+
+    def _in_flight_of(self, server: str) -> list[OperationRunner]:
+        return [r for r in self.runners.values() if r.record.server == server and not r.done]
+
+    def _own_request(self, runner: OperationRunner, rid: RequestId) -> None:
+        self._request_owner[(runner.record.server, rid)] = runner
+
+    def _disown_request(self, runner: OperationRunner, rid: RequestId) -> None:
+        if self._request_owner.get((runner.record.server, rid)) is runner:
+            del self._request_owner[(runner.record.server, rid)]
+
+    def _claimant(self, server: str, method: str, params: dict[str, Any]) -> OperationRunner | None:
+        for runner in self._in_flight_of(server):
+            if runner.mech.claims(method, params):
+                return runner
+        return None
+
+    def _forget(self, runner: OperationRunner) -> None:
+        self.runners.pop(runner.id, None)
+        for key in [k for k, v in self._request_owner.items() if v is runner]:
+            del self._request_owner[key]
+
+    def _changed(self, runner: OperationRunner, urgent: bool = False) -> None:
+        self.listener.operation_changed(runner.view)
+
+    async def start_call(self, server: str, tool: str, arguments: dict[str, Any] | None = None) -> api.OperationView:
+        """Journal a new tools/call operation and start it in the background."""
+        from hostapp.store.journal import OperationRecord
+
+        conn = self._connection(server)
+        tool_def: dict[str, Any] = next((t for t in conn.tools if t.get("name") == tool), {})
+        now = self.clock()
+        record = OperationRecord(
+            id=uuid.uuid4().hex[:12], server=server, method="tools/call",
+            params={"name": tool, "arguments": arguments or {}}, tool=tool, jsonrpc_id=None,
+            mechanism=None, status=api.PENDING, progress=None, total=None, message="starting",
+            created_at=now, updated_at=now, deadline=now + DEFAULT_DEADLINE_SECONDS, result=None, error=None,
+            handle_ref=None, handle={}, pending_input=None, resumable=self.keyring_problem is None, delivered=False)
+        await self.journal.create_operation(record)
+        mech = await self._choose(conn, tool_def)
+        runner = OperationRunner(self, record, mech)
+        self.runners[record.id] = runner
+        self._changed(runner)
+        self.listener.operation_event(record.id, "status", {"to": api.PENDING, "message": f"calling {tool} on {server}"})
+        runner._spawn(runner.send_original())
+        return runner.view
+
+    async def _choose(self, conn: ServerConnection, tool_def: dict[str, Any]):
+        m = _mechanism_api()
+        info = conn.info
+        if info is None:
+            try:
+                await conn.wait_ready(30)
+                info = conn.info
+            except asyncio.TimeoutError:
+                info = None
+        era = info.era if info else "handshake"
+        caps = info.capabilities if info else {}
+        cls = m.choose_mechanism(era, caps, tool_def, conn.cfg.transport)
+        return cls()
+
+    def _restore(self, record: Any) -> None:
+        m = _mechanism_api()
+        secret = None
+        if record.handle_ref:
+            try:
+                secret = self.secrets.get(record.handle_ref)
+            except Exception as exc:
+                log.info("operation %s: handle unavailable (%s)", record.id, type(exc).__name__)
+        state = dict(record.handle or {})
+        if not state.get("mechanism"):
+            # Journaled before any mechanism state was committed: nothing can resume it.
+            state = {"mechanism": "direct", "method": record.method, "params": record.params,
+                     "phase": "new" if record.jsonrpc_id is None else "sent"}
+        try:
+            mech = m.restore_mechanism(state, secret)
+        except (ValueError, KeyError) as exc:
+            log.warning("operation %s cannot be restored: %s", record.id, exc)
+            mech = m.restore_mechanism({"mechanism": "direct", "method": record.method, "phase": "sent"}, None)
+        runner = OperationRunner(self, record, mech)
+        self.runners[record.id] = runner
+        self._changed(runner)
+        if record.server not in self.connections:
+            cfg = self.journal.get_server(record.server)
+            if cfg is None:
+                runner._spawn(runner._finish(api.UNKNOWN, error={
+                    "code": None, "message": f"its server {record.server!r} was removed"}))
+                return
+            if self._connect:
+                self._supervise(cfg)
+        conn = self.connections.get(record.server)
+        if conn is not None and conn.session is not None and conn._ready.is_set():
+            runner._spawn(runner.attach(conn.session, restored=True))
+
+    async def cancel(self, op_id: str) -> None:
+        runner = self.runners.get(op_id)
+        if runner is None:
+            record = self.journal.get_operation(op_id)
+            if record is None:
+                raise KeyError(f"no operation {op_id!r}")
+            if record.status in api.TERMINAL:
+                return
+            self._restore(record)
+            runner = self.runners[op_id]
+        await runner.feed(lambda: runner.mech.cancel(now=self.clock()))
+
+    async def rerun(self, op_id: str) -> api.OperationView:
+        record = await self._read(self.journal.get_operation, op_id)
+        if record is None:
+            raise KeyError(f"no operation {op_id!r}")
+        return await self.start_call(record.server, record.tool, (record.params or {}).get("arguments", {}))
+
+    async def _read(self, fn: Callable, *args: Any, **kwargs: Any) -> Any:
+        return fn(*args, **kwargs)
+
+    async def operations(self, statuses: set[str] | None = None, limit: int = 200, offset: int = 0) -> list[api.OperationView]:
+        records = await self._read(self.journal.list_operations, statuses=statuses, limit=limit, offset=offset)
+        views = []
+        for r in records:
+            live = self.runners.get(r.id)
+            views.append(live.view if live else self._view_of(r))
+        return views
+
+    async def count_operations(self, statuses: set[str] | None = None) -> int:
+        return await self._read(self.journal.count_operations, statuses=statuses)
+
+    async def events(self, op_id: str) -> list[dict[str, Any]]:
+        await self.journal.flush()
+        return await self._read(self.journal.events, op_id)
+
+    async def wait_finished(self, op_id: str, poll: float = 0.05) -> api.OperationView:
+        """Until the operation has a terminal status (used by the CLI's --wait)."""
+        while True:
+            runner = self.runners.get(op_id)
+            if runner is None:
+                record = self.journal.get_operation(op_id)
+                if record is not None and record.status in api.TERMINAL:
+                    return self._view_of(record)
+            await asyncio.sleep(poll)
+
+    # -- questions to the person -------------------------------------------------------
+
+    async def _ask_person(self, runner: OperationRunner | None, params: dict[str, Any], *,
+                          server: str | None = None) -> dict[str, Any]:
+        qid = uuid.uuid4().hex[:12]
+        request = api.InputRequest(
+            id=qid, operation_id=runner.id if runner else None,
+            server=server or (runner.record.server if runner else ""),
+            mode=params.get("mode") or "form", message=str(params.get("message", "")), params=params)
+        fut: asyncio.Future = asyncio.get_running_loop().create_future()
+        self._questions[qid] = (request, fut)
+        if runner is not None:
+            runner._questions.add(qid)
+            self.journal.append_event(runner.id, "input_requested", {"mode": request.mode, "message": request.message})
+        self.listener.input_requested(request)
+        try:
+            answer = await fut
+        finally:
+            self._questions.pop(qid, None)
+            if runner is not None:
+                runner._questions.discard(qid)
+        if runner is not None:
+            self.journal.append_event(runner.id, "input_answered", {"action": answer.get("action")})
+        return answer
+
+    def answer_input(self, request_id: str, answer: dict[str, Any]) -> None:
+        entry = self._questions.get(request_id)
+        if entry is None:
+            raise KeyError(f"no open question {request_id!r}")
+        if not entry[1].done():
+            entry[1].set_result(answer)
+
+    def _withdraw(self, qid: str) -> None:
+        entry = self._questions.pop(qid, None)
+        if entry is not None:
+            if not entry[1].done():
+                entry[1].set_result({"action": "cancel"})
+            self.listener.input_withdrawn(qid)
+
+    def _elicitation_complete(self, elicitation_id: Any) -> None:
+        for qid, (req, _fut) in list(self._questions.items()):
+            if req.mode == "url" and req.params.get("elicitationId") == elicitation_id:
+                self._withdraw(qid)
+
+    def open_questions(self) -> list[api.InputRequest]:
+        return [req for req, _ in self._questions.values()]
