@@ -26,7 +26,6 @@ import sys
 from pathlib import Path
 from typing import Any, Callable
 
-from hostapp.engine.session import ClientHandlers, RequestContext
 from hostapp.protocol.jsonrpc import RpcError
 from hostapp.transport.base import TransportError
 
@@ -101,29 +100,6 @@ def render_result_text(result: dict[str, Any]) -> str:
     if result.get("structuredContent") is not None and not lines:
         lines.append(json.dumps(result["structuredContent"], ensure_ascii=False, indent=2))
     return "\n".join(lines)
-
-
-class ScriptedAnswers(ClientHandlers):
-    """Answers elicitations from a list (``--answers FILE``) in order; declines when none is left."""
-
-    def __init__(self, answers: list[dict[str, Any]], printer: EventPrinter):
-        self.answers = list(answers)
-        self.printer = printer
-
-    async def elicit(self, params: dict[str, Any], ctx: RequestContext) -> dict[str, Any]:
-        mode = params.get("mode") or "form"
-        answer = self.answers.pop(0) if self.answers else {"action": "decline"}
-        if mode == "url":
-            answer = {k: v for k, v in answer.items() if k != "content"}  # URL mode carries no content
-        fields: dict[str, Any] = {"mode": mode, "message": params.get("message", "")}
-        if mode == "url":
-            fields["url"] = params.get("url")
-        fields["answer"] = answer.get("action")
-        self.printer.emit("elicitation", **fields)
-        return answer
-
-    def on_log(self, params: dict[str, Any]) -> None:
-        self.printer.emit("log", level=params.get("level"), logger=params.get("logger"), data=params.get("data"))
 
 
 def load_answers(path: str | None) -> list[dict[str, Any]]:
@@ -288,9 +264,84 @@ async def _tools(args: argparse.Namespace, home: Home) -> int:
     return EXIT_OK
 
 
-async def _call(args: argparse.Namespace, home: Home) -> int:
-    from hostapp.engine.connections import open_session
+class CallFollower:
+    """Engine listener for the CLI: prints the events of the operations it follows and
+    answers their questions from the scripted answers."""
 
+    def __init__(self, printer_for: Callable[[str], EventPrinter], answers: list[dict[str, Any]]):
+        self.printer_for = printer_for
+        self.answers = list(answers)
+        self.engine: Any = None
+        self.follow: set[str] | None = None  # None: every operation
+        self._last: dict[str, tuple] = {}
+
+    def _follows(self, op_id: str | None) -> bool:
+        return op_id is not None and (self.follow is None or op_id in self.follow)
+
+    def operation_changed(self, op: Any) -> None:
+        if not self._follows(op.id):
+            return
+        key = (op.progress, op.total, op.message)
+        if op.progress is not None and self._last.get(op.id) != key and op.status not in TERMINAL_STATUSES:
+            self._last[op.id] = key
+            self.printer_for(op.id).emit("progress", progress=op.progress, total=op.total, message=op.message)
+
+    def operation_event(self, op_id: str, kind: str, data: dict[str, Any]) -> None:
+        if kind == "status" and self._follows(op_id) and data.get("to") not in TERMINAL_STATUSES:
+            fields = {"status": data.get("to")}
+            if data.get("message"):
+                fields["message"] = data["message"]
+            self.printer_for(op_id).emit("status", **fields)
+        elif kind == "log" and (self.follow is None or len(self.follow) == 1):
+            op = next(iter(self.follow)) if self.follow else None
+            self.printer_for(op).emit("log", level=data.get("level"), logger=data.get("logger"), data=data.get("data"))
+
+    def server_changed(self, server: Any) -> None:
+        pass
+
+    def input_requested(self, request: Any) -> None:
+        if request.operation_id is not None and not self._follows(request.operation_id):
+            return
+        answer = self.answers.pop(0) if self.answers else {"action": "decline"}
+        if request.mode == "url":
+            answer = {k: v for k, v in answer.items() if k != "content"}  # URL mode carries no content
+        fields: dict[str, Any] = {"mode": request.mode, "message": request.message}
+        if request.mode == "url":
+            fields["url"] = request.params.get("url")
+        fields["answer"] = answer.get("action")
+        self.printer_for(request.operation_id).emit("elicitation", **fields)
+        self.engine.answer_input(request.id, answer)
+
+    def input_withdrawn(self, request_id: str) -> None:
+        pass
+
+    def problem(self, kind: str, message: str) -> None:
+        print(f"hostapp: {message}", file=sys.stderr)
+
+
+TERMINAL_STATUSES = {"completed", "failed", "cancelled", "expired", "unknown"}
+
+
+def emit_outcome(printer: EventPrinter, op: Any) -> int:
+    """The last lines of a followed operation; the exit status it deserves."""
+    printer.emit("status", status=op.status)
+    if op.result is not None:
+        printer.emit("result", result=op.result)
+        return EXIT_OK
+    error = op.error or {}
+    printer.emit("error", code=error.get("code"), message=error.get("message") or op.status)
+    return EXIT_ERROR
+
+
+def _engine(home: Home, follower: CallFollower):
+    from hostapp.engine.service import Engine
+
+    engine = Engine(home.path, follower, journal=home.journal)
+    follower.engine = engine
+    return engine
+
+
+async def _call(args: argparse.Namespace, home: Home) -> int:
     try:
         arguments = json.loads(args.args) if args.args else {}
     except ValueError as exc:
@@ -298,31 +349,94 @@ async def _call(args: argparse.Namespace, home: Home) -> int:
     if not isinstance(arguments, dict):
         raise UsageError("--args must be a JSON object")
     printer = EventPrinter(args.json)
-    handlers = ScriptedAnswers(load_answers(args.answers), printer)
+    follower = CallFollower(lambda _op: printer, load_answers(args.answers))
+    follower.follow = set()
     cfg = home.server(args.server)
+    engine = _engine(home, follower)
     try:
-        session, info = await open_session(cfg, handlers, secret_store=_secret_store_if_needed(cfg, home))
-    except (TransportError, RpcError) as exc:
-        printer.emit("error", code=getattr(exc, "code", None), message=f"cannot connect to {cfg.name}: {exc}")
-        return EXIT_ERROR
-    try:
+        await engine.start(resume=False, only={cfg.name})
+        try:
+            await engine.connected(cfg.name, timeout=args.connect_timeout)
+        except (TransportError, asyncio.TimeoutError) as exc:
+            printer.emit("error", code=None, message=str(exc) or f"cannot connect to {cfg.name}: timed out")
+            return EXIT_ERROR
+        op = await engine.start_call(cfg.name, args.tool, arguments)
+        follower.follow.add(op.id)
         printer.emit("status", status="running")
-        result = await session.call_tool(
-            args.tool, arguments,
-            on_progress=lambda p, t, m: printer.emit("progress", progress=p, total=t, message=m))
-        printer.emit("status", status="failed" if result.get("isError") else "completed")
-        printer.emit("result", result=result)
-        return EXIT_OK
-    except RpcError as exc:
-        printer.emit("status", status="failed")
-        printer.emit("error", code=exc.code, message=exc.message)
-        return EXIT_ERROR
-    except TransportError as exc:
-        printer.emit("status", status="failed")
-        printer.emit("error", code=None, message=str(exc))
-        return EXIT_ERROR
+        final = await engine.wait_finished(op.id)
+        return emit_outcome(printer, final)
     finally:
-        await session.close()
+        await engine.stop()
+
+
+async def _resume(args: argparse.Namespace, home: Home) -> int:
+    printers: dict[str | None, EventPrinter] = {}
+
+    def printer_for(op_id: str | None) -> EventPrinter:
+        if op_id not in printers:
+            printers[op_id] = EventPrinter(args.json, operation_id=op_id)
+        return printers[op_id]
+
+    follower = CallFollower(printer_for, load_answers(args.answers))
+    engine = _engine(home, follower)
+    unfinished = [r.id for r in home.journal.unfinished_operations()]
+    try:
+        await engine.start(resume=True)
+        if not unfinished:
+            if not args.json:
+                print("nothing to resume")
+            return EXIT_OK
+        if not args.wait:
+            await asyncio.sleep(args.settle)
+            for op in await engine.operations(statuses=None, limit=len(unfinished) + 50):
+                if op.id in unfinished:
+                    printer_for(op.id).emit("status", status=op.status)
+            return EXIT_OK
+        codes = []
+        for op_id in unfinished:
+            final = await engine.wait_finished(op_id)
+            codes.append(emit_outcome(printer_for(op_id), final))
+        return max(codes, default=EXIT_OK)
+    finally:
+        await engine.stop()
+
+
+def cmd_ops(args: argparse.Namespace, home: Home) -> int:
+    records = home.journal.list_operations(limit=args.limit)
+    rows = [{"id": r.id, "server": r.server, "tool": r.tool, "mechanism": r.mechanism, "status": r.status,
+             "progress": r.progress, "total": r.total, "message": r.message, "created_at": r.created_at,
+             "result": r.result, "error": r.error} for r in records]
+    if args.json:
+        print(json.dumps(rows, ensure_ascii=False))
+        return EXIT_OK
+    if not rows:
+        print("no operations yet")
+    for r in rows:
+        pct = f"{100 * r['progress'] / r['total']:5.1f}%" if r["progress"] is not None and r["total"] else (
+            f"{r['progress']:g}" if r["progress"] is not None else "-")
+        print(f"{r['id']}  {r['server']:<14} {str(r['tool']):<24} {str(r['mechanism']):<18} {r['status']:<14} {pct}")
+    return EXIT_OK
+
+
+async def _cancel(args: argparse.Namespace, home: Home) -> int:
+    record = home.journal.get_operation(args.op)
+    if record is None:
+        raise UsageError(f"no operation {args.op!r}; 'hostapp ops' lists them")
+    if record.status in TERMINAL_STATUSES:
+        print(f"{args.op} already ended: {record.status}")
+        return EXIT_OK
+    printer = EventPrinter(False, operation_id=args.op)
+    follower = CallFollower(lambda _op: printer, [])
+    follower.follow = {args.op}
+    engine = _engine(home, follower)
+    try:
+        await engine.start(resume=True, only={record.server})
+        await engine.cancel(args.op)
+        final = await asyncio.wait_for(engine.wait_finished(args.op), args.timeout)
+        print(f"{args.op}: {final.status}")
+        return EXIT_OK if final.status in TERMINAL_STATUSES else EXIT_ERROR
+    finally:
+        await engine.stop()
 
 
 def cmd_tools(args: argparse.Namespace, home: Home) -> int:
@@ -331,6 +445,14 @@ def cmd_tools(args: argparse.Namespace, home: Home) -> int:
 
 def cmd_call(args: argparse.Namespace, home: Home) -> int:
     return asyncio.run(_call(args, home))
+
+
+def cmd_resume(args: argparse.Namespace, home: Home) -> int:
+    return asyncio.run(_resume(args, home))
+
+
+def cmd_cancel(args: argparse.Namespace, home: Home) -> int:
+    return asyncio.run(_cancel(args, home))
 
 
 def cmd_conformance(args: argparse.Namespace, home: Home | None) -> int:
@@ -383,7 +505,25 @@ def build_parser() -> argparse.ArgumentParser:
     call.add_argument("--args", help="the tool's arguments as a JSON object")
     call.add_argument("--answers", metavar="FILE", help="JSON list of elicitation answers, used in order")
     call.add_argument("--json", action="store_true", help="one JSON event per line")
+    call.add_argument("--connect-timeout", type=float, default=60.0, help=argparse.SUPPRESS)
     call.set_defaults(func=cmd_call)
+
+    ops = sub.add_parser("ops", help="the operations journal")
+    ops.add_argument("--json", action="store_true")
+    ops.add_argument("--limit", type=int, default=200)
+    ops.set_defaults(func=cmd_ops)
+
+    resume = sub.add_parser("resume", help="resume and poll every unfinished operation")
+    resume.add_argument("--wait", action="store_true", help="follow each until it ends")
+    resume.add_argument("--json", action="store_true")
+    resume.add_argument("--answers", metavar="FILE", help="JSON list of elicitation answers, used in order")
+    resume.add_argument("--settle", type=float, default=2.0, help=argparse.SUPPRESS)
+    resume.set_defaults(func=cmd_resume)
+
+    cancel = sub.add_parser("cancel", help="cancel an operation")
+    cancel.add_argument("op")
+    cancel.add_argument("--timeout", type=float, default=60.0, help=argparse.SUPPRESS)
+    cancel.set_defaults(func=cmd_cancel)
 
     conf = sub.add_parser("conformance-client", help="client for the official MCP conformance suite")
     conf.add_argument("url")

@@ -284,12 +284,14 @@ class OperationRunner:
             result = await session.request(method, params, request_id=rid, on_progress=self._on_progress,
                                            progress_token=self.progress_token)
         except RpcError as exc:
-            await self.feed(lambda: self.mech.on_error(exc.to_error().to_obj(), now=eng.clock(),
+            error = exc.to_error().to_obj()
+            await self.feed(lambda: self.mech.on_error(error, now=eng.clock(),
                                                        method=None if original else which or method))
         except (ConnectionLost, SessionExpired) as exc:
             log.info("operation %s: connection lost (%s)", self.id, exc)
-            await self.feed(lambda: self.mech.on_disconnect(now=eng.clock(), session_lost=isinstance(exc, SessionExpired)))
-        except TransportError as exc:
+            lost = isinstance(exc, SessionExpired)
+            await self.feed(lambda: self.mech.on_disconnect(now=eng.clock(), session_lost=lost))
+        except TransportError:
             await self.feed(lambda: self.mech.on_disconnect(now=eng.clock()))
             eng._connection(self.record.server).connection_lost()
         else:
@@ -332,11 +334,12 @@ class OperationRunner:
             await transport.resume_stream(rid, last_event_id)
             result = await waiter
         except RpcError as exc:
-            await self.feed(lambda: self.mech.on_error(exc.to_error().to_obj(), now=self.engine.clock()))
+            error = exc.to_error().to_obj()
+            await self.feed(lambda: self.mech.on_error(error, now=self.engine.clock()))
         except TransportError as exc:
             waiter.cancel()
-            await self.feed(lambda: self.mech.on_disconnect(now=self.engine.clock(),
-                                                            session_lost=isinstance(exc, SessionExpired)))
+            lost = isinstance(exc, SessionExpired)
+            await self.feed(lambda: self.mech.on_disconnect(now=self.engine.clock(), session_lost=lost))
         else:
             await self.feed(lambda: self.mech.on_result(result, now=self.engine.clock()))
         finally:
@@ -473,19 +476,23 @@ class Engine:
         caps = _mechanism_api().client_capabilities()
         return caps
 
-    async def start(self, *, resume: bool = True) -> None:
-        """Open the journal, check the keyring, connect servers, resume operations."""
+    async def start(self, *, resume: bool = True, only: set[str] | None = None) -> None:
+        """Open the journal, check the keyring, connect servers, resume operations.
+
+        ``only`` limits the servers connected at start (the CLI's one-off commands).
+        """
         if self._started:
             return
         self._started = True
         await self._check_keyring()
         journal = self.journal
         for cfg in journal.list_servers():
-            if getattr(cfg, "enabled", True) and self._connect:
+            if getattr(cfg, "enabled", True) and self._connect and (only is None or cfg.name in only):
                 self._supervise(cfg)
         if resume:
             for record in journal.unfinished_operations():
-                self._restore(record)
+                if only is None or record.server in only:
+                    self._restore(record)
 
     async def stop(self) -> None:
         for runner in list(self.runners.values()):
@@ -587,6 +594,14 @@ class Engine:
                 await self._secret_call(self.secrets.delete, ref)
             except Exception as exc:
                 log.info("could not delete a secret of %s: %s", name, type(exc).__name__)
+
+    async def connected(self, name: str, timeout: float = 60.0) -> ServerConnection:
+        """The connection of a server once its first attempt succeeded; raise its failure otherwise."""
+        conn = self._connection(name)
+        await asyncio.wait_for(conn.attempted.wait(), timeout)
+        if conn.view.state != api.CONNECTED:
+            raise TransportError(f"cannot connect to {name}: {conn.view.error}")
+        return conn
 
     async def reconnect(self, name: str) -> None:
         self._connection(name).reconnect_now()

@@ -74,6 +74,7 @@ class ServerConnection:
         self._lost = asyncio.Event()
         self._task: asyncio.Task | None = None
         self._wake = asyncio.Event()
+        self.attempted = asyncio.Event()  # set once the first connection attempt has ended
 
     @property
     def name(self) -> str:
@@ -143,12 +144,14 @@ class ServerConnection:
                     api.OFFLINE if self.backoff.failures + 1 >= OFFLINE_AFTER else api.RECONNECTING)
                 delay = self.backoff.next_delay()
                 self._set(state=state, error=message, retry_in=delay)
+                self.attempted.set()
                 log.info("%s: %s; retrying in %.1f s", self.name, message, delay)
                 await self._sleep(delay)
                 first = False
                 continue
             first = False
             self.backoff.reset()
+            self.attempted.set()
             await self._lost.wait()
             self._lost.clear()
             await self._drop_session()
