@@ -1,0 +1,176 @@
+"""A plain request, and the upgrade to whatever resumption the server offers mid-call.
+
+On its own a plain request cannot survive anything: if the connection or the host goes
+away while it is in flight, its outcome is unknown. But several mechanisms are offered
+by the *server* in the middle of a call (an SSE event id, a SEP-975 resume policy, a
+stream, a resume token, an MRTR question, a task created by the tasks extension).
+``DirectRequest`` watches for those offers and hands the operation over to the
+offered mechanism (its *carrier*), so the engine keeps one object per operation.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hostapp.mechanisms.actions import Action, Deliver, Unknown
+from hostapp.mechanisms.base import MECHANISMS, SENT, Mechanism, register
+
+RESUME_POLICY = "notifications/requests/resumePolicy"
+STREAM_CREATE = "notifications/stream/create"
+
+
+def offer_in_notification(method: str, params: dict[str, Any]) -> str | None:
+    """The name of the mechanism a server notification offers, if any."""
+    if method == RESUME_POLICY and isinstance((params or {}).get("resumeToken"), str):
+        return "resumable_requests"
+    if method == STREAM_CREATE and isinstance(((params or {}).get("stream") or {}).get("streamId"), str):
+        return "streams"
+    return None
+
+
+def offer_in_result(result: dict[str, Any]) -> str | None:
+    """The name of the mechanism a result continues with, if it is not final."""
+    result_type = result.get("resultType")
+    if result_type == "task":
+        return "tasks_extension"
+    if result_type == "input_required":
+        return "mrtr"
+    task = result.get("task")
+    if isinstance(task, dict) and isinstance(task.get("taskId"), str):
+        return "tasks_2025"
+    meta = result.get("_meta")
+    if isinstance(meta, dict) and isinstance(meta.get("nextResumeToken"), str):
+        return "resume_token"
+    return None
+
+
+@register
+class DirectRequest(Mechanism):
+    """A request with no durable mechanism, upgraded to one the server offers.
+
+    States: those of :class:`Mechanism`; once a carrier is adopted, its states.
+    Without a carrier: a response delivers; a dropped connection or a host restart
+    while in flight ends as Unknown (the tool may or may not have run).
+
+    Offers in a *result* always take over (a result ends the request that a stream or
+    resume policy was keeping alive). Offers in notifications or SSE events take over
+    only if more durable than the current carrier.
+    """
+
+    name = "direct"
+    durability = 0
+
+    def __init__(self, method: str = "tools/call") -> None:
+        super().__init__(method)
+        self.carrier: Mechanism | None = None
+
+    def _load_state(self, state: dict[str, Any], secret: str | None) -> None:
+        self.carrier = None
+
+    # -- adoption
+
+    def _adopt(self, offered: str | None, *, from_result: bool) -> None:
+        cls = MECHANISMS.get(offered) if offered else None
+        if cls is None:
+            return
+        current = self.carrier
+        if current is not None and type(current) is cls:
+            return
+        if not from_result and cls.durability <= (current.durability if current else self.durability):
+            return
+        self.carrier = cls.adopt(current or self)
+
+    def _via_carrier(self, actions: list[Action]) -> list[Action]:
+        assert self.carrier is not None
+        self.phase = self.carrier.phase
+        self.status = self.carrier.status
+        self.progress_high = self.carrier.progress_high
+        return actions
+
+    # -- public hooks: offers first, then the carrier or the plain behaviour
+
+    def on_result(self, result: dict[str, Any], *, now: float, method: str | None = None) -> list[Action]:
+        if self.done:
+            return []
+        if method in (None, self.method):
+            self._adopt(offer_in_result(result), from_result=True)
+        if self.carrier:
+            return self._via_carrier(self.carrier.on_result(result, now=now, method=method))
+        return super().on_result(result, now=now, method=method)
+
+    def on_error(self, error: dict[str, Any], *, now: float, method: str | None = None) -> list[Action]:
+        if self.carrier and not self.done:
+            return self._via_carrier(self.carrier.on_error(error, now=now, method=method))
+        return super().on_error(error, now=now, method=method)
+
+    def on_notification(self, method: str, params: dict[str, Any], *, now: float) -> list[Action]:
+        if self.done:
+            return []
+        self._adopt(offer_in_notification(method, params), from_result=False)
+        if self.carrier:
+            return self._via_carrier(self.carrier.on_notification(method, params, now=now))
+        return super().on_notification(method, params, now=now)
+
+    def on_stream_event(self, event_id: str | None, retry_ms: int | None, *, now: float) -> list[Action]:
+        if self.done:
+            return []
+        if event_id:
+            self._adopt("http_resumption", from_result=False)
+        if self.carrier:
+            return self._via_carrier(self.carrier.on_stream_event(event_id, retry_ms, now=now))
+        return super().on_stream_event(event_id, retry_ms, now=now)
+
+    def _delegate(self, hook: str, **kwargs: Any) -> list[Action]:
+        if self.carrier and not self.done:
+            return self._via_carrier(getattr(self.carrier, hook)(**kwargs))
+        return getattr(super(), hook)(**kwargs)
+
+    def on_disconnect(self, *, now: float, session_lost: bool = False) -> list[Action]:
+        return self._delegate("on_disconnect", now=now, session_lost=session_lost)
+
+    def resume(self, *, now: float) -> list[Action]:
+        return self._delegate("resume", now=now)
+
+    def wake(self, *, now: float) -> list[Action]:
+        return self._delegate("wake", now=now)
+
+    def answer_input(self, responses: dict[str, Any], *, now: float) -> list[Action]:
+        return self._delegate("answer_input", responses=responses, now=now)
+
+    def cancel(self, *, now: float) -> list[Action]:
+        return self._delegate("cancel", now=now)
+
+    def expire(self, *, now: float) -> list[Action]:
+        return self._delegate("expire", now=now)
+
+    def claims(self, method: str, params: dict[str, Any]) -> bool:
+        return self.carrier.claims(method, params) if self.carrier else False
+
+    def state(self) -> dict[str, Any]:
+        # Once a carrier holds the operation, the journal records the carrier: it is
+        # what a restart must rebuild.
+        return self.carrier.state() if self.carrier else super().state()
+
+    def secret(self) -> str | None:
+        return self.carrier.secret() if self.carrier else None
+
+    # -- plain behaviour
+
+    def _on_result(self, result: dict[str, Any], now: float, method: str) -> list[Action]:
+        if method != self.method:
+            return []
+        return [Deliver(result=result)]
+
+    def _on_error(self, error: dict[str, Any], now: float, method: str) -> list[Action]:
+        if method != self.method:
+            return []
+        return self._deliver_call_error(error)
+
+    def _on_disconnect(self, now: float, session_lost: bool) -> list[Action]:
+        return [Unknown("the connection dropped while the request was in flight and the server "
+                        "offered no way to resume it; it may or may not have run")]
+
+    def _resume(self, now: float) -> list[Action]:
+        if self.phase == SENT:
+            return [Unknown("the host stopped while the request was in flight; it may or may not have run")]
+        return []
