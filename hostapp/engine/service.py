@@ -472,9 +472,9 @@ class Engine:
             self._secrets = SecretStore(self.home)
         return self._secrets
 
-    def capabilities(self) -> dict[str, Any]:
-        caps = _mechanism_api().client_capabilities()
-        return caps
+    def capabilities(self) -> Callable[[str], dict[str, Any]]:
+        """Everything the client supports, per era (the mechanisms package decides)."""
+        return _mechanism_api().client_capabilities
 
     async def start(self, *, resume: bool = True, only: set[str] | None = None) -> None:
         """Open the journal, check the keyring, connect servers, resume operations.

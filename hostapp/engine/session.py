@@ -130,13 +130,15 @@ class ClientSession:
 
     def __init__(self, transport: Transport, handlers: ClientHandlers | None = None, *,
                  client_info: dict[str, Any] | None = None,
-                 capabilities: dict[str, Any] | None = None,
+                 capabilities: dict[str, Any] | Callable[[str], dict[str, Any]] | None = None,
                  ids: IdAllocator | None = None,
                  discover_timeout: float = 10.0):
         self.transport = transport
         self.handlers = handlers or ClientHandlers()
         self.client_info = dict(client_info or DEFAULT_CLIENT_INFO)
-        self.capabilities = capabilities if capabilities is not None else default_capabilities()
+        # Either one capability object, or a function of the era (the durable mechanisms
+        # declare different things to handshake-era and stateless servers).
+        self._capabilities = capabilities if capabilities is not None else default_capabilities()
         self.ids = ids or IdAllocator()
         self.discover_timeout = discover_timeout
         self.server: ServerInfo | None = None
@@ -167,7 +169,8 @@ class ClientSession:
                 return info
         offer = version or eras.HANDSHAKE_OFFER
         self.transport.set_protocol_version(None, stateless=False)
-        result = await self.request("initialize", eras.initialize_params(self.client_info, self.capabilities, offer),
+        params = eras.initialize_params(self.client_info, self.capabilities_for(eras.HANDSHAKE), offer)
+        result = await self.request("initialize", params,
                                     _allow_before_ready=True)
         info = eras.accept_initialize_result(result, offer)
         self.transport.set_protocol_version(info.protocol_version, stateless=False)
@@ -215,6 +218,10 @@ class ClientSession:
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
+    def capabilities_for(self, era: str) -> dict[str, Any]:
+        caps = self._capabilities
+        return caps(era) if callable(caps) else caps
+
     @property
     def era(self) -> str | None:
         return self.server.era if self.server else None
@@ -229,7 +236,8 @@ class ClientSession:
         params = dict(params or {})
         meta = dict(params.get("_meta") or {})
         if self.server is not None and self.server.era == eras.STATELESS:
-            meta.update(eras.stateless_meta(self.client_info, self.capabilities, self.server.protocol_version))
+            meta.update(eras.stateless_meta(self.client_info, self.capabilities_for(eras.STATELESS),
+                                             self.server.protocol_version))
         if extra_meta:
             meta.update(extra_meta)
         if meta:
