@@ -29,6 +29,7 @@ The engine's loop
    - the person answered an AskInput: ``m.answer_input(responses, now=...)``;
    - the person cancelled: ``m.cancel(now=...)``; the engine's own deadline passed:
      ``m.expire(now=...)``.
+   Deleting the operation's secret once it is terminal is the engine's job.
 4. Stop feeding once a terminal action (Deliver, Cancelled, Unknown) was executed;
    every hook returns ``[]`` after it anyway, so a result arriving twice is delivered
    once.
@@ -81,15 +82,22 @@ from hostapp.mechanisms.actions import (
 )
 from hostapp.mechanisms.base import MECHANISMS, Mechanism, restore_mechanism
 from hostapp.mechanisms.direct import DirectRequest
+from hostapp.mechanisms.http_resumption import HttpStreamResumption
 from hostapp.mechanisms.tasks_2025 import Tasks2025
+from hostapp.mechanisms.mrtr import Mrtr
+from hostapp.mechanisms.tasks_extension import TasksExtension
+from hostapp.mechanisms.resume_tokens import ResumeTokenRequest
+from hostapp.mechanisms.streams import StreamRequest
+from hostapp.mechanisms.resumable_requests import ResumableRequest
 from hostapp.mechanisms.async_tools import AsyncTool
-from hostapp.mechanisms.capabilities import choose_mechanism, client_capabilities
+from hostapp.mechanisms.capabilities import candidate_mechanisms, choose_mechanism, client_capabilities
 
 __all__ = [
     "Action", "AskInput", "CancelRequest", "Cancelled", "CommitHandle", "Deliver", "MarkStatus",
     "PartialResult", "ReportProgress", "ResumeSseStream", "ScheduleWake", "SendNotification",
     "SendRequest", "Unknown", "OPERATION_STATUSES", "TERMINAL_ACTIONS",
     "MECHANISMS", "Mechanism", "restore_mechanism",
-    "DirectRequest", "Tasks2025", "AsyncTool",
-    "choose_mechanism", "client_capabilities",
+    "DirectRequest", "HttpStreamResumption", "Tasks2025", "TasksExtension", "Mrtr",
+    "ResumeTokenRequest", "StreamRequest", "ResumableRequest", "AsyncTool",
+    "candidate_mechanisms", "choose_mechanism", "client_capabilities",
 ]

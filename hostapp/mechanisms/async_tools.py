@@ -68,6 +68,7 @@ class AsyncTool(Mechanism):
     name = "async_tool"
     durability = 100
     client_token = True
+    _token_factory: Callable[[], str] = staticmethod(new_operation_token)
 
     def __init__(self, method: str = "tools/call", *, keep_alive: int | None = None,
                  token_factory: Callable[[], str] = new_operation_token) -> None:

@@ -95,6 +95,7 @@ class Mechanism(ABC):
         self.sent_at: float | None = None
         self.expires_at: float | None = None
         self.failures = 0  # consecutive failed polls, for back-off
+        self._load_state({}, None)
 
     # ------------------------------------------------------------------ interface
 

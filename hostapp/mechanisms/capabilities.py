@@ -34,6 +34,7 @@ from hostapp.mechanisms.async_tools import AsyncTool
 from hostapp.mechanisms.base import Mechanism
 from hostapp.mechanisms.direct import DirectRequest
 from hostapp.mechanisms.tasks_2025 import Tasks2025
+from hostapp.mechanisms.tasks_extension import TasksExtension
 from hostapp.protocol.eras import HANDSHAKE, STATELESS, TASKS_EXTENSION, era_of
 
 #: SEP-975 client capability key (a top-level, non-standard capability: the
@@ -97,9 +98,11 @@ def candidate_mechanisms(era: str, server_capabilities: dict[str, Any], tool: di
     if tool.get("invocationMode") == "async":
         candidates.append(AsyncTool)
     if _era(era) == STATELESS:
-        # The server decides per call whether to answer with a task; DirectRequest
-        # adopts the task when it comes (the extension is declared on every request).
-        pass
+        # The server decides per call whether to answer with a task (the extension
+        # is declared on every request); without the extension a plain request may
+        # still turn into an MRTR exchange, which DirectRequest adopts.
+        if server_offers_tasks_extension(server_capabilities):
+            candidates.append(TasksExtension)
     elif tool_task_support(tool) == "required" or (
             tool_task_support(tool) == "optional" and server_offers_task_calls(server_capabilities)):
         candidates.append(Tasks2025)

@@ -1,0 +1,102 @@
+"""Streamable HTTP resumption (2025-11-25, SEP-1699), as a resume mechanism.
+
+A request's SSE stream carries event ids (the server SHOULD send a priming event with
+an id and empty data) and may carry ``retry: <ms>``. The server may close the
+connection without ending the stream; that is not a cancellation. The client then
+waits ``retry`` milliseconds and reconnects with HTTP GET and ``Last-Event-ID``; the
+server replays what the stream missed. The resumption is bound to the HTTP session: a
+404 means the session, and the stream with it, is gone.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hostapp.mechanisms.actions import Action, Deliver, MarkStatus, ResumeSseStream, ScheduleWake, Unknown
+from hostapp.mechanisms.base import HELD, SENT, Mechanism, register
+
+#: Wait before reconnecting when the server sent no ``retry`` (milliseconds).
+DEFAULT_RETRY_MS = 1000
+#: Ceiling of the back-off between failed reconnects (seconds).
+MAX_RECONNECT_DELAY_SECONDS = 30.0
+
+
+@register
+class HttpStreamResumption(Mechanism):
+    """A request whose SSE stream can be resumed with ``Last-Event-ID``.
+
+    States: ``sent`` -> ``held`` (an event id committed) -> ``done``. On a break:
+    wait ``retry`` ms (doubling after failed reconnects), then ResumeSseStream.
+    The first event id is committed at once; later ones are held in memory and
+    committed on a break, since replaying a little more after a crash is harmless
+    (progress stays monotonic and a result is delivered once).
+    Secret: the last event id.
+    """
+
+    name = "http_resumption"
+    durability = 20
+
+    def _load_state(self, state: dict[str, Any], secret: str | None) -> None:
+        self.last_event_id: str | None = secret
+        self.retry_ms: int | None = state.get("retry_ms")
+        self.reconnect_pending = False
+
+    def _extra_state(self) -> dict[str, Any]:
+        return {"retry_ms": self.retry_ms}
+
+    def secret(self) -> str | None:
+        return self.last_event_id
+
+    def _on_stream_event(self, event_id: str | None, retry_ms: int | None, now: float) -> list[Action]:
+        if isinstance(retry_ms, int) and not isinstance(retry_ms, bool) and retry_ms >= 0:
+            self.retry_ms = retry_ms
+        if not event_id:
+            return []
+        first = self.last_event_id is None
+        self.last_event_id = event_id
+        self.failures = 0
+        self.reconnect_pending = False
+        if first:
+            self.phase = HELD
+            return [self._commit()]
+        return []
+
+    def _on_result(self, result: dict[str, Any], now: float, method: str) -> list[Action]:
+        return [Deliver(result=result)] if method == self.method else []
+
+    def _on_error(self, error: dict[str, Any], now: float, method: str) -> list[Action]:
+        return [Deliver(error=error)] if method == self.method else []
+
+    def _delay(self) -> float:
+        base = (self.retry_ms if self.retry_ms is not None else DEFAULT_RETRY_MS) / 1000
+        if self.failures:
+            base = min(MAX_RECONNECT_DELAY_SECONDS, max(base, 0.5) * (2 ** self.failures))
+        return base
+
+    def _on_disconnect(self, now: float, session_lost: bool) -> list[Action]:
+        if session_lost:
+            return [Unknown("the server ended the HTTP session, and the request's stream with it")]
+        if self.last_event_id is None:
+            return [Unknown("the connection dropped before the stream carried an event id; "
+                            "the request may or may not have run")]
+        if self.reconnect_pending:
+            self.failures += 1  # the reconnect itself failed
+        self.reconnect_pending = True
+        # The spec: wait ``retry`` before reconnecting, not less.
+        return [self._commit(), MarkStatus("reconnecting"), ScheduleWake(now + self._delay(), "reconnect the SSE stream")]
+
+    def _wake(self, now: float) -> list[Action]:
+        if not self.reconnect_pending or self.last_event_id is None:
+            return []
+        return [ResumeSseStream(self.last_event_id)]
+
+    def _resume(self, now: float) -> list[Action]:
+        if self.last_event_id is None:
+            if self.phase == SENT:
+                return [Unknown("the request was in flight before its stream carried an event id; "
+                                "it may or may not have run")]
+            return []
+        if self.reconnect_pending:
+            return []  # the scheduled wake reconnects, after ``retry``
+        self.reconnect_pending = True
+        return [ResumeSseStream(self.last_event_id)]

@@ -1,0 +1,185 @@
+"""Resumable streams (draft "Streams", seed 002), as a resume mechanism.
+
+The server announces ``notifications/stream/create {stream: {streamId, resumeInterval:
+{min, max}}}`` for a request. After a break the client waits at least ``min`` seconds,
+then sends ``stream/resume {streamId}`` and receives what it missed (the request's
+response among it), followed by ``notifications/stream/end``. A stream nobody resumed
+or polled for ``max`` seconds may be abandoned. ``stream/poll {streamId}`` reports a
+stream's state without fetching; ``stream/poll/all`` lists every stream, the way back
+after a restart. Stream ids give access to message history, so they are secrets.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hostapp.mechanisms.actions import Action, Deliver, MarkStatus, ScheduleWake, SendRequest, Unknown
+from hostapp.mechanisms.base import HELD, SENT, Mechanism, register
+
+STREAM_CREATE = "notifications/stream/create"
+STREAM_END = "notifications/stream/end"
+
+#: Wait between resume attempts when the server's ``min`` is zero (seconds).
+MIN_RETRY_SECONDS = 1.0
+
+
+def _seconds(value: Any, default: float | None) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0 \
+        else default
+
+
+@register
+class StreamRequest(Mechanism):
+    """A request whose messages flow on a server-created resumable stream.
+
+    States: ``sent`` -> ``held`` (stream id committed) -> ``done`` when the response
+    arrives (or Unknown when the stream ends or is abandoned without it). While
+    disconnected: ``stream/resume`` no earlier than ``min`` seconds after the break and,
+    with retries, before ``max`` runs out; after a restart ``stream/poll/all`` first.
+    Secret: the stream id.
+    """
+
+    name = "streams"
+    durability = 55
+
+    def _load_state(self, state: dict[str, Any], secret: str | None) -> None:
+        self.stream_id: str | None = secret
+        self.min_s: float = state.get("min_s", 0.0)
+        self.max_s: float | None = state.get("max_s")
+        self.last_contact: float | None = state.get("last_contact")
+        self.not_before: float | None = state.get("not_before")
+        self.ended: bool = bool(state.get("ended"))
+        # After a restart the first contact is a poll of all streams.
+        self.restored = bool(state)
+        self.resume_wanted = False
+        self.reconnecting = False
+
+    def _extra_state(self) -> dict[str, Any]:
+        return {"min_s": self.min_s, "max_s": self.max_s, "last_contact": self.last_contact,
+                "not_before": self.not_before, "ended": self.ended}
+
+    def secret(self) -> str | None:
+        return self.stream_id
+
+    def claims(self, method: str, params: dict[str, Any]) -> bool:
+        if self.stream_id is None or not isinstance(params, dict):
+            return False
+        stream = params.get("stream")
+        return params.get("streamId") == self.stream_id or (
+            isinstance(stream, dict) and stream.get("streamId") == self.stream_id)
+
+    # -- timing
+
+    def _deadline(self) -> float | None:
+        if self.max_s is None or self.last_contact is None:
+            return None
+        return self.last_contact + self.max_s
+
+    def _next_attempt(self, now: float) -> float:
+        """No earlier than ``min`` after the break, and, however long the back-off,
+        before the server may abandon the stream."""
+        delay = max(self.min_s, MIN_RETRY_SECONDS * (2 ** self.failures))
+        at = max(now + delay, self.not_before or now)
+        deadline = self._deadline()
+        if deadline is not None:
+            margin = min(5.0, self.max_s * 0.1)
+            last_chance = max(deadline - margin, self.not_before or now)
+            if now < last_chance < at:
+                at = last_chance
+        return at
+
+    def _contact(self, now: float) -> None:
+        self.last_contact = now
+        self.failures = 0
+        self.reconnecting = False
+
+    # -- hooks
+
+    def _on_notification(self, method: str, params: dict[str, Any], now: float) -> list[Action]:
+        if method == STREAM_CREATE:
+            stream = params.get("stream") or {}
+            if self.stream_id is not None or not isinstance(stream.get("streamId"), str):
+                return []
+            interval = stream.get("resumeInterval") or {}
+            self.stream_id = stream["streamId"]
+            self.min_s = _seconds(interval.get("min"), 0.0) or 0.0
+            self.max_s = _seconds(interval.get("max"), None)
+            self._contact(now)
+            self.phase = HELD
+            return [self._commit(), MarkStatus("working")]
+        if method == STREAM_END and self.claims(method, params):
+            self.ended = True
+            # The response comes before the end; an end without it means it is lost.
+            return [Unknown("the stream ended without the request's response")]
+        if self.stream_id is not None:
+            self.last_contact = now
+        return []
+
+    def _on_result(self, result: dict[str, Any], now: float, method: str) -> list[Action]:
+        if method == self.method:
+            return [Deliver(result=result)]
+        self._contact(now)
+        if method == "stream/poll/all":
+            streams = result.get("streams")
+            mine = [s for s in streams if isinstance(s, dict) and s.get("streamId") == self.stream_id] \
+                if isinstance(streams, list) else []
+            if not mine:
+                return [Unknown("the server no longer has the request's stream (abandoned)")]
+            return self._on_poll(mine[0], now)
+        if method == "stream/poll":
+            return self._on_poll(result, now)
+        return [MarkStatus("working")] if method == "stream/resume" else []
+
+    def _on_poll(self, poll: dict[str, Any], now: float) -> list[Action]:
+        if poll.get("status") == "completed" and not poll.get("pendingMessages"):
+            return [Unknown("the stream completed and holds no undelivered response")]
+        return self._resume_stream(now)
+
+    def _on_error(self, error: dict[str, Any], now: float, method: str) -> list[Action]:
+        if method == self.method:
+            return [Deliver(error=error)]
+        if method in ("stream/resume", "stream/poll", "stream/poll/all"):
+            # An invalid stream id is how a server says the stream was abandoned.
+            return [Unknown(f"the server refused {method} ({error.get('message', 'error')}); "
+                            "the stream is gone")]
+        return []
+
+    def _resume_stream(self, now: float) -> list[Action]:
+        if self.not_before is not None and now < self.not_before:
+            self.resume_wanted = True
+            return [ScheduleWake(self.not_before, "resume the stream")]
+        self.resume_wanted = False
+        return [SendRequest("stream/resume", {"streamId": self.stream_id})]
+
+    def _on_disconnect(self, now: float, session_lost: bool) -> list[Action]:
+        if self.stream_id is None:
+            return super()._on_disconnect(now, session_lost)
+        if self.reconnecting:
+            self.failures += 1  # a resume attempt failed: back off
+        else:
+            self.reconnecting = True
+            self.failures = 0
+        # ``min`` applies from the break and between attempts.
+        self.not_before = now + self.min_s
+        self.resume_wanted = True
+        return [self._commit(), MarkStatus("reconnecting"),
+                ScheduleWake(self._next_attempt(now), "resume the stream")]
+
+    def _wake(self, now: float) -> list[Action]:
+        if self.stream_id is None or not self.resume_wanted:
+            return []
+        return self._resume_stream(now)
+
+    def _resume(self, now: float) -> list[Action]:
+        if self.stream_id is None:
+            if self.phase == SENT:
+                return [Unknown("the request was in flight before the server created a stream; "
+                                "it may or may not have run")]
+            return []
+        if self.restored:
+            self.restored = False
+            return [SendRequest("stream/poll/all", {})]
+        return self._resume_stream(now)
+
+    def _expire(self, now: float) -> list[Action]:
+        return [Unknown("the stream was not resumed in time and may have been abandoned")]
