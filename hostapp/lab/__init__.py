@@ -1,1 +1,9 @@
-"""lab layer."""
+"""The lab: hostapp's reference MCP server.
+
+A real process that speaks every mechanism of the protocol digest (SSE resumption, tasks,
+the tasks extension, multi round-trip requests, resume tokens, streams, resumable
+requests, asynchronous tools), with fault injection and its own SQLite state so that a
+restarted lab continues its work. Start it with ``python -m hostapp.lab serve``; see
+:mod:`hostapp.lab.server`. It imports nothing of the client side except
+:mod:`hostapp.protocol`.
+"""

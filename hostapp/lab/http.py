@@ -1,0 +1,170 @@
+"""Streamable HTTP front end of the lab (Starlette), endpoint ``/mcp``.
+
+* POST: one JSON-RPC message. Requests that may send messages before their answer
+  (tools/call and friends) are answered with an SSE stream that opens with a priming
+  event (id, empty data, ``retry``); handshake-era streams carry an event id on every
+  event (``<stream>:<seq>``) and can be replayed by GET with ``Last-Event-ID``, also after
+  a lab restart. Other requests get one JSON body.
+* GET: the session's standalone stream, or a replay when ``Last-Event-ID`` is given.
+* DELETE: ends the session. An unknown session id answers 404.
+* ``/lab/consent/<elicitationId>``: the page a URL-mode elicitation points at; opening it
+  completes that elicitation.
+
+Handshake era: closing a response stream is not a cancellation (the work goes on and the
+stream stays replayable). Stateless era (2026-07-28): closing it cancels the request.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, AsyncIterator
+
+from mcp_types import PROTOCOL_VERSION_META_KEY
+from starlette.applications import Starlette
+from starlette.requests import Request as HttpRequest
+from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from hostapp.lab.core import STATELESS, STREAMED_METHODS, HttpRpcError, LabCore
+from hostapp.protocol.jsonrpc import INVALID_REQUEST, ErrorResponse, Notification, ProtocolError, Request, parse
+
+#: ``retry`` sent with every priming event: how long a client waits before reconnecting.
+RETRY_MS = 500
+HEADER_MISMATCH = -32020
+
+
+def _error(status: int, code: int, message: str, request_id: Any = None, data: Any = None) -> JSONResponse:
+    error: dict[str, Any] = {"code": code, "message": message}
+    if data is not None:
+        error["data"] = data
+    return JSONResponse({"jsonrpc": "2.0", "id": request_id, "error": error}, status_code=status)
+
+
+def build_app(core: LabCore) -> Starlette:
+    """The lab's ASGI application."""
+
+    def sse(stream_id: str, after: int, *, event_ids: bool, ephemeral: bool) -> AsyncIterator[str]:
+        async def events() -> AsyncIterator[str]:
+            finished = False
+            sent = 0
+            try:
+                yield f"id: {stream_id}:{after}\nretry: {RETRY_MS}\ndata: \n\n" if event_ids \
+                    else f"retry: {RETRY_MS}\ndata: \n\n"
+                async for seq, message in core.tail(stream_id, after):
+                    data = json.dumps(message, separators=(",", ":"), ensure_ascii=False)
+                    yield (f"id: {stream_id}:{seq}\n" if event_ids else "") + f"event: message\ndata: {data}\n\n"
+                    core.state.mark_delivered(stream_id, seq)
+                    sent += 1
+                    if not ephemeral and core.faults.drop_after and sent >= core.faults.drop_after:
+                        row = core.state.stream(stream_id)
+                        if not (row["closed"] and not core.state.messages_after(stream_id, seq)):
+                            return  # --drop-after: close the connection; the stream stays resumable
+                finished = True
+            finally:
+                if not finished and ephemeral:
+                    core.disconnected(stream_id)
+        return events()
+
+    def sse_response(stream_id: str, after: int, *, event_ids: bool, ephemeral: bool,
+                     headers: dict[str, str] | None = None) -> StreamingResponse:
+        return StreamingResponse(sse(stream_id, after, event_ids=event_ids, ephemeral=ephemeral),
+                                 media_type="text/event-stream",
+                                 headers={"Cache-Control": "no-cache", **(headers or {})})
+
+    async def post(request: HttpRequest) -> Response:
+        body = await request.body()
+        try:
+            message = parse(body)
+        except ProtocolError as exc:
+            return _error(400, exc.code, str(exc), exc.request_id)
+        session_id = request.headers.get("mcp-session-id")
+        header_version = request.headers.get("mcp-protocol-version")
+        if isinstance(message, Notification):
+            core.notification(message.method, message.params, session_id)
+            return Response(status_code=202)
+        if not isinstance(message, Request):
+            core.client_response(message.to_obj() if not isinstance(message, ErrorResponse) else message.to_obj())
+            return Response(status_code=202)
+        params = message.params or {}
+        stateless_request = header_version == "2026-07-28" or PROTOCOL_VERSION_META_KEY in (params.get("_meta") or {})
+        if message.method == "initialize" and not stateless_request:
+            new_session, result = core.initialize(params)
+            return JSONResponse({"jsonrpc": "2.0", "id": message.id, "result": result},
+                                headers={"Mcp-Session-Id": new_session})
+        try:
+            call = core.make_call(message.id, message.method, params, session_id=session_id,
+                                  header_version=header_version, transport="http")
+        except HttpRpcError as err:
+            return _error(err.status, err.code, err.message, message.id, err.data)
+        if call.era == STATELESS:
+            mismatch = _header_mismatch(request, message.method, params)
+            if mismatch:
+                return _error(400, HEADER_MISMATCH, mismatch, message.id)
+        if message.method == "initialize":
+            return _error(400, INVALID_REQUEST, "initialize is not part of the stateless era", message.id)
+        if message.method not in STREAMED_METHODS:
+            return JSONResponse(await core.answer(call))
+        stream_id = core.start_streamed(call)
+        ephemeral = call.era == STATELESS
+        if "text/event-stream" in request.headers.get("accept", "text/event-stream"):
+            return sse_response(stream_id, 0, event_ids=not ephemeral, ephemeral=ephemeral)
+        last = None
+        async for _seq, last in core.tail(stream_id, 0):
+            pass
+        return JSONResponse(last)
+
+    async def get(request: HttpRequest) -> Response:
+        session_id = request.headers.get("mcp-session-id")
+        if session_id is None:
+            return _error(405 if request.headers.get("mcp-protocol-version") == "2026-07-28" else 400,
+                          INVALID_REQUEST, "GET needs an Mcp-Session-Id")
+        session = core.state.session(session_id)
+        if session is None:
+            return _error(404, INVALID_REQUEST, "unknown or ended session; initialize again")
+        last_event_id = request.headers.get("last-event-id")
+        if last_event_id:
+            stream_id, _, seq_text = last_event_id.rpartition(":")
+            row = core.state.stream(stream_id) if stream_id else None
+            if row is None or row["session_key"] != session.key or not seq_text.isdigit():
+                return _error(404, INVALID_REQUEST, "unknown Last-Event-ID for this session")
+            return sse_response(stream_id, int(seq_text), event_ids=True, ephemeral=False)
+        row = core.state.stream(session.session_stream)
+        return sse_response(session.session_stream, row["delivered_seq"], event_ids=True, ephemeral=False)
+
+    async def delete(request: HttpRequest) -> Response:
+        session_id = request.headers.get("mcp-session-id")
+        if session_id is None or not core.end_session(session_id):
+            return _error(404, INVALID_REQUEST, "unknown or ended session")
+        return Response(status_code=204)
+
+    async def mcp(request: HttpRequest) -> Response:
+        if core.faults.refusing():
+            return Response("lab refusing requests (--refuse-for)", status_code=503,
+                            headers={"Retry-After": "1"})
+        if request.method == "POST":
+            return await post(request)
+        if request.method == "GET":
+            return await get(request)
+        return await delete(request)
+
+    async def consent(request: HttpRequest) -> Response:
+        if not core.url_visited(request.path_params["elicitation_id"]):
+            return HTMLResponse("<h1>Unknown or finished request</h1>", status_code=404)
+        return HTMLResponse("<h1>Thank you</h1><p>The lab got your confirmation; you can close this page.</p>")
+
+    return Starlette(routes=[
+        Route("/mcp", mcp, methods=["GET", "POST", "DELETE"]),
+        Route("/lab/consent/{elicitation_id}", consent, methods=["GET"]),
+    ])
+
+
+def _header_mismatch(request: HttpRequest, method: str, params: dict[str, Any]) -> str | None:
+    """2026-07-28 routing headers must agree with the body."""
+    header_method = request.headers.get("mcp-method")
+    if header_method is not None and header_method != method:
+        return f"Mcp-Method header {header_method!r} does not match the body's method {method!r}"
+    header_name = request.headers.get("mcp-name")
+    name = params.get("name") if method in ("tools/call", "prompts/get") else params.get("uri")
+    if header_name is not None and name is not None and header_name != name:
+        return f"Mcp-Name header {header_name!r} does not match {name!r}"
+    return None

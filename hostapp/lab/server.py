@@ -1,0 +1,100 @@
+"""Command line of the lab server: ``python -m hostapp.lab serve --http PORT | --stdio``.
+
+``main(argv)`` is what ``hostapp lab serve`` delegates to. Over HTTP the lab prints
+``lab listening on http://HOST:PORT/mcp`` on stderr once it accepts connections (PORT 0
+picks a free port). State lives in ``$HOSTAPP_HOME/lab/lab.sqlite3`` unless ``--state``
+names a file; unfinished work in it is continued at start-up.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import socket
+import sys
+from pathlib import Path
+
+import platformdirs
+
+from hostapp.lab.core import Faults, LabCore
+from hostapp.lab.state import LabState
+
+
+def default_state_file() -> Path:
+    home = os.environ.get("HOSTAPP_HOME")
+    base = Path(home) if home else Path(platformdirs.user_data_dir("hostapp"))
+    return base / "lab" / "lab.sqlite3"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="hostapp lab", description="hostapp's reference MCP server")
+    commands = parser.add_subparsers(dest="command", required=True)
+    serve = commands.add_parser("serve", help="serve MCP over HTTP or stdio")
+    where = serve.add_mutually_exclusive_group(required=True)
+    where.add_argument("--http", type=int, metavar="PORT", help="Streamable HTTP on PORT (0 = any free port)")
+    where.add_argument("--stdio", action="store_true", help="newline-delimited JSON on stdin/stdout")
+    serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    serve.add_argument("--state", type=Path, help="state file (default $HOSTAPP_HOME/lab/lab.sqlite3)")
+    serve.add_argument("--drop-after", type=int, metavar="N",
+                       help="close every SSE connection after N events (the stream stays resumable)")
+    serve.add_argument("--exit-after", type=int, metavar="N", help="exit the process after N events")
+    serve.add_argument("--refuse-for", type=float, default=0.0, metavar="SECONDS",
+                       help="answer 503 to every HTTP request for SECONDS after start")
+    serve.add_argument("--log-level", default="WARNING", help="lab log level on stderr")
+    return parser
+
+
+async def serve_http(core: LabCore, host: str, port: int) -> None:
+    import uvicorn
+
+    from hostapp.lab.http import build_app
+
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    actual_port = sock.getsockname()[1]
+    shown_host = f"[{host}]" if ":" in host else host
+    core.base_url = f"http://{shown_host}:{actual_port}"
+    config = uvicorn.Config(build_app(core), log_level="warning", lifespan="off",
+                            timeout_graceful_shutdown=1, access_log=False)
+    server = uvicorn.Server(config)
+    serving = asyncio.create_task(server.serve(sockets=[sock]))
+    while not server.started and not serving.done():
+        await asyncio.sleep(0.01)
+    if server.started:
+        print(f"lab listening on {core.base_url}/mcp", file=sys.stderr, flush=True)
+    await serving
+
+
+async def run(args: argparse.Namespace) -> int:
+    state = LabState(args.state or default_state_file())
+    core = LabCore(state, Faults(args.drop_after, args.exit_after, args.refuse_for))
+    resumed = core.resume_jobs()
+    if resumed:
+        logging.getLogger("hostapp.lab").info("continuing %d unfinished jobs", resumed)
+    try:
+        if args.stdio:
+            from hostapp.lab.stdio import serve_stdio
+            await serve_stdio(core)
+        else:
+            await serve_http(core, args.host, args.http)
+    finally:
+        await core.shutdown()
+        state.close()
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
+    logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
+                        format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    try:
+        return asyncio.run(run(args))
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,347 @@
+"""The lab server's persisted state: one SQLite file that lets a restarted lab continue.
+
+What lives here:
+
+* ``sessions`` – handshake-era sessions, so a session id stays valid across a restart;
+* ``streams`` / ``messages`` – every message the lab sends for a request, in order, so a
+  client can replay a stream by ``Last-Event-ID`` (or ``stream/resume``,
+  ``requests/resume``) even after the lab process was restarted;
+* ``jobs`` – one row per unit of time-based work (start, duration, steps done, status,
+  outcome), so unfinished work continues from where it was;
+* ``executions`` – how many times the real work of a tool was started, per tool and per
+  operation key, so fault tests can prove that nothing ran twice;
+* ``lab_secret`` – the key that signs MRTR ``requestState`` blobs.
+
+Handles that a client presents back to the lab (session ids, task ids, stream ids, resume
+tokens, operation tokens) are stored only as SHA-256 digests (:func:`handle_key`); the lab
+finds a row by hashing what the client presents, so a copy of this file does not hand out
+access to anyone's operations.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import secrets
+import sqlite3
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS sessions (
+    key TEXT PRIMARY KEY,
+    protocol_version TEXT NOT NULL,
+    client_capabilities TEXT NOT NULL,
+    log_level TEXT,
+    session_stream TEXT NOT NULL,
+    created_at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS streams (
+    id TEXT PRIMARY KEY,
+    session_key TEXT,
+    handle_key TEXT UNIQUE,
+    kind TEXT NOT NULL,
+    closed INTEGER NOT NULL DEFAULT 0,
+    delivered_seq INTEGER NOT NULL DEFAULT 0,
+    created_at REAL NOT NULL,
+    touched_at REAL NOT NULL,
+    max_idle REAL
+);
+CREATE TABLE IF NOT EXISTS messages (
+    stream_id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    payload TEXT NOT NULL,
+    is_request INTEGER NOT NULL DEFAULT 0,
+    is_error INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (stream_id, seq)
+);
+CREATE TABLE IF NOT EXISTS jobs (
+    key TEXT PRIMARY KEY,
+    tool TEXT NOT NULL,
+    mechanism TEXT NOT NULL,
+    args TEXT NOT NULL,
+    started_at REAL NOT NULL,
+    seconds REAL NOT NULL,
+    steps INTEGER NOT NULL,
+    step_done INTEGER NOT NULL DEFAULT 0,
+    status TEXT NOT NULL,
+    status_message TEXT,
+    result TEXT,
+    error TEXT,
+    out_stream TEXT,
+    notify_stream TEXT,
+    progress_token TEXT,
+    request_id TEXT,
+    ttl_ms INTEGER,
+    poll_ms INTEGER,
+    created_at REAL NOT NULL,
+    updated_at REAL NOT NULL,
+    extra TEXT NOT NULL DEFAULT '{}'
+);
+CREATE TABLE IF NOT EXISTS executions (
+    tool TEXT NOT NULL,
+    operation_key TEXT NOT NULL,
+    count INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (tool, operation_key)
+);
+CREATE TABLE IF NOT EXISTS lab_secret (
+    id INTEGER PRIMARY KEY CHECK (id = 1),
+    key BLOB NOT NULL
+);
+"""
+
+#: Job statuses that mean "still to run"; everything else is terminal.
+ACTIVE_STATUSES = ("working", "input_required", "submitted")
+
+
+def handle_key(handle: str) -> str:
+    """The one place a client-visible handle becomes a storage key (a SHA-256 digest)."""
+    return hashlib.sha256(handle.encode()).hexdigest()
+
+
+def new_handle() -> str:
+    """A fresh unguessable handle (task id, stream id, resume token, session id)."""
+    return secrets.token_urlsafe(24)
+
+
+def _dump(value: Any) -> str | None:
+    return None if value is None else json.dumps(value, separators=(",", ":"))
+
+
+def _load(text: str | None) -> Any:
+    return None if text is None else json.loads(text)
+
+
+@dataclass(slots=True)
+class SessionRow:
+    key: str
+    protocol_version: str
+    client_capabilities: dict[str, Any]
+    log_level: str | None
+    session_stream: str
+
+
+@dataclass(slots=True)
+class JobRow:
+    """One unit of time-based work. ``step_done`` of ``steps`` is how far it got."""
+
+    key: str
+    tool: str
+    mechanism: str
+    args: dict[str, Any]
+    started_at: float
+    seconds: float
+    steps: int
+    step_done: int
+    status: str
+    status_message: str | None
+    result: Any
+    error: Any
+    out_stream: str | None
+    notify_stream: str | None
+    progress_token: Any
+    request_id: Any
+    ttl_ms: int | None
+    poll_ms: int | None
+    created_at: float
+    updated_at: float
+    extra: dict[str, Any]
+
+
+class LabState:
+    """The lab's SQLite file. Single writer (the lab's event loop thread)."""
+
+    def __init__(self, path: str | os.PathLike[str]):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        self.db.row_factory = sqlite3.Row
+        self.db.execute("PRAGMA journal_mode=WAL")
+        # NORMAL keeps a committed row across a process crash (what the fault tests do);
+        # only a power loss could drop the last transactions.
+        self.db.execute("PRAGMA synchronous=NORMAL")
+        self.db.executescript(SCHEMA)
+
+    def close(self) -> None:
+        self.db.close()
+
+    # -- secret for signing request state ------------------------------------------
+    def signing_key(self) -> bytes:
+        row = self.db.execute("SELECT key FROM lab_secret WHERE id = 1").fetchone()
+        if row:
+            return bytes(row["key"])
+        key = secrets.token_bytes(32)
+        self.db.execute("INSERT INTO lab_secret (id, key) VALUES (1, ?)", (key,))
+        return key
+
+    # -- sessions ------------------------------------------------------------------
+    def add_session(self, session_id: str, protocol_version: str, capabilities: dict[str, Any],
+                    session_stream: str) -> None:
+        self.db.execute(
+            "INSERT INTO sessions (key, protocol_version, client_capabilities, session_stream, created_at)"
+            " VALUES (?, ?, ?, ?, ?)",
+            (handle_key(session_id), protocol_version, _dump(capabilities), session_stream, time.time()))
+
+    def session(self, session_id: str) -> SessionRow | None:
+        row = self.db.execute("SELECT * FROM sessions WHERE key = ?", (handle_key(session_id),)).fetchone()
+        if row is None:
+            return None
+        return SessionRow(row["key"], row["protocol_version"], _load(row["client_capabilities"]),
+                          row["log_level"], row["session_stream"])
+
+    def session_stream_of(self, session_key: str) -> str | None:
+        row = self.db.execute("SELECT session_stream FROM sessions WHERE key = ?", (session_key,)).fetchone()
+        return None if row is None else row["session_stream"]
+
+    def set_log_level(self, session_key: str, level: str) -> None:
+        self.db.execute("UPDATE sessions SET log_level = ? WHERE key = ?", (level, session_key))
+
+    def delete_session(self, session_id: str) -> bool:
+        cur = self.db.execute("DELETE FROM sessions WHERE key = ?", (handle_key(session_id),))
+        return cur.rowcount > 0
+
+    # -- streams and their messages -----------------------------------------------
+    def add_stream(self, stream_id: str, kind: str, session_key: str | None,
+                   handle: str | None = None, max_idle: float | None = None) -> None:
+        now = time.time()
+        self.db.execute(
+            "INSERT INTO streams (id, session_key, handle_key, kind, created_at, touched_at, max_idle)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (stream_id, session_key, handle_key(handle) if handle else None, kind, now, now, max_idle))
+
+    def stream(self, stream_id: str) -> sqlite3.Row | None:
+        return self.db.execute("SELECT * FROM streams WHERE id = ?", (stream_id,)).fetchone()
+
+    def stream_by_handle(self, handle: str) -> sqlite3.Row | None:
+        return self.db.execute("SELECT * FROM streams WHERE handle_key = ?", (handle_key(handle),)).fetchone()
+
+    def streams_with_handles(self, session_key: str | None) -> list[sqlite3.Row]:
+        return self.db.execute(
+            "SELECT * FROM streams WHERE handle_key IS NOT NULL AND (session_key IS ? OR ? IS NULL)",
+            (session_key, session_key)).fetchall()
+
+    def append(self, stream_id: str, payload: dict[str, Any], close: bool = False) -> int:
+        is_request = int("method" in payload and "id" in payload)
+        is_error = int("error" in payload or bool(payload.get("result", {}).get("isError")))
+        with self.db:
+            self.db.execute("BEGIN IMMEDIATE")
+            (last,) = self.db.execute("SELECT COALESCE(MAX(seq), 0) FROM messages WHERE stream_id = ?",
+                                      (stream_id,)).fetchone()
+            seq = last + 1
+            self.db.execute("INSERT INTO messages (stream_id, seq, payload, is_request, is_error)"
+                            " VALUES (?, ?, ?, ?, ?)", (stream_id, seq, _dump(payload), is_request, is_error))
+            if close:
+                self.db.execute("UPDATE streams SET closed = 1 WHERE id = ?", (stream_id,))
+        return seq
+
+    def close_stream(self, stream_id: str) -> None:
+        self.db.execute("UPDATE streams SET closed = 1 WHERE id = ?", (stream_id,))
+
+    def messages_after(self, stream_id: str, after_seq: int) -> list[tuple[int, dict[str, Any]]]:
+        rows = self.db.execute("SELECT seq, payload FROM messages WHERE stream_id = ? AND seq > ? ORDER BY seq",
+                               (stream_id, after_seq)).fetchall()
+        return [(r["seq"], json.loads(r["payload"])) for r in rows]
+
+    def mark_delivered(self, stream_id: str, seq: int) -> None:
+        self.db.execute("UPDATE streams SET delivered_seq = MAX(delivered_seq, ?), touched_at = ? WHERE id = ?",
+                        (seq, time.time(), stream_id))
+
+    def touch_stream(self, stream_id: str) -> None:
+        self.db.execute("UPDATE streams SET touched_at = ? WHERE id = ?", (time.time(), stream_id))
+
+    def pending_summary(self, stream_id: str, after_seq: int) -> dict[str, bool]:
+        row = self.db.execute(
+            "SELECT COUNT(*) AS n, COALESCE(MAX(is_request), 0) AS req, COALESCE(MAX(is_error), 0) AS err"
+            " FROM messages WHERE stream_id = ? AND seq > ?", (stream_id, after_seq)).fetchone()
+        return {"pendingMessages": row["n"] > 0, "hasRequest": bool(row["req"]), "hasError": bool(row["err"])}
+
+    # -- jobs ----------------------------------------------------------------------
+    def add_job(self, job: JobRow) -> None:
+        self.db.execute(
+            "INSERT INTO jobs (key, tool, mechanism, args, started_at, seconds, steps, step_done, status,"
+            " status_message, result, error, out_stream, notify_stream, progress_token, request_id, ttl_ms,"
+            " poll_ms, created_at, updated_at, extra) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            (job.key, job.tool, job.mechanism, _dump(job.args), job.started_at, job.seconds, job.steps,
+             job.step_done, job.status, job.status_message, _dump(job.result), _dump(job.error), job.out_stream,
+             job.notify_stream, _dump(job.progress_token), _dump(job.request_id), job.ttl_ms, job.poll_ms,
+             job.created_at, job.updated_at, _dump(job.extra)))
+
+    def has_job(self, key: str) -> bool:
+        return self.db.execute("SELECT 1 FROM jobs WHERE key = ?", (key,)).fetchone() is not None
+
+    def job(self, key: str) -> JobRow | None:
+        row = self.db.execute("SELECT * FROM jobs WHERE key = ?", (key,)).fetchone()
+        return None if row is None else self._job(row)
+
+    def jobs(self, mechanism: str | None = None, active_only: bool = False) -> list[JobRow]:
+        sql = "SELECT * FROM jobs WHERE 1=1"
+        args: list[Any] = []
+        if mechanism:
+            sql += " AND mechanism = ?"
+            args.append(mechanism)
+        if active_only:
+            sql += f" AND status IN ({','.join('?' * len(ACTIVE_STATUSES))})"
+            args.extend(ACTIVE_STATUSES)
+        return [self._job(r) for r in self.db.execute(sql + " ORDER BY created_at, key", args)]
+
+    def update_job(self, key: str, **fields: Any) -> None:
+        json_fields = {"result", "error", "progress_token", "request_id", "extra", "args"}
+        cols = []
+        values: list[Any] = []
+        for name, value in fields.items():
+            cols.append(f"{name} = ?")
+            values.append(_dump(value) if name in json_fields else value)
+        cols.append("updated_at = ?")
+        values.append(time.time())
+        self.db.execute(f"UPDATE jobs SET {', '.join(cols)} WHERE key = ?", (*values, key))
+
+    @staticmethod
+    def _job(row: sqlite3.Row) -> JobRow:
+        return JobRow(row["key"], row["tool"], row["mechanism"], _load(row["args"]), row["started_at"],
+                      row["seconds"], row["steps"], row["step_done"], row["status"], row["status_message"],
+                      _load(row["result"]), _load(row["error"]), row["out_stream"], row["notify_stream"],
+                      _load(row["progress_token"]), _load(row["request_id"]), row["ttl_ms"], row["poll_ms"],
+                      row["created_at"], row["updated_at"], _load(row["extra"]))
+
+    # -- execution accounting ----------------------------------------------------------
+    def count_execution(self, tool: str, operation_key: str) -> None:
+        self.db.execute(
+            "INSERT INTO executions (tool, operation_key, count) VALUES (?, ?, 1)"
+            " ON CONFLICT (tool, operation_key) DO UPDATE SET count = count + 1", (tool, operation_key))
+
+    def execution_counts(self) -> dict[str, int]:
+        rows = self.db.execute("SELECT tool, SUM(count) AS n FROM executions GROUP BY tool ORDER BY tool")
+        return {r["tool"]: r["n"] for r in rows}
+
+    def execution_count(self, tool: str, operation_key: str | None = None) -> int:
+        if operation_key is None:
+            row = self.db.execute("SELECT COALESCE(SUM(count), 0) FROM executions WHERE tool = ?", (tool,))
+        else:
+            row = self.db.execute("SELECT COALESCE(SUM(count), 0) FROM executions WHERE tool = ? AND operation_key = ?",
+                                  (tool, operation_key))
+        return row.fetchone()[0]
+
+    def duplicate_executions(self) -> Iterator[tuple[str, str, int]]:
+        for r in self.db.execute("SELECT tool, operation_key, count FROM executions WHERE count > 1"):
+            yield r["tool"], r["operation_key"], r["count"]
+
+
+def execution_counts(state_file: str | os.PathLike[str]) -> dict[str, int]:
+    """How many times each tool's work was really started, read from a lab's state file."""
+    state = LabState(state_file)
+    try:
+        return state.execution_counts()
+    finally:
+        state.close()
+
+
+def execution_count(state_file: str | os.PathLike[str], tool: str, operation: str | None = None) -> int:
+    """Starts of ``tool``'s work, optionally for one operation handle (task id, operation token…)."""
+    state = LabState(state_file)
+    try:
+        return state.execution_count(tool, None if operation is None else handle_key(operation))
+    finally:
+        state.close()

@@ -1,0 +1,153 @@
+"""The lab's tool catalogue: names, descriptions, input schemas and the shape of results.
+
+Kept apart from the protocol machinery (:mod:`hostapp.lab.core`) so the list a client sees
+and the elicitation form the lab asks for can be read in one place.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
+
+_DURATION = {
+    "seconds": {"type": "number", "minimum": 0, "default": 30,
+                "description": "How long the work takes in total, in seconds."},
+    "steps": {"type": "integer", "minimum": 1, "default": 30,
+              "description": "How many progress steps the work is split into."},
+}
+
+
+def _schema(properties: dict[str, Any] | None = None, required: list[str] | None = None) -> dict[str, Any]:
+    schema: dict[str, Any] = {"type": "object", "properties": properties or {}}
+    if required:
+        schema["required"] = required
+    return schema
+
+
+def _long(description: str, **extra_props: Any) -> dict[str, Any]:
+    return {"description": description, "inputSchema": _schema({**_DURATION, **extra_props})}
+
+
+#: Tool name -> definition without the name. Keys ``execution`` and ``invocationMode``
+#: follow 2025-11-25 tasks and SEP-1391.
+TOOLS: dict[str, dict[str, Any]] = {
+    "sleep_with_progress": {
+        "description": "Wait for a while and report progress after each step. A plain call: "
+                       "the answer comes on the same request.",
+        "inputSchema": _schema({**_DURATION, "message": {
+            "type": "string", "description": "Text shown with every progress notification."}}),
+    },
+    "ask_form": {
+        "description": "Ask the person to fill in a form mid-run (every form field kind) and return "
+                       "what was answered. Uses elicitation/create, or input_required in the stateless era.",
+        "inputSchema": _schema({"message": {"type": "string", "description": "The question shown above the form."}}),
+    },
+    "ask_url": {
+        "description": "Ask the person to visit a URL mid-run (URL-mode elicitation). With required_error "
+                       "the first call fails with -32042 and succeeds once the URL was visited.",
+        "inputSchema": _schema({
+            "required_error": {"type": "boolean", "default": False,
+                               "description": "Answer -32042 (URL elicitation required) first."},
+            "wait_seconds": {"type": "number", "default": 60, "minimum": 0,
+                             "description": "How long to wait for the URL to be visited after consent."}}),
+    },
+    "fail": {
+        "description": "Fail on purpose: tool_error returns isError, rpc_error answers a JSON-RPC error, "
+                       "crash ends the lab process.",
+        "inputSchema": _schema({"mode": {"type": "string", "enum": ["tool_error", "rpc_error", "crash"],
+                                         "default": "tool_error"}}, ["mode"]),
+    },
+    "long_sse": _long("Long work on a Streamable HTTP SSE stream; survives a dropped connection by "
+                      "Last-Event-ID replay (handshake era)."),
+    "long_task": {**_long("Long work run as a 2025-11-25 task (task-augmented tools/call required)."),
+                  "execution": {"taskSupport": "required"}},
+    "long_task_ext": _long("Long work run as a task of the io.modelcontextprotocol/tasks extension "
+                           "(answers resultType task; the client must opt in)."),
+    "long_mrtr": _long("Long work that asks a question half-way by a multi round-trip request "
+                       "(input_required + requestState); the answer may come after a lab restart."),
+    "long_resume_token": _long("Long work answered in slices: each partial result carries "
+                               "_meta.nextResumeToken until the work is done."),
+    "long_stream": _long("Long work on a resumable stream (notifications/stream/create, stream/resume, "
+                         "stream/poll, stream/poll/all)."),
+    "long_resumable": _long("Long work as a resumable request (notifications/requests/resumePolicy, "
+                            "requests/getStatus, same-id requests/resume); needs the resumableRequests "
+                            "client capability."),
+    "long_async": {**_long("Long work as an asynchronous tool call (SEP-1391): send operation.token, then "
+                           "poll tools/async/status and fetch tools/async/result."),
+                   "invocationMode": "async"},
+    "lab_stats": {
+        "description": "How many times each tool's work really started (execution accounting).",
+        "inputSchema": _schema(),
+    },
+}
+
+#: Tools whose work is time-based and reported by progress.
+LONG_TOOLS = {name for name, d in TOOLS.items() if "seconds" in d["inputSchema"]["properties"]}
+
+
+def tool_list(protocol_version: str) -> list[dict[str, Any]]:
+    """The tools as ``tools/list`` shows them for one protocol revision."""
+    tools = []
+    for name, definition in TOOLS.items():
+        tool = {"name": name, **definition}
+        if protocol_version != "2025-11-25":
+            tool.pop("execution", None)  # execution.taskSupport exists since 2025-11-25
+        tools.append(tool)
+    return tools
+
+
+def duration(args: dict[str, Any]) -> tuple[float, int]:
+    """The (seconds, steps) of a long tool's arguments, validated."""
+    seconds = args.get("seconds", 30)
+    steps = args.get("steps", 30)
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or seconds < 0:
+        raise ValueError("seconds must be a non-negative number")
+    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
+        raise ValueError("steps must be a positive integer")
+    return float(seconds), steps
+
+
+def form_schema() -> dict[str, Any]:
+    """A flat elicitation schema with one field of every kind a form can hold."""
+    return {
+        "type": "object",
+        "properties": {
+            "name": {"type": "string", "title": "Name", "minLength": 1, "maxLength": 64, "default": "Ada"},
+            "email": {"type": "string", "title": "E-mail", "format": "email"},
+            "homepage": {"type": "string", "title": "Homepage", "format": "uri"},
+            "birthday": {"type": "string", "title": "Birthday", "format": "date"},
+            "meeting": {"type": "string", "title": "Meeting time", "format": "date-time"},
+            "height": {"type": "number", "title": "Height (m)", "minimum": 0.5, "maximum": 2.5, "default": 1.7},
+            "age": {"type": "integer", "title": "Age", "minimum": 0, "maximum": 150},
+            "subscribe": {"type": "boolean", "title": "Subscribe", "default": True},
+            "color": {"type": "string", "title": "Colour", "enum": ["red", "green", "blue"], "default": "green"},
+            "size": {"type": "string", "title": "Size", "oneOf": [
+                {"const": "s", "title": "Small"}, {"const": "m", "title": "Medium"}, {"const": "l", "title": "Large"}]},
+            "toppings": {"type": "array", "title": "Toppings", "minItems": 0, "maxItems": 3,
+                         "items": {"type": "string", "enum": ["cheese", "ham", "olives", "basil"]}},
+            "extras": {"type": "array", "title": "Extras", "items": {"anyOf": [
+                {"const": "napkins", "title": "Napkins"}, {"const": "cutlery", "title": "Cutlery"}]},
+                "default": ["napkins"]},
+        },
+        "required": ["name", "email"],
+    }
+
+
+def text_result(text: str, structured: dict[str, Any] | None = None, is_error: bool = False) -> dict[str, Any]:
+    result: dict[str, Any] = {"content": [{"type": "text", "text": text}]}
+    if structured is not None:
+        result["structuredContent"] = structured
+    if is_error:
+        result["isError"] = True
+    return result
+
+
+def work_result(tool: str, args: dict[str, Any], extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    """What a long tool returns when its work is done."""
+    seconds, steps = duration(args)
+    structured = {"tool": tool, "seconds": seconds, "steps": steps, **(extra or {})}
+    return text_result(f"{tool} finished {steps} steps in {seconds:g} s" +
+                       (f"; answer: {json.dumps(extra['answer'])}" if extra and "answer" in extra else ""),
+                       structured)
