@@ -19,6 +19,7 @@ from hostapp.mechanisms.actions import (
     CommitHandle,
     Deliver,
     MarkStatus,
+    PartialResult,
     ReportProgress,
     ScheduleWake,
     TERMINAL_ACTIONS,
@@ -58,6 +59,25 @@ def error_object(code: int, message: str, data: Any = None) -> dict[str, Any]:
 def is_invalid_handle(error: dict[str, Any]) -> bool:
     """-32602 on a request that names a handle: unknown, expired or already used."""
     return error.get("code") == INVALID_PARAMS
+
+
+#: ``_meta`` keys of a result that carry a handle, removed before a result is shown or
+#: stored: the outcome is journaled in SQLite, where no secret may go.
+HANDLE_META_KEYS = ("nextResumeToken", "resumeToken", "io.modelcontextprotocol/related-task")
+
+
+def scrub_result(result: dict[str, Any] | None) -> dict[str, Any] | None:
+    """``result`` without handle-bearing ``_meta`` keys (a copy only if one is there)."""
+    if not isinstance(result, dict):
+        return result
+    meta = result.get("_meta")
+    if not isinstance(meta, dict) or not any(key in meta for key in HANDLE_META_KEYS):
+        return result
+    clean_meta = {k: v for k, v in meta.items() if k not in HANDLE_META_KEYS}
+    clean = {k: v for k, v in result.items() if k != "_meta"}
+    if clean_meta:
+        clean["_meta"] = clean_meta
+    return clean
 
 
 def restore_mechanism(state: dict[str, Any], secret: str | None) -> "Mechanism":
@@ -295,6 +315,10 @@ class Mechanism(ABC):
         """Cut the list after its first terminal action and record the phase change:
         the one place where ``done`` is entered."""
         for index, action in enumerate(actions):
+            if isinstance(action, Deliver) and action.result is not None:
+                actions[index] = action = Deliver(result=scrub_result(action.result))
+            elif isinstance(action, PartialResult):
+                actions[index] = action = PartialResult(scrub_result(action.result))
             if isinstance(action, TERMINAL_ACTIONS):
                 self.phase = DONE
                 return actions[: index + 1]
