@@ -1,0 +1,84 @@
+"""The one bridge from the engine (plain asyncio) to Qt: listener calls become signals.
+
+The engine calls its listener on the event loop thread, which under qasync is also the
+GUI thread, so no queued connections are needed; what is needed is restraint. Progress
+can change thousands of times a second, so :meth:`EngineSignals.operation_changed` only
+remembers the latest snapshot of each operation and a single-shot timer hands the batch
+to the window at most :data:`MAX_REFRESH_HZ` times a second. Everything else is rare and
+re-emitted at once.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from PySide6.QtCore import QObject, QTimer, Signal
+
+from hostapp.engine.api import InputRequest, OperationView, ServerView
+
+#: Upper bound on how often the operations table is refreshed.
+MAX_REFRESH_HZ = 30
+
+
+class EngineSignals(QObject):
+    """Implements :class:`hostapp.engine.api.EngineListener` and re-emits it as Qt signals.
+
+    Signals:
+        operationsChanged(list[OperationView]): the latest snapshot of every operation that
+            changed since the previous emission; at most ``MAX_REFRESH_HZ`` per second.
+        operationEvent(str, str, dict): op id ("" for a server's log line), kind, data.
+        serverChanged(ServerView)
+        inputRequested(InputRequest)
+        inputWithdrawn(str): the id of a question that no longer needs an answer.
+        problemReported(str, str): kind ("keyring", "server", "journal") and a message.
+    """
+
+    operationsChanged = Signal(list)
+    operationEvent = Signal(str, str, object)
+    serverChanged = Signal(object)
+    inputRequested = Signal(object)
+    inputWithdrawn = Signal(str)
+    problemReported = Signal(str, str)
+
+    def __init__(self, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self._pending: dict[str, OperationView] = {}
+        self._flush_timer = QTimer(self)
+        self._flush_timer.setSingleShot(True)
+        self._flush_timer.setInterval(1000 // MAX_REFRESH_HZ)
+        self._flush_timer.timeout.connect(self.flush)
+
+    # -- EngineListener -----------------------------------------------------------------
+
+    def operation_changed(self, op: OperationView) -> None:
+        self._pending[op.id] = op
+        if not self._flush_timer.isActive():
+            self._flush_timer.start()
+
+    def operation_event(self, op_id: str, kind: str, data: dict[str, Any]) -> None:
+        self.operationEvent.emit(op_id, kind, dict(data))
+
+    def server_changed(self, server: ServerView) -> None:
+        self.serverChanged.emit(server)
+
+    def input_requested(self, request: InputRequest) -> None:
+        # An operation's status change and its question may arrive in one loop turn:
+        # deliver the status first so the badge and the prompt appear together.
+        self.flush()
+        self.inputRequested.emit(request)
+
+    def input_withdrawn(self, request_id: str) -> None:
+        self.inputWithdrawn.emit(request_id)
+
+    def problem(self, kind: str, message: str) -> None:
+        self.problemReported.emit(kind, message)
+
+    # -- coalescing ---------------------------------------------------------------------
+
+    def flush(self) -> None:
+        """Emit what is pending now (also used on shutdown so nothing is lost)."""
+        self._flush_timer.stop()
+        if self._pending:
+            batch = list(self._pending.values())
+            self._pending.clear()
+            self.operationsChanged.emit(batch)

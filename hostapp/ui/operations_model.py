@@ -1,0 +1,388 @@
+"""The operations table: in-flight operations first, then history paged from the journal.
+
+Shape follows qutebrowser's downloads model: the engine (through
+:class:`~hostapp.ui.adapter.EngineSignals`) pushes batches of changed operations, and this
+thin model maps them to row signals. In-flight operations are few and all kept; finished
+ones can number in the hundreds of thousands, so they are read a page at a time from the
+journal as the view scrolls (``canFetchMore``/``fetchMore``), never all at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol
+
+from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, Qt, QTimer, Signal
+from PySide6.QtGui import QFont
+from PySide6.QtWidgets import QApplication, QStyle
+
+from hostapp.engine import api
+from hostapp.engine.api import OperationView
+
+log = logging.getLogger(__name__)
+
+#: How many finished operations one journal read brings.
+PAGE_SIZE = 200
+
+#: The role that carries the whole :class:`OperationView` of a row (for the delegate and the details).
+OperationRole = Qt.ItemDataRole.UserRole + 1
+
+TOOL, SERVER, PROGRESS, MESSAGE, STATUS, ELAPSED = range(6)
+HEADERS = ("Tool", "Server", "Progress", "Latest message", "Status", "Elapsed")
+
+#: Status words a person reads.
+STATUS_TEXT = {
+    api.PENDING: "Starting",
+    api.RUNNING: "Running",
+    api.INPUT_REQUIRED: "Needs your input",
+    api.COMPLETED: "Completed",
+    api.FAILED: "Failed",
+    api.CANCELLED: "Cancelled",
+    api.EXPIRED: "Expired",
+    api.UNKNOWN: "Outcome unknown",
+}
+
+#: Filter name -> (label, statuses it shows; None = all).
+FILTERS: dict[str, tuple[str, frozenset[str] | None]] = {
+    "all": ("All", None),
+    "in_flight": ("In flight", api.IN_FLIGHT),
+    "needs_input": ("Needs input", frozenset({api.INPUT_REQUIRED})),
+    "finished": ("Finished", frozenset({api.COMPLETED, api.CANCELLED})),
+    "failed": ("Failed", frozenset({api.FAILED, api.EXPIRED, api.UNKNOWN})),
+}
+
+
+class OperationSource(Protocol):
+    """Where the model reads operations: the engine (``Engine`` has exactly these)."""
+
+    def operations(self, statuses: set[str] | None = None, limit: int = 200,
+                   offset: int = 0) -> Awaitable[list[OperationView]]: ...
+
+    def count_operations(self, statuses: set[str] | None = None) -> Awaitable[int]: ...
+
+
+def format_elapsed(seconds: float) -> str:
+    """``0:07``, ``12:34``, ``1:02:03``, ``3 d 4 h``: short and sortable by eye."""
+    seconds = max(0, int(seconds))
+    days, rest = divmod(seconds, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    if days:
+        return f"{days} d {hours} h"
+    if hours:
+        return f"{hours}:{minutes:02d}:{secs:02d}"
+    return f"{minutes}:{secs:02d}"
+
+
+def status_text(op: OperationView) -> str:
+    text = STATUS_TEXT.get(op.status, op.status)
+    if op.status in api.IN_FLIGHT and not op.resumable:
+        text += " (cannot resume)"
+    return text
+
+
+def elapsed_of(op: OperationView, now: float | None = None) -> float:
+    end = op.ended_at if op.ended_at is not None else (now if now is not None else time.time())
+    return max(0.0, end - op.created_at) if op.created_at else 0.0
+
+
+class OperationTableModel(QAbstractTableModel):
+    """Rows: in-flight operations (newest first), then finished ones (journal order, paged).
+
+    Signals:
+        loadingChanged(bool): a journal read started or ended.
+        totalChanged(int): how many operations the current filter matches in the journal.
+    """
+
+    loadingChanged = Signal(bool)
+    totalChanged = Signal(int)
+
+    def __init__(self, source: OperationSource, parent=None) -> None:
+        super().__init__(parent)
+        self._source = source
+        self._filter = "all"
+        self._live: list[OperationView] = []
+        self._history: list[OperationView] = []
+        self._known: set[str] = set()
+        self._history_exhausted = True
+        self._loading = False
+        self._generation = 0  # a reload makes older page reads stale
+        self._total = 0
+        self._tasks: set[asyncio.Task] = set()
+        # Elapsed times and indeterminate bars move without any engine event.
+        self._tick = QTimer(self)
+        self._tick.setInterval(200)
+        self._tick.timeout.connect(self._refresh_live_cells)
+
+    # -- reading ------------------------------------------------------------------------
+
+    @property
+    def filter_name(self) -> str:
+        return self._filter
+
+    def _statuses(self, within: frozenset[str]) -> set[str]:
+        wanted = FILTERS[self._filter][1]
+        return set(within if wanted is None else within & wanted)
+
+    def matches(self, op: OperationView) -> bool:
+        wanted = FILTERS[self._filter][1]
+        return wanted is None or op.status in wanted
+
+    async def reload(self, filter_name: str | None = None) -> None:
+        """Read the in-flight operations and the first page of history for a filter."""
+        if filter_name is not None:
+            if filter_name not in FILTERS:
+                raise ValueError(f"unknown filter {filter_name!r}")
+            self._filter = filter_name
+        self._generation += 1
+        generation = self._generation
+        self._set_loading(True)
+        try:
+            live_statuses = self._statuses(api.IN_FLIGHT)
+            done_statuses = self._statuses(api.TERMINAL)
+            live = await self._source.operations(live_statuses, limit=10_000) if live_statuses else []
+            history = await self._source.operations(done_statuses, limit=PAGE_SIZE) if done_statuses else []
+            total = await self._source.count_operations(self._statuses(api.IN_FLIGHT | api.TERMINAL))
+        finally:
+            if generation == self._generation:
+                self._set_loading(False)
+        if generation != self._generation:
+            return
+        self.beginResetModel()
+        self._live = sorted((op for op in live if op.status in api.IN_FLIGHT), key=lambda o: -o.created_at)
+        seen = {op.id for op in self._live}
+        self._history = [op for op in history if op.id not in seen]
+        self._known = seen | {op.id for op in self._history}
+        self._history_exhausted = len(history) < PAGE_SIZE or not done_statuses
+        self.endResetModel()
+        self._set_total(total)
+        self._update_tick()
+
+    def canFetchMore(self, parent: QModelIndex | QPersistentModelIndex = QModelIndex()) -> bool:
+        return not parent.isValid() and not self._history_exhausted and not self._loading
+
+    def fetchMore(self, parent: QModelIndex | QPersistentModelIndex = QModelIndex()) -> None:
+        if not self.canFetchMore(parent):
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return  # no event loop (a bare model check): nothing can be read now
+        self._set_loading(True)
+        task = loop.create_task(self.fetch_next_page())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def fetch_next_page(self) -> int:
+        """Append the next page of finished operations; returns how many rows were added."""
+        generation = self._generation
+        self._set_loading(True)
+        try:
+            page = await self._source.operations(self._statuses(api.TERMINAL), limit=PAGE_SIZE,
+                                                 offset=len(self._history))
+        except Exception:
+            log.exception("reading a page of operations failed")
+            page = []
+            self._history_exhausted = True
+        finally:
+            if generation == self._generation:
+                self._set_loading(False)
+        if generation != self._generation:
+            return 0
+        if len(page) < PAGE_SIZE:
+            self._history_exhausted = True
+        fresh = [op for op in page if op.id not in self._known]
+        if fresh:
+            first = self.rowCount()
+            self.beginInsertRows(QModelIndex(), first, first + len(fresh) - 1)
+            self._history.extend(fresh)
+            self._known.update(op.id for op in fresh)
+            self.endInsertRows()
+        return len(fresh)
+
+    def _set_loading(self, loading: bool) -> None:
+        if loading != self._loading:
+            self._loading = loading
+            self.loadingChanged.emit(loading)
+
+    def _set_total(self, total: int) -> None:
+        if total != self._total:
+            self._total = total
+            self.totalChanged.emit(total)
+
+    @property
+    def total(self) -> int:
+        return self._total
+
+    # -- live changes -------------------------------------------------------------------
+
+    def apply_changes(self, ops: list[OperationView]) -> None:
+        """Fold a batch of changed operations into the rows (one signal per touched row)."""
+        added = 0
+        for op in ops:
+            added += self._apply_one(op)
+        if added:
+            self._set_total(self._total + added)
+        self._update_tick()
+
+    def _apply_one(self, op: OperationView) -> int:
+        row = self.row_of(op.id)
+        if row is None:
+            if not self.matches(op):
+                return 0
+            if op.in_flight:
+                self._insert(0, op, live=True)
+            else:
+                self._insert(len(self._live), op, live=False)
+            return 1
+        was_live = row < len(self._live)
+        if not self.matches(op):
+            self._remove(row)
+            return -1
+        if was_live == op.in_flight:
+            self._row_list(row)[self._list_pos(row)] = op
+            self.dataChanged.emit(self.index(row, 0), self.index(row, len(HEADERS) - 1))
+            return 0
+        # It crossed between in flight and finished: move it to the head of its section.
+        self._remove(row)
+        if op.in_flight:
+            self._insert(0, op, live=True)
+        else:
+            self._insert(len(self._live), op, live=False)
+        return 0
+
+    def _row_list(self, row: int) -> list[OperationView]:
+        return self._live if row < len(self._live) else self._history
+
+    def _list_pos(self, row: int) -> int:
+        return row if row < len(self._live) else row - len(self._live)
+
+    def _insert(self, row: int, op: OperationView, *, live: bool) -> None:
+        self.beginInsertRows(QModelIndex(), row, row)
+        if live:
+            self._live.insert(row, op)
+        else:
+            self._history.insert(row - len(self._live), op)
+        self._known.add(op.id)
+        self.endInsertRows()
+
+    def _remove(self, row: int) -> None:
+        self.beginRemoveRows(QModelIndex(), row, row)
+        op = self._row_list(row).pop(self._list_pos(row))
+        self._known.discard(op.id)
+        self.endRemoveRows()
+
+    def _update_tick(self) -> None:
+        if self._live and not self._tick.isActive():
+            self._tick.start()
+        elif not self._live and self._tick.isActive():
+            self._tick.stop()
+
+    def _refresh_live_cells(self) -> None:
+        if self._live:
+            self.dataChanged.emit(self.index(0, PROGRESS), self.index(len(self._live) - 1, ELAPSED))
+
+    # -- lookup -------------------------------------------------------------------------
+
+    def row_of(self, op_id: str) -> int | None:
+        if op_id not in self._known:
+            return None
+        for i, op in enumerate(self._live):
+            if op.id == op_id:
+                return i
+        for i, op in enumerate(self._history):
+            if op.id == op_id:
+                return len(self._live) + i
+        return None
+
+    def operation(self, row: int) -> OperationView | None:
+        if 0 <= row < len(self._live):
+            return self._live[row]
+        if 0 <= row - len(self._live) < len(self._history):
+            return self._history[row - len(self._live)]
+        return None
+
+    @property
+    def live_count(self) -> int:
+        return len(self._live)
+
+    # -- QAbstractTableModel ------------------------------------------------------------
+
+    def rowCount(self, parent: QModelIndex | QPersistentModelIndex = QModelIndex()) -> int:
+        return 0 if parent.isValid() else len(self._live) + len(self._history)
+
+    def columnCount(self, parent: QModelIndex | QPersistentModelIndex = QModelIndex()) -> int:
+        return 0 if parent.isValid() else len(HEADERS)
+
+    def headerData(self, section: int, orientation: Qt.Orientation, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
+        if orientation == Qt.Orientation.Horizontal and role == Qt.ItemDataRole.DisplayRole \
+                and 0 <= section < len(HEADERS):
+            return HEADERS[section]
+        return None
+
+    def flags(self, index: QModelIndex | QPersistentModelIndex) -> Qt.ItemFlag:
+        if not index.isValid():
+            return Qt.ItemFlag.NoItemFlags
+        return Qt.ItemFlag.ItemIsEnabled | Qt.ItemFlag.ItemIsSelectable | Qt.ItemFlag.ItemNeverHasChildren
+
+    def data(self, index: QModelIndex | QPersistentModelIndex, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
+        if not index.isValid():
+            return None
+        op = self.operation(index.row())
+        if op is None:
+            return None
+        col = index.column()
+        if role == OperationRole:
+            return op
+        if role == Qt.ItemDataRole.DisplayRole:
+            return self._display(op, col)
+        if role == Qt.ItemDataRole.ToolTipRole:
+            if col == MESSAGE and op.message:
+                return op.message
+            if col == STATUS and op.error:
+                return str(op.error.get("message") or "")
+            return None
+        if role == Qt.ItemDataRole.AccessibleTextRole:
+            return f"{HEADERS[col]}: {self._display(op, col)}"
+        if role == Qt.ItemDataRole.DecorationRole and col == STATUS:
+            return self._status_icon(op)
+        if role == Qt.ItemDataRole.FontRole and col == STATUS and op.needs_input:
+            font = QFont()
+            font.setBold(True)
+            return font
+        if role == Qt.ItemDataRole.TextAlignmentRole and col == ELAPSED:
+            return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+        return None
+
+    def _display(self, op: OperationView, col: int) -> str:
+        if col == TOOL:
+            return op.tool or op.method
+        if col == SERVER:
+            return op.server
+        if col == PROGRESS:
+            fraction = op.fraction
+            if fraction is not None:
+                return f"{fraction * 100:.0f}%"
+            return "" if op.progress is None else f"{op.progress:g}"
+        if col == MESSAGE:
+            return (op.message or "").replace("\n", " ")
+        if col == STATUS:
+            return status_text(op)
+        if col == ELAPSED:
+            return format_elapsed(elapsed_of(op))
+        return ""
+
+    def _status_icon(self, op: OperationView):
+        style = QApplication.style()
+        pixmap = {
+            api.INPUT_REQUIRED: QStyle.StandardPixmap.SP_MessageBoxQuestion,
+            api.FAILED: QStyle.StandardPixmap.SP_MessageBoxCritical,
+            api.UNKNOWN: QStyle.StandardPixmap.SP_MessageBoxWarning,
+            api.EXPIRED: QStyle.StandardPixmap.SP_MessageBoxWarning,
+            api.COMPLETED: QStyle.StandardPixmap.SP_DialogApplyButton,
+            api.CANCELLED: QStyle.StandardPixmap.SP_DialogCancelButton,
+        }.get(op.status)
+        return style.standardIcon(pixmap) if pixmap is not None and style is not None else None

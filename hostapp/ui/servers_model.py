@@ -1,0 +1,166 @@
+"""The servers table: each configured server and the state of its connection."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, Qt, QTimer
+from PySide6.QtWidgets import QApplication, QStyle
+
+from hostapp.engine import api
+from hostapp.engine.api import ServerView
+
+#: The role that carries the whole :class:`ServerView` of a row.
+ServerRole = Qt.ItemDataRole.UserRole + 1
+
+NAME, TRANSPORT, STATUS, PROTOCOL, TOOLS, TARGET = range(6)
+HEADERS = ("Name", "Transport", "Status", "Protocol", "Tools", "Command or URL")
+
+TRANSPORT_TEXT = {"stdio": "stdio", "http": "HTTP"}
+
+
+class ServerTableModel(QAbstractTableModel):
+    """One row per configured server, in the order they were first seen.
+
+    ``reconnecting in N s`` counts down on a one-second timer from the delay the engine
+    reported, so the engine need not tell the window every second.
+    """
+
+    def __init__(self, parent=None) -> None:
+        super().__init__(parent)
+        self._servers: list[ServerView] = []
+        self._seen_at: dict[str, float] = {}  # when each view arrived (for the countdown)
+        self._countdown = QTimer(self)
+        self._countdown.setInterval(1000)
+        self._countdown.timeout.connect(self._refresh_countdowns)
+
+    def set_servers(self, servers: list[ServerView]) -> None:
+        self.beginResetModel()
+        self._servers = list(servers)
+        now = time.monotonic()
+        self._seen_at = {s.name: now for s in servers}
+        self.endResetModel()
+        self._update_countdown()
+
+    def update_server(self, server: ServerView) -> None:
+        self._seen_at[server.name] = time.monotonic()
+        row = self.row_of(server.name)
+        if row is None:
+            row = len(self._servers)
+            self.beginInsertRows(QModelIndex(), row, row)
+            self._servers.append(server)
+            self.endInsertRows()
+        else:
+            self._servers[row] = server
+            self.dataChanged.emit(self.index(row, 0), self.index(row, len(HEADERS) - 1))
+        self._update_countdown()
+
+    def remove_server(self, name: str) -> None:
+        row = self.row_of(name)
+        if row is not None:
+            self.beginRemoveRows(QModelIndex(), row, row)
+            del self._servers[row]
+            self.endRemoveRows()
+            self._seen_at.pop(name, None)
+        self._update_countdown()
+
+    def row_of(self, name: str) -> int | None:
+        for i, s in enumerate(self._servers):
+            if s.name == name:
+                return i
+        return None
+
+    def server(self, row: int) -> ServerView | None:
+        return self._servers[row] if 0 <= row < len(self._servers) else None
+
+    def servers(self) -> list[ServerView]:
+        return list(self._servers)
+
+    def status_text(self, server: ServerView) -> str:
+        if server.state == api.RECONNECTING and server.retry_in is not None:
+            left = server.retry_in - (time.monotonic() - self._seen_at.get(server.name, time.monotonic()))
+            return f"reconnecting in {max(0, round(left))} s"
+        return {
+            api.CONNECTING: "connecting",
+            api.CONNECTED: "connected",
+            api.RECONNECTING: "reconnecting",
+            api.OFFLINE: "offline",
+            api.NEEDS_SIGN_IN: "needs sign-in",
+            api.DISABLED: "disabled",
+        }.get(server.state, server.state)
+
+    def _update_countdown(self) -> None:
+        waiting = any(s.state == api.RECONNECTING for s in self._servers)
+        if waiting and not self._countdown.isActive():
+            self._countdown.start()
+        elif not waiting:
+            self._countdown.stop()
+
+    def _refresh_countdowns(self) -> None:
+        for row, s in enumerate(self._servers):
+            if s.state == api.RECONNECTING:
+                self.dataChanged.emit(self.index(row, STATUS), self.index(row, STATUS))
+
+    # -- QAbstractTableModel ------------------------------------------------------------
+
+    def rowCount(self, parent: QModelIndex | QPersistentModelIndex = QModelIndex()) -> int:
+        return 0 if parent.isValid() else len(self._servers)
+
+    def columnCount(self, parent: QModelIndex | QPersistentModelIndex = QModelIndex()) -> int:
+        return 0 if parent.isValid() else len(HEADERS)
+
+    def headerData(self, section: int, orientation: Qt.Orientation, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
+        if orientation == Qt.Orientation.Horizontal and role == Qt.ItemDataRole.DisplayRole \
+                and 0 <= section < len(HEADERS):
+            return HEADERS[section]
+        return None
+
+    def flags(self, index: QModelIndex | QPersistentModelIndex) -> Qt.ItemFlag:
+        if not index.isValid():
+            return Qt.ItemFlag.NoItemFlags
+        return Qt.ItemFlag.ItemIsEnabled | Qt.ItemFlag.ItemIsSelectable | Qt.ItemFlag.ItemNeverHasChildren
+
+    def data(self, index: QModelIndex | QPersistentModelIndex, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
+        if not index.isValid():
+            return None
+        server = self.server(index.row())
+        if server is None:
+            return None
+        col = index.column()
+        if role == ServerRole:
+            return server
+        if role == Qt.ItemDataRole.DisplayRole:
+            return self._display(server, col)
+        if role == Qt.ItemDataRole.ToolTipRole and col == STATUS and server.error:
+            return server.error
+        if role == Qt.ItemDataRole.AccessibleTextRole:
+            return f"{HEADERS[col]}: {self._display(server, col)}"
+        if role == Qt.ItemDataRole.DecorationRole and col == STATUS:
+            style = QApplication.style()
+            pixmap = {
+                api.CONNECTED: QStyle.StandardPixmap.SP_DialogApplyButton,
+                api.OFFLINE: QStyle.StandardPixmap.SP_MessageBoxCritical,
+                api.NEEDS_SIGN_IN: QStyle.StandardPixmap.SP_MessageBoxWarning,
+                api.RECONNECTING: QStyle.StandardPixmap.SP_BrowserReload,
+                api.CONNECTING: QStyle.StandardPixmap.SP_BrowserReload,
+            }.get(server.state)
+            return style.standardIcon(pixmap) if pixmap is not None and style is not None else None
+        if role == Qt.ItemDataRole.TextAlignmentRole and col == TOOLS:
+            return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+        return None
+
+    def _display(self, server: ServerView, col: int) -> str:
+        if col == NAME:
+            return server.name
+        if col == TRANSPORT:
+            return TRANSPORT_TEXT.get(server.transport, server.transport)
+        if col == STATUS:
+            return self.status_text(server)
+        if col == PROTOCOL:
+            return server.protocol_version or "—"
+        if col == TOOLS:
+            return "—" if server.tools_count is None else str(server.tools_count)
+        if col == TARGET:
+            return server.target
+        return ""

@@ -1,0 +1,44 @@
+"""Window tests: offscreen Qt, Qt warnings fail the test, one qasync loop per test."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+import pytest  # noqa: E402
+import qasync  # noqa: E402
+
+
+def pytest_collection_modifyitems(config, items):
+    # A Qt warning (a bad index, a missing signal, a failed connection) is a bug here.
+    for item in items:
+        if "tests/ui/" in str(item.fspath).replace(os.sep, "/"):
+            item.add_marker(pytest.mark.qt_log_level_fail("WARNING"))
+
+
+@pytest.fixture
+def qloop(qapp):
+    """A qasync loop on the test's QApplication; run coroutines with ``qloop.run_until_complete``."""
+    loop = qasync.QEventLoop(qapp, already_running=False)
+    asyncio.set_event_loop(loop)
+    try:
+        yield loop
+    finally:
+        pending = [t for t in asyncio.all_tasks(loop) if not t.done()]
+        for task in pending:
+            task.cancel()
+        if pending:
+            loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+        asyncio.set_event_loop(None)
+        loop.close()
+
+
+@pytest.fixture
+def home(tmp_path, monkeypatch):
+    """A fresh HOSTAPP_HOME per test."""
+    path = tmp_path / "home"
+    path.mkdir()
+    monkeypatch.setenv("HOSTAPP_HOME", str(path))
+    return path

@@ -1,0 +1,183 @@
+"""The operations and servers models with real OperationView data, checked by qtmodeltester."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from PySide6.QtCore import QModelIndex, Qt
+from PySide6.QtGui import QImage, QPainter
+from PySide6.QtWidgets import QStyleOptionViewItem, QTableView
+
+from hostapp.engine import api
+from hostapp.engine.api import OperationView, ServerView
+from hostapp.ui.adapter import EngineSignals
+from hostapp.ui.operations_model import (ELAPSED, PAGE_SIZE, PROGRESS, STATUS, OperationRole, OperationTableModel,
+                                         format_elapsed)
+from hostapp.ui.progress_delegate import ProgressDelegate
+from hostapp.ui.servers_model import STATUS as SERVER_STATUS
+from hostapp.ui.servers_model import ServerTableModel
+
+
+class ListSource:
+    """Operations held in a list, answering like ``Engine.operations`` (newest first) and counting reads."""
+
+    def __init__(self, ops: list[OperationView]):
+        self.ops = ops
+        self.reads: list[tuple[int, int]] = []
+
+    async def operations(self, statuses=None, limit=200, offset=0):
+        self.reads.append((limit, offset))
+        chosen = [o for o in sorted(self.ops, key=lambda o: -o.created_at) if statuses is None or o.status in statuses]
+        return chosen[offset:offset + limit]
+
+    async def count_operations(self, statuses=None):
+        return sum(1 for o in self.ops if statuses is None or o.status in statuses)
+
+
+def op(i: int, status: str = api.COMPLETED, **kw) -> OperationView:
+    base = dict(id=f"op{i}", server="lab", tool="sleep_with_progress", method="tools/call", arguments={},
+                status=status, created_at=1000.0 + i, updated_at=1000.0 + i,
+                ended_at=(1010.0 + i) if status in api.TERMINAL else None)
+    base.update(kw)
+    return OperationView(**base)
+
+
+def test_in_flight_first_then_history(qloop, qtmodeltester):
+    source = ListSource([op(1), op(2, api.RUNNING, progress=3, total=10), op(3, api.FAILED), op(4, api.INPUT_REQUIRED,
+                                                                                             needs_input=True)])
+    model = OperationTableModel(source)
+    qloop.run_until_complete(model.reload())
+    qtmodeltester.check(model)
+    assert [model.operation(r).id for r in range(model.rowCount())] == ["op4", "op2", "op3", "op1"]
+    assert model.data(model.index(1, PROGRESS)) == "30%"
+    assert model.data(model.index(0, STATUS)) == "Needs your input"
+    assert model.total == 4
+
+
+def test_history_is_paged_not_loaded_at_once(qloop, qtmodeltester):
+    source = ListSource([op(i) for i in range(100_000)])
+    model = OperationTableModel(source)
+    qloop.run_until_complete(model.reload())
+    assert model.rowCount() == PAGE_SIZE
+    assert model.total == 100_000
+    assert model.canFetchMore(QModelIndex())
+    added = qloop.run_until_complete(model.fetch_next_page())
+    assert added == PAGE_SIZE and model.rowCount() == 2 * PAGE_SIZE
+    assert all(limit <= 10_000 for limit, _ in source.reads)
+    assert source.reads[-1] == (PAGE_SIZE, PAGE_SIZE)
+    qtmodeltester.check(model)
+
+
+def test_live_changes_move_rows_between_sections(qloop, qtmodeltester):
+    source = ListSource([op(1), op(2, api.RUNNING)])
+    model = OperationTableModel(source)
+    qloop.run_until_complete(model.reload())
+    qtmodeltester.check(model)
+    # A new call appears at the top; the running one finishes and heads the history.
+    model.apply_changes([op(3, api.PENDING), op(2, api.COMPLETED, message="done")])
+    assert [model.operation(r).id for r in range(model.rowCount())] == ["op3", "op2", "op1"]
+    assert model.live_count == 1
+    assert model.total == 3
+    # Same batch twice changes nothing.
+    model.apply_changes([op(2, api.COMPLETED, message="done")])
+    assert model.rowCount() == 3
+
+
+def test_filters_keep_only_matching_rows(qloop, qtmodeltester):
+    source = ListSource([op(1), op(2, api.RUNNING), op(3, api.FAILED), op(4, api.UNKNOWN), op(5, api.INPUT_REQUIRED)])
+    model = OperationTableModel(source)
+    for name, expected in [("in_flight", {"op2", "op5"}), ("needs_input", {"op5"}), ("finished", {"op1"}),
+                           ("failed", {"op3", "op4"}), ("all", {"op1", "op2", "op3", "op4", "op5"})]:
+        qloop.run_until_complete(model.reload(name))
+        assert {model.operation(r).id for r in range(model.rowCount())} == expected, name
+        qtmodeltester.check(model)
+    qloop.run_until_complete(model.reload("in_flight"))
+    model.apply_changes([op(2, api.COMPLETED)])  # leaves the in-flight view
+    assert {model.operation(r).id for r in range(model.rowCount())} == {"op5"}
+    with pytest.raises(ValueError):
+        qloop.run_until_complete(model.reload("nonsense"))
+
+
+def test_adapter_coalesces_progress_bursts(qtbot):
+    signals = EngineSignals()
+    batches = []
+    signals.operationsChanged.connect(batches.append)
+    for step in range(5000):
+        signals.operation_changed(op(1, api.RUNNING, progress=step, total=5000))
+        signals.operation_changed(op(2, api.RUNNING, progress=step))
+    assert batches == []  # nothing is emitted per notification
+    qtbot.waitUntil(lambda: bool(batches), timeout=2000)
+    assert len(batches) == 1
+    assert {o.id: o.progress for o in batches[0]} == {"op1": 4999, "op2": 4999}
+
+
+def test_adapter_delivers_status_before_question(qtbot):
+    signals = EngineSignals()
+    seen = []
+    signals.operationsChanged.connect(lambda ops: seen.append(("ops", ops[0].status)))
+    signals.inputRequested.connect(lambda req: seen.append(("ask", req.id)))
+    signals.operation_changed(op(1, api.INPUT_REQUIRED))
+    signals.input_requested(api.InputRequest("q1", "op1", "lab", "form", "Who?", {}))
+    assert seen == [("ops", api.INPUT_REQUIRED), ("ask", "q1")]
+
+
+def test_elapsed_format():
+    assert format_elapsed(7) == "0:07"
+    assert format_elapsed(754) == "12:34"
+    assert format_elapsed(3723) == "1:02:03"
+    assert format_elapsed(3 * 86400 + 4 * 3600) == "3 d 4 h"
+    assert format_elapsed(-5) == "0:00"
+
+
+def test_servers_model(qtmodeltester):
+    model = ServerTableModel()
+    model.set_servers([ServerView("lab", "stdio", "python -m hostapp lab serve --stdio", state=api.CONNECTED,
+                                  protocol_version="2025-11-25", tools_count=12)])
+    qtmodeltester.check(model)
+    model.update_server(ServerView("remote", "http", "http://127.0.0.1:9/mcp", state=api.RECONNECTING, retry_in=9.6))
+    model.update_server(ServerView("lab", "stdio", "x", state=api.NEEDS_SIGN_IN))
+    qtmodeltester.check(model)
+    assert model.data(model.index(1, SERVER_STATUS)) == "reconnecting in 10 s"
+    assert model.data(model.index(0, SERVER_STATUS)) == "needs sign-in"
+    model.remove_server("lab")
+    assert model.rowCount() == 1
+    qtmodeltester.check(model)
+
+
+@pytest.mark.parametrize("view", [
+    op(1, api.RUNNING, progress=42, total=100),
+    op(2, api.RUNNING, progress=3),                 # no total: indeterminate
+    op(3, api.COMPLETED),
+])
+def test_progress_delegate_paints_a_bar(qapp, view):
+    table = QTableView()
+    source = ListSource([view])
+    model = OperationTableModel(source)
+    model.apply_changes([view])
+    table.setModel(model)
+    delegate = ProgressDelegate(table)
+    image = QImage(200, 24, QImage.Format.Format_ARGB32)
+    image.fill(Qt.GlobalColor.transparent)
+    painter = QPainter(image)
+    option = QStyleOptionViewItem()
+    option.rect = image.rect()
+    option.palette = table.palette()
+    option.fontMetrics = table.fontMetrics()
+    option.widget = table
+    delegate.paint(painter, option, model.index(0, PROGRESS))
+    painter.end()
+    highlight = table.palette().highlight().color()
+
+    def near(c):
+        return abs(c.red() - highlight.red()) + abs(c.green() - highlight.green()) + abs(c.blue() - highlight.blue()) < 90
+
+    filled = sum(1 for x in range(3, 197) if near(image.pixelColor(x, 12)))
+    if view.id == "op1":
+        assert 50 < filled < 130       # about 42 % of the bar
+    elif view.id == "op2":
+        assert 0 < filled < 120        # a sliding chunk, never the whole bar
+    else:
+        assert filled > 150            # done: full
+    assert model.index(0, PROGRESS).data(OperationRole) is view
+    assert model.data(model.index(0, ELAPSED))
