@@ -1,0 +1,186 @@
+"""The lab over HTTP: both eras' basics, the plain tools, elicitation and failures."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from hostapp.lab.state import execution_counts
+
+from .conftest import ACCEPT, STATELESS, McpClient
+
+
+def test_initialize_opens_a_session_and_declares_every_mechanism(lab):
+    client = McpClient(lab.url)
+    result = client.initialize()
+    assert result["protocolVersion"] == "2025-11-25"
+    caps = result["capabilities"]
+    assert caps["tasks"]["requests"]["tools"]["call"] == {}
+    assert "io.modelcontextprotocol/tasks" in caps["extensions"]
+    assert "resumableRequests" in caps and "streams" in caps and "logging" in caps
+    assert client.session_id
+
+
+@pytest.mark.parametrize("offered, accepted", [("2025-03-26", "2025-03-26"), ("2024-11-05", "2024-11-05"),
+                                               ("1999-01-01", "2025-11-25")])
+def test_initialize_accepts_known_versions_and_counter_offers_unknown_ones(lab, offered, accepted):
+    client = McpClient(lab.url, version=offered)
+    assert client.initialize()["protocolVersion"] == accepted
+
+
+def test_session_rules(lab, client):
+    ping = {"jsonrpc": "2.0", "id": 5, "method": "ping"}
+    assert client.post(ping).json()["result"] == {}
+    no_session = httpx.post(lab.url, json=ping, headers={"Accept": ACCEPT})
+    assert no_session.status_code == 400
+    unknown = httpx.post(lab.url, json=ping, headers={"Accept": ACCEPT, "Mcp-Session-Id": "nope"})
+    assert unknown.status_code == 404
+    wrong_version = httpx.post(lab.url, json=ping, headers={**client.headers(), "MCP-Protocol-Version": "2025-06-18"})
+    assert wrong_version.status_code == 400
+    assert httpx.delete(lab.url, headers=client.headers()).status_code == 204
+    assert client.post(ping).status_code == 404
+
+
+def test_stateless_discover_and_tools_list(stateless):
+    discover = stateless.request("server/discover").result
+    assert STATELESS in discover["supportedVersions"] and "2025-11-25" in discover["supportedVersions"]
+    assert discover["resultType"] == "complete"
+    tools = stateless.request("tools/list").result
+    assert tools["resultType"] == "complete"
+    by_name = {t["name"]: t for t in tools["tools"]}
+    assert {"sleep_with_progress", "ask_form", "ask_url", "fail", "long_sse", "long_task", "long_task_ext",
+            "long_mrtr", "long_resume_token", "long_stream", "long_resumable", "long_async",
+            "lab_stats"} <= set(by_name)
+    assert by_name["long_async"]["invocationMode"] == "async"
+    assert all(t["description"] and t["inputSchema"]["type"] == "object" for t in tools["tools"])
+
+
+def test_stateless_version_and_header_checks(lab, stateless):
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list",
+            "params": stateless.params({"_meta": {"io.modelcontextprotocol/protocolVersion": "2030-01-01"}})}
+    r = httpx.post(lab.url, json=body, headers={"Accept": ACCEPT})
+    assert r.status_code == 400 and r.json()["error"]["code"] == -32022
+    body = {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": stateless.params({})}
+    r = httpx.post(lab.url, json=body, headers={**stateless.headers("tools/list"), "Mcp-Method": "tools/call"})
+    assert r.status_code == 400
+
+
+@pytest.mark.parametrize("era", ["handshake", "stateless"])
+def test_sleep_with_progress(lab, era):
+    client = McpClient(lab.url, stateless=era == "stateless")
+    if era == "handshake":
+        client.initialize()
+    exchange = client.call("sleep_with_progress", {"seconds": 0.4, "steps": 4, "message": "zzz"}, progress="tok")
+    assert [p["progress"] for p in exchange.progress] == [1, 2, 3, 4]
+    assert all(p["progressToken"] == "tok" and p["total"] == 4 and p["message"] == "zzz" for p in exchange.progress)
+    assert exchange.result["structuredContent"]["steps"] == 4
+    assert exchange.retry_ms is not None
+    if era == "handshake":
+        assert len(set(exchange.event_ids)) == len(exchange.event_ids) == 6  # priming + 4 progress + answer
+    else:
+        assert exchange.result["resultType"] == "complete"
+
+
+def test_logging_follows_the_session_level(client):
+    assert "result" in client.post({"jsonrpc": "2.0", "id": 9, "method": "logging/setLevel",
+                                    "params": {"level": "info"}}).json()
+    exchange = client.call("sleep_with_progress", {"seconds": 0, "steps": 1})
+    assert exchange.notifications("notifications/message")[0]["level"] == "info"
+
+
+ANSWER = {"name": "Grace", "email": "grace@example.org", "homepage": "https://example.org",
+          "birthday": "1906-12-09", "meeting": "2026-01-01T10:00:00Z", "height": 1.6, "age": 85,
+          "subscribe": False, "color": "blue", "size": "m", "toppings": ["basil"], "extras": ["cutlery"]}
+
+
+def test_ask_form_handshake(client):
+    asked = []
+
+    def answer(request):
+        asked.append(request)
+        return {"action": "accept", "content": ANSWER}
+
+    exchange = client.call("ask_form", {"message": "Who are you?"}, on_request=answer)
+    assert exchange.result["structuredContent"] == {"action": "accept", "content": ANSWER}
+    request = asked[0]
+    assert request["method"] == "elicitation/create"
+    schema = request["params"]["requestedSchema"]["properties"]
+    assert request["params"]["message"] == "Who are you?"
+    assert {schema[k].get("format") for k in ("email", "homepage", "birthday", "meeting")} == \
+        {"email", "uri", "date", "date-time"}
+    assert schema["age"]["type"] == "integer" and schema["height"]["type"] == "number"
+    assert schema["subscribe"]["type"] == "boolean" and "enum" in schema["color"]
+    assert "oneOf" in schema["size"] and "enum" in schema["toppings"]["items"]
+    assert "anyOf" in schema["extras"]["items"]
+
+
+def test_ask_form_stateless_by_input_required(stateless):
+    first = stateless.call("ask_form").result
+    assert first["resultType"] == "input_required"
+    assert first["inputRequests"]["form"]["method"] == "elicitation/create"
+    second = stateless.call("ask_form", extra={"inputResponses": {"form": {"action": "accept", "content": ANSWER}},
+                                               **({"requestState": first["requestState"]}
+                                                  if "requestState" in first else {})}).result
+    assert second["resultType"] == "complete"
+    assert second["structuredContent"]["content"] == ANSWER
+
+
+def test_ask_url_handshake(client):
+    def consent(request):
+        params = request["params"]
+        assert params["mode"] == "url" and params["elicitationId"]
+        assert httpx.get(params["url"]).status_code == 200  # the person opens the page
+        return {"action": "accept"}
+
+    exchange = client.call("ask_url", {"wait_seconds": 10}, on_request=consent)
+    assert exchange.result["structuredContent"] == {"action": "accept", "visited": True}
+    assert len(exchange.notifications("notifications/elicitation/complete")) == 1
+
+
+@pytest.mark.parametrize("era", ["handshake", "stateless"])
+def test_ask_url_required_error_then_retry(lab, era):
+    client = McpClient(lab.url, stateless=era == "stateless")
+    if era == "handshake":
+        client.initialize()
+    error = client.call("ask_url", {"required_error": True}).error
+    assert error["code"] == -32042
+    elicitation = error["data"]["elicitations"][0]
+    assert elicitation["mode"] == "url"
+    assert httpx.get(elicitation["url"]).status_code == 200
+    retry = client.call("ask_url", {"required_error": True}).result
+    assert retry["structuredContent"]["elicitationId"] == elicitation["elicitationId"]
+
+
+def test_fail_modes(lab, client, state_file):
+    tool_error = client.call("fail", {"mode": "tool_error"}).result
+    assert tool_error["isError"] is True
+    rpc_error = client.call("fail", {"mode": "rpc_error"}).error
+    assert rpc_error["code"] == -32603
+    with pytest.raises(httpx.HTTPError):
+        client.call("fail", {"mode": "crash"})
+    assert lab.wait_exit() == 70
+    assert execution_counts(state_file)["fail"] == 3
+
+
+def test_unknown_tool_and_bad_arguments(client):
+    assert client.call("no_such_tool").error["code"] == -32602
+    assert client.call("sleep_with_progress", {"steps": 0}).error["code"] == -32602
+
+
+def test_lab_stats_counts_real_starts(client, state_file):
+    client.call("sleep_with_progress", {"seconds": 0, "steps": 1})
+    client.call("sleep_with_progress", {"seconds": 0, "steps": 1})
+    stats = client.call("lab_stats").result["structuredContent"]
+    assert stats["executions"]["sleep_with_progress"] == 2
+    assert stats["duplicates"] == []
+    assert execution_counts(state_file)["sleep_with_progress"] == 2
+
+
+def test_refuse_for_answers_503_for_a_while(start_lab):
+    lab = start_lab("--refuse-for", "1")
+    ping = {"jsonrpc": "2.0", "id": 1, "method": "server/discover",
+            "params": McpClient(lab.url, stateless=True).params({})}
+    first = httpx.post(lab.url, json=ping, headers={"Accept": ACCEPT})
+    assert first.status_code == 503
+    from .conftest import wait_until
+    wait_until(lambda: httpx.post(lab.url, json=ping, headers={"Accept": ACCEPT}).status_code == 200, timeout=10)
