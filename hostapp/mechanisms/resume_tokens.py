@@ -9,6 +9,7 @@ opaque, and a token of a completed request is expired; an invalid one draws -326
 from __future__ import annotations
 
 import copy
+import json
 from typing import Any
 
 from hostapp.mechanisms.actions import Action, Deliver, MarkStatus, PartialResult, SendRequest, Unknown
@@ -39,6 +40,7 @@ class ResumeTokenRequest(Mechanism):
         self.chunks: int = state.get("chunks", 0)
         # Whether a request is in flight dies with the process: a restored one has none.
         self.in_flight = False
+        self.last_chunk: str | None = None  # in memory only: it contains the token
 
     def _extra_state(self) -> dict[str, Any]:
         return {"chunks": self.chunks}
@@ -67,6 +69,12 @@ class ResumeTokenRequest(Mechanism):
     def _on_result(self, result: dict[str, Any], now: float, method: str) -> list[Action]:
         if method != self.method or not self.in_flight:
             return []  # a duplicate: its continuation was already sent
+        fingerprint = json.dumps(result, sort_keys=True, default=str)
+        if fingerprint == self.last_chunk:
+            # A replay of the chunk already acted on, arriving while its continuation
+            # is in flight (tokens may be stable, so the token alone cannot tell).
+            return []
+        self.last_chunk = fingerprint
         self.in_flight = False
         token = next_resume_token(result)
         if token is None:
