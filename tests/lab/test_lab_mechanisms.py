@@ -1,0 +1,277 @@
+"""Each long-operation mechanism of the lab, its happy path and its survival of breaks."""
+
+from __future__ import annotations
+
+import signal
+import uuid
+
+import httpx
+
+from hostapp.lab.state import execution_count
+
+from .conftest import McpClient, wait_until
+
+TASKS_EXT = {"extensions": {"io.modelcontextprotocol/tasks": {}}}
+
+
+def kill(lab) -> None:
+    """End the lab the hard way: no shutdown code runs."""
+    lab.proc.send_signal(signal.SIGKILL)
+    lab.wait_exit()
+
+
+# ---------------------------------------------------------------- SSE resumption
+def test_long_sse_resumes_by_last_event_id_after_dropped_connections(start_lab):
+    lab = start_lab("--drop-after", "2")
+    client = McpClient(lab.url)
+    client.initialize()
+    exchange = client.call("long_sse", {"seconds": 0.6, "steps": 6}, progress=7, request_id=41)
+    assert exchange.response is None and len(exchange.progress) == 2  # dropped after 2 events
+    seen = [*exchange.progress]
+    last_id = exchange.event_ids[-1]
+    for _ in range(10):
+        more = client.resume(last_id, 41)
+        seen += more.progress
+        if more.response is not None:
+            break
+        last_id = more.event_ids[-1]
+    assert more.response is not None and more.result["structuredContent"]["steps"] == 6
+    assert [p["progress"] for p in seen] == [1, 2, 3, 4, 5, 6]
+
+
+def test_replay_from_the_event_store_after_a_restart(start_lab, state_file):
+    lab = start_lab()
+    client = McpClient(lab.url)
+    client.initialize()
+    first = client.call("long_sse", {"seconds": 1.2, "steps": 4}, progress="p", request_id=8, max_messages=1)
+    assert len(first.progress) == 1
+    kill(lab)
+    lab2 = start_lab(port=lab.port)
+    replay = client.resume(first.event_ids[-1], 8)
+    assert [p["progress"] for p in replay.progress] == [2, 3, 4]
+    assert replay.result["structuredContent"]["tool"] == "long_sse"
+    assert execution_count(state_file, "long_sse") == 1
+    # The whole stream is still there, from the start.
+    again = client.resume(first.event_ids[0], 8)
+    assert [p["progress"] for p in again.progress] == [1, 2, 3, 4]
+    lab2.stop()
+
+
+def test_unknown_last_event_id_is_refused(client):
+    r = httpx.get(client.url, headers={**client.headers(), "Last-Event-ID": "nosuchstream:3"})
+    assert r.status_code == 404
+
+
+# ---------------------------------------------------------------- 2025-11-25 tasks
+def test_long_task_requires_task_augmentation(client):
+    assert client.call("long_task", {"seconds": 0, "steps": 1}).error["code"] == -32601
+
+
+def test_long_task_happy_path(client, state_file):
+    created = client.call("long_task", {"seconds": 0.3, "steps": 3}, extra={"task": {"ttl": 60000}}).result
+    task = created["task"]
+    assert task["status"] == "working" and task["ttl"] == 60000 and task["pollInterval"] > 0
+    got = client.request("tasks/get", {"taskId": task["taskId"]}).result
+    assert got["taskId"] == task["taskId"]
+    result = client.request("tasks/result", {"taskId": task["taskId"]}).result
+    assert result["structuredContent"]["tool"] == "long_task"
+    assert result["_meta"]["io.modelcontextprotocol/related-task"] == {"taskId": task["taskId"]}
+    assert client.request("tasks/get", {"taskId": task["taskId"]}).result["status"] == "completed"
+    assert client.request("tasks/get", {"taskId": "nope"}).error["code"] == -32602
+    assert execution_count(state_file, "long_task", task["taskId"]) == 1
+
+
+def test_long_task_cancel(client):
+    task = client.call("long_task", {"seconds": 30, "steps": 3}, extra={"task": {}}).result["task"]
+    cancelled = client.request("tasks/cancel", {"taskId": task["taskId"]}).result
+    assert cancelled["status"] == "cancelled"
+    assert client.request("tasks/cancel", {"taskId": task["taskId"]}).error["code"] == -32602
+
+
+def test_long_task_continues_after_a_restart(start_lab, state_file):
+    lab = start_lab()
+    client = McpClient(lab.url)
+    client.initialize()
+    task = client.call("long_task", {"seconds": 1.5, "steps": 3}, extra={"task": {}}).result["task"]
+    kill(lab)
+    start_lab(port=lab.port)
+    result = client.request("tasks/result", {"taskId": task["taskId"]}).result
+    assert result["structuredContent"]["steps"] == 3
+    assert execution_count(state_file, "long_task", task["taskId"]) == 1
+
+
+# ---------------------------------------------------------------- tasks extension (2026-07-28)
+def test_long_task_ext_needs_the_extension(stateless):
+    error = stateless.call("long_task_ext", {"seconds": 0, "steps": 1}).error
+    assert error["code"] == -32021
+    assert "io.modelcontextprotocol/tasks" in error["data"]["requiredCapabilities"]["extensions"]
+
+
+def test_long_task_ext_happy_path(lab):
+    client = McpClient(lab.url, stateless=True, capabilities=TASKS_EXT)
+    task = client.call("long_task_ext", {"seconds": 0.3, "steps": 3}).result
+    assert task["resultType"] == "task" and task["status"] == "working" and task["ttlMs"] > 0
+    done = wait_until(lambda: (r := client.request("tasks/get", {"taskId": task["taskId"]}).result)
+                      ["status"] == "completed" and r)
+    assert done["result"]["structuredContent"]["tool"] == "long_task_ext"
+    assert "error" not in done and "inputRequests" not in done
+
+
+def test_long_task_ext_cancel(lab):
+    client = McpClient(lab.url, stateless=True, capabilities=TASKS_EXT)
+    task = client.call("long_task_ext", {"seconds": 30, "steps": 3}).result
+    assert client.request("tasks/cancel", {"taskId": task["taskId"]}).result == {"resultType": "complete"}
+    assert client.request("tasks/get", {"taskId": task["taskId"]}).result["status"] == "cancelled"
+
+
+# ---------------------------------------------------------------- SEP-1391 async tools
+def test_long_async_happy_path_and_token_rules(client, state_file):
+    token = uuid.uuid4().hex
+    started = client.call("long_async", {"seconds": 0.3, "steps": 3},
+                          extra={"operation": {"token": token, "keepAlive": 60}}).result
+    assert started["operation"]["status"] == "working" and started["operation"]["keepAlive"] == 60
+    reused = client.call("long_async", {"seconds": 0.3, "steps": 3}, extra={"operation": {"token": token}})
+    assert reused.error["code"] == -32602
+    wait_until(lambda: client.request("tools/async/status", {"token": token}).result["status"] == "completed")
+    result = client.request("tools/async/result", {"token": token}).result["result"]
+    assert result["structuredContent"]["tool"] == "long_async"
+    assert client.request("tools/async/status", {"token": "unknown"}).error["code"] == -32602
+    assert client.call("long_async", {"seconds": 0, "steps": 1}).error["code"] == -32600
+    assert execution_count(state_file, "long_async", token) == 1
+
+
+def test_long_async_continues_after_a_restart(start_lab, state_file):
+    lab = start_lab()
+    client = McpClient(lab.url)
+    client.initialize()
+    token = uuid.uuid4().hex
+    client.call("long_async", {"seconds": 1.5, "steps": 3}, extra={"operation": {"token": token}})
+    kill(lab)
+    start_lab(port=lab.port)
+    assert client.request("tools/async/status", {"token": token}).result["status"] in ("working", "completed")
+    wait_until(lambda: client.request("tools/async/status", {"token": token}).result["status"] == "completed")
+    assert client.request("tools/async/result", {"token": token}).result["result"]["structuredContent"]["steps"] == 3
+    assert execution_count(state_file, "long_async", token) == 1
+
+
+# ---------------------------------------------------------------- resume tokens
+def test_long_resume_token_slices_until_done(client, state_file):
+    args = {"seconds": 1.5, "steps": 3}
+    result = client.call("long_resume_token", args).result
+    token = result["_meta"]["nextResumeToken"]
+    slices = 1
+    while "nextResumeToken" in (result.get("_meta") or {}):
+        assert result["_meta"]["nextResumeToken"] == token  # stable
+        result = client.call("long_resume_token", args, extra={"_meta": {"resumeToken": token}}).result
+        slices += 1
+    assert slices >= 2
+    assert result["structuredContent"]["tool"] == "long_resume_token"
+    expired = client.call("long_resume_token", args, extra={"_meta": {"resumeToken": token}})
+    assert expired.error["code"] == -32602
+    assert execution_count(state_file, "long_resume_token", token) == 1
+
+
+def test_long_resume_token_validates_params(client):
+    result = client.call("long_resume_token", {"seconds": 3, "steps": 3}).result
+    token = result["_meta"]["nextResumeToken"]
+    wrong = client.call("long_resume_token", {"seconds": 4, "steps": 3}, extra={"_meta": {"resumeToken": token}})
+    assert wrong.error["code"] == -32602
+    assert client.call("long_resume_token", {}, extra={"_meta": {"resumeToken": "forged"}}).error["code"] == -32602
+
+
+# ---------------------------------------------------------------- MRTR
+def test_long_mrtr_answered_after_a_restart(start_lab, state_file):
+    lab = start_lab()
+    client = McpClient(lab.url, stateless=True)
+    args = {"seconds": 0.4, "steps": 4}
+    first = client.call("long_mrtr", args, progress="m")
+    asked = first.result
+    assert asked["resultType"] == "input_required" and asked["requestState"]
+    assert [p["progress"] for p in first.progress] == [1, 2]
+    kill(lab)
+    start_lab(port=lab.port)
+    second = client.call("long_mrtr", args, progress="m2", extra={
+        "requestState": asked["requestState"],
+        "inputResponses": {"continue": {"action": "accept", "content": {"proceed": True}}}})
+    assert second.result["resultType"] == "complete"
+    assert second.result["structuredContent"]["answer"]["action"] == "accept"
+    assert [p["progress"] for p in second.progress] == [3, 4]
+    assert execution_count(state_file, "long_mrtr") == 1
+    tampered = client.call("long_mrtr", args, extra={"requestState": asked["requestState"] + "x",
+                                                     "inputResponses": {}})
+    assert tampered.error["code"] == -32602
+
+
+def test_long_mrtr_handshake_asks_by_elicitation(client):
+    exchange = client.call("long_mrtr", {"seconds": 0.2, "steps": 2},
+                           on_request=lambda r: {"action": "accept", "content": {"proceed": True}})
+    assert exchange.result["structuredContent"]["answer"]["content"] == {"proceed": True}
+
+
+# ---------------------------------------------------------------- draft streams
+def test_long_stream_poll_and_resume(client):
+    first = client.call("long_stream", {"seconds": 0.6, "steps": 3}, progress="s", request_id=77, max_messages=1)
+    created = first.notifications("notifications/stream/create")[0]["stream"]
+    stream_id = created["streamId"]
+    assert created["resumeInterval"]["min"] >= 0 and created["resumeInterval"]["max"] > 0
+    poll = client.request("stream/poll", {"streamId": stream_id}).result
+    assert poll["streamId"] == stream_id and poll["status"] in ("live", "completed")
+    assert set(poll) >= {"pendingMessages", "hasRequest", "hasError"}
+    listed = client.request("stream/poll/all").result["streams"]
+    assert stream_id in [s["streamId"] for s in listed]
+    resumed = client.request("stream/resume", {"streamId": stream_id})
+    assert [p["progress"] for p in resumed.progress][-1] == 3
+    answers = [m for m in resumed.messages if m.get("id") == 77]
+    assert answers and answers[0]["result"]["structuredContent"]["tool"] == "long_stream"
+    assert resumed.notifications("notifications/stream/end") == [{"streamId": stream_id}]
+    done = client.request("stream/poll", {"streamId": stream_id}).result
+    assert done["status"] == "completed" and done["pendingMessages"] is False
+    assert client.request("stream/poll", {"streamId": "nope"}).error["code"] == -32602
+
+
+# ---------------------------------------------------------------- SEP-975 resumable requests
+def test_long_resumable_get_status_and_same_id_resume(lab):
+    client = McpClient(lab.url, capabilities={"resumableRequests": {}})
+    client.initialize()
+    first = client.call("long_resumable", {"seconds": 0.6, "steps": 3}, progress="r", request_id=123, max_messages=1)
+    policy = first.notifications("notifications/requests/resumePolicy")[0]
+    assert policy["requestId"] == 123
+    token = policy["resumeToken"]
+    status = client.request("requests/getStatus", {"requestId": 123, "resumeToken": token}).result
+    assert status["status"] in ("processing", "completed")
+    assert client.request("requests/resume", {"resumeToken": token}, request_id=999).error["code"] == -32602
+    resumed = client.request("requests/resume", {"resumeToken": token}, request_id=123)
+    assert resumed.result["structuredContent"]["tool"] == "long_resumable"
+    assert [p["progress"] for p in resumed.progress] == [1, 2, 3]
+    final = client.request("requests/getStatus", {"requestId": 123, "resumeToken": token}).result
+    assert final == {"status": "completed", "hasPendingMessages": False, "hasInputRequest": False}
+
+
+def test_long_resumable_without_the_capability_is_a_plain_call(client):
+    exchange = client.call("long_resumable", {"seconds": 0.1, "steps": 1})
+    assert not exchange.notifications("notifications/requests/resumePolicy")
+    assert exchange.result["structuredContent"]["tool"] == "long_resumable"
+
+
+# ---------------------------------------------------------------- faults
+def test_exit_after_n_events(start_lab):
+    lab = start_lab("--exit-after", "3")
+    client = McpClient(lab.url)
+    client.initialize()
+    try:
+        client.call("sleep_with_progress", {"seconds": 1, "steps": 10}, progress=1)
+    except httpx.HTTPError:
+        pass
+    assert lab.wait_exit() == 3
+
+
+def test_stateless_closed_stream_cancels(lab, state_file):
+    client = McpClient(lab.url, stateless=True)
+    first = client.call("sleep_with_progress", {"seconds": 20, "steps": 40}, progress=1, max_messages=1)
+    assert len(first.progress) == 1
+    from hostapp.lab.state import LabState
+    state = LabState(state_file)
+    try:
+        wait_until(lambda: [j.status for j in state.jobs()] == ["cancelled"])
+    finally:
+        state.close()
