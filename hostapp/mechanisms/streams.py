@@ -81,11 +81,9 @@ class StreamRequest(Mechanism):
         delay = max(self.min_s, MIN_RETRY_SECONDS * (2 ** self.failures))
         at = max(now + delay, self.not_before or now)
         deadline = self._deadline()
-        if deadline is not None:
-            margin = min(5.0, self.max_s * 0.1)
-            last_chance = max(deadline - margin, self.not_before or now)
-            if now < last_chance < at:
-                at = last_chance
+        if deadline is not None and now + MIN_RETRY_SECONDS < deadline <= at:
+            # Halve the time left rather than miss the deadline; ``min`` still rules.
+            at = max(self.not_before or now, now + max(MIN_RETRY_SECONDS / 2, (deadline - now) / 2))
         return at
 
     def _contact(self, now: float) -> None:

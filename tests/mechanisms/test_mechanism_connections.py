@@ -1,0 +1,222 @@
+"""Mechanisms that keep a request's connection-level conversation resumable:
+Streamable HTTP resumption, streams (seed 002) and SEP-975 resumable requests."""
+
+from __future__ import annotations
+
+import pytest
+
+from hostapp.mechanisms import (
+    CancelRequest,
+    Cancelled,
+    CommitHandle,
+    Deliver,
+    HttpStreamResumption,
+    MarkStatus,
+    ResumableRequest,
+    ResumeSseStream,
+    ScheduleWake,
+    SendRequest,
+    StreamRequest,
+    Unknown,
+)
+from mechanism_driver import CALL, RESULT, of_type, restart, terminals
+
+T0 = 1_800_000_000.0
+
+
+# ---------------------------------------------------------------- Streamable HTTP resumption
+
+
+def sse(retry_ms: int | None = 2000) -> HttpStreamResumption:
+    m = HttpStreamResumption()
+    m.prepare(dict(CALL), now=T0)
+    return m
+
+
+def test_first_event_id_is_committed_later_ones_only_on_a_break():
+    m = sse()
+    [commit] = m.on_stream_event("ev-0", 2000, now=T0)
+    assert isinstance(commit, CommitHandle) and commit.secret == "ev-0"
+    assert m.on_stream_event("ev-1", None, now=T0 + 1) == []
+    actions = m.on_disconnect(now=T0 + 2)
+    assert isinstance(actions[0], CommitHandle) and actions[0].secret == "ev-1"
+
+
+def test_reconnect_waits_the_servers_retry_then_resumes_from_the_last_event():
+    m = sse()
+    m.on_stream_event("ev-0", 2000, now=T0)
+    m.on_stream_event("ev-1", None, now=T0 + 1)
+    actions = m.on_disconnect(now=T0 + 5)
+    assert MarkStatus("reconnecting") in actions
+    assert of_type(actions, ScheduleWake) == [ScheduleWake(T0 + 7, "reconnect the SSE stream")]
+    assert m.wake(now=T0 + 7) == [ResumeSseStream("ev-1")]
+    # Replayed events and then the response.
+    m.on_stream_event("ev-2", None, now=T0 + 7.1)
+    assert m.on_result(RESULT, now=T0 + 7.2) == [Deliver(result=RESULT)]
+
+
+def test_failed_reconnects_back_off():
+    m = sse()
+    m.on_stream_event("ev-0", 500, now=T0)
+    delays = []
+    for attempt in range(4):
+        now = T0 + 100 * attempt
+        [wake] = of_type(m.on_disconnect(now=now), ScheduleWake)
+        delays.append(wake.at - now)
+        m.wake(now=wake.at)
+    assert delays[0] == 0.5 and delays == sorted(delays) and delays[-1] > delays[0]
+
+
+@pytest.mark.parametrize("event_id, session_lost", [(None, False), ("ev-0", True)])
+def test_sse_break_that_cannot_be_resumed_is_unknown(event_id, session_lost):
+    m = sse()
+    if event_id:
+        m.on_stream_event(event_id, 1000, now=T0)
+    [end] = m.on_disconnect(now=T0 + 1, session_lost=session_lost)
+    assert isinstance(end, Unknown)
+
+
+def test_sse_resume_after_restart_goes_straight_to_get():
+    m = sse()
+    m.on_stream_event("ev-0", 1000, now=T0)
+    m = restart(m)
+    actions = m.resume(now=T0 + 60)
+    assert actions == [ResumeSseStream("ev-0")] and "ev-0" not in repr(actions)
+    assert m.resume(now=T0 + 60) == [], "a second GET for the same stream"
+
+
+
+# ---------------------------------------------------------------- streams (seed 002)
+
+
+def stream(min_s: float = 5, max_s: float = 60) -> StreamRequest:
+    m = StreamRequest()
+    m.prepare(dict(CALL), now=T0)
+    actions = m.on_notification("notifications/stream/create",
+                                {"stream": {"streamId": "S-1", "resumeInterval": {"min": min_s, "max": max_s}}},
+                                now=T0)
+    assert isinstance(actions[0], CommitHandle) and actions[0].secret == "S-1"
+    return m
+
+
+def test_stream_resume_honours_the_minimum_interval():
+    m = stream(min_s=5)
+    [wake] = of_type(m.on_disconnect(now=T0 + 10), ScheduleWake)
+    assert wake.at >= T0 + 15
+    # Woken early (another operation's timer, a clock jump): still not before min.
+    assert m.wake(now=T0 + 12) == [ScheduleWake(T0 + 15, "resume the stream")]
+    assert m.wake(now=T0 + 15) == [SendRequest("stream/resume", {"streamId": "S-1"})]
+    assert m.on_result({}, now=T0 + 15.1, method="stream/resume") == [MarkStatus("working")]
+    assert m.on_result(RESULT, now=T0 + 15.2) == [Deliver(result=RESULT)]
+
+
+def test_stream_retries_back_off_but_resume_before_the_maximum():
+    m = stream(min_s=0, max_s=20)
+    now = T0 + 1
+    planned = []
+    for _ in range(8):
+        [wake] = of_type(m.on_disconnect(now=now), ScheduleWake)
+        if now < T0 + 19:
+            assert wake.at < T0 + 20, "a retry was planned after the server may abandon the stream"
+        planned.append(wake.at - now)
+        now = wake.at
+        m.wake(now=now)
+    assert planned[1] > planned[0], "no back-off"
+    assert now > T0 + 18, "the retries stopped short of the deadline"
+
+
+def test_stream_restart_polls_all_streams_first():
+    m = restart(stream())
+    assert m.resume(now=T0 + 30) == [SendRequest("stream/poll/all", {})]
+    listing = {"streams": [{"streamId": "S-0", "status": "live"},
+                           {"streamId": "S-1", "status": "live", "pendingMessages": True}]}
+    assert m.on_result(listing, now=T0 + 31, method="stream/poll/all") == [
+        SendRequest("stream/resume", {"streamId": "S-1"})]
+
+
+@pytest.mark.parametrize("listing", [
+    {"streams": [{"streamId": "S-0", "status": "live"}]},
+    {"streams": [{"streamId": "S-1", "status": "completed", "pendingMessages": False}]},
+])
+def test_stream_gone_or_drained_after_restart_is_unknown(listing):
+    m = restart(stream())
+    m.resume(now=T0 + 30)
+    assert isinstance(m.on_result(listing, now=T0 + 31, method="stream/poll/all")[0], Unknown)
+
+
+def test_stream_end_without_the_response_is_unknown_and_with_it_is_ignored():
+    m = stream()
+    assert isinstance(m.on_notification("notifications/stream/end", {"streamId": "S-1"}, now=T0 + 1)[0], Unknown)
+    m = stream()
+    m.on_result(RESULT, now=T0 + 1)
+    assert m.on_notification("notifications/stream/end", {"streamId": "S-1"}, now=T0 + 2) == []
+
+
+def test_stream_poll_reports_and_resumes():
+    m = stream(min_s=0)
+    m.on_disconnect(now=T0 + 1)
+    assert m.on_result({"streamId": "S-1", "status": "live", "pendingMessages": True, "hasRequest": True,
+                        "hasError": False}, now=T0 + 2, method="stream/poll") == [
+        SendRequest("stream/resume", {"streamId": "S-1"})]
+
+
+def test_stream_claims_its_notifications():
+    m = stream()
+    assert m.claims("notifications/stream/end", {"streamId": "S-1"})
+    assert not m.claims("notifications/stream/end", {"streamId": "S-2"})
+
+
+# ---------------------------------------------------------------- SEP-975 resumable requests
+
+
+def policy(m: ResumableRequest, token: str = "RR-1") -> list:
+    return m.on_notification("notifications/requests/resumePolicy",
+                             {"requestId": 7, "resumeToken": token, "maxWait": 30}, now=T0 + 1)
+
+
+def resumable() -> ResumableRequest:
+    m = ResumableRequest()
+    m.prepare(dict(CALL), now=T0)
+    return m
+
+
+def test_policy_is_committed_and_a_replay_is_ignored():
+    m = resumable()
+    actions = policy(m)
+    assert isinstance(actions[0], CommitHandle) and actions[0].secret == "RR-1"
+    assert actions[0].state["request_id"] == 7 and actions[0].state["max_wait"] == 30
+    assert policy(m) == []
+    rotated = policy(m, "RR-2")
+    assert [a.secret for a in rotated if isinstance(a, CommitHandle)] == ["RR-2"]
+
+
+def test_resume_checks_status_then_resumes_under_the_original_id():
+    m = resumable()
+    policy(m)
+    m.on_disconnect(now=T0 + 2)
+    assert m.resume(now=T0 + 3) == [SendRequest("requests/getStatus", {"requestId": 7, "resumeToken": "RR-1"})]
+    actions = m.on_result({"status": "processing", "hasPendingMessages": True, "hasInputRequest": True},
+                          now=T0 + 4, method="requests/getStatus")
+    assert MarkStatus("input_required") in actions
+    assert SendRequest("requests/resume", {"resumeToken": "RR-1"}, reuse_jsonrpc_id=True) in actions
+    assert m.on_result(RESULT, now=T0 + 5, method="requests/resume") == [Deliver(result=RESULT)]
+
+
+def test_the_original_error_comes_through_resume():
+    m = resumable()
+    policy(m)
+    m.resume(now=T0 + 3)
+    error = {"code": -32603, "message": "tool crashed"}
+    assert m.on_error(error, now=T0 + 4, method="requests/resume") == [Deliver(error=error)]
+
+
+def test_resumable_without_policy_cannot_survive_a_break():
+    m = resumable()
+    assert isinstance(m.on_disconnect(now=T0 + 1)[0], Unknown)
+
+
+def test_resumable_cancel_names_the_original_request():
+    m = resumable()
+    policy(m)
+    assert m.cancel(now=T0 + 2) == [CancelRequest("cancelled by the user"), Cancelled()]
+    assert terminals(m.on_result(RESULT, now=T0 + 3)) == []
