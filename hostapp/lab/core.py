@@ -172,6 +172,9 @@ class LabCore:
         self._url_visits: dict[str, asyncio.Event] = {}
         self._url_owner: dict[str, str | None] = {}
         self._required_url_done: dict[str | None, list[str]] = {}
+        # Task ids handed out by this process, by job key: the database keeps only digests,
+        # so tasks/list and notifications/tasks/status can name only these.
+        self._task_ids: dict[str, str] = {}
         self._tools: dict[str, Callable[[Call, dict[str, Any]], Awaitable[Any]]] = {
             "sleep_with_progress": self._tool_plain_job,
             "long_sse": self._tool_plain_job,
@@ -656,6 +659,7 @@ class LabCore:
         poll_ms = max(100, min(1000, int(catalogue.duration(args)[0] * 1000 / 10) or 100))
         job = self._new_job(call, "long_task", args, "task", handle_key(task_id), out_stream=None,
                             notify_stream=call.session_stream, ttl_ms=ttl, poll_ms=poll_ms)
+        self._task_ids[job.key] = task_id
         return {"task": self._task_object(job, task_id)}
 
     def _task_job(self, params: dict[str, Any], *mechanisms: str) -> tuple[JobRow, str]:
@@ -683,9 +687,14 @@ class LabCore:
         raise RpcError(error["code"], error["message"], {**(error.get("data") or {}), "_meta": related})
 
     async def _tasks_list(self, call: Call) -> dict[str, Any]:
-        # Task ids are kept only as digests, so a listing cannot name them; the lab says so
-        # rather than invent ids. Clients find their tasks by the ids they were given.
-        return {"tasks": []}
+        # Only tasks created since this process started can be listed (ids are stored as
+        # digests); clients keep the ids they were given and reach older tasks by tasks/get.
+        tasks = []
+        for key, task_id in self._task_ids.items():
+            job = self.state.job(key)
+            if job is not None:
+                tasks.append(self._task_object(job, task_id))
+        return {"tasks": tasks}
 
     async def _tasks_cancel(self, call: Call) -> dict[str, Any]:
         job, task_id = self._task_job(call.params, "task", "task_ext")
@@ -979,9 +988,9 @@ class LabCore:
                                            "params": {"streamId": stream_id}}, close=True)
             else:
                 self.emit(job.out_stream, response, close=True)
-        if job.mechanism == "task" and job.notify_stream:
-            self.emit(job.notify_stream, {"jsonrpc": "2.0", "method": "notifications/tasks/status",
-                                          "params": {"status": "completed", "lastUpdatedAt": now_iso()}})
+        if job.mechanism == "task" and job.notify_stream and job.key in self._task_ids:
+            task = self._task_object(self.state.job(job.key), self._task_ids[job.key])  # type: ignore[arg-type]
+            self.emit(job.notify_stream, {"jsonrpc": "2.0", "method": "notifications/tasks/status", "params": task})
         self._job_finished(job.key)
 
     def _stream_handle_from_log(self, stream: str) -> str | None:

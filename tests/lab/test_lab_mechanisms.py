@@ -275,3 +275,15 @@ def test_stateless_closed_stream_cancels(lab, state_file):
         wait_until(lambda: [j.status for j in state.jobs()] == ["cancelled"])
     finally:
         state.close()
+
+
+def test_task_progress_and_status_reach_the_standalone_stream(client):
+    task = client.call("long_task", {"seconds": 0.2, "steps": 2}, progress="tp", extra={"task": {}}).result["task"]
+    listed = client.request("tasks/list").result["tasks"]
+    assert task["taskId"] in [t["taskId"] for t in listed]
+    from .conftest import Exchange, read_sse
+    exchange = Exchange()
+    with client.http.stream("GET", client.url, headers=client.headers()) as r:
+        read_sse(r, exchange, None, max_messages=3)
+    assert [p["progress"] for p in exchange.progress] == [1, 2]
+    assert exchange.notifications("notifications/tasks/status")[0]["taskId"] == task["taskId"]
