@@ -9,8 +9,10 @@ a list of *actions* (``hostapp.mechanisms.actions``) for the engine to carry out
 
 The engine's loop
 -----------------
-1. ``cls = choose_mechanism(era, server_capabilities, tool, transport_kind)``;
-   ``m = cls(method)`` (options: ``Tasks2025(ttl_ms=...)``, ``AsyncTool(keep_alive=...)``).
+1. ``m = start_mechanism(era, server_capabilities, tool, transport_kind)``, or
+   ``cls = choose_mechanism(...)`` and ``m = cls(method)`` with options
+   (``Tasks2025(ttl_ms=...)``, ``AsyncTool(keep_alive=...)``,
+   ``DirectRequest(sse_resumable=False)`` in the stateless era).
 2. Journal the operation row, then ``params, actions = m.prepare(params, now=...)``;
    execute ``actions``, THEN send the original request with ``params``.
 3. Feed every event for the operation and execute what comes back, in order:
@@ -90,7 +92,12 @@ from hostapp.mechanisms.resume_tokens import ResumeTokenRequest
 from hostapp.mechanisms.streams import StreamRequest
 from hostapp.mechanisms.resumable_requests import ResumableRequest
 from hostapp.mechanisms.async_tools import AsyncTool
-from hostapp.mechanisms.capabilities import candidate_mechanisms, choose_mechanism, client_capabilities
+from hostapp.mechanisms.capabilities import (
+    candidate_mechanisms,
+    choose_mechanism,
+    client_capabilities,
+    start_mechanism,
+)
 
 __all__ = [
     "Action", "AskInput", "CancelRequest", "Cancelled", "CommitHandle", "Deliver", "MarkStatus",
@@ -99,5 +106,5 @@ __all__ = [
     "MECHANISMS", "Mechanism", "restore_mechanism",
     "DirectRequest", "HttpStreamResumption", "Tasks2025", "TasksExtension", "Mrtr",
     "ResumeTokenRequest", "StreamRequest", "ResumableRequest", "AsyncTool",
-    "candidate_mechanisms", "choose_mechanism", "client_capabilities",
+    "candidate_mechanisms", "choose_mechanism", "client_capabilities", "start_mechanism",
 ]

@@ -113,6 +113,9 @@ class Mechanism(ABC):
         self.status: str | None = None
         self.progress_high: float | None = None
         self.sent_at: float | None = None
+        # When the server's promise to keep the handle runs out (task ttl). Advisory:
+        # a server may keep it longer, so reaching it only makes the engine's
+        # ``expire()`` a reasonable call, and the next poll may still succeed.
         self.expires_at: float | None = None
         self.failures = 0  # consecutive failed polls, for back-off
         self._load_state({}, None)
@@ -179,8 +182,6 @@ class Mechanism(ABC):
         """A ScheduleWake fired."""
         if self.phase == DONE:
             return []
-        if self.expires_at is not None and now >= self.expires_at:
-            return self.expire(now=now)
         return self._settle(self._wake(now))
 
     def answer_input(self, responses: dict[str, Any], *, now: float) -> list[Action]:

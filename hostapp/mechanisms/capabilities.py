@@ -113,3 +113,13 @@ def choose_mechanism(era: str, server_capabilities: dict[str, Any], tool: dict[s
                      transport_kind: str = "stdio") -> type[Mechanism]:
     """The most durable mechanism the client can ask for on this call."""
     return candidate_mechanisms(era, server_capabilities, tool, transport_kind)[0]
+
+
+def start_mechanism(era: str, server_capabilities: dict[str, Any], tool: dict[str, Any],
+                    transport_kind: str = "stdio", *, method: str = "tools/call") -> Mechanism:
+    """A new mechanism for one call, chosen by ``choose_mechanism`` and set up for the
+    era (a plain request in the stateless era does not adopt SSE resumption)."""
+    cls = choose_mechanism(era, server_capabilities, tool, transport_kind)
+    if cls is DirectRequest:
+        return DirectRequest(method, sse_resumable=_era(era) == HANDSHAKE)
+    return cls(method)

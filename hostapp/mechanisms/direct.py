@@ -60,12 +60,15 @@ class DirectRequest(Mechanism):
     name = "direct"
     durability = 0
 
-    def __init__(self, method: str = "tools/call") -> None:
+    def __init__(self, method: str = "tools/call", *, sse_resumable: bool = True) -> None:
         super().__init__(method)
         self.carrier: Mechanism | None = None
+        # The stateless era has no SSE resumption: closing the stream cancels.
+        self.sse_resumable = sse_resumable
 
     def _load_state(self, state: dict[str, Any], secret: str | None) -> None:
         self.carrier = None
+        self.sse_resumable = True
 
     # -- adoption
 
@@ -114,7 +117,7 @@ class DirectRequest(Mechanism):
     def on_stream_event(self, event_id: str | None, retry_ms: int | None, *, now: float) -> list[Action]:
         if self.done:
             return []
-        if event_id:
+        if event_id and self.sse_resumable:
             self._adopt("http_resumption", from_result=False)
         if self.carrier:
             return self._via_carrier(self.carrier.on_stream_event(event_id, retry_ms, now=now))

@@ -138,8 +138,8 @@ class StreamRequest(Mechanism):
             return [Deliver(error=error)]
         if method in ("stream/resume", "stream/poll", "stream/poll/all"):
             # An invalid stream id is how a server says the stream was abandoned.
-            return [Unknown(f"the server refused {method} ({error.get('message', 'error')}); "
-                            "the stream is gone")]
+            # The server's message is left out: it may quote the stream id.
+            return [Unknown(f"the server refused {method} (error {error.get('code')}); the stream is gone")]
         return []
 
     def _resume_stream(self, now: float) -> list[Action]:

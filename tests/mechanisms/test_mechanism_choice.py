@@ -150,3 +150,18 @@ def test_a_task_result_in_the_stateless_era_is_adopted():
                            "createdAt": "x", "lastUpdatedAt": "x"}, now=T0)
     assert actions[0].secret == "T" and isinstance(m.carrier, TasksExtension)
     assert isinstance(restore_mechanism(m.state(), m.secret()), TasksExtension)
+
+
+def test_start_mechanism_sets_up_a_plain_request_for_its_era():
+    from hostapp.mechanisms import start_mechanism
+
+    stateless = start_mechanism("2026-07-28", {}, {"name": "t"}, "http")
+    stateless.prepare(dict(CALL), now=T0)
+    # No SSE resumption in the stateless era: an event id offers nothing.
+    assert stateless.on_stream_event("ev-1", 1000, now=T0) == []
+    assert isinstance(stateless.on_disconnect(now=T0 + 1)[0], Unknown)
+    handshake = start_mechanism("2025-11-25", {}, {"name": "t"}, "http")
+    handshake.prepare(dict(CALL), now=T0)
+    assert handshake.on_stream_event("ev-1", 1000, now=T0)[0].secret == "ev-1"
+    assert isinstance(start_mechanism("2025-11-25", TASK_SERVER, {"execution": {"taskSupport": "optional"}}),
+                      Tasks2025)

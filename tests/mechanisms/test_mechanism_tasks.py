@@ -152,12 +152,16 @@ def test_cancel_before_the_task_id_gives_up_waiting_after_a_grace_period():
     assert terminals(m.wake(now=wake.at)) == [Cancelled("cancelled before the server created the task")]
 
 
-def test_ttl_passing_without_an_outcome_is_unknown():
+def test_ttl_is_measured_on_the_client_clock_and_a_purged_task_is_unknown():
     m = Tasks2025()
     m.prepare(dict(CALL), now=T0)
-    created_2025(m)  # ttl 60 s, measured on the client's clock
-    assert m.wake(now=T0 + 30) == [SendRequest("tasks/get", {"taskId": "T-1"})]
-    assert isinstance(m.wake(now=T0 + 62)[0], Unknown)
+    created_2025(m)  # ttl 60 s; the server's createdAt is far from the client's clock
+    assert m.state()["expires_at"] == T0 + 61
+    # Past the ttl the server may still hold the task: one more poll tells.
+    assert m.wake(now=T0 + 62) == [SendRequest("tasks/get", {"taskId": "T-1"})]
+    assert isinstance(m.on_error({"code": -32602, "message": "Task not found"}, now=T0 + 63,
+                                 method="tasks/get")[0], Unknown)
+    assert isinstance(Tasks2025.restore(m.state(), None), Tasks2025)
 
 
 def test_poll_errors_back_off_and_recover():
