@@ -14,12 +14,16 @@ import logging
 import os
 import socket
 import sys
+import time
 from pathlib import Path
 
 import platformdirs
 
 from hostapp.lab.core import Faults, LabCore
 from hostapp.lab.state import LabState
+
+#: Closed streams stay replayable this long (across restarts), then go at the next start.
+STREAM_RETENTION_SECONDS = 24 * 3600
 
 
 def default_state_file() -> Path:
@@ -70,6 +74,7 @@ async def serve_http(core: LabCore, host: str, port: int) -> None:
 
 async def run(args: argparse.Namespace) -> int:
     state = LabState(args.state or default_state_file())
+    state.prune(time.time() - STREAM_RETENTION_SECONDS)
     core = LabCore(state, Faults(args.drop_after, args.exit_after, args.refuse_for))
     resumed = core.resume_jobs()
     if resumed:

@@ -10,17 +10,20 @@ What lives here:
   outcome), so unfinished work continues from where it was;
 * ``executions`` – how many times the real work of a tool was started, per tool and per
   operation key, so fault tests can prove that nothing ran twice;
-* ``lab_secret`` – the key that signs MRTR ``requestState`` blobs.
-
-Handles that a client presents back to the lab (session ids, task ids, stream ids, resume
-tokens, operation tokens) are stored only as SHA-256 digests (:func:`handle_key`); the lab
-finds a row by hashing what the client presents, so a copy of this file does not hand out
-access to anyone's operations.
+Secrets stay out of the database. Handles that a client presents back to the lab
+(session ids, task ids, stream ids, resume tokens, operation tokens) are stored only as
+SHA-256 digests (:func:`handle_key`); the lab finds a row by hashing what the client
+presents. Stored messages must be replayed verbatim and some carry handles (a
+CreateTaskResult, a resume policy), so their payloads are sealed with Fernet under a key
+kept in a separate file beside the database (``<state>.key``, mode 0600), which also
+derives the key that signs MRTR ``requestState`` blobs. A copy of the SQLite file alone
+hands out access to nobody's operations.
 """
 
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 import os
 import secrets
@@ -29,6 +32,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
+
+from cryptography.fernet import Fernet
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS sessions (
@@ -86,10 +91,6 @@ CREATE TABLE IF NOT EXISTS executions (
     operation_key TEXT NOT NULL,
     count INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (tool, operation_key)
-);
-CREATE TABLE IF NOT EXISTS lab_secret (
-    id INTEGER PRIMARY KEY CHECK (id = 1),
-    key BLOB NOT NULL
 );
 """
 
@@ -164,18 +165,22 @@ class LabState:
         # only a power loss could drop the last transactions.
         self.db.execute("PRAGMA synchronous=NORMAL")
         self.db.executescript(SCHEMA)
+        self._master_key = _load_or_create_key(self.path.with_name(self.path.name + ".key"))
+        self._fernet = Fernet(self._master_key)
 
     def close(self) -> None:
         self.db.close()
 
-    # -- secret for signing request state ------------------------------------------
+    # -- keys ----------------------------------------------------------------------
     def signing_key(self) -> bytes:
-        row = self.db.execute("SELECT key FROM lab_secret WHERE id = 1").fetchone()
-        if row:
-            return bytes(row["key"])
-        key = secrets.token_bytes(32)
-        self.db.execute("INSERT INTO lab_secret (id, key) VALUES (1, ?)", (key,))
-        return key
+        """The key that signs MRTR request state; stable across restarts."""
+        return hmac.new(self._master_key, b"hostapp-lab request state", hashlib.sha256).digest()
+
+    def _seal(self, payload: dict[str, Any]) -> str:
+        return self._fernet.encrypt(json.dumps(payload, separators=(",", ":")).encode()).decode()
+
+    def _unseal(self, token: str) -> dict[str, Any]:
+        return json.loads(self._fernet.decrypt(token.encode()))
 
     # -- sessions ------------------------------------------------------------------
     def add_session(self, session_id: str, protocol_version: str, capabilities: dict[str, Any],
@@ -232,7 +237,7 @@ class LabState:
                                       (stream_id,)).fetchone()
             seq = last + 1
             self.db.execute("INSERT INTO messages (stream_id, seq, payload, is_request, is_error)"
-                            " VALUES (?, ?, ?, ?, ?)", (stream_id, seq, _dump(payload), is_request, is_error))
+                            " VALUES (?, ?, ?, ?, ?)", (stream_id, seq, self._seal(payload), is_request, is_error))
             if close:
                 self.db.execute("UPDATE streams SET closed = 1 WHERE id = ?", (stream_id,))
         return seq
@@ -243,7 +248,7 @@ class LabState:
     def messages_after(self, stream_id: str, after_seq: int) -> list[tuple[int, dict[str, Any]]]:
         rows = self.db.execute("SELECT seq, payload FROM messages WHERE stream_id = ? AND seq > ? ORDER BY seq",
                                (stream_id, after_seq)).fetchall()
-        return [(r["seq"], json.loads(r["payload"])) for r in rows]
+        return [(r["seq"], self._unseal(r["payload"])) for r in rows]
 
     def mark_delivered(self, stream_id: str, seq: int) -> None:
         self.db.execute("UPDATE streams SET delivered_seq = MAX(delivered_seq, ?), touched_at = ? WHERE id = ?",
@@ -257,6 +262,14 @@ class LabState:
             "SELECT COUNT(*) AS n, COALESCE(MAX(is_request), 0) AS req, COALESCE(MAX(is_error), 0) AS err"
             " FROM messages WHERE stream_id = ? AND seq > ?", (stream_id, after_seq)).fetchone()
         return {"pendingMessages": row["n"] > 0, "hasRequest": bool(row["req"]), "hasError": bool(row["err"])}
+
+    def prune(self, older_than: float) -> None:
+        """Forget closed streams (and their messages) last touched before ``older_than``."""
+        with self.db:
+            self.db.execute("BEGIN IMMEDIATE")
+            self.db.execute("DELETE FROM messages WHERE stream_id IN (SELECT id FROM streams"
+                            " WHERE closed = 1 AND touched_at < ?)", (older_than,))
+            self.db.execute("DELETE FROM streams WHERE closed = 1 AND touched_at < ?", (older_than,))
 
     # -- jobs ----------------------------------------------------------------------
     def add_job(self, job: JobRow) -> None:
@@ -327,6 +340,21 @@ class LabState:
     def duplicate_executions(self) -> Iterator[tuple[str, str, int]]:
         for r in self.db.execute("SELECT tool, operation_key, count FROM executions WHERE count > 1"):
             yield r["tool"], r["operation_key"], r["count"]
+
+
+def _load_or_create_key(path: Path) -> bytes:
+    try:
+        return path.read_bytes().strip()
+    except FileNotFoundError:
+        pass
+    key = Fernet.generate_key()
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:  # another process made it first
+        return path.read_bytes().strip()
+    with os.fdopen(fd, "wb") as f:
+        f.write(key)
+    return key
 
 
 def execution_counts(state_file: str | os.PathLike[str]) -> dict[str, int]:

@@ -287,3 +287,38 @@ def test_task_progress_and_status_reach_the_standalone_stream(client):
         read_sse(r, exchange, None, max_messages=3)
     assert [p["progress"] for p in exchange.progress] == [1, 2]
     assert exchange.notifications("notifications/tasks/status")[0]["taskId"] == task["taskId"]
+
+
+def test_long_resumable_continues_after_a_restart(start_lab, state_file):
+    lab = start_lab()
+    client = McpClient(lab.url, capabilities={"resumableRequests": {}})
+    client.initialize()
+    first = client.call("long_resumable", {"seconds": 1.2, "steps": 3}, progress="r", request_id=5, max_messages=1)
+    token = first.notifications("notifications/requests/resumePolicy")[0]["resumeToken"]
+    kill(lab)
+    start_lab(port=lab.port)
+    resumed = client.request("requests/resume", {"resumeToken": token}, request_id=5)
+    assert resumed.result["structuredContent"]["steps"] == 3
+    assert execution_count(state_file, "long_resumable") == 1
+
+
+def test_long_stream_continues_after_a_restart(start_lab):
+    lab = start_lab()
+    client = McpClient(lab.url)
+    client.initialize()
+    first = client.call("long_stream", {"seconds": 1.2, "steps": 3}, request_id=6, max_messages=1)
+    stream_id = first.notifications("notifications/stream/create")[0]["stream"]["streamId"]
+    kill(lab)
+    start_lab(port=lab.port)
+    assert [s["streamId"] for s in client.request("stream/poll/all").result["streams"]] == [stream_id]
+    resumed = client.request("stream/resume", {"streamId": stream_id})
+    assert resumed.notifications("notifications/stream/end") == [{"streamId": stream_id}]
+
+
+def test_handles_are_not_stored_in_plain_text(client, state_file):
+    task_id = client.call("long_task", {"seconds": 0, "steps": 1}, extra={"task": {}}).result["task"]["taskId"]
+    client.request("tasks/result", {"taskId": task_id})
+    stored = b"".join(p.read_bytes() for p in state_file.parent.glob(state_file.name + "*")
+                      if not p.name.endswith(".key"))
+    assert task_id.encode() not in stored
+    assert client.session_id.encode() not in stored
