@@ -1,0 +1,181 @@
+"""The composition root of the desktop app: store, engine and window on one qasync loop.
+
+``python main.py`` and ``hostapp`` without arguments come here. Start-up follows the
+qasync pattern: one :class:`qasync.QEventLoop` over the QApplication, ``run_forever``,
+and both ``sys.excepthook`` and the loop's exception handler installed so that an error
+in a slot or a task is logged and shown instead of killing the window. Quitting stops
+the engine first (every connection closed, the journal flushed), then the loop.
+
+On the first launch with an empty home the built-in lab server is configured as a stdio
+server, so a newcomer can start a long call at once and watch it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import logging.handlers
+import sys
+import traceback
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger("hostapp.app")
+
+#: Name of the embedded default server.
+LAB_SERVER_NAME = "lab"
+#: QSettings key remembering that the default server was offered once.
+FIRST_RUN_KEY = "app/default_server_configured"
+
+
+def lab_command() -> tuple[str, list[str]]:
+    """How to start the built-in lab server on stdio from this very installation."""
+    if getattr(sys, "frozen", False):  # a PyInstaller bundle: the executable is hostapp itself
+        return sys.executable, ["lab", "serve", "--stdio"]
+    return sys.executable, ["-m", "hostapp", "lab", "serve", "--stdio"]
+
+
+def lab_server_config():
+    from hostapp.store.journal import ServerConfig
+
+    command, args = lab_command()
+    return ServerConfig(name=LAB_SERVER_NAME, transport="stdio", command=command, args=args)
+
+
+def setup_logging(home: Path, verbose: bool = False) -> None:
+    from hostapp.store.paths import log_dir
+
+    handler = logging.handlers.RotatingFileHandler(log_dir(home) / "hostapp.log", maxBytes=2_000_000,
+                                                   backupCount=3, encoding="utf-8")
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    root.addHandler(handler)
+    root.setLevel(logging.DEBUG if verbose else logging.INFO)
+
+
+class HostApp:
+    """Owns the engine, its Qt adapter and the main window for one HOSTAPP_HOME.
+
+    States: built → started (engine running, window filled) → stopped.
+    """
+
+    def __init__(self, home: Path, *, engine: Any = None) -> None:
+        from PySide6.QtCore import QSettings
+
+        from hostapp.engine.service import Engine
+        from hostapp.ui.adapter import EngineSignals
+        from hostapp.ui.main_window import MainWindow
+
+        self.home = Path(home)
+        self.settings = QSettings(str(self.home / "hostapp.ini"), QSettings.Format.IniFormat)
+        self.signals = EngineSignals()
+        self.engine = engine or Engine(self.home, self.signals)
+        if engine is not None:
+            engine.listener = self.signals
+        self.window = MainWindow(self.engine, self.signals, self.settings, self.home)
+        self.window.quitRequested.connect(self.request_quit)
+        self.started = False
+        self.stopped = asyncio.Event()
+        self._stopping: asyncio.Task | None = None
+        self.exit_code = 0
+
+    async def start(self) -> None:
+        """Open the journal, connect the servers, resume operations, fill the window."""
+        try:
+            await self.engine.start()
+        except Exception as exc:
+            log.exception("the engine could not start")
+            self.window.show_error(f"hostapp could not open its journal in {self.home}: {exc}")
+            return
+        self.started = True
+        if not self.settings.value(FIRST_RUN_KEY, False, type=bool):
+            if not self.engine.servers():
+                await self.engine.add_server(lab_server_config())
+            self.settings.setValue(FIRST_RUN_KEY, True)
+            self.settings.sync()
+        await self.window.load()
+
+    def request_quit(self) -> None:
+        if self._stopping is None:
+            self._stopping = asyncio.ensure_future(self.shutdown())
+
+    async def shutdown(self, *, stop_loop: bool = True) -> None:
+        """Close every connection, flush the journal, save the window, end the loop."""
+        try:
+            if self.started:
+                await self.engine.stop()
+        except Exception:
+            log.exception("stopping the engine failed")
+            self.exit_code = 1
+        finally:
+            self.signals.flush()
+            self.window.close_for_good()
+            self.stopped.set()
+            if stop_loop:
+                asyncio.get_running_loop().stop()
+
+
+def install_error_handlers(loop: asyncio.AbstractEventLoop, host_ref: list[HostApp]) -> None:
+    """Uncaught errors in Qt slots and asyncio tasks are logged and shown, not fatal."""
+
+    def show(text: str) -> None:
+        if host_ref:
+            host_ref[0].window.show_error(f"Internal error: {text} (details in the log)")
+
+    def excepthook(exc_type, exc, tb) -> None:
+        if issubclass(exc_type, KeyboardInterrupt):
+            if host_ref:
+                host_ref[0].request_quit()
+            return
+        log.error("uncaught exception:\n%s", "".join(traceback.format_exception(exc_type, exc, tb)))
+        show(f"{exc_type.__name__}: {exc}")
+
+    def loop_handler(the_loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        exc = context.get("exception")
+        if exc is not None:
+            log.error("unhandled error in the event loop: %s", context.get("message"), exc_info=exc)
+            show(f"{type(exc).__name__}: {exc}")
+        else:
+            log.error("event loop: %s", context.get("message"))
+
+    sys.excepthook = excepthook
+    loop.set_exception_handler(loop_handler)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Open the window; returns the process exit status."""
+    parser = argparse.ArgumentParser(prog="hostapp", description="The hostapp window.")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log debugging detail")
+    args, qt_args = parser.parse_known_args(list(sys.argv[1:] if argv is None else argv))
+
+    import qasync
+    from PySide6.QtWidgets import QApplication
+
+    from hostapp.store.paths import home_dir
+    from hostapp.ui.main_window import app_icon
+
+    home = home_dir()
+    setup_logging(home, args.verbose)
+    app = QApplication.instance() or QApplication([sys.argv[0], *qt_args])
+    app.setApplicationName("hostapp")
+    app.setOrganizationName("hostapp")
+    app.setApplicationDisplayName("hostapp")
+    app.setDesktopFileName("io.github.hostapp.hostapp")
+    app.setWindowIcon(app_icon())
+    app.setQuitOnLastWindowClosed(False)  # quitting goes through HostApp.shutdown
+
+    loop = qasync.QEventLoop(app)
+    asyncio.set_event_loop(loop)
+    host_ref: list[HostApp] = []
+    install_error_handlers(loop, host_ref)
+    host = HostApp(home)
+    host_ref.append(host)
+    app.aboutToQuit.connect(host.signals.flush)
+    host.window.show()
+    loop.call_soon(lambda: asyncio.ensure_future(host.start()))
+    try:
+        loop.run_forever()
+    finally:
+        loop.close()
+    return host.exit_code

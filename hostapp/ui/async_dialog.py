@@ -1,0 +1,30 @@
+"""Awaitable dialogs: show a dialog and await its outcome without a nested event loop.
+
+A nested ``exec()`` inside the qasync loop would re-enter the asyncio loop; instead the
+dialog's ``finished`` signal resolves a future and the dialog is opened non-blocking.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from PySide6.QtWidgets import QDialog
+
+
+async def run_dialog(dialog: QDialog, *, modal: bool = True) -> int:
+    """Open ``dialog`` (window-modal unless ``modal`` is false) and await its result code."""
+    future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+
+    def finished(code: int) -> None:
+        if not future.done():
+            future.set_result(code)
+
+    dialog.finished.connect(finished)
+    if modal:
+        dialog.open()
+    else:
+        dialog.show()
+    try:
+        return await future
+    finally:
+        dialog.finished.disconnect(finished)

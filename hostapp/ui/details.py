@@ -1,0 +1,167 @@
+"""The details of the selected operation: what it is, its timeline, its result, and actions."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import (QGroupBox, QHBoxLayout, QLabel, QPushButton, QSplitter, QTreeWidget, QTreeWidgetItem,
+                               QVBoxLayout, QWidget)
+
+from hostapp.engine import api
+from hostapp.engine.api import OperationView
+from hostapp.ui.operations_model import STATUS_TEXT, format_elapsed, status_text
+from hostapp.ui.result_view import ResultView, plain_label
+
+#: Most timeline lines kept for one operation (a chatty server must not eat the memory).
+MAX_TIMELINE_ROWS = 2000
+
+
+def describe_event(kind: str, data: dict[str, Any]) -> str:
+    """One line for the timeline."""
+    if kind == "status":
+        to = data.get("to") or data.get("status") or ""
+        text = STATUS_TEXT.get(str(to), str(to).replace("_", " "))
+        return text + (f": {data['message']}" if data.get("message") else "")
+    if kind == "progress":
+        progress, total = data.get("progress"), data.get("total")
+        amount = f"{100 * progress / total:.0f}%" if total and progress is not None else f"{progress}"
+        return amount + (f" {data['message']}" if data.get("message") else "")
+    if kind == "log":
+        value = data.get("data")
+        return f"[{data.get('level', 'info')}] " + (value if isinstance(value, str) else json.dumps(value))
+    if kind == "input_requested":
+        return f"asked for input ({data.get('mode', 'form')}): {data.get('message', '')}"
+    if kind == "input_answered":
+        return f"answered: {data.get('action', '')}"
+    if data.get("message"):
+        return str(data["message"])
+    return json.dumps(data, ensure_ascii=False, default=str)
+
+
+class OperationDetails(QWidget):
+    """Header, actions, timeline and result of one operation.
+
+    Signals:
+        cancelRequested(str), rerunRequested(str), copyRequested(str), saveRequested(str): op id.
+    """
+
+    cancelRequested = Signal(str)
+    rerunRequested = Signal(str)
+    copyRequested = Signal(str)
+    saveRequested = Signal(str)
+
+    def __init__(self, attachments_dir: Path, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.op: OperationView | None = None
+        self._shown_outcome: tuple | None = None
+
+        self.title = plain_label("Select an operation to see its details.", selectable=False)
+        font = self.title.font()
+        font.setPointSizeF(font.pointSizeF() * 1.15)
+        font.setBold(True)
+        self.title.setFont(font)
+        self.title.setAccessibleName("Operation")
+        self.summary = plain_label("")
+        self.summary.setAccessibleName("Operation summary")
+
+        self.cancel_button = QPushButton("&Cancel call")
+        self.cancel_button.setAccessibleName("Cancel the selected operation")
+        self.rerun_button = QPushButton("&Re-run")
+        self.rerun_button.setAccessibleName("Run the selected call again as a new operation")
+        self.copy_button = QPushButton("Cop&y result")
+        self.copy_button.setAccessibleName("Copy the result to the clipboard")
+        self.save_button = QPushButton("&Save result…")
+        self.save_button.setAccessibleName("Save the result to a file")
+        for button, signal in ((self.cancel_button, self.cancelRequested), (self.rerun_button, self.rerunRequested),
+                               (self.copy_button, self.copyRequested), (self.save_button, self.saveRequested)):
+            button.clicked.connect(lambda _=False, s=signal: self.op and s.emit(self.op.id))
+
+        self.timeline = QTreeWidget()
+        self.timeline.setHeaderLabels(["Time", "Event", "Detail"])
+        self.timeline.setRootIsDecorated(False)
+        self.timeline.setUniformRowHeights(True)
+        self.timeline.setAccessibleName("Timeline")
+        self.timeline.setColumnWidth(0, 80)
+        self.timeline.setColumnWidth(1, 110)
+        self.result_view = ResultView(attachments_dir)
+
+        actions = QHBoxLayout()
+        for b in (self.cancel_button, self.rerun_button, self.copy_button, self.save_button):
+            actions.addWidget(b)
+        actions.addStretch(1)
+
+        timeline_box = QGroupBox("Timeline")
+        QVBoxLayout(timeline_box).addWidget(self.timeline)
+        result_box = QGroupBox("Result")
+        QVBoxLayout(result_box).addWidget(self.result_view)
+        split = QSplitter(Qt.Orientation.Horizontal)
+        split.addWidget(timeline_box)
+        split.addWidget(result_box)
+        split.setStretchFactor(0, 2)
+        split.setStretchFactor(1, 3)
+        split.setChildrenCollapsible(False)
+
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addWidget(self.title)
+        layout.addWidget(self.summary)
+        layout.addLayout(actions)
+        layout.addWidget(split, 1)
+        self.show_operation(None)
+
+    # -- content ----------------------------------------------------------------------
+
+    def show_operation(self, op: OperationView | None, events: list[dict[str, Any]] | None = None) -> None:
+        """Show another operation (with its journaled timeline), or nothing."""
+        self.op = op
+        self._shown_outcome = None
+        self.timeline.clear()
+        for ev in events or []:
+            self.add_event(ev.get("kind", ""), ev.get("data") or {}, ev.get("at"))
+        self.update_operation(op)
+
+    def update_operation(self, op: OperationView | None) -> None:
+        """Refresh header, buttons and result for a new snapshot of the shown operation."""
+        if op is not None and self.op is not None and op.id != self.op.id:
+            return
+        self.op = op
+        if op is None:
+            self.title.setText("Select an operation to see its details.")
+            self.summary.setText("")
+            self.result_view.show_outcome(None, None, placeholder="")
+        else:
+            self.title.setText(f"{op.tool or op.method} on {op.server}")
+            parts = [status_text(op)]
+            if op.fraction is not None:
+                parts.append(f"{op.fraction * 100:.0f}%")
+            parts.append(f"elapsed {format_elapsed((op.ended_at or time.time()) - op.created_at)}")
+            if op.arguments:
+                parts.append("arguments " + json.dumps(op.arguments, ensure_ascii=False)[:200])
+            if op.message:
+                parts.append(op.message)
+            self.summary.setText(" · ".join(parts))
+            outcome = (op.id, op.status, id(op.result), id(op.error))
+            if outcome != self._shown_outcome:
+                self._shown_outcome = outcome
+                placeholder = ("Waiting for the server…" if op.in_flight else
+                               "The outcome of this call is unknown: it may or may not have run. "
+                               "Re-run it only if that is safe." if op.status == api.UNKNOWN else "No result.")
+                self.result_view.show_outcome(op.result, op.error, op_id=op.id, placeholder=placeholder)
+        has_outcome = op is not None and (op.result is not None or op.error is not None)
+        self.cancel_button.setEnabled(op is not None and op.in_flight)
+        self.rerun_button.setEnabled(op is not None and not op.in_flight and op.tool is not None)
+        self.copy_button.setEnabled(has_outcome)
+        self.save_button.setEnabled(has_outcome)
+
+    def add_event(self, kind: str, data: dict[str, Any], at: float | None = None) -> None:
+        stamp = time.strftime("%H:%M:%S", time.localtime(at if at is not None else time.time()))
+        item = QTreeWidgetItem([stamp, kind.replace("_", " "), describe_event(kind, data)])
+        item.setToolTip(2, item.text(2))
+        self.timeline.addTopLevelItem(item)
+        while self.timeline.topLevelItemCount() > MAX_TIMELINE_ROWS:
+            self.timeline.takeTopLevelItem(0)
+        self.timeline.scrollToBottom()

@@ -1,0 +1,108 @@
+"""Routes the servers' questions to the person, one prompt at a time.
+
+When several operations ask at once, the questions wait in arrival order; a question
+the server withdraws (its operation ended, the URL was completed elsewhere) leaves the
+queue or closes its prompt. Each answer goes back to the engine by question id.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from PySide6.QtCore import QObject, Signal
+from PySide6.QtWidgets import QWidget
+
+from hostapp.engine.api import InputRequest
+from hostapp.ui.elicitation_dialog import ElicitationPromptBase, prompt_for
+
+log = logging.getLogger(__name__)
+
+
+class ElicitationQueue(QObject):
+    """Shows the prompts of :class:`InputRequest` s in turn and answers through ``answer``.
+
+    Signals:
+        waitingChanged(int): how many questions are open (shown or queued).
+        promptShown(object): the prompt now on screen (an ElicitationPromptBase).
+    """
+
+    waitingChanged = Signal(int)
+    promptShown = Signal(object)
+
+    def __init__(self, answer: Callable[[str, dict[str, Any]], None],
+                 operation_title: Callable[[str | None], str | None], parent_widget: QWidget | None = None) -> None:
+        super().__init__(parent_widget)
+        self._answer = answer
+        self._title = operation_title
+        self._parent_widget = parent_widget
+        self._queue: list[InputRequest] = []
+        self.current: InputRequest | None = None
+        self.prompt: ElicitationPromptBase | None = None
+        self._task: asyncio.Task | None = None
+
+    @property
+    def waiting(self) -> int:
+        return len(self._queue) + (1 if self.current is not None else 0)
+
+    def enqueue(self, request: InputRequest) -> None:
+        self._queue.append(request)
+        self.waitingChanged.emit(self.waiting)
+        self._show_next()
+
+    def withdraw(self, request_id: str) -> None:
+        before = self.waiting
+        self._queue = [r for r in self._queue if r.id != request_id]
+        if self.current is not None and self.current.id == request_id and self.prompt is not None:
+            self.current = None  # the engine no longer waits: do not answer it
+            self.prompt.withdraw()
+        if self.waiting != before:
+            self.waitingChanged.emit(self.waiting)
+
+    def _show_next(self) -> None:
+        if self.current is not None or not self._queue:
+            return
+        request = self._queue.pop(0)
+        self.current = request
+        try:
+            prompt = prompt_for(request, self._title(request.operation_id), self._parent_widget)
+        except ValueError as exc:
+            # A question that cannot be shown safely is declined, and the person is told why in the log.
+            log.warning("a question from %s cannot be shown: %s", request.server, exc)
+            self._deliver(request, {"action": "decline"})
+            self._done_with(request)
+            return
+        self.prompt = prompt
+        self._task = asyncio.ensure_future(self._ask(request, prompt))
+        self.promptShown.emit(prompt)
+
+    async def _ask(self, request: InputRequest, prompt: ElicitationPromptBase) -> None:
+        try:
+            answer = await prompt.ask()
+            if self.current is request:
+                self._deliver(request, answer)
+        finally:
+            prompt.deleteLater()
+            self._done_with(request)
+
+    def _deliver(self, request: InputRequest, answer: dict[str, Any]) -> None:
+        try:
+            self._answer(request.id, answer)
+        except KeyError:
+            pass  # the engine stopped waiting in the meantime
+
+    def _done_with(self, request: InputRequest) -> None:
+        if self.current is request or self.current is None:
+            self.current = None
+            self.prompt = None
+        self.waitingChanged.emit(self.waiting)
+        self._show_next()
+
+    def close_all(self) -> None:
+        """On quit: close what is open without answering (the engine is stopping too)."""
+        self._queue.clear()
+        self.current = None
+        if self.prompt is not None:
+            self.prompt.withdraw()

@@ -1,0 +1,701 @@
+"""The main window: servers, operations, the selected operation's details.
+
+Everything here runs on the GUI thread inside the qasync loop. Engine calls are awaited
+in tasks started by :meth:`MainWindow.run`; none of them blocks the window. The window
+never learns how an operation is carried (task, stream, resume token…): it shows
+operations.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Coroutine
+from pathlib import Path
+from typing import Any
+
+from PySide6.QtCore import QByteArray, QSettings, Qt, Signal
+from PySide6.QtGui import QAction, QCloseEvent, QGuiApplication, QIcon, QKeySequence
+from PySide6.QtWidgets import (QAbstractItemView, QComboBox, QFileDialog, QFrame, QGroupBox, QHBoxLayout, QHeaderView,
+                               QLabel, QMainWindow, QMenu, QPushButton, QSplitter, QStyle, QSystemTrayIcon, QTableView,
+                               QToolBar, QVBoxLayout, QWidget)
+
+from hostapp.engine import api
+from hostapp.engine.api import InputRequest, OperationView, ServerView
+from hostapp.ui.adapter import EngineSignals
+from hostapp.ui.async_dialog import run_dialog
+from hostapp.ui.call_dialog import StartCallDialog
+from hostapp.ui.details import OperationDetails
+from hostapp.ui.elicitation_queue import ElicitationQueue
+from hostapp.ui.operations_model import FILTERS, OperationRole, OperationTableModel
+from hostapp.ui.operations_model import PROGRESS as OP_PROGRESS
+from hostapp.ui.operations_model import MESSAGE as OP_MESSAGE
+from hostapp.ui.progress_delegate import ProgressDelegate
+from hostapp.ui.result_view import plain_label, result_as_text
+from hostapp.ui.server_dialog import ImportDialog, ServerDialog, ServerSettings
+from hostapp.ui.servers_model import TARGET as SERVER_TARGET
+from hostapp.ui.servers_model import ServerRole, ServerTableModel
+
+log = logging.getLogger(__name__)
+
+RESOURCES = Path(__file__).resolve().parent.parent.parent / "resources"
+
+
+def app_icon() -> QIcon:
+    """The application icon (from resources/, or the style's generic one when not installed)."""
+    for name in ("hostapp.svg", "hostapp.png"):
+        path = RESOURCES / name
+        if path.is_file():
+            return QIcon(str(path))
+    from PySide6.QtWidgets import QApplication
+
+    return QApplication.style().standardIcon(QStyle.StandardPixmap.SP_ComputerIcon)
+
+
+class Banner(QFrame):
+    """A strip above the tables for conditions a person must know about (keyring, offline servers)."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setFrameShape(QFrame.Shape.StyledPanel)
+        self.setAutoFillBackground(True)
+        self.setBackgroundRole(self.palette().ColorRole.ToolTipBase)
+        self.setForegroundRole(self.palette().ColorRole.ToolTipText)
+        self.setAccessibleName("Warnings")
+        self._messages: dict[str, str] = {}
+        icon = QLabel()
+        icon.setPixmap(self.style().standardIcon(QStyle.StandardPixmap.SP_MessageBoxWarning).pixmap(20, 20))
+        self.label = plain_label("")
+        self.label.setForegroundRole(self.palette().ColorRole.ToolTipText)
+        lay = QHBoxLayout(self)
+        lay.setContentsMargins(8, 4, 8, 4)
+        lay.addWidget(icon, 0, Qt.AlignmentFlag.AlignTop)
+        lay.addWidget(self.label, 1)
+        self.hide()
+
+    def set_message(self, key: str, message: str | None) -> None:
+        if message:
+            self._messages[key] = message
+        else:
+            self._messages.pop(key, None)
+        self.label.setText("\n".join(self._messages.values()))
+        self.setVisible(bool(self._messages))
+
+    def message(self, key: str) -> str | None:
+        return self._messages.get(key)
+
+
+class MainWindow(QMainWindow):
+    """Servers on top, operations in the middle, details of the selected one below.
+
+    Signals:
+        quitRequested(): the person closed the window or chose Quit; the app shuts down.
+        notified(str, str): a desktop notification was raised (title, text).
+    """
+
+    quitRequested = Signal()
+    notified = Signal(str, str)
+
+    def __init__(self, engine: Any, signals: EngineSignals, settings: QSettings, home: Path) -> None:
+        super().__init__()
+        self.engine = engine
+        self.signals = signals
+        self.settings = settings
+        self.home = Path(home)
+        self._tasks: set[asyncio.Task] = set()
+        self._last_status: dict[str, str] = {}
+        self._closing = False
+        self._file_dialog: QFileDialog | None = None
+        self.setWindowTitle("hostapp — MCP operations")
+        self.setWindowIcon(app_icon())
+
+        self.servers_model = ServerTableModel(self)
+        self.ops_model = OperationTableModel(engine, self)
+        self.banner = Banner()
+        self.details = OperationDetails(self.home / "attachments")
+        self.elicitations = ElicitationQueue(self._answer_question, self._operation_title, self)
+
+        self._build_actions()
+        self._build_layout()
+        self._build_tray()
+        self._connect()
+        self._restore_geometry()
+        self._update_actions()
+
+    # -- construction -----------------------------------------------------------------
+
+    def _action(self, text: str, slot, shortcut: QKeySequence | str | None = None, *, tip: str = "",
+                icon: QStyle.StandardPixmap | None = None) -> QAction:
+        action = QAction(text, self)
+        if shortcut is not None:
+            action.setShortcut(QKeySequence(shortcut))
+        if tip:
+            action.setToolTip(tip + (f" ({action.shortcut().toString(QKeySequence.SequenceFormat.NativeText)})"
+                                     if shortcut else ""))
+            action.setStatusTip(tip)
+        if icon is not None:
+            action.setIcon(self.style().standardIcon(icon))
+        action.triggered.connect(slot)
+        self.addAction(action)
+        return action
+
+    def _build_actions(self) -> None:
+        S = QStyle.StandardPixmap
+        self.start_action = self._action("&Start call…", self.start_call, QKeySequence.StandardKey.New,
+                                         tip="Call a tool on a server", icon=S.SP_MediaPlay)
+        self.cancel_action = self._action("&Cancel", self.cancel_selected, "Ctrl+.",
+                                          tip="Cancel the selected operation", icon=S.SP_MediaStop)
+        self.rerun_action = self._action("&Re-run", self.rerun_selected, "Ctrl+R",
+                                         tip="Run the selected call again as a new operation", icon=S.SP_BrowserReload)
+        self.copy_action = self._action("C&opy result", self.copy_selected, "Ctrl+Shift+C",
+                                        tip="Copy the result of the selected operation")
+        self.save_action = self._action("Sa&ve result…", self.save_selected, QKeySequence.StandardKey.Save,
+                                        tip="Save the result of the selected operation", icon=S.SP_DialogSaveButton)
+        self.add_server_action = self._action("&Add server…", self.add_server, "Ctrl+Shift+N",
+                                              tip="Configure a new MCP server", icon=S.SP_FileDialogNewFolder)
+        self.edit_server_action = self._action("&Edit server…", self.edit_server, "F2",
+                                               tip="Change the selected server")
+        self.remove_server_action = self._action("Re&move server", self.remove_server, "Ctrl+Shift+Delete",
+                                                 tip="Remove the selected server (its history stays)")
+        self.reconnect_action = self._action("Re&connect", self.reconnect_server, "F5",
+                                             tip="Connect the selected server now")
+        self.import_action = self._action("&Import servers…", self.import_servers, "Ctrl+I",
+                                          tip="Import servers from Claude Desktop, VS Code or Cursor")
+        self.quit_action = self._action("&Quit", self.quitRequested.emit, QKeySequence.StandardKey.Quit,
+                                        tip="Quit hostapp (running operations resume next time)")
+        self.filter_actions: dict[str, QAction] = {}
+        for i, (key, (label, _)) in enumerate(FILTERS.items(), start=1):
+            self.filter_actions[key] = self._action(f"Show {label.lower()}", lambda _=False, k=key: self.set_filter(k),
+                                                    f"Ctrl+{i}")
+
+        menu = self.menuBar()
+        file_menu = menu.addMenu("&File")
+        for a in (self.add_server_action, self.import_action):
+            file_menu.addAction(a)
+        file_menu.addSeparator()
+        file_menu.addAction(self.quit_action)
+        server_menu = menu.addMenu("Se&rver")
+        for a in (self.add_server_action, self.edit_server_action, self.reconnect_action, self.remove_server_action):
+            server_menu.addAction(a)
+        op_menu = menu.addMenu("&Operation")
+        for a in (self.start_action, self.cancel_action, self.rerun_action, self.copy_action, self.save_action):
+            op_menu.addAction(a)
+        view_menu = menu.addMenu("&View")
+        for a in self.filter_actions.values():
+            view_menu.addAction(a)
+
+        toolbar = QToolBar("Main")
+        toolbar.setObjectName("mainToolbar")
+        toolbar.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
+        toolbar.setMovable(False)
+        for a in (self.start_action, self.cancel_action, self.rerun_action):
+            toolbar.addAction(a)
+        toolbar.addSeparator()
+        for a in (self.add_server_action, self.import_action):
+            toolbar.addAction(a)
+        self.addToolBar(toolbar)
+
+    def _table(self, model, name: str) -> QTableView:
+        table = QTableView()
+        table.setModel(model)
+        table.setAccessibleName(name)
+        table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        table.setAlternatingRowColors(True)
+        table.setShowGrid(False)
+        table.setWordWrap(False)
+        table.verticalHeader().setVisible(False)
+        table.verticalHeader().setDefaultSectionSize(table.fontMetrics().height() + 12)
+        table.horizontalHeader().setHighlightSections(False)
+        table.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
+        return table
+
+    def _build_layout(self) -> None:
+        self.servers_table = self._table(self.servers_model, "Servers")
+        header = self.servers_table.horizontalHeader()
+        header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        header.setSectionResizeMode(SERVER_TARGET, QHeaderView.ResizeMode.Stretch)
+        servers_box = QGroupBox("Servers")
+        slay = QVBoxLayout(servers_box)
+        slay.addWidget(self.servers_table)
+        srow = QHBoxLayout()
+        for action in (self.add_server_action, self.edit_server_action, self.reconnect_action,
+                       self.remove_server_action, self.import_action):
+            button = QPushButton(action.text().replace("&", "&"))
+            button.setAccessibleName(action.toolTip() or action.text())
+            button.clicked.connect(action.trigger)
+            action.enabledChanged.connect(button.setEnabled)
+            srow.addWidget(button)
+        srow.addStretch(1)
+        slay.addLayout(srow)
+
+        self.ops_table = self._table(self.ops_model, "Operations")
+        self.ops_table.setItemDelegateForColumn(OP_PROGRESS, ProgressDelegate(self.ops_table))
+        oheader = self.ops_table.horizontalHeader()
+        oheader.setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
+        oheader.setSectionResizeMode(OP_MESSAGE, QHeaderView.ResizeMode.Stretch)
+        for col, width in enumerate((190, 110, 190, 0, 150, 80)):
+            if width:
+                self.ops_table.setColumnWidth(col, width)
+        self.filter_box = QComboBox()
+        self.filter_box.setAccessibleName("Show operations")
+        for key, (label, _) in FILTERS.items():
+            self.filter_box.addItem(label, key)
+        self.count_label = plain_label("", selectable=False)
+        self.questions_label = plain_label("", selectable=False)
+        self.questions_label.setAccessibleName("Open questions")
+        ops_box = QGroupBox("Operations")
+        olay = QVBoxLayout(ops_box)
+        orow = QHBoxLayout()
+        show = QLabel("S&how:")
+        show.setBuddy(self.filter_box)
+        orow.addWidget(show)
+        orow.addWidget(self.filter_box)
+        orow.addWidget(self.count_label)
+        orow.addStretch(1)
+        orow.addWidget(self.questions_label)
+        start = QPushButton("Start call…")
+        start.setAccessibleName("Start a call")
+        start.clicked.connect(self.start_action.trigger)
+        orow.addWidget(start)
+        olay.addLayout(orow)
+        olay.addWidget(self.ops_table)
+
+        details_box = QGroupBox("Selected operation")
+        QVBoxLayout(details_box).addWidget(self.details)
+
+        self.splitter = QSplitter(Qt.Orientation.Vertical)
+        self.splitter.setObjectName("mainSplitter")
+        self.splitter.addWidget(servers_box)
+        self.splitter.addWidget(ops_box)
+        self.splitter.addWidget(details_box)
+        self.splitter.setStretchFactor(0, 0)
+        self.splitter.setStretchFactor(1, 2)
+        self.splitter.setStretchFactor(2, 3)
+        self.splitter.setSizes([170, 260, 370])
+        self.splitter.setChildrenCollapsible(False)
+
+        central = QWidget()
+        lay = QVBoxLayout(central)
+        lay.setContentsMargins(6, 6, 6, 6)
+        lay.addWidget(self.banner)
+        lay.addWidget(self.splitter, 1)
+        self.setCentralWidget(central)
+        self.statusBar().showMessage("Ready")
+
+    def _build_tray(self) -> None:
+        self.tray: QSystemTrayIcon | None = None
+        if not QSystemTrayIcon.isSystemTrayAvailable():
+            return
+        self.tray = QSystemTrayIcon(self.windowIcon(), self)
+        self.tray.setToolTip("hostapp")
+        menu = QMenu(self)
+        menu.addAction("Show hostapp", self.show_normal)
+        menu.addAction(self.start_action)
+        menu.addSeparator()
+        menu.addAction(self.quit_action)
+        self.tray.setContextMenu(menu)
+        self.tray.activated.connect(lambda reason: reason == QSystemTrayIcon.ActivationReason.Trigger
+                                    and self.show_normal())
+        self.tray.show()
+
+    def _connect(self) -> None:
+        s = self.signals
+        s.operationsChanged.connect(self._operations_changed)
+        s.operationEvent.connect(self._operation_event)
+        s.serverChanged.connect(self._server_changed)
+        s.inputRequested.connect(self._input_requested)
+        s.inputWithdrawn.connect(self.elicitations.withdraw)
+        s.problemReported.connect(self._problem)
+        self.ops_table.selectionModel().currentRowChanged.connect(lambda *_: self._selection_changed())
+        self.ops_model.modelReset.connect(self._selection_changed)
+        self.ops_model.totalChanged.connect(self._update_count)
+        self.ops_model.rowsInserted.connect(lambda *_: self._update_count())
+        self.ops_model.rowsRemoved.connect(lambda *_: self._update_count())
+        self.servers_table.selectionModel().currentRowChanged.connect(lambda *_: self._update_actions())
+        self.servers_table.doubleClicked.connect(lambda *_: self.edit_server())
+        self.filter_box.currentIndexChanged.connect(lambda _: self.set_filter(self.filter_box.currentData()))
+        self.details.cancelRequested.connect(lambda _id: self.cancel_selected())
+        self.details.rerunRequested.connect(lambda _id: self.rerun_selected())
+        self.details.copyRequested.connect(lambda _id: self.copy_selected())
+        self.details.saveRequested.connect(lambda _id: self.save_selected())
+        self.elicitations.waitingChanged.connect(self._questions_waiting)
+        self.ops_table.customContextMenuRequested.connect(self._ops_menu)
+        self.servers_table.customContextMenuRequested.connect(self._servers_menu)
+
+    def _ops_menu(self, pos) -> None:
+        menu = QMenu(self)
+        for a in (self.cancel_action, self.rerun_action, self.copy_action, self.save_action):
+            menu.addAction(a)
+        menu.popup(self.ops_table.viewport().mapToGlobal(pos))
+
+    def _servers_menu(self, pos) -> None:
+        menu = QMenu(self)
+        for a in (self.edit_server_action, self.reconnect_action, self.remove_server_action):
+            menu.addAction(a)
+        menu.popup(self.servers_table.viewport().mapToGlobal(pos))
+
+    # -- geometry ---------------------------------------------------------------------
+
+    def _restore_geometry(self) -> None:
+        geometry = self.settings.value("window/geometry")
+        if isinstance(geometry, QByteArray) and not geometry.isEmpty():
+            self.restoreGeometry(geometry)
+        else:
+            self.resize(1280, 800)
+        state = self.settings.value("window/splitter")
+        if isinstance(state, QByteArray) and not state.isEmpty():
+            self.splitter.restoreState(state)
+        columns = self.settings.value("window/operations_columns")
+        if isinstance(columns, QByteArray) and not columns.isEmpty():
+            self.ops_table.horizontalHeader().restoreState(columns)
+        filter_name = self.settings.value("window/filter", "all")
+        if filter_name in FILTERS:
+            self.filter_box.setCurrentIndex(list(FILTERS).index(filter_name))
+
+    def save_geometry(self) -> None:
+        self.settings.setValue("window/geometry", self.saveGeometry())
+        self.settings.setValue("window/splitter", self.splitter.saveState())
+        self.settings.setValue("window/operations_columns", self.ops_table.horizontalHeader().saveState())
+        self.settings.setValue("window/filter", self.ops_model.filter_name)
+        self.settings.sync()
+
+    def closeEvent(self, event: QCloseEvent) -> None:
+        if self._closing:
+            event.accept()
+            return
+        # The app shuts the engine down first, then closes the window for good.
+        event.ignore()
+        self.quitRequested.emit()
+
+    def close_for_good(self) -> None:
+        self._closing = True
+        self.save_geometry()
+        self.elicitations.close_all()
+        if self.tray is not None:
+            self.tray.hide()
+        self.close()
+
+    def show_normal(self) -> None:
+        self.showNormal()
+        self.raise_()
+        self.activateWindow()
+
+    # -- async plumbing ---------------------------------------------------------------
+
+    def run(self, coro: Coroutine[Any, Any, Any], what: str) -> asyncio.Task:
+        """Run an engine call in the background; a failure is shown, never raised into Qt."""
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+
+        def done(t: asyncio.Task) -> None:
+            self._tasks.discard(t)
+            if t.cancelled():
+                return
+            exc = t.exception()
+            if exc is not None:
+                log.info("%s failed: %s", what, exc, exc_info=exc)
+                self.show_error(f"Could not {what}: {exc}")
+
+        task.add_done_callback(done)
+        return task
+
+    def show_error(self, message: str) -> None:
+        self.banner.set_message("error", message)
+        self.statusBar().showMessage(message, 15000)
+
+    async def load(self) -> None:
+        """Fill the window from the engine (after ``engine.start()``)."""
+        self.servers_model.set_servers(self.engine.servers())
+        self._servers_health()
+        problem = getattr(self.engine, "keyring_problem", None)
+        self.banner.set_message("keyring", f"Keyring unavailable: {problem}" if problem else None)
+        await self.ops_model.reload(self.ops_model.filter_name)
+        if self.ops_model.rowCount():
+            self.ops_table.selectRow(0)
+        self._update_count()
+
+    # -- engine events ----------------------------------------------------------------
+
+    def _operations_changed(self, ops: list[OperationView]) -> None:
+        self.ops_model.apply_changes(ops)
+        shown = self.details.op
+        for op in ops:
+            if shown is not None and op.id == shown.id:
+                self.details.update_operation(op)
+            self._maybe_notify(op)
+        if shown is None and self.ops_model.rowCount() and not self.ops_table.currentIndex().isValid():
+            self.ops_table.selectRow(0)
+        self._update_actions()
+
+    def _maybe_notify(self, op: OperationView) -> None:
+        before = self._last_status.get(op.id)
+        self._last_status[op.id] = op.status
+        if before == op.status or before is None and op.status not in api.TERMINAL | {api.INPUT_REQUIRED}:
+            return
+        if before is not None and before in api.TERMINAL:
+            return
+        tool = op.tool or op.method
+        if op.status == api.COMPLETED:
+            self.notify("Operation finished", f"{tool} on {op.server} finished.")
+        elif op.status in (api.FAILED, api.EXPIRED, api.UNKNOWN):
+            why = (op.error or {}).get("message") or op.message or ""
+            self.notify("Operation failed", f"{tool} on {op.server}: {why}".rstrip(": "))
+        elif op.status == api.INPUT_REQUIRED:
+            self.notify("Input needed", f"{tool} on {op.server} is waiting for your answer.")
+
+    def notify(self, title: str, text: str) -> None:
+        if self.tray is not None and self.tray.supportsMessages():
+            self.tray.showMessage(title, text, QSystemTrayIcon.MessageIcon.Information, 8000)
+        self.statusBar().showMessage(f"{title}: {text}", 10000)
+        self.notified.emit(title, text)
+
+    def _operation_event(self, op_id: str, kind: str, data: dict[str, Any]) -> None:
+        if self.details.op is not None and op_id == self.details.op.id:
+            self.details.add_event(kind, data)
+
+    def _server_changed(self, server: ServerView) -> None:
+        self.servers_model.update_server(server)
+        self._servers_health()
+        self._update_actions()
+
+    def _servers_health(self) -> None:
+        lines = []
+        for s in self.servers_model.servers():
+            if s.state == api.OFFLINE:
+                lines.append(f"{s.name} is offline" + (f": {s.error}" if s.error else "") +
+                             ". hostapp keeps trying; its operations continue once it is back.")
+            elif s.state == api.NEEDS_SIGN_IN:
+                lines.append(f"{s.name} needs you to sign in" + (f": {s.error}" if s.error else "."))
+        self.banner.set_message("servers", "\n".join(lines) or None)
+
+    def _problem(self, kind: str, message: str) -> None:
+        if kind == "keyring":
+            self.banner.set_message("keyring", f"Keyring unavailable: {message}")
+        else:
+            self.banner.set_message(kind, message)
+
+    def _input_requested(self, request: InputRequest) -> None:
+        title = self._operation_title(request.operation_id) or "an operation"
+        self.notify("Input needed", f"{request.server} asks about {title}: {request.message}")
+        self.elicitations.enqueue(request)
+
+    def _answer_question(self, request_id: str, answer: dict[str, Any]) -> None:
+        self.engine.answer_input(request_id, answer)
+
+    def _operation_title(self, op_id: str | None) -> str | None:
+        if op_id is None:
+            return None
+        row = self.ops_model.row_of(op_id)
+        op = self.ops_model.operation(row) if row is not None else None
+        return f"{op.tool or op.method} (#{op.id[:6]})" if op else f"operation #{op_id[:6]}"
+
+    def _questions_waiting(self, count: int) -> None:
+        self.questions_label.setText(f"{count} question{'s' if count != 1 else ''} waiting for you"
+                                     if count else "")
+
+    # -- selection --------------------------------------------------------------------
+
+    def selected_operation(self) -> OperationView | None:
+        index = self.ops_table.currentIndex()
+        return index.data(OperationRole) if index.isValid() else None
+
+    def selected_server(self) -> ServerView | None:
+        index = self.servers_table.currentIndex()
+        return index.data(ServerRole) if index.isValid() else None
+
+    def _selection_changed(self) -> None:
+        op = self.selected_operation()
+        if op is None:
+            self.details.show_operation(None)
+        elif self.details.op is None or self.details.op.id != op.id:
+            self.details.show_operation(op)
+            self.run(self._load_timeline(op.id), "read the timeline")
+        self._update_actions()
+
+    async def _load_timeline(self, op_id: str) -> None:
+        events = await self.engine.events(op_id)
+        if self.details.op is not None and self.details.op.id == op_id:
+            self.details.show_operation(self.details.op, events)
+
+    def _update_actions(self) -> None:
+        op = self.selected_operation()
+        server = self.selected_server()
+        outcome = op is not None and (op.result is not None or op.error is not None)
+        self.cancel_action.setEnabled(op is not None and op.in_flight)
+        self.rerun_action.setEnabled(op is not None and not op.in_flight and op.tool is not None)
+        self.copy_action.setEnabled(outcome)
+        self.save_action.setEnabled(outcome)
+        self.start_action.setEnabled(bool(self.servers_model.rowCount()))
+        for a in (self.edit_server_action, self.remove_server_action, self.reconnect_action):
+            a.setEnabled(server is not None)
+
+    def _update_count(self, *_: Any) -> None:
+        total = self.ops_model.total
+        shown = self.ops_model.rowCount()
+        self.count_label.setText(f"{total:,} operation{'s' if total != 1 else ''}" +
+                                 (f" ({shown:,} loaded)" if shown < total else ""))
+
+    def set_filter(self, name: str) -> None:
+        if name not in FILTERS:
+            return
+        if self.filter_box.currentData() != name:
+            self.filter_box.setCurrentIndex(list(FILTERS).index(name))  # comes back here
+            return
+        if name != self.ops_model.filter_name or not self.ops_model.rowCount():
+            self.run(self.ops_model.reload(name), "read the operations")
+
+    # -- operation actions ------------------------------------------------------------
+
+    def start_call(self) -> None:
+        self.run(self._start_call(), "start the call")
+
+    async def _start_call(self, server: str | None = None, tool: str | None = None) -> OperationView | None:
+        names = [s.name for s in self.servers_model.servers()]
+        current = self.selected_server()
+        dialog = StartCallDialog(names, self.engine.list_tools, self, server=server or (current.name if current else None),
+                                 tool=tool)
+        self.call_dialog = dialog
+        try:
+            if await run_dialog(dialog) != StartCallDialog.DialogCode.Accepted:
+                return None
+            op = await self.engine.start_call(dialog.server, dialog.tool, dialog.arguments)
+        finally:
+            self.call_dialog = None
+            dialog.deleteLater()
+        self.ops_model.apply_changes([op])
+        row = self.ops_model.row_of(op.id)
+        if row is not None:
+            self.ops_table.selectRow(row)
+        self.statusBar().showMessage(f"Started {op.tool} on {op.server}", 5000)
+        return op
+
+    def cancel_selected(self) -> None:
+        op = self.selected_operation()
+        if op is not None and op.in_flight:
+            self.run(self.engine.cancel(op.id), "cancel the operation")
+            self.statusBar().showMessage(f"Cancelling {op.tool or op.method}…", 5000)
+
+    def rerun_selected(self) -> None:
+        op = self.selected_operation()
+        if op is not None and not op.in_flight:
+            self.run(self._rerun(op.id), "re-run the call")
+
+    async def _rerun(self, op_id: str) -> None:
+        new = await self.engine.rerun(op_id)
+        self.ops_model.apply_changes([new])
+        row = self.ops_model.row_of(new.id)
+        if row is not None:
+            self.ops_table.selectRow(row)
+
+    def copy_selected(self) -> None:
+        op = self.selected_operation()
+        if op is not None:
+            QGuiApplication.clipboard().setText(result_as_text(op.result, op.error))
+            self.statusBar().showMessage("Result copied", 3000)
+
+    def save_selected(self) -> None:
+        op = self.selected_operation()
+        if op is None or (op.result is None and op.error is None):
+            return
+        dialog = QFileDialog(self, "Save result")
+        dialog.setAcceptMode(QFileDialog.AcceptMode.AcceptSave)
+        dialog.setNameFilters(["JSON (*.json)", "Text (*.txt)"])
+        dialog.setDefaultSuffix("json")
+        dialog.selectFile(f"{op.tool or 'result'}-{op.id[:6]}.json")
+        dialog.fileSelected.connect(lambda path, o=op: self.save_result(o, Path(path)))
+        self._file_dialog = dialog
+        dialog.open()
+
+    def save_result(self, op: OperationView, path: Path) -> None:
+        if path.suffix.lower() == ".txt":
+            text = result_as_text(op.result, op.error)
+        else:
+            text = json.dumps({"result": op.result, "error": op.error} if op.error else op.result,
+                              ensure_ascii=False, indent=2)
+        try:
+            path.write_text(text + "\n", encoding="utf-8")
+        except OSError as exc:
+            self.show_error(f"Could not save the result: {exc.strerror or exc}")
+            return
+        self.statusBar().showMessage(f"Saved to {path}", 5000)
+
+    # -- server actions ---------------------------------------------------------------
+
+    def _config_of(self, name: str):
+        journal = getattr(self.engine, "journal", None)
+        return journal.get_server(name) if journal is not None else None
+
+    def add_server(self) -> None:
+        self.run(self._edit_server(None), "add the server")
+
+    def edit_server(self) -> None:
+        server = self.selected_server()
+        if server is not None:
+            self.run(self._edit_server(server.name), "change the server")
+
+    async def _edit_server(self, name: str | None, imported=None) -> None:
+        existing = self._config_of(name) if name else None
+        dialog = ServerDialog(self, existing=existing, taken_names={s.name for s in self.servers_model.servers()})
+        if imported is not None:
+            dialog.fill_imported(imported)
+        self.server_dialog = dialog
+        try:
+            if await run_dialog(dialog) != ServerDialog.DialogCode.Accepted or dialog.result_settings is None:
+                return
+            await self._save_server(dialog.result_settings, replacing=name)
+        finally:
+            self.server_dialog = None
+            dialog.deleteLater()
+
+    async def _save_server(self, settings: ServerSettings, replacing: str | None = None) -> None:
+        cfg = settings.to_config()
+        update = getattr(self.engine, "update_server", None)
+        if replacing is not None and replacing == settings.name and update is not None:
+            await update(cfg, settings.secrets)
+        else:
+            if replacing is not None:
+                await self.engine.remove_server(replacing)
+                self.servers_model.remove_server(replacing)
+            await self.engine.add_server(cfg, settings.secrets)
+        self.servers_model.set_servers(self.engine.servers())
+        self._servers_health()
+        self._update_actions()
+
+    def remove_server(self) -> None:
+        server = self.selected_server()
+        if server is not None:
+            self.run(self._remove_server(server.name), "remove the server")
+
+    async def _remove_server(self, name: str) -> None:
+        await self.engine.remove_server(name)
+        self.servers_model.remove_server(name)
+        self._servers_health()
+        self._update_actions()
+        self.statusBar().showMessage(f"Removed {name}; its operations stay in the history", 5000)
+
+    def reconnect_server(self) -> None:
+        server = self.selected_server()
+        if server is not None:
+            self.run(self.engine.reconnect(server.name), "reconnect")
+
+    def import_servers(self) -> None:
+        self.run(self._import_servers(), "import servers")
+
+    async def _import_servers(self, dialog: ImportDialog | None = None) -> int:
+        dialog = dialog or ImportDialog(self, taken_names={s.name for s in self.servers_model.servers()})
+        self.import_dialog = dialog
+        try:
+            if await run_dialog(dialog) != ImportDialog.DialogCode.Accepted:
+                return 0
+            chosen = dialog.chosen()
+        finally:
+            self.import_dialog = None
+            dialog.deleteLater()
+        added = 0
+        for imported in chosen:
+            await self._save_server(ServerSettings.from_imported(imported))
+            added += 1
+        self.statusBar().showMessage(f"Imported {added} server{'s' if added != 1 else ''}", 5000)
+        return added

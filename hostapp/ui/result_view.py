@@ -1,0 +1,227 @@
+"""Shows a tool's result by content type: text, structured content, images, audio,
+embedded resources and resource links, and a server's error.
+
+Everything a server sent is shown as plain text: labels get ``Qt.PlainText``, text goes
+into plain-text editors, and nothing is ever handed to a rich-text or HTML renderer.
+Audio is decoded into a file (a person plays it with their own player); nothing is
+fetched from a link.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import mimetypes
+from pathlib import Path
+from typing import Any
+
+from PySide6.QtCore import Qt, QUrl
+from PySide6.QtGui import QDesktopServices, QImage, QPixmap
+from PySide6.QtWidgets import (QFrame, QGroupBox, QHBoxLayout, QLabel, QPlainTextEdit, QPushButton, QScrollArea,
+                               QSizePolicy, QTreeWidget, QTreeWidgetItem, QVBoxLayout, QWidget)
+
+#: Largest width an image is shown at (it is scaled down, never up).
+MAX_IMAGE_WIDTH = 640
+
+
+def plain_label(text: str = "", *, wrap: bool = True, selectable: bool = True) -> QLabel:
+    """A QLabel that can never interpret what it shows as markup."""
+    label = QLabel()
+    label.setTextFormat(Qt.TextFormat.PlainText)
+    label.setText(text)
+    label.setWordWrap(wrap)
+    if selectable:
+        label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse
+                                      | Qt.TextInteractionFlag.TextSelectableByKeyboard)
+    return label
+
+
+def result_as_text(result: dict[str, Any] | None, error: dict[str, Any] | None = None) -> str:
+    """What "Copy result" puts on the clipboard: the text blocks, else the JSON."""
+    if error and not result:
+        code = error.get("code")
+        return f"Error {code}: {error.get('message', '')}" if code is not None else str(error.get("message", ""))
+    if not result:
+        return ""
+    texts = [str(b.get("text", "")) for b in result.get("content") or [] if b.get("type") == "text"]
+    if texts:
+        return "\n".join(texts)
+    return json.dumps(result, ensure_ascii=False, indent=2)
+
+
+def decode_base64(data: Any) -> bytes | None:
+    if not isinstance(data, str):
+        return None
+    try:
+        return base64.b64decode(data, validate=False)
+    except (binascii.Error, ValueError):
+        return None
+
+
+def json_tree_items(value: Any, key: str = "") -> QTreeWidgetItem:
+    """A tree item for a JSON value (objects and arrays become children)."""
+    item = QTreeWidgetItem([key, ""])
+    if isinstance(value, dict):
+        item.setText(1, f"{{{len(value)}}}")
+        for k, v in value.items():
+            item.addChild(json_tree_items(v, str(k)))
+    elif isinstance(value, list):
+        item.setText(1, f"[{len(value)}]")
+        for i, v in enumerate(value):
+            item.addChild(json_tree_items(v, str(i)))
+    else:
+        item.setText(1, json.dumps(value, ensure_ascii=False))
+    return item
+
+
+class ResultView(QScrollArea):
+    """The rendered result (or error) of one operation; rebuilt by :meth:`show_outcome`."""
+
+    def __init__(self, attachments_dir: Path, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.attachments_dir = Path(attachments_dir)
+        self.setWidgetResizable(True)
+        self.setFrameShape(QFrame.Shape.NoFrame)
+        self.setAccessibleName("Result")
+        self._body = QWidget()
+        self._layout = QVBoxLayout(self._body)
+        self._layout.setContentsMargins(0, 0, 0, 0)
+        self.setWidget(self._body)
+        self.saved_files: list[Path] = []
+        self.show_outcome(None, None)
+
+    def _clear(self) -> None:
+        while self._layout.count():
+            item = self._layout.takeAt(0)
+            if item.widget() is not None:
+                item.widget().deleteLater()
+        self.saved_files = []
+
+    def show_outcome(self, result: dict[str, Any] | None, error: dict[str, Any] | None, *,
+                     op_id: str = "", placeholder: str = "No result yet.") -> None:
+        self._clear()
+        if error:
+            self._add_error(error)
+        if result:
+            if result.get("isError"):
+                warn = plain_label("The tool reported an error:")
+                warn.setObjectName("toolError")
+                self._layout.addWidget(warn)
+            for i, block in enumerate(result.get("content") or []):
+                self._add_block(block, op_id, i)
+            if result.get("structuredContent") is not None:
+                self._add_structured(result["structuredContent"])
+        if not error and not result:
+            self._layout.addWidget(plain_label(placeholder))
+        self._layout.addStretch(1)
+
+    # -- blocks ---------------------------------------------------------------------------
+
+    def _add_error(self, error: dict[str, Any]) -> None:
+        box = QGroupBox("Error from the server" if error.get("code") is not None else "Error")
+        lay = QVBoxLayout(box)
+        code = error.get("code")
+        lay.addWidget(plain_label((f"{code}: " if code is not None else "") + str(error.get("message", ""))))
+        if error.get("data") is not None:
+            lay.addWidget(self._text_box(json.dumps(error["data"], ensure_ascii=False, indent=2)))
+        self._layout.addWidget(box)
+
+    def _text_box(self, text: str, max_lines: int = 18) -> QPlainTextEdit:
+        edit = QPlainTextEdit()
+        edit.setReadOnly(True)
+        edit.setPlainText(text)
+        edit.setAccessibleName("Result text")
+        lines = min(max_lines, max(2, text.count("\n") + 2))
+        edit.setFixedHeight(edit.fontMetrics().lineSpacing() * lines + 12)
+        return edit
+
+    def _add_block(self, block: dict[str, Any], op_id: str, index: int) -> None:
+        kind = block.get("type")
+        if kind == "text":
+            self._layout.addWidget(self._text_box(str(block.get("text", ""))))
+        elif kind == "image":
+            self._add_image(block)
+        elif kind == "audio":
+            self._add_audio(block, op_id, index)
+        elif kind == "resource":
+            self._add_resource(block.get("resource") or {})
+        elif kind == "resource_link":
+            self._add_link(block)
+        else:
+            box = QGroupBox(f"Content of type {kind!r}")
+            QVBoxLayout(box).addWidget(self._text_box(json.dumps(block, ensure_ascii=False, indent=2)))
+            self._layout.addWidget(box)
+
+    def _add_image(self, block: dict[str, Any]) -> None:
+        box = QGroupBox(f"Image ({block.get('mimeType', 'unknown type')})")
+        lay = QVBoxLayout(box)
+        image = QImage()
+        data = decode_base64(block.get("data"))
+        if data is None or not image.loadFromData(data):
+            lay.addWidget(plain_label("The image could not be decoded."))
+        else:
+            label = QLabel()
+            label.setAccessibleName("Result image")
+            pixmap = QPixmap.fromImage(image)
+            if pixmap.width() > MAX_IMAGE_WIDTH:
+                pixmap = pixmap.scaledToWidth(MAX_IMAGE_WIDTH, Qt.TransformationMode.SmoothTransformation)
+            label.setPixmap(pixmap)
+            label.setSizePolicy(QSizePolicy.Policy.Fixed, QSizePolicy.Policy.Fixed)
+            lay.addWidget(label)
+            lay.addWidget(plain_label(f"{image.width()} × {image.height()} pixels"))
+        self._layout.addWidget(box)
+
+    def _add_audio(self, block: dict[str, Any], op_id: str, index: int) -> None:
+        mime = str(block.get("mimeType") or "audio/octet-stream")
+        box = QGroupBox(f"Audio ({mime})")
+        lay = QHBoxLayout(box)
+        data = decode_base64(block.get("data"))
+        if data is None:
+            lay.addWidget(plain_label("The audio could not be decoded."))
+        else:
+            ext = mimetypes.guess_extension(mime.split(";")[0].strip()) or ".bin"
+            self.attachments_dir.mkdir(parents=True, exist_ok=True)
+            path = self.attachments_dir / f"{op_id or 'result'}-{index}{ext}"
+            path.write_bytes(data)
+            self.saved_files.append(path)
+            lay.addWidget(plain_label(f"{len(data):,} bytes saved to {path}"), 1)
+            play = QPushButton("Open")
+            play.setAccessibleName("Open the audio file")
+            play.clicked.connect(lambda: QDesktopServices.openUrl(QUrl.fromLocalFile(str(path))))
+            lay.addWidget(play)
+        self._layout.addWidget(box)
+
+    def _add_resource(self, res: dict[str, Any]) -> None:
+        box = QGroupBox("Embedded resource")
+        lay = QVBoxLayout(box)
+        lay.addWidget(plain_label(f"{res.get('uri', '')}  ({res.get('mimeType', 'unknown type')})"))
+        if "text" in res:
+            lay.addWidget(self._text_box(str(res.get("text", ""))))
+        else:
+            data = decode_base64(res.get("blob"))
+            lay.addWidget(plain_label(f"binary, {len(data or b''):,} bytes"))
+        self._layout.addWidget(box)
+
+    def _add_link(self, link: dict[str, Any]) -> None:
+        box = QGroupBox("Resource link")
+        lay = QVBoxLayout(box)
+        title = link.get("title") or link.get("name") or ""
+        lay.addWidget(plain_label(f"{title}  {link.get('uri', '')}".strip()))
+        if link.get("description"):
+            lay.addWidget(plain_label(str(link["description"])))
+        self._layout.addWidget(box)
+
+    def _add_structured(self, value: Any) -> None:
+        box = QGroupBox("Structured content")
+        lay = QVBoxLayout(box)
+        tree = QTreeWidget()
+        tree.setAccessibleName("Structured content")
+        tree.setHeaderLabels(["Key", "Value"])
+        root = json_tree_items(value, "")
+        tree.addTopLevelItems(root.takeChildren() if root.childCount() else [root])
+        tree.expandToDepth(1)
+        tree.resizeColumnToContents(0)
+        tree.setMinimumHeight(140)
+        lay.addWidget(tree)
+        self._layout.addWidget(box)

@@ -1,0 +1,325 @@
+"""Dialogs to add or edit a server and to import servers from other MCP clients.
+
+A value marked secret (an API key in the environment, an ``Authorization`` header) is
+returned apart from the configuration so the engine puts it in the keyring; the journal
+only ever sees a reference.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import (QAbstractItemView, QCheckBox, QComboBox, QDialog, QDialogButtonBox, QFileDialog,
+                               QFormLayout, QHBoxLayout, QHeaderView, QLineEdit, QPushButton, QStackedWidget,
+                               QTableWidget, QTableWidgetItem, QTreeWidget, QTreeWidgetItem, QVBoxLayout, QWidget)
+
+from hostapp.ui.config_import import ImportedServer, is_secret_name, known_config_files, read_config
+from hostapp.ui.result_view import plain_label
+
+#: Shown in place of a secret value already in the keyring.
+KEPT_IN_KEYRING = "(kept in the keyring; type to replace)"
+
+
+@dataclass
+class ServerSettings:
+    """What the server dialog produced: the configuration fields and the secret values."""
+
+    name: str
+    transport: str
+    command: str | None = None
+    args: list[str] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)
+    url: str | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+    secrets: dict[str, dict[str, str]] = field(default_factory=lambda: {"env": {}, "headers": {}})
+    kept_secrets: dict[str, dict[str, str]] = field(default_factory=lambda: {"env": {}, "headers": {}})
+
+    def to_config(self):
+        """A ``ServerConfig`` for the journal (secret references are filled in by the engine)."""
+        from hostapp.store.journal import ServerConfig
+
+        return ServerConfig(name=self.name, transport=self.transport, url=self.url, headers=dict(self.headers),
+                            secret_headers=dict(self.kept_secrets["headers"]), command=self.command,
+                            args=list(self.args), env=dict(self.env), secret_env=dict(self.kept_secrets["env"]))
+
+    @classmethod
+    def from_imported(cls, s: ImportedServer) -> "ServerSettings":
+        env, headers, secrets = s.split_secrets()
+        return cls(name=s.name, transport=s.transport, command=s.command, args=list(s.args), env=env,
+                   url=s.url, headers=headers, secrets=secrets)
+
+
+class PairsTable(QTableWidget):
+    """Name / value / secret rows (environment variables or HTTP headers)."""
+
+    def __init__(self, what: str, parent: QWidget | None = None) -> None:
+        super().__init__(0, 3, parent)
+        self.what = what
+        self.setHorizontalHeaderLabels(["Name", "Value", "Secret"])
+        self.horizontalHeader().setSectionResizeMode(1, QHeaderView.ResizeMode.Stretch)
+        self.verticalHeader().setVisible(False)
+        self.setAccessibleName(what)
+        self.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.setMinimumHeight(110)
+
+    def add_row(self, name: str = "", value: str = "", secret: bool = False, kept_ref: str | None = None) -> None:
+        row = self.rowCount()
+        self.insertRow(row)
+        self.setItem(row, 0, QTableWidgetItem(name))
+        value_edit = QLineEdit(value)
+        value_edit.setAccessibleName(f"{self.what} value")
+        if kept_ref is not None:
+            value_edit.setPlaceholderText(KEPT_IN_KEYRING)
+            value_edit.setProperty("kept_ref", kept_ref)
+        self.setCellWidget(row, 1, value_edit)
+        check = QCheckBox()
+        check.setAccessibleName(f"{self.what} value is secret")
+        check.setChecked(secret)
+        check.toggled.connect(lambda on, e=value_edit: e.setEchoMode(
+            QLineEdit.EchoMode.Password if on else QLineEdit.EchoMode.Normal))
+        value_edit.setEchoMode(QLineEdit.EchoMode.Password if secret else QLineEdit.EchoMode.Normal)
+        self.setCellWidget(row, 2, check)
+
+    def remove_selected(self) -> None:
+        for row in sorted({i.row() for i in self.selectedIndexes()}, reverse=True):
+            self.removeRow(row)
+
+    def values(self) -> tuple[dict[str, str], dict[str, str], dict[str, str]]:
+        """(plain values, new secret values, secret references kept unchanged)."""
+        plain: dict[str, str] = {}
+        secret: dict[str, str] = {}
+        kept: dict[str, str] = {}
+        for row in range(self.rowCount()):
+            item = self.item(row, 0)
+            name = item.text().strip() if item else ""
+            if not name:
+                continue
+            edit: QLineEdit = self.cellWidget(row, 1)
+            is_secret = self.cellWidget(row, 2).isChecked()
+            ref = edit.property("kept_ref")
+            if is_secret and ref and not edit.text():
+                kept[name] = ref
+            elif is_secret:
+                secret[name] = edit.text()
+            else:
+                plain[name] = edit.text()
+        return plain, secret, kept
+
+
+class ServerDialog(QDialog):
+    """Add or edit one server (stdio command or Streamable HTTP URL)."""
+
+    def __init__(self, parent: QWidget | None = None, *, existing=None, taken_names: set[str] = frozenset()) -> None:
+        super().__init__(parent)
+        self.setWindowTitle("Edit server" if existing else "Add server")
+        self.taken_names = set(taken_names) - ({existing.name} if existing else set())
+        self.result_settings: ServerSettings | None = None
+
+        self.name_edit = QLineEdit()
+        self.name_edit.setAccessibleName("Server name")
+        self.transport = QComboBox()
+        self.transport.addItem("Local program (stdio)", "stdio")
+        self.transport.addItem("Remote (Streamable HTTP)", "http")
+        self.transport.setAccessibleName("Transport")
+
+        stdio = QWidget()
+        sform = QFormLayout(stdio)
+        self.command_edit = QLineEdit()
+        self.command_edit.setAccessibleName("Command")
+        self.command_edit.setPlaceholderText("npx, uvx, python, /path/to/server …")
+        self.args_edit = QLineEdit()
+        self.args_edit.setAccessibleName("Arguments")
+        self.args_edit.setPlaceholderText("arguments, separated by spaces (quote those with spaces)")
+        self.env_table = PairsTable("Environment variable")
+        sform.addRow("&Command:", self.command_edit)
+        sform.addRow("&Arguments:", self.args_edit)
+        sform.addRow("&Environment:", self._with_buttons(self.env_table))
+
+        http = QWidget()
+        hform = QFormLayout(http)
+        self.url_edit = QLineEdit()
+        self.url_edit.setAccessibleName("Server URL")
+        self.url_edit.setPlaceholderText("https://example.com/mcp")
+        self.headers_table = PairsTable("HTTP header")
+        hform.addRow("&URL:", self.url_edit)
+        hform.addRow("&Headers:", self._with_buttons(self.headers_table))
+
+        self.pages = QStackedWidget()
+        self.pages.addWidget(stdio)
+        self.pages.addWidget(http)
+        self.transport.currentIndexChanged.connect(self.pages.setCurrentIndex)
+
+        self.error_label = plain_label("")
+        self.error_label.setAccessibleName("Problem")
+        self.buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel)
+        self.buttons.accepted.connect(self._try_accept)
+        self.buttons.rejected.connect(self.reject)
+
+        form = QFormLayout()
+        form.addRow("&Name:", self.name_edit)
+        form.addRow("&Transport:", self.transport)
+        layout = QVBoxLayout(self)
+        layout.addLayout(form)
+        layout.addWidget(self.pages)
+        layout.addWidget(plain_label("Values marked secret are kept in the system keyring, never in hostapp's "
+                                     "files.", selectable=False))
+        layout.addWidget(self.error_label)
+        layout.addWidget(self.buttons)
+        self.resize(560, 440)
+        if existing is not None:
+            self._fill(existing)
+
+    def _with_buttons(self, table: PairsTable) -> QWidget:
+        box = QWidget()
+        lay = QVBoxLayout(box)
+        lay.setContentsMargins(0, 0, 0, 0)
+        lay.addWidget(table)
+        row = QHBoxLayout()
+        add = QPushButton("Add")
+        add.setAccessibleName(f"Add {table.what.lower()}")
+        add.clicked.connect(lambda: table.add_row())
+        remove = QPushButton("Remove")
+        remove.setAccessibleName(f"Remove selected {table.what.lower()}")
+        remove.clicked.connect(table.remove_selected)
+        row.addWidget(add)
+        row.addWidget(remove)
+        row.addStretch(1)
+        lay.addLayout(row)
+        return box
+
+    def _fill(self, cfg) -> None:
+        self.name_edit.setText(cfg.name)
+        self.transport.setCurrentIndex(0 if cfg.transport == "stdio" else 1)
+        self.command_edit.setText(cfg.command or "")
+        self.args_edit.setText(shlex.join(cfg.args or []))
+        self.url_edit.setText(cfg.url or "")
+        for k, v in (cfg.env or {}).items():
+            self.env_table.add_row(k, v)
+        for k, ref in (cfg.secret_env or {}).items():
+            self.env_table.add_row(k, "", True, kept_ref=ref)
+        for k, v in (cfg.headers or {}).items():
+            self.headers_table.add_row(k, v)
+        for k, ref in (cfg.secret_headers or {}).items():
+            self.headers_table.add_row(k, "", True, kept_ref=ref)
+
+    def fill_imported(self, s: ImportedServer) -> None:
+        self.name_edit.setText(s.name)
+        self.transport.setCurrentIndex(0 if s.transport == "stdio" else 1)
+        self.command_edit.setText(s.command or "")
+        self.args_edit.setText(shlex.join(s.args))
+        self.url_edit.setText(s.url or "")
+        for k, v in s.env.items():
+            self.env_table.add_row(k, v, k in s.secret_names)
+        for k, v in s.headers.items():
+            self.headers_table.add_row(k, v, k in s.secret_names)
+
+    def settings(self) -> ServerSettings:
+        """The entered settings; raises ValueError with a message for the person."""
+        name = self.name_edit.text().strip()
+        if not name:
+            raise ValueError("Give the server a name.")
+        if name in self.taken_names:
+            raise ValueError(f"A server named {name!r} already exists.")
+        transport = self.transport.currentData()
+        out = ServerSettings(name=name, transport=transport)
+        if transport == "stdio":
+            out.command = self.command_edit.text().strip()
+            if not out.command:
+                raise ValueError("Enter the command that starts the server.")
+            try:
+                out.args = shlex.split(self.args_edit.text())
+            except ValueError as exc:
+                raise ValueError(f"The arguments cannot be split: {exc}.") from None
+            out.env, out.secrets["env"], out.kept_secrets["env"] = self.env_table.values()
+        else:
+            out.url = self.url_edit.text().strip()
+            if not out.url.startswith(("http://", "https://")):
+                raise ValueError("The URL must start with http:// or https://.")
+            out.headers, out.secrets["headers"], out.kept_secrets["headers"] = self.headers_table.values()
+        return out
+
+    def _try_accept(self) -> None:
+        try:
+            self.result_settings = self.settings()
+        except ValueError as exc:
+            self.error_label.setText(str(exc))
+            return
+        self.accept()
+
+
+class ImportDialog(QDialog):
+    """Lists the servers found in other clients' configuration files; the checked ones are imported."""
+
+    def __init__(self, parent: QWidget | None = None, *, taken_names: set[str] = frozenset(),
+                 search_home: Path | None = None, search_cwd: Path | None = None) -> None:
+        super().__init__(parent)
+        self.setWindowTitle("Import servers")
+        self.taken_names = set(taken_names)
+        self.found: list[ImportedServer] = []
+        self.tree = QTreeWidget()
+        self.tree.setHeaderLabels(["Server", "From", "Command or URL", "Notes"])
+        self.tree.setRootIsDecorated(False)
+        self.tree.setAccessibleName("Servers found")
+        self.status = plain_label("")
+        choose = QPushButton("Choose a file…")
+        choose.setAccessibleName("Choose a configuration file to import from")
+        choose.clicked.connect(self._choose_file)
+        self.buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Cancel)
+        self.import_button = self.buttons.addButton("Import", QDialogButtonBox.ButtonRole.AcceptRole)
+        self.buttons.accepted.connect(self.accept)
+        self.buttons.rejected.connect(self.reject)
+        layout = QVBoxLayout(self)
+        layout.addWidget(plain_label("Servers configured in Claude Desktop, VS Code and Cursor on this computer. "
+                                     "Values that look like credentials go to the system keyring.",
+                                     selectable=False))
+        layout.addWidget(self.tree, 1)
+        layout.addWidget(self.status)
+        row = QHBoxLayout()
+        row.addWidget(choose)
+        row.addStretch(1)
+        row.addWidget(self.buttons)
+        layout.addLayout(row)
+        self.resize(760, 380)
+        self._file_dialog: QFileDialog | None = None
+        for client, path in known_config_files(search_home, search_cwd):
+            self.add_file(path, client)
+        self._update_status()
+
+    def add_file(self, path: Path, source: str = "") -> None:
+        try:
+            servers = read_config(path, source or Path(path).name)
+        except ValueError as exc:
+            self.status.setText(f"{path}: {exc}")
+            return
+        for s in servers:
+            self.found.append(s)
+            item = QTreeWidgetItem([s.name, s.source, s.url or shlex.join([s.command or "", *s.args]),
+                                    "; ".join(s.warnings)])
+            clash = s.name in self.taken_names
+            item.setCheckState(0, Qt.CheckState.Unchecked if clash else Qt.CheckState.Checked)
+            if clash:
+                item.setText(3, "; ".join(["a server with this name exists", *s.warnings]))
+            self.tree.addTopLevelItem(item)
+        for col in range(3):
+            self.tree.resizeColumnToContents(col)
+        self._update_status()
+
+    def _update_status(self) -> None:
+        if not self.found and not self.status.text():
+            self.status.setText("No configuration files were found. Choose one to import from.")
+        self.import_button.setEnabled(bool(self.found))
+
+    def _choose_file(self) -> None:
+        dialog = QFileDialog(self, "Choose an MCP configuration file")
+        dialog.setNameFilter("JSON files (*.json);;All files (*)")
+        dialog.setFileMode(QFileDialog.FileMode.ExistingFile)
+        dialog.fileSelected.connect(lambda p: self.add_file(Path(p)))
+        self._file_dialog = dialog
+        dialog.open()
+
+    def chosen(self) -> list[ImportedServer]:
+        return [s for i, s in enumerate(self.found)
+                if self.tree.topLevelItem(i).checkState(0) == Qt.CheckState.Checked]
