@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from hostapp.mechanisms.actions import Action, Deliver, MarkStatus, ScheduleWake, SendRequest, Unknown
-from hostapp.mechanisms.base import HELD, SENT, Mechanism, register
+from hostapp.mechanisms.base import DEFAULT_POLL_SECONDS, HELD, SENT, Mechanism, register
 
 STREAM_CREATE = "notifications/stream/create"
 STREAM_END = "notifications/stream/end"
@@ -126,7 +126,14 @@ class StreamRequest(Mechanism):
             return self._on_poll(mine[0], now)
         if method == "stream/poll":
             return self._on_poll(result, now)
-        return [MarkStatus("working")] if method == "stream/resume" else []
+        if method == "stream/resume":
+            # The resume answered without the response (a server may flush what was
+            # pending and return): look again later rather than wait forever.
+            self.not_before = now + self.min_s
+            self.resume_wanted = True
+            return [MarkStatus("working"),
+                    ScheduleWake(max(now + DEFAULT_POLL_SECONDS, self.not_before), "resume the stream again")]
+        return []
 
     def _on_poll(self, poll: dict[str, Any], now: float) -> list[Action]:
         if poll.get("status") == "completed" and not poll.get("pendingMessages"):

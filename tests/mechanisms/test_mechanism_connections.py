@@ -106,8 +106,17 @@ def test_stream_resume_honours_the_minimum_interval():
     # Woken early (another operation's timer, a clock jump): still not before min.
     assert m.wake(now=T0 + 12) == [ScheduleWake(T0 + 15, "resume the stream")]
     assert m.wake(now=T0 + 15) == [SendRequest("stream/resume", {"streamId": "S-1"})]
-    assert m.on_result({}, now=T0 + 15.1, method="stream/resume") == [MarkStatus("working")]
     assert m.on_result(RESULT, now=T0 + 15.2) == [Deliver(result=RESULT)]
+
+
+def test_stream_resume_that_returns_without_the_response_resumes_again_later():
+    m = stream(min_s=5)
+    m.on_disconnect(now=T0 + 10)
+    m.wake(now=T0 + 15)
+    actions = m.on_result({}, now=T0 + 16, method="stream/resume")
+    [wake] = of_type(actions, ScheduleWake)
+    assert wake.at >= T0 + 21
+    assert m.wake(now=wake.at) == [SendRequest("stream/resume", {"streamId": "S-1"})]
 
 
 def test_stream_retries_back_off_but_resume_before_the_maximum():
