@@ -124,7 +124,8 @@ class Deliver:
 
 @dataclass(frozen=True, slots=True)
 class Cancelled:
-    """Terminal: the operation was cancelled at the person's request."""
+    """Terminal: the operation stopped without an outcome that is its own: the person
+    cancelled it, or it never left the host. ``message`` says which."""
 
     message: str = "cancelled"
 

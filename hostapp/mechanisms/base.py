@@ -39,6 +39,8 @@ CANCELLING = "cancelling"          # cancel asked for, confirmation pending
 DONE = "done"                      # a terminal action was emitted
 PHASES = (NEW, SENT, HELD, AWAITING_INPUT, CANCELLING, DONE)
 
+NEVER_SENT = "the host stopped before the request was sent; it never ran"
+
 #: Poll delay when the server gives none, and the ceiling for error back-off (seconds).
 DEFAULT_POLL_SECONDS = 2.0
 MAX_BACKOFF_SECONDS = 60.0
@@ -174,8 +176,9 @@ class Mechanism(ABC):
         if self.phase == DONE:
             return []
         if self.phase == NEW:
-            # Journaled but never prepared: nothing can have left the process.
-            return self._settle([Unknown("the host stopped before the request was sent")])
+            # Journaled but never prepared: nothing left the process, so the outcome is
+            # known (it never ran) and re-running it is the person's choice.
+            return self._settle([Cancelled(NEVER_SENT)])
         return self._settle(self._resume(now))
 
     def wake(self, *, now: float) -> list[Action]:

@@ -11,6 +11,7 @@ import pytest
 from hostapp.mechanisms import (
     AskInput,
     AsyncTool,
+    Cancelled,
     CommitHandle,
     Deliver,
     DirectRequest,
@@ -206,7 +207,7 @@ def test_progress_never_moves_backwards(name):
 
 def test_a_mechanism_journaled_before_prepare_never_sends():
     m = restart(Tasks2025())
-    assert m.resume(now=T0) == [Unknown("the host stopped before the request was sent")]
+    assert m.resume(now=T0) == [Cancelled("the host stopped before the request was sent; it never ran")]
 
 
 def test_restore_refuses_a_foreign_state():
