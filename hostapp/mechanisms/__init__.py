@@ -69,8 +69,8 @@ from hostapp.mechanisms.actions import (
     TERMINAL_ACTIONS,
     Action,
     AskInput,
-    CancelRequest,
     Cancelled,
+    CancelRequest,
     CommitHandle,
     Deliver,
     MarkStatus,
@@ -82,29 +82,54 @@ from hostapp.mechanisms.actions import (
     SendRequest,
     Unknown,
 )
-from hostapp.mechanisms.base import MECHANISMS, Mechanism, restore_mechanism
-from hostapp.mechanisms.direct import DirectRequest
-from hostapp.mechanisms.http_resumption import HttpStreamResumption
-from hostapp.mechanisms.tasks_2025 import Tasks2025
-from hostapp.mechanisms.mrtr import Mrtr
-from hostapp.mechanisms.tasks_extension import TasksExtension
-from hostapp.mechanisms.resume_tokens import ResumeTokenRequest
-from hostapp.mechanisms.streams import StreamRequest
-from hostapp.mechanisms.resumable_requests import ResumableRequest
 from hostapp.mechanisms.async_tools import AsyncTool
+from hostapp.mechanisms.base import MECHANISMS, Mechanism, restore_mechanism
 from hostapp.mechanisms.capabilities import (
     candidate_mechanisms,
     choose_mechanism,
     client_capabilities,
     start_mechanism,
 )
+from hostapp.mechanisms.direct import DirectRequest
+from hostapp.mechanisms.http_resumption import HttpStreamResumption
+from hostapp.mechanisms.mrtr import Mrtr
+from hostapp.mechanisms.resumable_requests import ResumableRequest
+from hostapp.mechanisms.resume_tokens import ResumeTokenRequest
+from hostapp.mechanisms.streams import StreamRequest
+from hostapp.mechanisms.tasks_2025 import Tasks2025
+from hostapp.mechanisms.tasks_extension import TasksExtension
 
 __all__ = [
-    "Action", "AskInput", "CancelRequest", "Cancelled", "CommitHandle", "Deliver", "MarkStatus",
-    "PartialResult", "ReportProgress", "ResumeSseStream", "ScheduleWake", "SendNotification",
-    "SendRequest", "Unknown", "OPERATION_STATUSES", "TERMINAL_ACTIONS",
-    "MECHANISMS", "Mechanism", "restore_mechanism",
-    "DirectRequest", "HttpStreamResumption", "Tasks2025", "TasksExtension", "Mrtr",
-    "ResumeTokenRequest", "StreamRequest", "ResumableRequest", "AsyncTool",
-    "candidate_mechanisms", "choose_mechanism", "client_capabilities", "start_mechanism",
+    "MECHANISMS",
+    "OPERATION_STATUSES",
+    "TERMINAL_ACTIONS",
+    "Action",
+    "AskInput",
+    "AsyncTool",
+    "CancelRequest",
+    "Cancelled",
+    "CommitHandle",
+    "Deliver",
+    "DirectRequest",
+    "HttpStreamResumption",
+    "MarkStatus",
+    "Mechanism",
+    "Mrtr",
+    "PartialResult",
+    "ReportProgress",
+    "ResumableRequest",
+    "ResumeSseStream",
+    "ResumeTokenRequest",
+    "ScheduleWake",
+    "SendNotification",
+    "SendRequest",
+    "StreamRequest",
+    "Tasks2025",
+    "TasksExtension",
+    "Unknown",
+    "candidate_mechanisms",
+    "choose_mechanism",
+    "client_capabilities",
+    "restore_mechanism",
+    "start_mechanism",
 ]

@@ -10,7 +10,7 @@ leaks one.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import Any
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,21 +138,21 @@ class Unknown:
     reason: str
 
 
-Action = Union[
-    SendRequest,
-    SendNotification,
-    CancelRequest,
-    ResumeSseStream,
-    ScheduleWake,
-    CommitHandle,
-    ReportProgress,
-    PartialResult,
-    AskInput,
-    MarkStatus,
-    Deliver,
-    Cancelled,
-    Unknown,
-]
+Action = (
+    SendRequest
+    | SendNotification
+    | CancelRequest
+    | ResumeSseStream
+    | ScheduleWake
+    | CommitHandle
+    | ReportProgress
+    | PartialResult
+    | AskInput
+    | MarkStatus
+    | Deliver
+    | Cancelled
+    | Unknown
+)
 
 TERMINAL_ACTIONS = (Deliver, Cancelled, Unknown)
 

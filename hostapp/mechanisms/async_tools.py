@@ -15,12 +15,13 @@ second run cannot happen.
 from __future__ import annotations
 
 import secrets
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from hostapp.mechanisms.actions import (
     Action,
-    CancelRequest,
     Cancelled,
+    CancelRequest,
     Deliver,
     MarkStatus,
     PartialResult,

@@ -13,22 +13,22 @@ from abc import ABC, abstractmethod
 from typing import Any, ClassVar
 
 from hostapp.mechanisms.actions import (
+    TERMINAL_ACTIONS,
     Action,
-    CancelRequest,
     Cancelled,
+    CancelRequest,
     CommitHandle,
     Deliver,
     MarkStatus,
     PartialResult,
     ReportProgress,
     ScheduleWake,
-    TERMINAL_ACTIONS,
     Unknown,
 )
 from hostapp.protocol.jsonrpc import INVALID_PARAMS
 
 #: Every concrete mechanism by ``name``, for ``restore_mechanism``.
-MECHANISMS: dict[str, type["Mechanism"]] = {}
+MECHANISMS: dict[str, type[Mechanism]] = {}
 
 # Phases of an operation as a mechanism sees it.
 NEW = "new"                        # created, nothing sent
@@ -46,7 +46,7 @@ DEFAULT_POLL_SECONDS = 2.0
 MAX_BACKOFF_SECONDS = 60.0
 
 
-def register(cls: type["Mechanism"]) -> type["Mechanism"]:
+def register(cls: type[Mechanism]) -> type[Mechanism]:
     MECHANISMS[cls.name] = cls
     return cls
 
@@ -82,7 +82,7 @@ def scrub_result(result: dict[str, Any] | None) -> dict[str, Any] | None:
     return clean
 
 
-def restore_mechanism(state: dict[str, Any], secret: str | None) -> "Mechanism":
+def restore_mechanism(state: dict[str, Any], secret: str | None) -> Mechanism:
     """Rebuild whichever mechanism journaled ``state`` (its ``name`` is in it)."""
     try:
         cls = MECHANISMS[state["mechanism"]]
@@ -238,7 +238,7 @@ class Mechanism(ABC):
         return None
 
     @classmethod
-    def restore(cls, state: dict[str, Any], secret: str | None) -> "Mechanism":
+    def restore(cls, state: dict[str, Any], secret: str | None) -> Mechanism:
         if state.get("mechanism") != cls.name:
             raise ValueError(f"state of {state.get('mechanism')!r} given to {cls.name!r}")
         self = cls.__new__(cls)
@@ -255,7 +255,7 @@ class Mechanism(ABC):
         return self
 
     @classmethod
-    def adopt(cls, other: "Mechanism") -> "Mechanism":
+    def adopt(cls, other: Mechanism) -> Mechanism:
         """Take over an operation another mechanism started, when the server offers
         this mechanism in the middle of it (see ``DirectRequest``)."""
         self = cls.__new__(cls)

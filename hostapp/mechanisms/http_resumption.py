@@ -12,7 +12,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from hostapp.mechanisms.actions import Action, Deliver, MarkStatus, ResumeSseStream, ScheduleWake, Unknown
+from hostapp.mechanisms.actions import (
+    Action,
+    Deliver,
+    MarkStatus,
+    ResumeSseStream,
+    ScheduleWake,
+    Unknown,
+)
 from hostapp.mechanisms.base import HELD, SENT, Mechanism, register
 
 #: Wait before reconnecting when the server sent no ``retry`` (milliseconds).

@@ -14,7 +14,15 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from hostapp.mechanisms.actions import Action, AskInput, Cancelled, Deliver, MarkStatus, SendRequest, Unknown
+from hostapp.mechanisms.actions import (
+    Action,
+    AskInput,
+    Cancelled,
+    Deliver,
+    MarkStatus,
+    SendRequest,
+    Unknown,
+)
 from hostapp.mechanisms.base import AWAITING_INPUT, SENT, Mechanism, register
 
 INPUT_REQUIRED = "input_required"

@@ -12,7 +12,14 @@ import copy
 import json
 from typing import Any
 
-from hostapp.mechanisms.actions import Action, Deliver, MarkStatus, PartialResult, SendRequest, Unknown
+from hostapp.mechanisms.actions import (
+    Action,
+    Deliver,
+    MarkStatus,
+    PartialResult,
+    SendRequest,
+    Unknown,
+)
 from hostapp.mechanisms.base import HELD, SENT, Mechanism, is_invalid_handle, register
 
 

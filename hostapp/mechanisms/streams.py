@@ -13,8 +13,21 @@ from __future__ import annotations
 
 from typing import Any
 
-from hostapp.mechanisms.actions import Action, Deliver, MarkStatus, ScheduleWake, SendRequest, Unknown
-from hostapp.mechanisms.base import DEFAULT_POLL_SECONDS, HELD, SENT, Mechanism, register
+from hostapp.mechanisms.actions import (
+    Action,
+    Deliver,
+    MarkStatus,
+    ScheduleWake,
+    SendRequest,
+    Unknown,
+)
+from hostapp.mechanisms.base import (
+    DEFAULT_POLL_SECONDS,
+    HELD,
+    SENT,
+    Mechanism,
+    register,
+)
 
 STREAM_CREATE = "notifications/stream/create"
 STREAM_END = "notifications/stream/end"

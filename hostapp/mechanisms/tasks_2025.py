@@ -16,8 +16,8 @@ from typing import Any
 
 from hostapp.mechanisms.actions import (
     Action,
-    CancelRequest,
     Cancelled,
+    CancelRequest,
     Deliver,
     MarkStatus,
     ScheduleWake,
@@ -49,7 +49,7 @@ def _epoch(timestamp: Any) -> float | None:
     if not isinstance(timestamp, str):
         return None
     try:
-        return datetime.fromisoformat(timestamp.replace("Z", "+00:00")).timestamp()
+        return datetime.fromisoformat(timestamp).timestamp()
     except ValueError:
         return None
 

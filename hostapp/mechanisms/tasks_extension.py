@@ -28,7 +28,14 @@ from hostapp.mechanisms.actions import (
     SendRequest,
     Unknown,
 )
-from hostapp.mechanisms.base import AWAITING_INPUT, CANCELLING, HELD, error_object, is_invalid_handle, register
+from hostapp.mechanisms.base import (
+    AWAITING_INPUT,
+    CANCELLING,
+    HELD,
+    error_object,
+    is_invalid_handle,
+    register,
+)
 from hostapp.mechanisms.mrtr import Mrtr
 from hostapp.protocol.jsonrpc import REQUEST_CANCELLED
 

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import pytest
+from mechanism_driver import CALL, RESULT, of_type, restart, terminals
 
 from hostapp.mechanisms import (
     AsyncTool,
-    CancelRequest,
     Cancelled,
+    CancelRequest,
     CommitHandle,
     Deliver,
     MarkStatus,
@@ -16,7 +17,6 @@ from hostapp.mechanisms import (
     SendRequest,
     Unknown,
 )
-from mechanism_driver import CALL, RESULT, of_type, restart, terminals
 
 T0 = 1_800_000_000.0
 INVALID = {"code": -32602, "message": "Failed to retrieve operation: Operation not found"}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from mechanism_driver import CALL, RESULT, restart
 
 from hostapp.mechanisms import (
     AskInput,
@@ -25,7 +26,6 @@ from hostapp.mechanisms import (
     client_capabilities,
     restore_mechanism,
 )
-from mechanism_driver import CALL, RESULT, restart
 
 T0 = 1_800_000_000.0
 TASK_SERVER = {"tasks": {"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}}}

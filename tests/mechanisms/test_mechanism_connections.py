@@ -4,10 +4,11 @@ Streamable HTTP resumption, streams (seed 002) and SEP-975 resumable requests.""
 from __future__ import annotations
 
 import pytest
+from mechanism_driver import CALL, RESULT, of_type, restart, terminals
 
 from hostapp.mechanisms import (
-    CancelRequest,
     Cancelled,
+    CancelRequest,
     CommitHandle,
     Deliver,
     HttpStreamResumption,
@@ -19,7 +20,6 @@ from hostapp.mechanisms import (
     StreamRequest,
     Unknown,
 )
-from mechanism_driver import CALL, RESULT, of_type, restart, terminals
 
 T0 = 1_800_000_000.0
 

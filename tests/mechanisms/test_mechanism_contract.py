@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import pytest
+from mechanism_driver import CALL, RESULT, feed_all, restart, terminals
 
 from hostapp.mechanisms import (
     AskInput,
@@ -28,7 +29,6 @@ from hostapp.mechanisms import (
     TasksExtension,
     Unknown,
 )
-from mechanism_driver import CALL, RESULT, feed_all, restart, terminals
 
 INVALID = {"code": -32602, "message": "Invalid params: unknown handle"}
 

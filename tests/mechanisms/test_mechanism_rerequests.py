@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from mechanism_driver import CALL, RESULT, of_type, restart
+
 from hostapp.mechanisms import (
     AskInput,
     Cancelled,
@@ -13,7 +15,6 @@ from hostapp.mechanisms import (
     SendRequest,
     Unknown,
 )
-from mechanism_driver import CALL, RESULT, of_type, restart
 
 T0 = 1_800_000_000.0
 QUESTION = {"city": {"method": "elicitation/create",

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import pytest
+from mechanism_driver import CALL, RESULT, of_type, restart, terminals
 
 from hostapp.mechanisms import (
     AskInput,
-    CancelRequest,
     Cancelled,
+    CancelRequest,
     CommitHandle,
     Deliver,
     MarkStatus,
@@ -17,7 +18,6 @@ from hostapp.mechanisms import (
     TasksExtension,
     Unknown,
 )
-from mechanism_driver import CALL, RESULT, of_type, restart, terminals
 
 T0 = 1_800_000_000.0
 

@@ -6,10 +6,17 @@ from __future__ import annotations
 import pytest
 from mcp_types import _v2025_11_25 as v2025
 from mcp_types import _v2026_07_28 as v2026
-
-from hostapp.mechanisms import Deliver, Mrtr, SendRequest, Tasks2025, TasksExtension, client_capabilities
-from hostapp.protocol.eras import stateless_meta
 from mechanism_driver import CALL, RESULT, of_type
+
+from hostapp.mechanisms import (
+    Deliver,
+    Mrtr,
+    SendRequest,
+    Tasks2025,
+    TasksExtension,
+    client_capabilities,
+)
+from hostapp.protocol.eras import stateless_meta
 
 T0 = 1_800_000_000.0
 
@@ -33,7 +40,7 @@ def test_2025_task_messages_match_the_schema():
     created = v2025.CreateTaskResult(task=v2025.Task(
         taskId="T-1", status="working", createdAt="2026-11-22T03:00:00Z", lastUpdatedAt="2026-11-22T03:00:00Z",
         ttl=60000, pollInterval=2000)).model_dump(by_alias=True, exclude_none=True, mode="json")
-    actions = m.on_result(created, now=T0 + 1)
+    m.on_result(created, now=T0 + 1)
     assert m.secret() == "T-1" and m.state()["poll_seconds"] == 2.0
 
     [get] = m.wake(now=T0 + 3)
