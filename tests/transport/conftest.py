@@ -1,0 +1,143 @@
+"""Fixtures of the transport tests: a listener that records every callback, and the test servers."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from hostapp.protocol.jsonrpc import ErrorResponse, Message, Notification, Response
+
+SUPPORT = Path(__file__).resolve().parents[1] / "support"
+
+
+class RecordingListener:
+    """A TransportListener that keeps everything and lets a test await a condition."""
+
+    def __init__(self) -> None:
+        self.messages: list[Message] = []
+        self.invalid: list[tuple[Exception, bytes | str]] = []
+        self.stream_events: list[tuple[object, str, int | None]] = []
+        self.lost: list[tuple[object, Exception]] = []
+        self.closed: list[Exception | None] = []
+        self.logs: list[str] = []
+        self.arrival: list[float] = []  # monotonic time of each message
+        self._changed = asyncio.Event()
+
+    def _touch(self) -> None:
+        self._changed.set()
+
+    def on_message(self, message: Message) -> None:
+        self.messages.append(message)
+        self.arrival.append(time.monotonic())
+        self._touch()
+
+    def on_invalid(self, error: Exception, raw: bytes | str) -> None:
+        self.invalid.append((error, raw))
+        self._touch()
+
+    def on_stream_event(self, request_id, event_id: str, retry_ms: int | None) -> None:
+        self.stream_events.append((request_id, event_id, retry_ms))
+        self._touch()
+
+    def on_request_lost(self, request_id, error: Exception) -> None:
+        self.lost.append((request_id, error))
+        self._touch()
+
+    def on_closed(self, error: Exception | None) -> None:
+        self.closed.append(error)
+        self._touch()
+
+    def on_log(self, line: str) -> None:
+        self.logs.append(line)
+        self._touch()
+
+    async def wait_for(self, condition, timeout: float = 10.0) -> None:
+        async def loop() -> None:
+            while not condition():
+                self._changed.clear()
+                await self._changed.wait()
+        await asyncio.wait_for(loop(), timeout)
+
+    def response_for(self, request_id) -> Message | None:
+        for message in self.messages:
+            if isinstance(message, (Response, ErrorResponse)) and message.id == request_id:
+                return message
+        return None
+
+    def has_response(self, request_id) -> bool:
+        return self.response_for(request_id) is not None
+
+    def progress_values(self) -> list:
+        return [m.params["progress"] for m in self.messages
+                if isinstance(m, Notification) and m.method == "notifications/progress"]
+
+
+@pytest.fixture
+def listener() -> RecordingListener:
+    return RecordingListener()
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_until_listening(port: int, process: subprocess.Popen, timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"test server exited with {process.returncode}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError("test server did not start listening")
+
+
+class SseTestServer:
+    """The scripted Streamable HTTP server of tests/support, run as its own process."""
+
+    def __init__(self, port: int, process: subprocess.Popen):
+        self.port = port
+        self.process = process
+        self.base = f"http://127.0.0.1:{port}"
+        self.url = f"{self.base}/mcp"
+
+    def records(self) -> list[dict]:
+        return httpx.get(f"{self.base}/_records").json()
+
+    def reset(self) -> None:
+        httpx.post(f"{self.base}/_reset")
+
+
+@pytest.fixture(scope="session")
+def sse_server_process():
+    port = free_port()
+    process = subprocess.Popen([sys.executable, str(SUPPORT / "sse_test_server.py"), "--port", str(port)])
+    try:
+        wait_until_listening(port, process)
+        yield SseTestServer(port, process)
+    finally:
+        process.terminate()
+        try:
+            process.wait(10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+@pytest.fixture
+def sse_server(sse_server_process: SseTestServer) -> SseTestServer:
+    sse_server_process.reset()
+    return sse_server_process
+
+
