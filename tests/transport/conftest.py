@@ -84,6 +84,18 @@ def listener() -> RecordingListener:
     return RecordingListener()
 
 
+@pytest.fixture
+def make_listener():
+    """For a test that needs a second listener (a second transport after a restart)."""
+    return RecordingListener
+
+
+@pytest.fixture
+def unused_port() -> int:
+    """A loopback port nothing listens on."""
+    return free_port()
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

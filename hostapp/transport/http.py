@@ -1,0 +1,512 @@
+"""The Streamable HTTP transport (MCP 2025-03-26 .. 2025-11-25, and the stateless 2026-07-28).
+
+Every message is its own POST to the MCP endpoint. A request is answered either by one
+JSON body or by an SSE stream that carries the request's notifications and, last, its
+response; that stream is read in a background task. The handshake era keeps a session
+(``Mcp-Session-Id``) and lets a dropped stream be resumed: after the server's ``retry``
+delay the transport reconnects with GET and ``Last-Event-ID``, and the server replays what
+was missed. A request is never POSTed twice. In the stateless era (2026-07-28) there is no
+session and no resumption; instead each request mirrors its method and name into headers.
+
+Secrets: the session id and the configured headers (they may hold tokens) never appear in
+exception text or logs; URLs in messages are shown without their query string.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+import httpx
+from httpx_sse import EventSource
+
+from hostapp.protocol.jsonrpc import (
+    ErrorResponse,
+    Message,
+    Notification,
+    ProtocolError,
+    Request,
+    RequestId,
+    Response,
+    encode,
+    parse,
+)
+from hostapp.transport.base import (
+    ConnectionLost,
+    HttpStatusError,
+    SessionExpired,
+    Transport,
+    TransportError,
+    TransportListener,
+)
+from hostapp.transport.http_headers import header_params, param_headers, standard_headers
+
+log = logging.getLogger(__name__)
+
+#: The revision from which on there are no sessions and no resumable streams.
+STATELESS_REVISION = "2026-07-28"
+#: The ``_meta`` key in which a stateless-era request names its revision.
+PROTOCOL_VERSION_META = "io.modelcontextprotocol/protocolVersion"
+
+#: How many reconnections in a row may fail before a dropped stream is given up.
+DEFAULT_MAX_RESUME_ATTEMPTS = 8
+#: Upper bound of the back-off between failed reconnections, in seconds.
+MAX_BACKOFF_SECONDS = 30.0
+#: How much of an error body is quoted in an exception.
+BODY_EXCERPT_CHARS = 300
+
+_ACCEPT_POST = "application/json, text/event-stream"
+_ACCEPT_SSE = "text/event-stream"
+# Streams may stay silent for hours (a long tool call); only connecting is bounded.
+_STREAM_TIMEOUT = httpx.Timeout(30.0, read=None)
+
+
+def _display_url(url: httpx.URL) -> str:
+    """The URL as shown to a person: no user info, no query (either may carry a token)."""
+    return str(url.copy_with(query=None, fragment=None, username=None, password=None))
+
+
+class StreamableHttpTransport(Transport):
+    """A connection to one MCP endpoint over Streamable HTTP.
+
+    States: created -> connected -> (initialized: session id known, standalone stream open)
+    -> closed. Background streams: one per request answered with SSE (until its response
+    arrives, resuming by GET when the connection drops), plus the standalone GET stream.
+
+    ``send`` returns once the server answered the POST's status line: for an SSE answer
+    that is at once, for a JSON answer when the whole answer is there (it is handed to the
+    listener before ``send`` returns). A JSON-RPC error that the server sends with an HTTP
+    error status for the request's own id (the stateless era does that: 400 for an
+    unsupported version, 404 for an unknown method) is handed to the listener like any
+    answer; other error statuses raise :class:`HttpStatusError`.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        headers: Mapping[str, str] | None = None,
+        *,
+        session_id: str | None = None,
+        protocol_version: str | None = None,
+        stateless: bool = False,
+        client: httpx.AsyncClient | None = None,
+        standalone_stream: bool = True,
+        default_retry_ms: int = 1000,
+        max_resume_attempts: int = DEFAULT_MAX_RESUME_ATTEMPTS,
+    ):
+        self.url = httpx.URL(url)
+        self._display_url = _display_url(self.url)
+        self._headers = dict(headers or {})
+        self._session_id = session_id
+        self._protocol_version = protocol_version
+        self._stateless = stateless
+        self._client = client
+        self._owns_client = client is None
+        self.standalone_stream = standalone_stream
+        self.default_retry_ms = default_retry_ms
+        self.max_resume_attempts = max_resume_attempts
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._standalone_task: asyncio.Task[None] | None = None
+        self._tool_param_headers: dict[str, dict[str, tuple[str, ...]]] = {}
+        self._closing = False
+        self._connected = False
+
+    # -- the Transport contract -------------------------------------------------------------
+
+    @property
+    def session_id(self) -> str | None:
+        return self._session_id
+
+    @property
+    def protocol_version(self) -> str | None:
+        return self._protocol_version
+
+    @property
+    def stateless(self) -> bool:
+        return self._stateless
+
+    async def connect(self, listener: TransportListener) -> None:
+        self.listener = listener
+        if self._client is None:
+            self._client = httpx.AsyncClient(timeout=_STREAM_TIMEOUT)
+            self._owns_client = True
+        self._connected = True
+        self._closing = False
+
+    def set_protocol_version(self, version: str, *, stateless: bool) -> None:
+        self._protocol_version = version
+        self._stateless = stateless
+        if stateless:
+            self._session_id = None  # the stateless era has no sessions; never echo one
+
+    async def send(self, message: Message) -> None:
+        client = self._require_client()
+        headers = self._post_headers(message)
+        request = client.build_request("POST", self.url, content=encode(message), headers=headers,
+                                       timeout=_STREAM_TIMEOUT)
+        sent_session = "Mcp-Session-Id" in headers
+        response = await self._send_http(request)
+        try:
+            if response.status_code >= 400:
+                await self._raise_for_status(response, sent_session, message)
+                return  # a JSON-RPC error for this request went to the listener
+            if not self._stateless and self._session_id is None:
+                # The initialize answer assigns the session.
+                self._session_id = response.headers.get("mcp-session-id") or None
+            if not isinstance(message, Request):
+                await response.aclose()  # 202 Accepted, nothing to read
+                if (isinstance(message, Notification) and message.method == "notifications/initialized"
+                        and self.standalone_stream and not self._stateless):
+                    self.open_standalone_stream()
+                return
+            content_type = response.headers.get("content-type", "")
+            if content_type.startswith(_ACCEPT_SSE):
+                self._spawn(self._follow_stream(response, message.id), f"sse-{message.method}")
+                response = None  # the task owns it now
+                return
+            body = await response.aread()
+            await response.aclose()
+            if not body.strip():
+                self.listener.on_invalid(ProtocolError(
+                    f"empty answer (HTTP {response.status_code}) to {message.method}"), body)
+                return
+            self._dispatch(body)
+        except httpx.HTTPError as exc:
+            raise ConnectionLost(f"connection to {self._display_url} lost while reading the answer: "
+                                 f"{type(exc).__name__}") from None
+        finally:
+            if response is not None and not response.is_closed:
+                await response.aclose()
+
+    async def close(self) -> None:
+        if self._closing:
+            return
+        self._closing = True
+        tasks = list(self._tasks)
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+        client = self._client
+        if client is not None and self._session_id is not None and not self._stateless:
+            try:
+                response = await client.delete(self.url, headers=self._base_headers(), timeout=5.0)
+                if response.status_code not in (200, 202, 204, 404, 405):
+                    log.info("DELETE of the session at %s answered HTTP %s", self._display_url,
+                             response.status_code)
+            except httpx.HTTPError as exc:
+                log.info("could not end the session at %s: %s", self._display_url, type(exc).__name__)
+        if client is not None and self._owns_client:
+            await client.aclose()
+            self._client = None
+        was_connected, self._connected = self._connected, False
+        if was_connected:
+            self.listener.on_closed(None)
+
+    # -- beyond the contract -------------------------------------------------------------
+
+    async def resume_stream(self, request_id: RequestId, last_event_id: str) -> None:
+        """Reconnect to the stream of ``request_id`` (after a host restart) at once.
+
+        Raises like :meth:`send` when the GET is refused (404 with a session id:
+        :class:`SessionExpired`); otherwise the replay is read in the background and a
+        further drop is resumed after the server's ``retry`` delay.
+        """
+        if self._stateless:
+            raise TransportError("a stream of the stateless era cannot be resumed")
+        response = await self._open_get(last_event_id)
+        if response.status_code >= 400:
+            await self._raise_for_status(response, "Mcp-Session-Id" in response.request.headers, None)
+            return
+        self._spawn(self._follow_stream(response, request_id, last_event_id=last_event_id),
+                    "sse-resume")
+
+    def open_standalone_stream(self) -> None:
+        """Open the GET stream for server-initiated messages (done by itself after initialization)."""
+        if self._standalone_task is None or self._standalone_task.done():
+            self._standalone_task = self._spawn(self._standalone_loop(), "sse-standalone")
+
+    def set_tool_schemas(self, tools: list[Mapping[str, Any]]) -> None:
+        """Learn which tool arguments are mirrored into ``Mcp-Param-*`` headers (2026-07-28).
+
+        Called with the tools of ``tools/list``; tools whose annotations are invalid must be
+        filtered out before (see :func:`hostapp.transport.http_headers.header_params`).
+        """
+        designated: dict[str, dict[str, tuple[str, ...]]] = {}
+        for tool in tools:
+            schema = tool.get("inputSchema")
+            if isinstance(schema, Mapping):
+                params = header_params(schema)
+                if params:
+                    designated[tool["name"]] = params
+        self._tool_param_headers = designated
+
+    # -- headers --------------------------------------------------------------------------
+
+    def _base_headers(self) -> dict[str, str]:
+        headers = dict(self._headers)
+        if self._session_id is not None and not self._stateless:
+            headers["Mcp-Session-Id"] = self._session_id
+        if self._protocol_version is not None:
+            headers["MCP-Protocol-Version"] = self._protocol_version
+        return headers
+
+    def _post_headers(self, message: Message) -> dict[str, str]:
+        headers = self._base_headers()
+        headers["Accept"] = _ACCEPT_POST
+        headers["Content-Type"] = "application/json"
+        if isinstance(message, Request):
+            params = message.params
+            meta = params.get("_meta") if params else None
+            # A request that names its revision in _meta must carry the same in the header;
+            # this also covers the era probe (server/discover) sent before anything is agreed.
+            body_version = meta.get(PROTOCOL_VERSION_META) if isinstance(meta, dict) else None
+            if isinstance(body_version, str):
+                headers["MCP-Protocol-Version"] = body_version
+            if self._stateless or body_version is not None:
+                headers.update(standard_headers(message.method, params))
+                if message.method == "tools/call" and params and self._tool_param_headers:
+                    designated = self._tool_param_headers.get(params.get("name"))  # type: ignore[arg-type]
+                    if designated:
+                        headers.update(param_headers(designated, params.get("arguments")))
+        return headers
+
+    # -- HTTP plumbing --------------------------------------------------------------------
+
+    def _require_client(self) -> httpx.AsyncClient:
+        if self._client is None or self._closing:
+            raise TransportError(f"the connection to {self._display_url} is closed")
+        return self._client
+
+    async def _send_http(self, request: httpx.Request) -> httpx.Response:
+        client = self._require_client()
+        try:
+            return await client.send(request, stream=True)
+        except httpx.ConnectError as exc:
+            raise TransportError(f"cannot connect to {self._display_url}: {_reason(exc)}") from None
+        except httpx.TimeoutException:
+            raise TransportError(f"cannot connect to {self._display_url}: timed out") from None
+        except httpx.HTTPError as exc:
+            raise ConnectionLost(f"connection to {self._display_url} failed: {_reason(exc)}") from None
+
+    async def _open_get(self, last_event_id: str | None) -> httpx.Response:
+        headers = self._base_headers()
+        headers["Accept"] = _ACCEPT_SSE
+        if last_event_id is not None:
+            headers["Last-Event-ID"] = last_event_id
+        client = self._require_client()
+        request = client.build_request("GET", self.url, headers=headers, timeout=_STREAM_TIMEOUT)
+        return await self._send_http(request)
+
+    async def _raise_for_status(self, response: httpx.Response, sent_session: bool,
+                                message: Message | None) -> None:
+        """Turn an HTTP error status into the right exception (or a JSON-RPC error answer)."""
+        try:
+            body = (await response.aread()).decode("utf-8", errors="replace")
+        except httpx.HTTPError:
+            body = ""
+        finally:
+            await response.aclose()
+        status = response.status_code
+        excerpt = " ".join(body.split())[:BODY_EXCERPT_CHARS]
+        if status == 404 and sent_session:
+            self._session_id = None  # the next initialize must go without it
+            raise SessionExpired(status, f"the server at {self._display_url} no longer knows this session "
+                                         "(HTTP 404); it must be initialized again", excerpt)
+        if isinstance(message, Request) and body:
+            answer = self._error_answer_for(body, message.id)
+            if answer is not None:
+                self.listener.on_message(answer)
+                return
+        if status == 405:
+            what = "POST" if message is not None else response.request.method
+            text = (f"the server at {self._display_url} does not accept HTTP {what} (405 Method Not Allowed); "
+                    "is this the address of an MCP endpoint?")
+        elif status == 500:
+            text = f"the server at {self._display_url} failed with an internal error (HTTP 500)"
+        elif status in (401, 403):
+            text = f"the server at {self._display_url} refused access (HTTP {status} {response.reason_phrase})"
+        else:
+            text = f"the server at {self._display_url} answered HTTP {status} {response.reason_phrase}"
+        if excerpt:
+            text = f"{text}: {excerpt}"
+        raise HttpStatusError(status, text, excerpt)
+
+    @staticmethod
+    def _error_answer_for(body: str, request_id: RequestId) -> ErrorResponse | None:
+        try:
+            answer = parse(body)
+        except ProtocolError:
+            return None
+        if isinstance(answer, ErrorResponse) and answer.id == request_id:
+            return answer
+        return None
+
+    def _dispatch(self, data: bytes | str) -> Message | None:
+        try:
+            message = parse(data)
+        except ProtocolError as exc:
+            self.listener.on_invalid(exc, data)
+            return None
+        self.listener.on_message(message)
+        return message
+
+    def _spawn(self, coro: Any, name: str) -> asyncio.Task[None]:
+        task = asyncio.create_task(coro, name=name)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    # -- SSE streams ----------------------------------------------------------------------
+
+    async def _read_events(self, response: httpx.Response, request_id: RequestId | None,
+                           state: _StreamState) -> bool:
+        """Read one SSE connection to its end; True when the response to ``request_id`` came."""
+        listener = self.listener
+        on_message = listener.on_message
+        last_id = state.last_event_id
+        try:
+            async for event in EventSource(response).aiter_sse():
+                # httpx-sse repeats the last id on every later event (the SSE "last event ID
+                # buffer"); only a new id is news.
+                event_id = event.id
+                if event.retry is not None:
+                    state.retry_ms = event.retry
+                if event_id and event_id != last_id:
+                    last_id = state.last_event_id = event_id
+                    listener.on_stream_event(request_id, event_id, state.retry_ms)
+                data = event.data
+                if not data:
+                    continue  # priming event, or a keep-alive
+                try:
+                    message = parse(data)
+                except ProtocolError as exc:
+                    listener.on_invalid(exc, data)
+                    continue
+                on_message(message)
+                if (request_id is not None and type(message) in (Response, ErrorResponse)
+                        and message.id == request_id):  # type: ignore[union-attr]
+                    return True
+        except httpx.HTTPError as exc:
+            log.debug("SSE connection to %s dropped: %s", self._display_url, type(exc).__name__)
+        finally:
+            await response.aclose()
+        return False
+
+    async def _follow_stream(self, response: httpx.Response, request_id: RequestId,
+                             last_event_id: str | None = None) -> None:
+        """Read a request's stream until its response arrives, resuming by GET on drops."""
+        state = _StreamState(last_event_id)
+        if await self._read_events(response, request_id, state):
+            return
+        if self._closing:
+            return
+        if self._stateless:
+            self.listener.on_request_lost(request_id, ConnectionLost(
+                "the answer stream closed before the response arrived; in the stateless era "
+                "a closed stream cannot be resumed"))
+            return
+        if state.last_event_id is None:
+            self.listener.on_request_lost(request_id, ConnectionLost(
+                "the answer stream closed before the response arrived and the server gave no "
+                "event id to resume from"))
+            return
+        error = await self._resume_until_done(request_id, state)
+        if error is not None and not self._closing:
+            self.listener.on_request_lost(request_id, error)
+
+    async def _resume_until_done(self, request_id: RequestId | None, state: _StreamState) -> Exception | None:
+        """Reconnect with Last-Event-ID after each drop; None once done, else why it gave up.
+
+        The server's ``retry`` is waited exactly before each reconnection; only after a
+        reconnection failed does the wait grow (doubling, up to MAX_BACKOFF_SECONDS).
+        """
+        failures = 0
+        delay = (state.retry_ms if state.retry_ms is not None else self.default_retry_ms) / 1000
+        while not self._closing:
+            await asyncio.sleep(delay)
+            retry_delay = (state.retry_ms if state.retry_ms is not None else self.default_retry_ms) / 1000
+            try:
+                response = await self._open_get(state.last_event_id)
+            except TransportError as exc:
+                failures += 1
+                if failures >= self.max_resume_attempts:
+                    return ConnectionLost(f"gave up resuming the stream after {failures} attempts: {exc}")
+                delay = min(max(retry_delay, delay) * 2, MAX_BACKOFF_SECONDS)
+                continue
+            if response.status_code >= 400:
+                try:
+                    await self._raise_for_status(response, "Mcp-Session-Id" in response.request.headers, None)
+                except HttpStatusError as exc:
+                    if exc.status in (502, 503, 504):  # a gateway or a restarting server: try again
+                        failures += 1
+                        if failures < self.max_resume_attempts:
+                            delay = min(max(retry_delay, delay) * 2, MAX_BACKOFF_SECONDS)
+                            continue
+                    return exc
+                return HttpStatusError(response.status_code, "resumption refused")
+            seen_before = state.last_event_id
+            if await self._read_events(response, request_id, state):
+                return None
+            if state.last_event_id != seen_before:
+                failures = 0  # progress was made: this was a new drop, not a failing server
+            else:
+                failures += 1
+                if failures >= self.max_resume_attempts:
+                    return ConnectionLost(
+                        f"gave up resuming the stream: {failures} reconnections in a row brought nothing new")
+            delay = (state.retry_ms if state.retry_ms is not None else self.default_retry_ms) / 1000
+        return None
+
+    async def _standalone_loop(self) -> None:
+        """Hold the GET stream for server-initiated messages, reconnecting when it drops."""
+        state = _StreamState(None)
+        failures = 0
+        while not self._closing:
+            try:
+                response = await self._open_get(state.last_event_id)
+            except TransportError:
+                failures += 1
+                if failures >= self.max_resume_attempts:
+                    log.info("standalone stream of %s given up", self._display_url)
+                    return
+                await asyncio.sleep(min(self.default_retry_ms / 1000 * 2 ** failures, MAX_BACKOFF_SECONDS))
+                continue
+            status = response.status_code
+            if status >= 400:
+                await response.aclose()
+                if status == 404 and "Mcp-Session-Id" in response.request.headers:
+                    self._session_id = None
+                    self.listener.on_closed(SessionExpired(
+                        404, f"the server at {self._display_url} no longer knows this session (HTTP 404)"))
+                elif status != 405:  # 405: the server offers no standalone stream, which is fine
+                    log.info("standalone stream of %s refused: HTTP %s", self._display_url, status)
+                return
+            if not response.headers.get("content-type", "").startswith(_ACCEPT_SSE):
+                await response.aclose()
+                return
+            failures = 0
+            await self._read_events(response, None, state)
+            if self._closing:
+                return
+            await asyncio.sleep((state.retry_ms if state.retry_ms is not None else self.default_retry_ms) / 1000)
+
+
+class _StreamState:
+    """Where one SSE stream stands: the last event id seen and the server's retry delay."""
+
+    __slots__ = ("last_event_id", "retry_ms")
+
+    def __init__(self, last_event_id: str | None):
+        self.last_event_id = last_event_id
+        self.retry_ms: int | None = None
+
+
+def _reason(exc: BaseException) -> str:
+    # httpx wraps the OS error; its text is the plain reason ("[Errno 111] Connection refused")
+    # and never contains request headers.
+    text = str(exc) or type(exc).__name__
+    return text.splitlines()[0][:200]

@@ -1,0 +1,204 @@
+"""A Streamable HTTP test server whose every answer is scripted by the tool that is called.
+
+Run as a process: ``python tests/support/sse_test_server.py --port PORT``. Endpoint ``/mcp``
+(``/no-post`` answers 405 to everything). It records what it receives (method, headers,
+JSON-RPC method, monotonic time) and when it closes a stream; ``GET /_records`` returns
+the records, ``POST /_reset`` clears them.
+
+``tools/call`` names:
+- ``json``: a JSON answer.
+- ``sse``: an SSE answer: priming event, ``count`` progress notifications, the response.
+- ``drop``: like ``sse`` but the connection is closed after each index in ``drops``
+  (event counts), with ``retry: <retry>`` in the priming event; ``GET`` with
+  ``Last-Event-ID`` replays the events after that id.
+- ``drop_noid``: an SSE answer without event ids that closes before the response.
+- ``bad``: an SSE answer with one malformed event between good ones.
+- ``status``: answers HTTP ``status`` with a short text body.
+- ``rpc_error``: HTTP 400 with a JSON-RPC error for the request's id.
+- ``flood``: ``count`` progress notifications with ids, as fast as possible.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import time
+import uuid
+
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+RECORDS: list[dict] = []
+SESSIONS: set[str] = set()
+# stream key -> list of (event id, data); replayed on GET with Last-Event-ID
+STREAMS: dict[str, list[tuple[str, str]]] = {}
+# stream key -> event counts after which the connection is dropped
+DROPS: dict[str, list[int]] = {}
+
+
+def record(kind: str, **fields) -> None:
+    RECORDS.append({"kind": kind, "time": time.monotonic(), **fields})
+
+
+def sse_event(data: str = "", event_id: str | None = None, retry: int | None = None) -> str:
+    lines = []
+    if event_id is not None:
+        lines.append(f"id: {event_id}")
+    if retry is not None:
+        lines.append(f"retry: {retry}")
+    lines.append(f"data: {data}")
+    return "\n".join(lines) + "\n\n"
+
+
+def progress(i: int, total: int) -> str:
+    return json.dumps({"jsonrpc": "2.0", "method": "notifications/progress",
+                       "params": {"progressToken": "p", "progress": i, "total": total}})
+
+
+def result(request_id, text: str = "done") -> str:
+    return json.dumps({"jsonrpc": "2.0", "id": request_id,
+                       "result": {"content": [{"type": "text", "text": text}]}})
+
+
+SSE_HEADERS = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
+
+
+def sse_response(chunks, session: str | None) -> StreamingResponse:
+    headers = dict(SSE_HEADERS)
+    if session:
+        headers["Mcp-Session-Id"] = session
+    return StreamingResponse(chunks, media_type="text/event-stream", headers=headers)
+
+
+async def replay(key: str, start: int, first_chunk: str | None = None):
+    """Send the events of ``key`` from index ``start`` until the next drop point or the end."""
+    if first_chunk is not None:
+        yield first_chunk
+    events = STREAMS[key]
+    drops = DROPS.get(key, [])
+    for index in range(start, len(events)):
+        event_id, data = events[index]
+        yield sse_event(data, event_id)
+        sent = index + 1
+        if sent in drops and sent < len(events):
+            drops.remove(sent)
+            await asyncio.sleep(0.05)  # let the bytes leave before the close
+            record("close", stream=key, after=sent)
+            return
+    record("end", stream=key)
+
+
+async def mcp(request: Request) -> Response:
+    headers = {k.lower(): v for k, v in request.headers.items()}
+    session = headers.get("mcp-session-id")
+    if request.method == "DELETE":
+        record("http", method="DELETE", headers=headers)
+        SESSIONS.discard(session or "")
+        return Response(status_code=200)
+    if session is not None and session not in SESSIONS:
+        record("http", method=request.method, headers=headers, status=404)
+        return PlainTextResponse("unknown session", status_code=404)
+    if request.method == "GET":
+        last = headers.get("last-event-id")
+        record("http", method="GET", headers=headers)
+        if last is None:
+            return sse_response(standalone(), session)
+        key, _, index = last.rpartition(":")
+        if key not in STREAMS:
+            return PlainTextResponse("unknown event id", status_code=400)
+        return sse_response(replay(key, int(index)), session)
+
+    body = json.loads(await request.body())
+    method = body.get("method")
+    record("http", method="POST", headers=headers, rpc_method=method, rpc_id=body.get("id"))
+    if "id" not in body:
+        return Response(status_code=202)
+    rid = body["id"]
+    if method == "initialize":
+        new_session = uuid.uuid4().hex
+        SESSIONS.add(new_session)
+        answer = {"jsonrpc": "2.0", "id": rid, "result": {
+            "protocolVersion": body["params"].get("protocolVersion", "2025-11-25"),
+            "capabilities": {"tools": {}}, "serverInfo": {"name": "sse-test-server", "version": "1"}}}
+        return JSONResponse(answer, headers={"Mcp-Session-Id": new_session})
+    if method != "tools/call":
+        return JSONResponse({"jsonrpc": "2.0", "id": rid, "result": {}})
+    name = body["params"]["name"]
+    args = body["params"].get("arguments") or {}
+    key = uuid.uuid4().hex[:8]
+    if name == "json":
+        return JSONResponse(json.loads(result(rid, "json")))
+    if name in ("sse", "drop", "flood"):
+        count = int(args.get("count", 3))
+        events = [(f"{key}:{i + 1}", progress(i + 1, count)) for i in range(count)]
+        events.append((f"{key}:{count + 1}", result(rid, name)))
+        STREAMS[key] = events
+        DROPS[key] = list(args.get("drops", []))
+        priming = sse_event("", f"{key}:0", args.get("retry"))
+        return sse_response(replay(key, 0, priming), session)
+    if name == "drop_noid":
+        async def no_ids():
+            yield sse_event(progress(1, 2))
+            await asyncio.sleep(0.05)
+            record("close", stream=key)
+        return sse_response(no_ids(), session)
+    if name == "bad":
+        async def with_bad_event():
+            yield sse_event("", f"{key}:0")
+            yield sse_event(progress(1, 2), f"{key}:1")
+            yield sse_event("{this is not json", f"{key}:2")
+            yield sse_event(progress(2, 2), f"{key}:3")
+            yield sse_event(result(rid, "bad"), f"{key}:4")
+        return sse_response(with_bad_event(), session)
+    if name == "status":
+        return PlainTextResponse("something broke\nin the server", status_code=int(args["status"]))
+    if name == "rpc_error":
+        return JSONResponse({"jsonrpc": "2.0", "id": rid, "error": {"code": -32602, "message": "bad version"}},
+                            status_code=400)
+    return JSONResponse({"jsonrpc": "2.0", "id": rid, "error": {"code": -32601, "message": "no such tool"}})
+
+
+async def standalone():
+    yield sse_event("", "standalone:0")
+    yield sse_event(json.dumps({"jsonrpc": "2.0", "method": "notifications/message",
+                                "params": {"level": "info", "data": "hello from the standalone stream"}}),
+                    "standalone:1")
+    while True:  # hold the stream open until the client goes away
+        await asyncio.sleep(3600)
+
+
+async def no_post(request: Request) -> Response:
+    record("http", method=request.method, path="/no-post")
+    return PlainTextResponse("Method Not Allowed", status_code=405)
+
+
+async def records(request: Request) -> Response:
+    return JSONResponse(RECORDS)
+
+
+async def reset(request: Request) -> Response:
+    RECORDS.clear()
+    return JSONResponse({})
+
+
+app = Starlette(routes=[
+    Route("/mcp", mcp, methods=["GET", "POST", "DELETE"]),
+    Route("/no-post", no_post, methods=["GET", "POST", "DELETE"]),
+    Route("/_records", records, methods=["GET"]),
+    Route("/_reset", reset, methods=["POST"]),
+])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--port", type=int, required=True)
+    args = parser.parse_args()
+    uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning")
+
+
+if __name__ == "__main__":
+    main()

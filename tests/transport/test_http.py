@@ -1,0 +1,300 @@
+"""StreamableHttpTransport against a real scripted server process on loopback (tests/support)."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from hostapp.protocol.jsonrpc import ErrorResponse, Notification, ProtocolError, Request, Response
+from hostapp.transport.base import HttpStatusError, SessionExpired, TransportError
+from hostapp.transport.http import StreamableHttpTransport
+
+INIT_PARAMS = {"protocolVersion": "2025-11-25", "capabilities": {},
+               "clientInfo": {"name": "hostapp-tests", "version": "0"}}
+
+
+def call(request_id: int, tool: str, **arguments) -> Request:
+    return Request(request_id, "tools/call", {"name": tool, "arguments": arguments})
+
+
+async def initialized(server, listener, **kwargs) -> StreamableHttpTransport:
+    """A transport through the handshake: initialize, version agreed, initialized sent."""
+    transport = StreamableHttpTransport(server.url, {"Authorization": "Bearer sekrit-token"}, **kwargs)
+    await transport.connect(listener)
+    await transport.send(Request(0, "initialize", INIT_PARAMS))
+    assert listener.has_response(0)  # a JSON answer is delivered before send() returns
+    transport.set_protocol_version("2025-11-25", stateless=False)
+    await transport.send(Notification("notifications/initialized"))
+    return transport
+
+
+def posts(server, rpc_method=None):
+    return [r for r in server.records()
+            if r["kind"] == "http" and r["method"] == "POST" and (rpc_method is None or r["rpc_method"] == rpc_method)]
+
+
+async def test_json_answer_session_and_version_headers(sse_server, listener):
+    transport = await initialized(sse_server, listener, standalone_stream=False)
+    try:
+        assert transport.session_id
+        await transport.send(call(1, "json"))
+        assert listener.response_for(1) == Response(1, {"content": [{"type": "text", "text": "json"}]})
+    finally:
+        await transport.close()
+    init, notified, called = posts(sse_server)
+    assert init["headers"]["accept"] == "application/json, text/event-stream"
+    assert init["headers"]["content-type"] == "application/json"
+    assert "mcp-session-id" not in init["headers"] and "mcp-protocol-version" not in init["headers"]
+    for later in (notified, called):
+        assert later["headers"]["mcp-session-id"] == transport_session(sse_server)
+        assert later["headers"]["mcp-protocol-version"] == "2025-11-25"
+        assert later["headers"]["authorization"] == "Bearer sekrit-token"
+        assert "mcp-method" not in later["headers"]  # handshake era: no mirrored headers
+
+
+def transport_session(server) -> str:
+    [init] = [r for r in server.records() if r.get("rpc_method") == "notifications/initialized"]
+    return init["headers"]["mcp-session-id"]
+
+
+async def test_sse_answer_with_priming_event(sse_server, listener):
+    transport = await initialized(sse_server, listener, standalone_stream=False)
+    try:
+        await transport.send(call(1, "sse", count=3))
+        await listener.wait_for(lambda: listener.has_response(1))
+        assert listener.progress_values() == [1, 2, 3]
+        # priming + 3 notifications + response, each id reported once, for request 1
+        assert [rid for rid, _, _ in listener.stream_events] == [1] * 5
+        assert listener.invalid == [] and listener.lost == []
+    finally:
+        await transport.close()
+
+
+async def test_dropped_stream_resumes_after_exactly_retry_ms(sse_server, listener):
+    transport = await initialized(sse_server, listener, standalone_stream=False)
+    try:
+        await transport.send(call(1, "drop", count=6, drops=[2, 4], retry=500))
+        await listener.wait_for(lambda: listener.has_response(1), timeout=15)
+    finally:
+        await transport.close()
+    # every message exactly once, in order, then the final response
+    assert listener.progress_values() == [1, 2, 3, 4, 5, 6]
+    assert listener.messages[-1] == Response(1, {"content": [{"type": "text", "text": "drop"}]})
+    assert listener.lost == [] and listener.invalid == []
+    assert all(retry == 500 for _, _, retry in listener.stream_events)
+
+    records = sse_server.records()
+    closes = [r for r in records if r["kind"] == "close"]
+    gets = [r for r in records if r["kind"] == "http" and r["method"] == "GET"]
+    assert len(closes) == 2 and len(gets) == 2
+    assert len(posts(sse_server, "tools/call")) == 1  # never re-POSTed
+    for close, get in zip(closes, gets):
+        waited = get["time"] - close["time"]
+        assert 0.5 <= waited < 0.9, f"reconnected after {waited:.3f}s, retry was 0.5s"
+        key = close["stream"]
+        assert get["headers"]["last-event-id"] == f"{key}:{close['after']}"
+        assert get["headers"]["mcp-session-id"] == transport_session(sse_server)
+        assert get["headers"]["mcp-protocol-version"] == "2025-11-25"
+        assert get["headers"]["accept"] == "text/event-stream"
+
+
+async def test_default_retry_is_used_when_the_server_sends_none(sse_server, listener):
+    transport = await initialized(sse_server, listener, standalone_stream=False, default_retry_ms=200)
+    try:
+        await transport.send(call(1, "drop", count=2, drops=[1]))
+        await listener.wait_for(lambda: listener.has_response(1))
+    finally:
+        await transport.close()
+    [close] = [r for r in sse_server.records() if r["kind"] == "close"]
+    [get] = [r for r in sse_server.records() if r["kind"] == "http" and r["method"] == "GET"]
+    assert 0.2 <= get["time"] - close["time"] < 0.6
+    assert listener.progress_values() == [1, 2]
+
+
+async def test_drop_without_event_id_loses_the_request(sse_server, listener):
+    transport = await initialized(sse_server, listener, standalone_stream=False)
+    try:
+        await transport.send(call(1, "drop_noid"))
+        await listener.wait_for(lambda: listener.lost)
+        [(request_id, error)] = listener.lost
+        assert request_id == 1 and "no event id" in str(error)
+        assert listener.progress_values() == [1]
+    finally:
+        await transport.close()
+    assert not [r for r in sse_server.records() if r["kind"] == "http" and r["method"] == "GET"]
+
+
+async def test_stateless_stream_drop_is_not_resumed(sse_server, listener):
+    transport = StreamableHttpTransport(sse_server.url, protocol_version="2026-07-28", stateless=True)
+    await transport.connect(listener)
+    try:
+        await transport.send(call(1, "drop", count=4, drops=[1], retry=100))
+        await listener.wait_for(lambda: listener.lost)
+        assert "stateless" in str(listener.lost[0][1])
+    finally:
+        await transport.close()
+    assert not [r for r in sse_server.records() if r["kind"] == "http" and r["method"] in ("GET", "DELETE")]
+
+
+async def test_resume_stream_after_a_restart(sse_server, listener, make_listener):
+    first = await initialized(sse_server, listener, standalone_stream=False)
+    await first.send(call(1, "drop", count=4, drops=[2], retry=60_000))
+    await listener.wait_for(lambda: len(listener.progress_values()) == 2)
+    session_id, last_event_id = first.session_id, listener.stream_events[-1][1]
+    # the host goes away without closing the session (a crash): cancel the background work only
+    for task in list(first._tasks):
+        task.cancel()
+    await first._client.aclose()
+
+    again = make_listener()
+    second = StreamableHttpTransport(sse_server.url, session_id=session_id, protocol_version="2025-11-25",
+                                     standalone_stream=False)
+    await second.connect(again)
+    try:
+        await second.resume_stream(1, last_event_id)
+        await again.wait_for(lambda: again.has_response(1))
+        assert again.progress_values() == [3, 4]
+    finally:
+        await second.close()
+    [get] = [r for r in sse_server.records() if r["kind"] == "http" and r["method"] == "GET"]
+    assert get["headers"]["last-event-id"] == last_event_id
+    assert len(posts(sse_server, "tools/call")) == 1
+
+
+async def test_malformed_sse_event_is_reported_and_the_stream_goes_on(sse_server, listener):
+    transport = await initialized(sse_server, listener, standalone_stream=False)
+    try:
+        await transport.send(call(1, "bad"))
+        await listener.wait_for(lambda: listener.has_response(1))
+        [(error, raw)] = listener.invalid
+        assert isinstance(error, ProtocolError) and raw == "{this is not json"
+        assert listener.progress_values() == [1, 2]
+    finally:
+        await transport.close()
+
+
+async def test_unknown_session_raises_session_expired(sse_server, listener):
+    transport = StreamableHttpTransport(sse_server.url, session_id="gone-session-0123",
+                                        protocol_version="2025-11-25", standalone_stream=False)
+    await transport.connect(listener)
+    try:
+        with pytest.raises(SessionExpired) as caught:
+            await transport.send(call(1, "json"))
+        assert caught.value.status == 404
+        assert "gone-session-0123" not in str(caught.value)
+        assert transport.session_id is None  # the next initialize goes without it
+    finally:
+        await transport.close()
+
+
+@pytest.mark.parametrize("status, words", [(500, "internal error (HTTP 500)"), (503, "HTTP 503"),
+                                           (401, "refused access")])
+async def test_error_status_is_a_clear_http_status_error(sse_server, listener, status, words):
+    transport = await initialized(sse_server, listener, standalone_stream=False)
+    try:
+        with pytest.raises(HttpStatusError) as caught:
+            await transport.send(call(1, "status", status=status))
+        assert caught.value.status == status
+        assert words in str(caught.value)
+        assert "something broke in the server" in str(caught.value)
+        assert transport.session_id not in str(caught.value)
+        assert "sekrit-token" not in str(caught.value)
+    finally:
+        await transport.close()
+
+
+async def test_405_on_post_says_this_is_no_mcp_endpoint(sse_server, listener):
+    transport = StreamableHttpTransport(f"{sse_server.base}/no-post?token=query-secret")
+    await transport.connect(listener)
+    try:
+        with pytest.raises(HttpStatusError) as caught:
+            await transport.send(Request(0, "initialize", INIT_PARAMS))
+        assert caught.value.status == 405
+        assert "does not accept HTTP POST" in str(caught.value)
+        assert "query-secret" not in str(caught.value)
+    finally:
+        await transport.close()
+
+
+async def test_json_rpc_error_with_http_400_is_an_answer(sse_server, listener):
+    transport = await initialized(sse_server, listener, standalone_stream=False)
+    try:
+        await transport.send(call(7, "rpc_error"))
+        answer = listener.response_for(7)
+        assert isinstance(answer, ErrorResponse) and answer.error.code == -32602
+    finally:
+        await transport.close()
+
+
+async def test_refused_connection_is_a_transport_error(listener, unused_port):
+    port = unused_port
+    transport = StreamableHttpTransport(f"http://127.0.0.1:{port}/mcp")
+    await transport.connect(listener)
+    try:
+        with pytest.raises(TransportError, match=rf"cannot connect to http://127.0.0.1:{port}/mcp: "):
+            await transport.send(Request(0, "initialize", INIT_PARAMS))
+    finally:
+        await transport.close()
+
+
+async def test_close_deletes_the_session_and_cancels_streams(sse_server, listener):
+    transport = await initialized(sse_server, listener)  # with the standalone stream
+    session_id = transport.session_id
+    await listener.wait_for(lambda: any(isinstance(m, Notification) and m.method == "notifications/message"
+                                        for m in listener.messages))
+    assert (None, "standalone:1", None) in listener.stream_events
+    await transport.close()
+    assert listener.closed == [None]
+    [delete] = [r for r in sse_server.records() if r["kind"] == "http" and r["method"] == "DELETE"]
+    assert delete["headers"]["mcp-session-id"] == session_id
+    [get] = [r for r in sse_server.records() if r["kind"] == "http" and r["method"] == "GET"]
+    assert "last-event-id" not in get["headers"]
+    assert not transport._tasks
+
+
+async def test_standalone_stream_405_is_fine(sse_server, listener):
+    # a server that refuses GET: the transport carries on without a standalone stream
+    async with httpx.AsyncClient() as client:
+        transport = StreamableHttpTransport(f"{sse_server.base}/no-post", client=client,
+                                            protocol_version="2025-11-25", session_id="x")
+        await transport.connect(listener)
+        transport.open_standalone_stream()
+        await transport._standalone_task
+        assert listener.closed == [] and listener.messages == []
+        await transport.close()
+        assert not client.is_closed  # a client given to us stays open
+
+
+async def test_stateless_requests_carry_method_and_name_headers(sse_server, listener):
+    transport = StreamableHttpTransport(sse_server.url)
+    transport.set_protocol_version("2026-07-28", stateless=True)
+    await transport.connect(listener)
+    try:
+        await transport.send(call(1, "json"))
+        await transport.send(Request(2, "resources/read", {"uri": "file:///a b/ü.txt"}))
+        await transport.send(Request(3, "prompts/get", {"name": "=?base64?x?="}))
+        await transport.send(Request(4, "tools/list", {}))
+    finally:
+        await transport.close()
+    first, second, third, fourth = posts(sse_server)
+    assert first["headers"]["mcp-method"] == "tools/call" and first["headers"]["mcp-name"] == "json"
+    assert first["headers"]["mcp-protocol-version"] == "2026-07-28"
+    assert second["headers"]["mcp-name"] == "=?base64?ZmlsZTovLy9hIGIvw7wudHh0?="
+    assert third["headers"]["mcp-name"] == "=?base64?PT9iYXNlNjQ/eD89?="
+    assert fourth["headers"]["mcp-method"] == "tools/list" and "mcp-name" not in fourth["headers"]
+    assert not any("mcp-session-id" in p["headers"] for p in (first, second, third, fourth))
+    # no session: nothing to DELETE
+    assert not [r for r in sse_server.records() if r["kind"] == "http" and r["method"] == "DELETE"]
+
+
+async def test_probe_with_meta_version_gets_matching_headers_before_agreement(sse_server, listener):
+    transport = StreamableHttpTransport(sse_server.url)
+    await transport.connect(listener)
+    try:
+        await transport.send(Request(1, "server/discover", {"_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28"}}))
+    finally:
+        await transport.close()
+    [probe] = posts(sse_server)
+    assert probe["headers"]["mcp-protocol-version"] == "2026-07-28"
+    assert probe["headers"]["mcp-method"] == "server/discover"
