@@ -697,8 +697,7 @@ class Engine:
                 info = None
         era = info.era if info else "handshake"
         caps = info.capabilities if info else {}
-        cls = m.choose_mechanism(era, caps, tool_def, conn.cfg.transport)
-        return cls()
+        return m.start_mechanism(era, caps, tool_def, conn.cfg.transport)
 
     def _restore(self, record: Any) -> None:
         m = _mechanism_api()
