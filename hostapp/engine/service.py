@@ -25,10 +25,10 @@ from pathlib import Path
 from typing import Any, Callable
 
 from hostapp.engine import api
-from hostapp.engine.session import ClientHandlers, ClientSession, RequestContext
+from hostapp.engine.session import MAX_INPUT_ROUNDS, ClientHandlers, ClientSession, RequestContext
 from hostapp.engine.supervisor import ServerConnection
 from hostapp.mechanisms import actions as A
-from hostapp.protocol.jsonrpc import INTERNAL_ERROR, RequestId, RpcError
+from hostapp.protocol.jsonrpc import INTERNAL_ERROR, URL_ELICITATION_REQUIRED, RequestId, RpcError
 from hostapp.transport.base import ConnectionLost, SessionExpired, TransportError
 
 log = logging.getLogger(__name__)
@@ -76,6 +76,7 @@ class OperationRunner:
         self._lock = asyncio.Lock()
         self._tasks: set[asyncio.Task] = set()
         self._questions: set[str] = set()
+        self._url_rounds = 0
 
     @property
     def id(self) -> str:
@@ -284,6 +285,17 @@ class OperationRunner:
             result = await session.request(method, params, request_id=rid, on_progress=self._on_progress,
                                            progress_token=self.progress_token)
         except RpcError as exc:
+            if original and exc.code == URL_ELICITATION_REQUIRED and await self._satisfy_url_elicitations(exc):
+                # -32042 means the call did not run: after the person opened the URL(s)
+                # the spec has the client send it again, under a new id.
+                eng._disown_request(self, rid)
+                rid = session.ids.next()
+                self.record.jsonrpc_id = rid
+                await eng.journal.update_operation(self.id, jsonrpc_id=rid)
+                eng._own_request(self, rid)
+                await self._set_status(api.RUNNING, "retrying after the URL was opened")
+                await self._request(session, method, params, rid, original=True)
+                return
             error = exc.to_error().to_obj()
             await self.feed(lambda: self.mech.on_error(error, now=eng.clock(),
                                                        method=None if original else which or method))
@@ -299,6 +311,22 @@ class OperationRunner:
                                                         method=None if original else which or method))
         finally:
             eng._disown_request(self, rid)
+
+    async def _satisfy_url_elicitations(self, exc: RpcError) -> bool:
+        """Ask the person to open each URL of a -32042 error; True when all were accepted."""
+        self._url_rounds += 1
+        data = exc.data if isinstance(exc.data, dict) else {}
+        elicitations = data.get("elicitations")
+        if self._url_rounds > MAX_INPUT_ROUNDS or not isinstance(elicitations, list) or not elicitations:
+            return False
+        await self._set_status(api.INPUT_REQUIRED, "the server asks you to open a URL first")
+        for params in elicitations:
+            if not isinstance(params, dict):
+                return False
+            answer = await self.engine._ask_person(self, dict(params, mode=params.get("mode", "url")))
+            if answer.get("action") != "accept":
+                return False
+        return True
 
     async def _send_request(self, action: A.SendRequest) -> None:
         try:
