@@ -91,6 +91,12 @@ def make_listener():
 
 
 @pytest.fixture
+def wait_listening():
+    """``wait_listening(port, popen)``: block until a server process accepts connections."""
+    return wait_until_listening
+
+
+@pytest.fixture
 def unused_port() -> int:
     """A loopback port nothing listens on."""
     return free_port()
