@@ -154,6 +154,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from hostapp.store.paths import home_dir
     from hostapp.ui.main_window import app_icon
+    from hostapp.ui.theme import apply_color_scheme
 
     home = home_dir()
     setup_logging(home, args.verbose)
@@ -164,6 +165,7 @@ def main(argv: list[str] | None = None) -> int:
     app.setDesktopFileName("io.github.hostapp.hostapp")
     app.setWindowIcon(app_icon())
     app.setQuitOnLastWindowClosed(False)  # quitting goes through HostApp.shutdown
+    apply_color_scheme(app)
 
     loop = qasync.QEventLoop(app)
     asyncio.set_event_loop(loop)
