@@ -298,3 +298,20 @@ async def test_probe_with_meta_version_gets_matching_headers_before_agreement(ss
     [probe] = posts(sse_server)
     assert probe["headers"]["mcp-protocol-version"] == "2026-07-28"
     assert probe["headers"]["mcp-method"] == "server/discover"
+
+
+async def test_tool_designated_parameters_are_mirrored_in_the_stateless_era(sse_server, listener):
+    transport = StreamableHttpTransport(sse_server.url, protocol_version="2026-07-28", stateless=True)
+    transport.set_tool_schemas([
+        {"name": "json", "inputSchema": {"type": "object", "properties": {
+            "region": {"type": "string", "x-mcp-header": "Region"}, "query": {"type": "string"}}}},
+        {"name": "other", "inputSchema": {"type": "object"}},
+    ])
+    await transport.connect(listener)
+    try:
+        await transport.send(call(1, "json", region="us-west1", query="q"))
+    finally:
+        await transport.close()
+    [post] = posts(sse_server)
+    assert post["headers"]["mcp-param-region"] == "us-west1"
+    assert not any(name.startswith("mcp-param-") and name != "mcp-param-region" for name in post["headers"])
