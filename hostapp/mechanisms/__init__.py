@@ -61,7 +61,9 @@ The action contract
 - **Deliver** / **Cancelled** / **Unknown**: terminal. Unknown means the outcome cannot
   be known; never re-run the call without the person asking.
 
-``state()`` never holds a secret; ``secret()`` is the only handle to protect.
+``state()`` never holds a secret (where a server echoed the handle into data, such as
+input-request keys built from a task id, it is replaced by a placeholder and put back
+by ``restore``); ``secret()`` is the only handle to protect.
 """
 
 from hostapp.mechanisms.actions import (

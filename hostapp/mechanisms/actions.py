@@ -95,7 +95,9 @@ class PartialResult:
 class AskInput:
     """Ask the person, then call ``answer_input({key: response})``.
 
-    ``requests`` maps a key to ``{"method": "elicitation/create" | ..., "params": {...}}``.
+    ``requests`` maps a key to ``{"method": "elicitation/create" | ..., "params": {...}}``;
+    the keys are aliases (``q1``, ``q2``...) free of any handle, stable across restarts,
+    and the answers come back under them.
     ``kind`` says who waits for the answer: ``"mrtr"`` (the request is re-sent with the
     answers) or ``"task"`` (answers go to ``tasks/update``). The same question may be
     asked again after a restart; the engine shows it once per operation.

@@ -82,6 +82,22 @@ def scrub_result(result: dict[str, Any] | None) -> dict[str, Any] | None:
     return clean
 
 
+#: Stands for the secret wherever a server echoed it into journaled data (some build
+#: input-request keys from the task id); swapped back on restore.
+HANDLE_PLACEHOLDER = "\u27e8handle\u27e9"
+
+
+def swap_text(value: Any, old: str, new: str) -> Any:
+    """``value`` (JSON data) with ``old`` replaced by ``new`` in every string and key."""
+    if isinstance(value, str):
+        return value.replace(old, new)
+    if isinstance(value, dict):
+        return {swap_text(k, old, new): swap_text(v, old, new) for k, v in value.items()}
+    if isinstance(value, list):
+        return [swap_text(item, old, new) for item in value]
+    return value
+
+
 def restore_mechanism(state: dict[str, Any], secret: str | None) -> Mechanism:
     """Rebuild whichever mechanism journaled ``state`` (its ``name`` is in it)."""
     try:
@@ -231,7 +247,9 @@ class Mechanism(ABC):
             "expires_at": self.expires_at,
         }
         record.update(self._extra_state())
-        return record
+        secret = self.secret()
+        # The secret's one home is the keyring, even when the server put it in data.
+        return swap_text(record, secret, HANDLE_PLACEHOLDER) if secret else record
 
     def secret(self) -> str | None:
         """The handle that must go to the keyring (task id, token, stream id...)."""
@@ -241,6 +259,8 @@ class Mechanism(ABC):
     def restore(cls, state: dict[str, Any], secret: str | None) -> Mechanism:
         if state.get("mechanism") != cls.name:
             raise ValueError(f"state of {state.get('mechanism')!r} given to {cls.name!r}")
+        if secret:
+            state = swap_text(state, HANDLE_PLACEHOLDER, secret)
         self = cls.__new__(cls)
         Mechanism.__init__(self, state.get("method", "tools/call"))
         self.params = copy.deepcopy(state.get("params") or {})

@@ -52,6 +52,22 @@ class Mrtr(Mechanism):
     def secret(self) -> str | None:
         return self.request_state
 
+    def _ask(self, kind: str, message: str | None = None) -> list[Action]:
+        """Ask the open questions under aliases ``q1``, ``q2``...: a server may build its
+        keys from the task id, and what the engine shows or journals must not hold it.
+        The aliases follow the order of ``input_requests``, so they are the same after
+        a restart."""
+        aliases = self._aliases()
+        requests = {alias: copy.deepcopy(self.input_requests[key]) for alias, key in aliases.items()}
+        return [MarkStatus("input_required", message), AskInput(requests, kind)]
+
+    def _aliases(self) -> dict[str, str]:
+        return {f"q{index}": key for index, key in enumerate(self.input_requests, start=1)}
+
+    def _unalias(self, responses: dict[str, Any]) -> dict[str, Any]:
+        aliases = self._aliases()
+        return {aliases[alias]: answer for alias, answer in responses.items() if alias in aliases}
+
     def _retry(self, responses: dict[str, Any] | None) -> SendRequest:
         params = copy.deepcopy(self.params)
         if responses is not None:
@@ -71,7 +87,7 @@ class Mrtr(Mechanism):
             return [self._commit(), self._retry(None)]
         self.input_requests = requests
         self.phase = AWAITING_INPUT
-        return [self._commit(), MarkStatus("input_required"), AskInput(copy.deepcopy(requests), "mrtr")]
+        return [self._commit(), *self._ask("mrtr")]
 
     def _on_result(self, result: dict[str, Any], now: float, method: str) -> list[Action]:
         if method != self.method or self.phase != SENT:
@@ -88,7 +104,7 @@ class Mrtr(Mechanism):
         return [Deliver(error=error)]
 
     def _answer_input(self, responses: dict[str, Any], now: float) -> list[Action]:
-        retry = self._retry(responses)
+        retry = self._retry(self._unalias(responses))
         # The state is consumed by this retry; once it is in flight a crash makes the
         # outcome unknown, so the journal must no longer offer the question.
         self.request_state = None
@@ -103,7 +119,7 @@ class Mrtr(Mechanism):
 
     def _resume(self, now: float) -> list[Action]:
         if self.phase == AWAITING_INPUT:
-            return [MarkStatus("input_required"), AskInput(copy.deepcopy(self.input_requests), "mrtr")]
+            return self._ask("mrtr")
         return [Unknown("the host stopped while the request was in flight; it may or may not have run")]
 
     def _cancel(self, now: float) -> list[Action]:

@@ -15,12 +15,10 @@ mechanism extends :class:`Mrtr`.
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 from hostapp.mechanisms.actions import (
     Action,
-    AskInput,
     Cancelled,
     Deliver,
     MarkStatus,
@@ -129,8 +127,7 @@ class TasksExtension(Mrtr):
             if fresh and self.phase == HELD:
                 self.input_requests = fresh
                 self.phase = AWAITING_INPUT
-                actions += [self._commit(), MarkStatus("input_required", task.get("statusMessage")),
-                            AskInput(copy.deepcopy(fresh), "task")]
+                actions += [self._commit(), *self._ask("task", task.get("statusMessage"))]
         elif status == "working" and changed and self.phase != CANCELLING:
             actions.append(MarkStatus("working", task.get("statusMessage")))
         actions.append(ScheduleWake(self._poll_at(now, self.poll_seconds), "poll tasks/get"))
@@ -184,6 +181,7 @@ class TasksExtension(Mrtr):
     def _answer_input(self, responses: dict[str, Any], now: float) -> list[Action]:
         if self.task_id is None:
             return super()._answer_input(responses, now)
+        responses = self._unalias(responses)
         self.answered.update(responses)
         self.input_requests = {}
         self.phase = HELD
@@ -204,7 +202,7 @@ class TasksExtension(Mrtr):
         self.answered.clear()
         actions: list[Action] = []
         if self.phase == AWAITING_INPUT:
-            actions += [MarkStatus("input_required"), AskInput(copy.deepcopy(self.input_requests), "task")]
+            actions += self._ask("task")
         return [*actions, self._get(), self._listen()]
 
     def _cancel(self, now: float) -> list[Action]:

@@ -129,9 +129,10 @@ def test_an_input_required_result_turns_the_request_into_mrtr():
     question = {"q": {"method": "elicitation/create", "params": {"message": "?", "requestedSchema": {}}}}
     actions = m.on_result({"resultType": "input_required", "inputRequests": question, "requestState": "RS"},
                           now=T0)
-    assert AskInput(question, "mrtr") in actions and m.state()["mechanism"] == "mrtr"
-    retry = [a for a in m.answer_input({"q": {"action": "cancel"}}, now=T0 + 1) if isinstance(a, SendRequest)]
+    assert AskInput({"q1": question["q"]}, "mrtr") in actions and m.state()["mechanism"] == "mrtr"
+    retry = [a for a in m.answer_input({"q1": {"action": "cancel"}}, now=T0 + 1) if isinstance(a, SendRequest)]
     assert retry[0].params["requestState"] == "RS"
+    assert retry[0].params["inputResponses"] == {"q": {"action": "cancel"}}
     assert m.on_result(RESULT, now=T0 + 2) == [Deliver(result=RESULT)]
 
 

@@ -67,8 +67,8 @@ SCENARIOS = {
         [("result", {"resultType": "input_required", "requestState": "RS-1",
                      "inputRequests": {"q": {"method": "elicitation/create",
                                              "params": {"message": "Which?", "requestedSchema": {}}}}}, None)],
-        [("answer", {"q": {"action": "accept", "content": {}}}), ("result", RESULT, None)],
-        AskInput, invalid=[("answer", {"q": {"action": "accept"}}), ("error", INVALID, None)],
+        [("answer", {"q1": {"action": "accept", "content": {}}}), ("result", RESULT, None)],
+        AskInput, invalid=[("answer", {"q1": {"action": "accept"}}), ("error", INVALID, None)],
         invalid_outcome=Deliver, secret="RS-1"),
     "resume_token": Scenario(
         ResumeTokenRequest, [("result", {"content": [], "_meta": {"nextResumeToken": "RT-1"}}, None)],

@@ -19,6 +19,8 @@ from hostapp.mechanisms import (
 T0 = 1_800_000_000.0
 QUESTION = {"city": {"method": "elicitation/create",
                      "params": {"message": "Which city?", "requestedSchema": {"type": "object", "properties": {}}}}}
+#: What the engine is asked: the same questions under secret-free aliases.
+ASKED = {"q1": QUESTION["city"]}
 
 
 def asked(m: Mrtr) -> list:
@@ -34,11 +36,12 @@ def test_mrtr_retry_repeats_the_request_with_answers_and_state():
     m.prepare(dict(CALL), now=T0)
     actions = asked(m)
     assert isinstance(actions[0], CommitHandle) and actions[0].secret == "RS-1"
-    assert AskInput(QUESTION, "mrtr") in actions
-    answer = {"city": {"action": "accept", "content": {"name": "Brest"}}}
-    sent = m.answer_input(answer, now=T0 + 2)
+    assert AskInput(ASKED, "mrtr") in actions
+    answer = {"action": "accept", "content": {"name": "Brest"}}
+    sent = m.answer_input({"q1": answer, "q9": {"action": "accept"}}, now=T0 + 2)
+    # Answers go back under the server's own keys; an answer to nothing asked is dropped.
     assert of_type(sent, SendRequest) == [
-        SendRequest("tools/call", {**CALL, "inputResponses": answer, "requestState": "RS-1"})]
+        SendRequest("tools/call", {**CALL, "inputResponses": {"city": answer}, "requestState": "RS-1"})]
     # The consumed state leaves the keyring with the commit that precedes the retry.
     assert isinstance(sent[0], CommitHandle) and sent[0].secret is None
     assert m.on_result(RESULT, now=T0 + 3) == [Deliver(result=RESULT)]
@@ -48,10 +51,10 @@ def test_mrtr_several_rounds():
     m = Mrtr()
     m.prepare(dict(CALL), now=T0)
     asked(m)
-    m.answer_input({"city": {"action": "accept", "content": {}}}, now=T0 + 2)
+    m.answer_input({"q1": {"action": "accept", "content": {}}}, now=T0 + 2)
     second = m.on_result({"resultType": "input_required", "inputRequests": QUESTION, "requestState": "RS-2"},
                          now=T0 + 3)
-    assert AskInput(QUESTION, "mrtr") in second and m.secret() == "RS-2"
+    assert AskInput(ASKED, "mrtr") in second and m.secret() == "RS-2"
 
 
 def test_mrtr_state_only_round_trip_is_sent_back_at_once():
@@ -72,9 +75,10 @@ def test_mrtr_question_answerable_after_restart():
     m.prepare(dict(CALL), now=T0)
     asked(m)
     m = restart(m)
-    assert AskInput(QUESTION, "mrtr") in m.resume(now=T0 + 9000)
-    sent = m.answer_input({"city": {"action": "decline"}}, now=T0 + 9001)
+    assert AskInput(ASKED, "mrtr") in m.resume(now=T0 + 9000)
+    sent = m.answer_input({"q1": {"action": "decline"}}, now=T0 + 9001)
     assert of_type(sent, SendRequest)[0].params["requestState"] == "RS-1"
+    assert of_type(sent, SendRequest)[0].params["inputResponses"] == {"city": {"action": "decline"}}
 
 
 def test_mrtr_retry_in_flight_at_a_crash_is_unknown():

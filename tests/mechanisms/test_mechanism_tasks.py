@@ -204,6 +204,7 @@ def created_ext(m: TasksExtension) -> list:
 
 
 QUESTION = {"ask": {"method": "elicitation/create", "params": {"message": "Depth?", "requestedSchema": {}}}}
+ASKED = {"q1": QUESTION["ask"]}
 
 
 def test_extension_creation_commits_subscribes_and_polls():
@@ -239,13 +240,13 @@ def test_extension_input_required_asks_once_and_answers_with_tasks_update():
     m.prepare(dict(CALL), now=T0)
     created_ext(m)
     asked = m.on_result(task("input_required", inputRequests=QUESTION), now=T0 + 2, method="tasks/get")
-    assert AskInput(QUESTION, "task") in asked
+    assert AskInput(ASKED, "task") in asked
     # Polled again before the person answered: not asked twice.
     assert of_type(m.on_result(task("input_required", inputRequests=QUESTION), now=T0 + 3,
                                method="tasks/get"), AskInput) == []
-    answer = {"ask": {"action": "accept", "content": {"depth": 3}}}
-    sent = m.answer_input(answer, now=T0 + 4)
-    assert SendRequest("tasks/update", {"taskId": "T-1", "inputResponses": answer}) in sent
+    answer = {"action": "accept", "content": {"depth": 3}}
+    sent = m.answer_input({"q1": answer}, now=T0 + 4)
+    assert SendRequest("tasks/update", {"taskId": "T-1", "inputResponses": {"ask": answer}}) in sent
     # The server has not taken the update in yet: the answered question is not asked again.
     assert of_type(m.on_result(task("input_required", inputRequests=QUESTION), now=T0 + 5,
                                method="tasks/get"), AskInput) == []
@@ -260,9 +261,25 @@ def test_extension_question_survives_a_restart():
     m.on_result(task("input_required", inputRequests=QUESTION), now=T0 + 2, method="tasks/get")
     m = restart(m)
     actions = m.resume(now=T0 + 500)
-    assert AskInput(QUESTION, "task") in actions and SendRequest("tasks/get", {"taskId": "T-1"}) in actions
-    sent = m.answer_input({"ask": {"action": "decline"}}, now=T0 + 501)
-    assert of_type(sent, SendRequest)[0].method == "tasks/update"
+    assert AskInput(ASKED, "task") in actions and SendRequest("tasks/get", {"taskId": "T-1"}) in actions
+    sent = m.answer_input({"q1": {"action": "decline"}}, now=T0 + 501)
+    assert of_type(sent, SendRequest)[0].params["inputResponses"] == {"ask": {"action": "decline"}}
+
+
+def test_extension_question_keyed_by_the_task_id_keeps_the_id_out_of_journal_and_ui():
+    # Some servers (fastmcp's tasks extension) build input-request keys from the task id.
+    m = TasksExtension()
+    m.prepare(dict(CALL), now=T0)
+    created_ext(m)
+    keyed = {"T-1:7f3a": QUESTION["ask"]}
+    actions = m.on_result(task("input_required", inputRequests=keyed), now=T0 + 2, method="tasks/get")
+    assert "T-1" not in repr(of_type(actions, AskInput)) and "T-1" not in str(m.state())
+    assert all("T-1" not in str(c.state) for c in of_type(actions, CommitHandle))
+    m = restart(m)
+    assert AskInput(ASKED, "task") in m.resume(now=T0 + 3)
+    sent = m.answer_input({"q1": {"action": "accept", "content": {}}}, now=T0 + 4)
+    assert of_type(sent, SendRequest)[0].params == {"taskId": "T-1",
+                                                    "inputResponses": {"T-1:7f3a": {"action": "accept", "content": {}}}}
 
 
 def test_extension_cancel_is_cooperative():

@@ -77,7 +77,7 @@ def test_mrtr_retry_matches_the_2026_schema():
                                                             "properties": {"name": {"type": "string"}}}}}},
     ).model_dump(by_alias=True, exclude_none=True, mode="json")
     m.on_result(question, now=T0 + 1)
-    answer = {"q": {"action": "accept", "content": {"name": "Brest"}}}
+    answer = {"q1": {"action": "accept", "content": {"name": "Brest"}}}
     [retry] = of_type(m.answer_input(answer, now=T0 + 2), SendRequest)
     message = request(retry)
     parsed = v2026.CallToolRequest.model_validate(message)
@@ -104,7 +104,7 @@ def test_tasks_extension_against_the_fastmcp_models():
         input_requests={"k": {"method": "elicitation/create", "params": {"message": "ok?", "requestedSchema": {}}}},
     ).model_dump(by_alias=True, exclude_none=True)
     m.on_result(waiting, now=T0 + 3, method="tasks/get")
-    [update] = of_type(m.answer_input({"k": {"action": "accept", "content": {}}}, now=T0 + 4), SendRequest)
+    [update] = of_type(m.answer_input({"q1": {"action": "accept", "content": {}}}, now=T0 + 4), SendRequest)
     params = models.UpdateTaskRequest.model_validate({"method": update.method, "params": update.params}).params
     assert params.task_id == "T-1" and params.input_responses == {"k": {"action": "accept", "content": {}}}
     done = models.GetTaskResult(task_id="T-1", status="completed", created_at="x", last_updated_at="x",
