@@ -47,12 +47,14 @@ def _era(era: str) -> str:
     return era if era in (HANDSHAKE, STATELESS) else era_of(era)
 
 
-def client_capabilities(era: str, *, task_augmented_elicitation: bool = True) -> dict[str, Any]:
+def client_capabilities(era: str, *, task_augmented_elicitation: bool = False) -> dict[str, Any]:
     """Everything the client supports, for ``era`` (an era name or a protocol version).
 
-    ``task_augmented_elicitation``: declare that the client accepts ``elicitation/create``
-    as a task (2025-11-25 ``tasks.requests``); some servers show their task tools only
-    to clients that declare it. Sampling is not declared: the host runs no model.
+    ``task_augmented_elicitation``: declare that the client runs ``elicitation/create``
+    as a task when asked (2025-11-25 ``tasks.requests``: answer with a CreateTaskResult
+    and serve ``tasks/get``/``tasks/result`` for it). Off until the session can do that;
+    servers then show fewer tools (server-everything hides
+    ``trigger-elicitation-request-async``). Sampling is not declared: the host runs no model.
     Streams (seed 002) and async tools (SEP-1391) define no client capability.
     """
     capabilities: dict[str, Any] = {"elicitation": {"form": {}, "url": {}}}

@@ -35,10 +35,11 @@ EXT_SERVER = {"extensions": {"io.modelcontextprotocol/tasks": {}}}
 def test_handshake_era_declares_everything_it_supports():
     assert client_capabilities("2025-11-25") == {
         "elicitation": {"form": {}, "url": {}},
-        "tasks": {"list": {}, "cancel": {}, "requests": {"elicitation": {"create": {}}}},
+        "tasks": {"list": {}, "cancel": {}},
         "resumableRequests": {},
     }
-    assert "requests" not in client_capabilities("handshake", task_augmented_elicitation=False)["tasks"]
+    assert client_capabilities("handshake", task_augmented_elicitation=True)["tasks"]["requests"] == {
+        "elicitation": {"create": {}}}
 
 
 def test_stateless_era_opts_in_to_the_tasks_extension():
