@@ -107,6 +107,7 @@ class MainWindow(QMainWindow):
         self._last_status: dict[str, str] = {}
         self._closing = False
         self._file_dialog: QFileDialog | None = None
+        self.setObjectName("mainWindow")
         self.setWindowTitle("hostapp — MCP operations")
         self.setWindowIcon(app_icon())
 

@@ -1,0 +1,73 @@
+"""The composition root: error handlers, the embedded default server's command, start-up
+and quit of the real ``main.py`` process."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from hostapp.app import HostApp, install_error_handlers, lab_command
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_lab_command_runs_this_interpreter():
+    command, args = lab_command()
+    assert command == sys.executable
+    assert args == ["-m", "hostapp", "lab", "serve", "--stdio"]
+
+
+def test_uncaught_errors_are_shown_not_fatal(qtbot, qloop, isolated_home, monkeypatch):
+    monkeypatch.setattr(sys, "excepthook", sys.excepthook)
+    host = HostApp(isolated_home)
+    qtbot.addWidget(host.window)
+    install_error_handlers(qloop, [host])
+
+    async def broken():
+        raise RuntimeError("a task went wrong")
+
+    async def scenario():
+        task = asyncio.get_running_loop().create_task(broken())
+        await asyncio.sleep(0.05)
+        # The loop's handler runs when a failed task is dropped unobserved.
+        asyncio.get_running_loop().call_exception_handler({"message": "Task exception was never retrieved",
+                                                           "exception": task.exception(), "future": task})
+
+    qloop.run_until_complete(scenario())
+    assert "a task went wrong" in host.window.banner.message("error")
+    try:
+        raise ValueError("a slot went wrong")
+    except ValueError:
+        sys.excepthook(*sys.exc_info())
+    assert "a slot went wrong" in host.window.banner.message("error")
+    host.window.close_for_good()
+
+
+def test_main_starts_and_quits_cleanly(isolated_home, tmp_path):
+    """``python main.py`` opens the window on a fresh home, then quits on request with exit 0."""
+    pytest.importorskip("hostapp.store.journal")
+    script = tmp_path / "drive.py"
+    script.write_text(
+        "import asyncio, runpy, sys\n"
+        "import hostapp.app as app\n"
+        "original_start = app.HostApp.start\n"
+        "async def start_then_quit(self):\n"
+        "    await original_start(self)\n"
+        "    await asyncio.sleep(1.0)\n"
+        "    print('servers', [s.name for s in self.engine.servers()], flush=True)\n"
+        "    self.window.quit_action.trigger()\n"
+        "app.HostApp.start = start_then_quit\n"
+        "sys.argv = ['main.py']\n"
+        f"runpy.run_path({str(ROOT / 'main.py')!r}, run_name='__main__')\n")
+    env = dict(os.environ, QT_QPA_PLATFORM="offscreen", HOSTAPP_HOME=str(isolated_home))
+    proc = subprocess.run([sys.executable, str(script)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "servers ['lab']" in proc.stdout
+    assert (isolated_home / "hostapp.ini").is_file()
+    log = (isolated_home / "logs" / "hostapp.log").read_text()
+    assert "Traceback" not in log, log[-2000:]

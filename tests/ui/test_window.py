@@ -1,0 +1,185 @@
+"""The real window against the real lab server (a stdio subprocess) through the real engine.
+
+A newcomer's path: first launch configures the lab, then start a call and watch its bar
+move, answer a form, decline a URL, cancel a long call, read a result; finally quit
+cleanly. Driven through the widgets a person uses (actions, dialogs, buttons).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+from PySide6.QtCore import QSettings
+from PySide6.QtWidgets import QLineEdit, QPlainTextEdit
+
+pytest.importorskip("hostapp.store.journal", reason="the journal is needed for the window's engine")
+
+from hostapp.app import FIRST_RUN_KEY, LAB_SERVER_NAME, HostApp  # noqa: E402
+from hostapp.engine import api  # noqa: E402
+from hostapp.ui.operations_model import PROGRESS  # noqa: E402
+
+pytestmark = pytest.mark.timeout(180)
+
+
+async def until(predicate, timeout: float = 30.0, what: str = "condition"):
+    loop = asyncio.get_running_loop()
+    end = loop.time() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if loop.time() > end:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.02)
+
+
+async def start_via_dialog(window, tool: str, arguments: dict) -> str:
+    """Start a call the way a person does; returns the new operation's id."""
+    window.start_action.trigger()
+    await until(lambda: window.call_dialog is not None and window.call_dialog.select_tool(tool),
+                what=f"the tool {tool} in the start dialog")
+    dialog = window.call_dialog
+    dialog.form.set_arguments(arguments)
+    dialog.start_button.click()
+    await until(lambda: window.call_dialog is None, what="the call to start")
+    op = window.selected_operation()
+    assert op is not None and op.tool == tool
+    return op.id
+
+
+def op_of(window, op_id: str):
+    row = window.ops_model.row_of(op_id)
+    return window.ops_model.operation(row) if row is not None else None
+
+
+def result_texts(window) -> list[str]:
+    return [w.toPlainText() for w in window.details.result_view.findChildren(QPlainTextEdit)]
+
+
+@pytest.fixture
+def host(qtbot, qloop, isolated_home):
+    app = HostApp(isolated_home)
+    qtbot.addWidget(app.window)
+    app.window.resize(1280, 800)
+    app.window.show()
+    yield app
+    if not app.stopped.is_set():
+        qloop.run_until_complete(app.shutdown(stop_loop=False))
+
+
+def test_newcomer_session(host, qloop, isolated_home):
+    window = host.window
+    notes: list[tuple[str, str]] = []
+    window.notified.connect(lambda title, text: notes.append((title, text)))
+
+    async def scenario():
+        await host.start()
+        # First launch: the lab is configured and connects on its own.
+        assert [s.name for s in host.engine.servers()] == [LAB_SERVER_NAME]
+        await until(lambda: window.servers_model.rowCount() == 1
+                    and window.servers_model.server(0).state == api.CONNECTED, what="the lab to connect")
+        assert window.servers_model.server(0).tools_count
+
+        # Invalid arguments keep the dialog open with the problem shown.
+        window.start_action.trigger()
+        await until(lambda: window.call_dialog is not None and window.call_dialog.select_tool("sleep_with_progress"))
+        window.call_dialog.form.set_arguments({"seconds": 1, "steps": 0})
+        window.call_dialog.start_button.click()
+        await asyncio.sleep(0.1)
+        assert window.call_dialog is not None and window.call_dialog.isVisible()
+        assert "steps" in window.call_dialog.status.text()
+        window.call_dialog.reject()
+        await until(lambda: window.call_dialog is None)
+
+        # A call with progress: the bar moves, then the result is shown.
+        op_id = await start_via_dialog(window, "sleep_with_progress", {"seconds": 1.5, "steps": 6, "message": "tick"})
+        seen = set()
+
+        def progressed():
+            op = op_of(window, op_id)
+            if op is not None and op.fraction is not None:
+                seen.add(round(op.fraction, 2))
+            return op is not None and op.status == api.COMPLETED
+
+        await until(progressed, what="the call to complete")
+        assert len([f for f in seen if 0 < f < 1]) >= 2, f"the bar did not move: {seen}"
+        row = window.ops_model.row_of(op_id)
+        assert window.ops_model.data(window.ops_model.index(row, PROGRESS)) == "100%"
+        window.ops_table.selectRow(row)
+        await until(lambda: any("finished 6 steps" in t for t in result_texts(window)), what="the result")
+        assert window.copy_action.isEnabled() and window.rerun_action.isEnabled()
+        await until(lambda: window.details.timeline.topLevelItemCount() > 0, what="the timeline")
+        assert ("Operation finished", "sleep_with_progress on lab finished.") in notes
+
+        # A form elicitation, answered in its prompt.
+        prompts = []
+        window.elicitations.promptShown.connect(prompts.append)
+        form_op = await start_via_dialog(window, "ask_form", {"message": "Who are you?"})
+        await until(lambda: prompts, what="the form prompt")
+        await until(lambda: op_of(window, form_op).needs_input, what="the needs-input badge")
+        prompt = prompts[-1]
+        email = prompt.form.editor("email")
+        assert isinstance(email, QLineEdit)
+        email.setText("ada@example.com")
+        prompt.accept_button.click()
+        await until(lambda: op_of(window, form_op).status == api.COMPLETED, what="the form call to finish")
+        text = op_of(window, form_op).result["content"][0]["text"]
+        assert '"action": "accept"' in text and "ada@example.com" in text
+
+        # A URL elicitation, declined.
+        url_op = await start_via_dialog(window, "ask_url", {})
+        await until(lambda: len(prompts) == 2, what="the URL prompt")
+        assert prompts[-1].url_text.toPlainText().startswith("http://127.0.0.1")
+        prompts[-1].decline_button.click()
+        await until(lambda: op_of(window, url_op).status in api.TERMINAL, what="the URL call to finish")
+        assert "ask_url answer: decline" in op_of(window, url_op).result["content"][0]["text"]
+
+        # A long call, cancelled from the window.
+        long_op = await start_via_dialog(window, "sleep_with_progress", {"seconds": 60, "steps": 60})
+        await until(lambda: (op_of(window, long_op).progress or 0) > 0, what="the long call to progress")
+        assert window.cancel_action.isEnabled()
+        window.cancel_action.trigger()
+        await until(lambda: op_of(window, long_op).status == api.CANCELLED, what="the cancellation")
+        assert not window.cancel_action.isEnabled()
+
+        # Filters page from the journal.
+        window.set_filter("failed")
+        await until(lambda: window.ops_model.filter_name == "failed" and window.ops_model.rowCount() == 0)
+        window.set_filter("finished")
+        await until(lambda: window.ops_model.filter_name == "finished" and window.ops_model.rowCount() == 4)
+        window.set_filter("all")
+        await until(lambda: window.ops_model.filter_name == "all")
+
+        await host.shutdown(stop_loop=False)
+
+    qloop.run_until_complete(scenario())
+    assert host.stopped.is_set() and not window.isVisible()
+    settings = QSettings(str(isolated_home / "hostapp.ini"), QSettings.Format.IniFormat)
+    assert settings.value(FIRST_RUN_KEY, type=bool) and not settings.value("window/geometry").isEmpty()
+
+
+def test_results_are_saved_and_copied(host, qloop, tmp_path):
+    window = host.window
+
+    async def scenario():
+        await host.start()
+        op_id = await start_via_dialog(window, "sleep_with_progress", {"seconds": 0.1, "steps": 1})
+        await until(lambda: op_of(window, op_id).status == api.COMPLETED)
+        window.ops_table.selectRow(window.ops_model.row_of(op_id))
+        window.copy_action.trigger()
+        target = tmp_path / "result.json"
+        window.save_result(window.selected_operation(), target)
+        saved = json.loads(target.read_text())
+        assert saved["structuredContent"]["steps"] == 1
+        # Re-run is a new operation, only on request.
+        before = window.ops_model.total
+        window.rerun_action.trigger()
+        await until(lambda: window.ops_model.total == before + 1, what="the re-run")
+        await host.shutdown(stop_loop=False)
+
+    qloop.run_until_complete(scenario())
+    from PySide6.QtGui import QGuiApplication
+
+    assert "finished 1 steps" in QGuiApplication.clipboard().text()
