@@ -90,7 +90,7 @@ def make_listener():
     return RecordingListener
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def wait_listening():
     """``wait_listening(port, popen)``: block until a server process accepts connections."""
     return wait_until_listening
@@ -100,6 +100,12 @@ def wait_listening():
 def unused_port() -> int:
     """A loopback port nothing listens on."""
     return free_port()
+
+
+@pytest.fixture(scope="session")
+def port_finder():
+    """``port_finder()``: a free loopback port, for fixtures wider than one test."""
+    return free_port
 
 
 def free_port() -> int:
