@@ -1,0 +1,835 @@
+"""Qt widgets for the two kinds of form a server asks the person to fill in.
+
+:class:`ElicitationForm` renders the flat fields of a form-mode elicitation
+(:mod:`hostapp.protocol.elicitation`); :class:`ToolArgumentsForm` renders the tree a tool's
+``inputSchema`` becomes (:mod:`hostapp.protocol.schema_form`), with a "Raw JSON" switch for
+whatever the widgets cannot express. Both only collect and show; what is valid is decided
+by the protocol layer, so the rules live in one place.
+
+Every text that comes from a server (titles, descriptions, option labels, messages) is
+shown as plain text: a server must not be able to style, link or hide parts of a prompt
+with markup.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any, Callable, Sequence
+
+from PySide6.QtCore import QDate, QDateTime, Qt, Signal
+from PySide6.QtGui import QColor, QPalette
+from PySide6.QtWidgets import (
+    QAbstractSpinBox,
+    QCheckBox,
+    QComboBox,
+    QDateEdit,
+    QDateTimeEdit,
+    QDoubleSpinBox,
+    QFormLayout,
+    QGroupBox,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QListWidget,
+    QListWidgetItem,
+    QPlainTextEdit,
+    QSizePolicy,
+    QSpinBox,
+    QVBoxLayout,
+    QWidget,
+)
+
+from hostapp.protocol.elicitation import Field, default_content, validate_content
+from hostapp.protocol.schema_form import FormNode, build_form, defaults, validate_arguments
+
+#: Marker for "the person gave no value"; ``None`` cannot serve, it is a JSON value.
+NOT_SET = object()
+
+_INT_LIMIT = 2**31 - 1  # QSpinBox holds a C int
+_ERROR_COLOUR = QColor("#b3261e")
+
+
+def plain_label(text: str, *, wrap: bool = True, parent: QWidget | None = None) -> QLabel:
+    """A label that shows ``text`` literally, never as rich text, and can be selected."""
+    label = QLabel(parent)
+    label.setTextFormat(Qt.TextFormat.PlainText)
+    label.setText(text)
+    label.setWordWrap(wrap)
+    label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+    return label
+
+
+def _hint_label(text: str) -> QLabel:
+    label = plain_label(text)
+    font = label.font()
+    font.setPointSizeF(max(font.pointSizeF() * 0.9, 7.0))
+    label.setFont(font)
+    palette = label.palette()
+    palette.setColor(QPalette.ColorRole.WindowText, palette.color(QPalette.ColorRole.PlaceholderText))
+    label.setPalette(palette)
+    return label
+
+
+def _error_label() -> QLabel:
+    label = plain_label("")
+    label.setObjectName("fieldError")
+    palette = label.palette()
+    palette.setColor(QPalette.ColorRole.WindowText, _ERROR_COLOUR)
+    label.setPalette(palette)
+    label.hide()
+    return label
+
+
+def _show_error(label: QLabel, message: str | None) -> None:
+    label.setText(message or "")
+    label.setVisible(bool(message))
+
+
+def _caption(title: str, required: bool) -> str:
+    return f"{title} *" if required else title
+
+
+def _list_height(widget: QListWidget, rows: int) -> None:
+    """Size a list to show its rows (up to six) without a scroll bar for short lists."""
+    row = widget.sizeHintForRow(0) if widget.count() else widget.fontMetrics().height() + 4
+    widget.setFixedHeight(row * max(1, min(rows, 6)) + 2 * widget.frameWidth() + 8)
+    widget.setSpacing(1)
+    widget.setMinimumWidth(120)  # its default size hint is wide enough to push the label aside
+    widget.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
+
+
+# =========================================================================== elicitation
+
+
+class _FieldEditor:
+    """The widget(s) for one elicitation field, with a uniform get/set/changed surface."""
+
+    def __init__(self, f: Field):
+        self.field = f
+        self.widget: QWidget
+        self._optional_toggle: QCheckBox | None = None
+        self.value_widget: QWidget = self._make()
+
+    # -- construction -------------------------------------------------------------------
+
+    def _make(self) -> QWidget:
+        f = self.field
+        if f.kind == "string" and f.format == "date":
+            editor = QDateEdit()
+            editor.setDisplayFormat("yyyy-MM-dd")
+            editor.setCalendarPopup(True)
+            editor.setDate(QDate.currentDate())
+            return self._maybe_optional(editor)
+        if f.kind == "string" and f.format == "date-time":
+            editor = QDateTimeEdit()
+            editor.setDisplayFormat("yyyy-MM-dd HH:mm:ss")
+            editor.setCalendarPopup(True)
+            editor.setDateTime(QDateTime.currentDateTime())
+            return self._maybe_optional(editor)
+        if f.kind == "string":
+            editor = QLineEdit()
+            if f.max_length is not None:
+                editor.setMaxLength(max(f.max_length, 1))
+            editor.setPlaceholderText(
+                {"email": "name@example.com", "uri": "https://…"}.get(f.format or "", "")
+            )
+            self.widget = editor
+            return editor
+        if f.kind == "integer":
+            editor = QSpinBox()
+            editor.setRange(
+                int(max(f.minimum if f.minimum is not None else -_INT_LIMIT, -_INT_LIMIT)),
+                int(min(f.maximum if f.maximum is not None else _INT_LIMIT, _INT_LIMIT)),
+            )
+            editor.setValue(int(min(max(0, editor.minimum()), editor.maximum())))
+            return self._maybe_optional(editor)
+        if f.kind == "number":
+            editor = QDoubleSpinBox()
+            editor.setDecimals(_decimals_for(f))
+            editor.setRange(
+                float(f.minimum) if f.minimum is not None else -1e15,
+                float(f.maximum) if f.maximum is not None else 1e15,
+            )
+            editor.setStepType(QAbstractSpinBox.StepType.AdaptiveDecimalStepType)
+            editor.setValue(min(max(0.0, editor.minimum()), editor.maximum()))
+            return self._maybe_optional(editor)
+        if f.kind == "boolean":
+            editor = QCheckBox(f.title)  # a check box's own text is always plain
+            self.widget = editor
+            return editor
+        if f.kind == "single_select":
+            editor = QComboBox()
+            # A visible empty entry: the person must choose, nothing is chosen for them.
+            editor.addItem("— choose —" if f.required else "(none)", NOT_SET)
+            for option in f.options:
+                editor.addItem(option.title, option.value)
+            self.widget = editor
+            return editor
+        editor = QListWidget()  # multi_select
+        for option in f.options:
+            item = QListWidgetItem(option.title)
+            item.setData(Qt.ItemDataRole.UserRole, option.value)
+            item.setFlags(Qt.ItemFlag.ItemIsEnabled | Qt.ItemFlag.ItemIsUserCheckable)
+            item.setCheckState(Qt.CheckState.Unchecked)
+            editor.addItem(item)
+        _list_height(editor, editor.count())
+        self.widget = editor
+        return editor
+
+    def _maybe_optional(self, editor: QWidget) -> QWidget:
+        """Spin boxes and date editors cannot be empty; an optional one gets a switch."""
+        if self.field.required:
+            self.widget = editor
+            return editor
+        box = QWidget()
+        row = QHBoxLayout(box)
+        row.setContentsMargins(0, 0, 0, 0)
+        toggle = QCheckBox("Give a value")
+        toggle.toggled.connect(editor.setEnabled)
+        editor.setEnabled(False)
+        row.addWidget(toggle)
+        row.addWidget(editor, 1)
+        self._optional_toggle = toggle
+        self.widget = box
+        return editor
+
+    # -- value --------------------------------------------------------------------------
+
+    def value(self) -> Any:
+        """The value entered, or :data:`NOT_SET`."""
+        f, w = self.field, self.value_widget
+        if self._optional_toggle is not None and not self._optional_toggle.isChecked():
+            return NOT_SET
+        if isinstance(w, QDateTimeEdit) and f.format == "date-time":
+            return _iso_with_offset(w.dateTime())
+        if isinstance(w, QDateEdit):
+            return w.date().toString("yyyy-MM-dd")
+        if isinstance(w, QLineEdit):
+            return w.text() if w.text().strip() else NOT_SET
+        if isinstance(w, (QSpinBox, QDoubleSpinBox)):
+            return w.value()
+        if isinstance(w, QCheckBox):
+            return w.isChecked()
+        if isinstance(w, QComboBox):
+            return w.currentData()
+        assert isinstance(w, QListWidget)
+        chosen = [
+            w.item(i).data(Qt.ItemDataRole.UserRole)
+            for i in range(w.count())
+            if w.item(i).checkState() == Qt.CheckState.Checked
+        ]
+        return chosen if chosen else NOT_SET
+
+    def set_value(self, value: Any) -> None:
+        f, w = self.field, self.value_widget
+        if self._optional_toggle is not None:
+            self._optional_toggle.setChecked(value is not NOT_SET and value is not None)
+            if value is NOT_SET or value is None:
+                return
+        if (value is NOT_SET or value is None) and isinstance(w, (QDateTimeEdit, QSpinBox, QDoubleSpinBox)):
+            return  # these always hold a value; a required one keeps its starting value
+        if isinstance(w, QDateTimeEdit) and f.format == "date-time":
+            parsed = QDateTime.fromString(str(value), Qt.DateFormat.ISODate)
+            if parsed.isValid():
+                w.setDateTime(parsed.toLocalTime())
+        elif isinstance(w, QDateEdit):
+            parsed_date = QDate.fromString(str(value), "yyyy-MM-dd")
+            if parsed_date.isValid():
+                w.setDate(parsed_date)
+        elif isinstance(w, QLineEdit):
+            w.setText("" if value is NOT_SET or value is None else str(value))
+        elif isinstance(w, QSpinBox):
+            w.setValue(int(value))
+        elif isinstance(w, QDoubleSpinBox):
+            w.setValue(float(value))
+        elif isinstance(w, QCheckBox):
+            w.setChecked(bool(value))
+        elif isinstance(w, QComboBox):
+            index = w.findData(value) if value is not NOT_SET else 0
+            w.setCurrentIndex(max(index, 0))
+        elif isinstance(w, QListWidget):
+            wanted = set(value) if isinstance(value, (list, tuple)) else set()
+            for i in range(w.count()):
+                item = w.item(i)
+                checked = item.data(Qt.ItemDataRole.UserRole) in wanted
+                item.setCheckState(Qt.CheckState.Checked if checked else Qt.CheckState.Unchecked)
+
+    def connect_changed(self, slot: Callable[[], None]) -> None:
+        w = self.value_widget
+        if self._optional_toggle is not None:
+            self._optional_toggle.toggled.connect(lambda _=None: slot())
+        if isinstance(w, QLineEdit):
+            w.textEdited.connect(lambda _=None: slot())
+        elif isinstance(w, QDateTimeEdit):  # also QDateEdit
+            w.dateTimeChanged.connect(lambda _=None: slot())
+        elif isinstance(w, (QSpinBox, QDoubleSpinBox)):
+            w.valueChanged.connect(lambda _=None: slot())
+        elif isinstance(w, QCheckBox):
+            w.toggled.connect(lambda _=None: slot())
+        elif isinstance(w, QComboBox):
+            w.currentIndexChanged.connect(lambda _=None: slot())
+        elif isinstance(w, QListWidget):
+            w.itemChanged.connect(lambda _=None: slot())
+
+
+def _decimals_for(f: Field) -> int:
+    """Enough decimals for the bounds and default the server gave (2 at least, 10 at most)."""
+    decimals = 2
+    for number in (f.minimum, f.maximum, f.default):
+        if isinstance(number, float) and math.isfinite(number):
+            text = repr(number)
+            if "e" not in text and "." in text:
+                decimals = max(decimals, len(text.split(".", 1)[1]))
+    return min(decimals, 10)
+
+
+def _iso_with_offset(moment: QDateTime) -> str:
+    """RFC 3339 text of a local date-time, with the offset the date-time format requires."""
+    local = moment.toLocalTime()
+    offset = local.offsetFromUtc()
+    sign = "+" if offset >= 0 else "-"
+    hours, minutes = divmod(abs(offset) // 60, 60)
+    return local.toString("yyyy-MM-ddTHH:mm:ss") + f"{sign}{hours:02d}:{minutes:02d}"
+
+
+class ElicitationForm(QWidget):
+    """Widgets for the fields of a form-mode elicitation, defaults filled in.
+
+    Signals:
+        contentChanged(): the person changed a value.
+
+    :meth:`content` returns what was entered (blank fields left out); :meth:`validate`
+    shows a message under each field that is wrong and returns them by field name.
+    """
+
+    contentChanged = Signal()
+
+    def __init__(self, fields: Sequence[Field], parent: QWidget | None = None):
+        super().__init__(parent)
+        self._fields = list(fields)
+        self._editors: dict[str, _FieldEditor] = {}
+        self._errors: dict[str, QLabel] = {}
+        layout = QFormLayout(self)
+        layout.setRowWrapPolicy(QFormLayout.RowWrapPolicy.DontWrapRows)
+        layout.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.ExpandingFieldsGrow)
+        for f in self._fields:
+            editor = _FieldEditor(f)
+            self._editors[f.name] = editor
+            column = QWidget()
+            stack = QVBoxLayout(column)
+            stack.setContentsMargins(0, 0, 0, 0)
+            stack.setSpacing(2)
+            stack.addWidget(editor.widget)
+            if f.description:
+                stack.addWidget(_hint_label(f.description))
+            error = _error_label()
+            stack.addWidget(error)
+            self._errors[f.name] = error
+            if f.kind == "boolean":  # the check box carries the title; the row marks "required"
+                label = plain_label("*" if f.required else "")
+            else:
+                label = plain_label(_caption(f.title, f.required))
+            label.setBuddy(editor.value_widget)
+            layout.addRow(label, column)
+            editor.connect_changed(lambda name=f.name: self._on_changed(name))
+        self.set_content(default_content(self._fields))
+
+    # -- public API ---------------------------------------------------------------------
+
+    @property
+    def fields(self) -> list[Field]:
+        return list(self._fields)
+
+    def editor(self, name: str) -> QWidget:
+        """The widget that holds ``name``'s value (for focus, tests and accessibility)."""
+        return self._editors[name].value_widget
+
+    def optional_toggle(self, name: str) -> QCheckBox | None:
+        """The "Give a value" switch of an optional number or date field, if it has one."""
+        return self._editors[name]._optional_toggle
+
+    def content(self) -> dict[str, Any]:
+        """What the person entered, by field name; fields left blank are absent."""
+        values = {}
+        for name, editor in self._editors.items():
+            value = editor.value()
+            if value is not NOT_SET:
+                values[name] = value
+        return values
+
+    def set_content(self, content: dict[str, Any]) -> None:
+        for name, editor in self._editors.items():
+            editor.set_value(content.get(name, NOT_SET))
+        self.clear_errors()
+
+    def validate(self) -> dict[str, str]:
+        """Check :meth:`content`, show each problem under its field, and return them."""
+        errors = validate_content(self._fields, self.content())
+        for name, label in self._errors.items():
+            _show_error(label, errors.get(name))
+        first = next((name for name in self._editors if name in errors), None)
+        if first is not None:
+            self._editors[first].value_widget.setFocus()
+        return errors
+
+    def error_text(self, name: str) -> str:
+        """The message shown under ``name`` ("" when none is shown)."""
+        label = self._errors[name]
+        return label.text() if not label.isHidden() else ""
+
+    def clear_errors(self) -> None:
+        for label in self._errors.values():
+            _show_error(label, None)
+
+    def _on_changed(self, name: str) -> None:
+        # The message described the old value; it goes as soon as the person acts on it.
+        _show_error(self._errors[name], None)
+        self.contentChanged.emit()
+
+
+# =========================================================================== tool arguments
+
+
+class _NodeEditor:
+    """Widgets for one node of a tool-arguments tree."""
+
+    def __init__(self, node: FormNode):
+        self.node = node
+        self.widget: QWidget = QWidget()
+        self.error = _error_label()
+
+    def value(self) -> Any:  # NOT_SET or a JSON value; raises ValueError for bad text
+        raise NotImplementedError
+
+    def set_value(self, value: Any) -> None:
+        raise NotImplementedError
+
+    def editors(self) -> list["_NodeEditor"]:
+        return [self]
+
+
+class _TextEditor(_NodeEditor):
+    """Strings, numbers and integers: a line edit, blank meaning "not given"."""
+
+    def __init__(self, node: FormNode):
+        super().__init__(node)
+        self.line = QLineEdit()
+        if node.kind == "string" and node.max_length is not None:
+            self.line.setMaxLength(max(node.max_length, 1))
+        self.line.setPlaceholderText(_placeholder(node))
+        self.widget = self.line
+
+    def value(self) -> Any:
+        text = self.line.text()
+        if not text.strip():
+            return None if self.node.nullable and self.node.required else NOT_SET
+        if self.node.kind == "string":
+            return text
+        try:
+            number = json.loads(text.strip())
+        except json.JSONDecodeError:
+            number = None
+        if self.node.kind == "integer" and isinstance(number, float) and number.is_integer():
+            number = int(number)
+        wanted = int if self.node.kind == "integer" else (int, float)
+        if not isinstance(number, wanted) or isinstance(number, bool):
+            raise ValueError("enter a whole number" if self.node.kind == "integer" else "enter a number")
+        return number
+
+    def set_value(self, value: Any) -> None:
+        if value is NOT_SET or value is None:
+            self.line.setText("")
+        elif self.node.kind == "string":
+            self.line.setText(str(value))
+        else:
+            self.line.setText(json.dumps(value))
+
+
+def _placeholder(node: FormNode) -> str:
+    if node.kind == "string":
+        return {"date": "YYYY-MM-DD", "date-time": "YYYY-MM-DDTHH:MM:SSZ", "email": "name@example.com",
+                "uri": "https://…"}.get(node.format or "", "")
+    bounds = []
+    if node.minimum is not None:
+        bounds.append(f"≥ {node.minimum}")
+    if node.maximum is not None:
+        bounds.append(f"≤ {node.maximum}")
+    return ", ".join(bounds) or ("whole number" if node.kind == "integer" else "number")
+
+
+class _ChoiceEditor(_NodeEditor):
+    """Enums, and booleans that may be left unset: a combo box with a "not set" entry."""
+
+    def __init__(self, node: FormNode):
+        super().__init__(node)
+        self.combo = QComboBox()
+        self.combo.addItem("(not set)", NOT_SET)
+        if node.kind == "boolean":
+            choices = [("true", True), ("false", False)]
+        else:
+            choices = [(option.title, option.value) for option in node.options]
+        for index, (title, value) in enumerate(choices, start=1):
+            self.combo.addItem(title)
+            # Stored by position: Qt turns some JSON values (null, nested lists) into
+            # something else on the way through QVariant.
+            self.combo.setItemData(index, index)
+        self._values = [NOT_SET] + [value for _, value in choices]
+        self.widget = self.combo
+
+    def value(self) -> Any:
+        return self._values[self.combo.currentIndex()]
+
+    def set_value(self, value: Any) -> None:
+        for index, candidate in enumerate(self._values):
+            if index and candidate == value and type(candidate) is type(value):
+                self.combo.setCurrentIndex(index)
+                return
+        self.combo.setCurrentIndex(0)
+
+
+class _CheckEditor(_NodeEditor):
+    """A boolean that always has a value (required, or given a default)."""
+
+    def __init__(self, node: FormNode):
+        super().__init__(node)
+        self.check = QCheckBox(_caption(node.title, node.required))
+        self.widget = self.check
+
+    def value(self) -> Any:
+        return self.check.isChecked()
+
+    def set_value(self, value: Any) -> None:
+        self.check.setChecked(value is True)
+
+
+class _MultiChoiceEditor(_NodeEditor):
+    """An array of enum values: a list of check boxes."""
+
+    def __init__(self, node: FormNode):
+        super().__init__(node)
+        assert node.items is not None
+        self.list = QListWidget()
+        self._values = [option.value for option in node.items.options]
+        for index, option in enumerate(node.items.options):
+            item = QListWidgetItem(option.title)
+            item.setData(Qt.ItemDataRole.UserRole, index)
+            item.setFlags(Qt.ItemFlag.ItemIsEnabled | Qt.ItemFlag.ItemIsUserCheckable)
+            item.setCheckState(Qt.CheckState.Unchecked)
+            self.list.addItem(item)
+        _list_height(self.list, self.list.count())
+        self.widget = self.list
+
+    def value(self) -> Any:
+        chosen = [
+            self._values[i] for i in range(self.list.count())
+            if self.list.item(i).checkState() == Qt.CheckState.Checked
+        ]
+        return chosen if chosen or self.node.required else NOT_SET
+
+    def set_value(self, value: Any) -> None:
+        wanted = value if isinstance(value, list) else []
+        for i in range(self.list.count()):
+            checked = self._values[i] in wanted
+            self.list.item(i).setCheckState(Qt.CheckState.Checked if checked else Qt.CheckState.Unchecked)
+
+
+class _LinesEditor(_NodeEditor):
+    """An array of strings or numbers: one element per line."""
+
+    def __init__(self, node: FormNode):
+        super().__init__(node)
+        self.text = QPlainTextEdit()
+        self.text.setPlaceholderText("one value per line")
+        self.text.setTabChangesFocus(True)
+        self.text.setFixedHeight(self.text.fontMetrics().lineSpacing() * 4 + 12)
+        self._item = _TextEditor(node.items) if node.items is not None else None
+        self.widget = self.text
+
+    def value(self) -> Any:
+        lines = [line for line in self.text.toPlainText().splitlines() if line.strip()]
+        if not lines:
+            return [] if self.node.required else NOT_SET
+        assert self._item is not None
+        values = []
+        for number, line in enumerate(lines, start=1):
+            self._item.line.setText(line)
+            try:
+                values.append(self._item.value())
+            except ValueError as exc:
+                raise ValueError(f"line {number}: {exc}") from None
+        return values
+
+    def set_value(self, value: Any) -> None:
+        if not isinstance(value, list):
+            self.text.setPlainText("")
+            return
+        self.text.setPlainText("\n".join(v if isinstance(v, str) else json.dumps(v) for v in value))
+
+
+class _JsonEditor(_NodeEditor):
+    """Anything the widgets cannot express: JSON typed by the person."""
+
+    def __init__(self, node: FormNode, lines: int = 3):
+        super().__init__(node)
+        self.text = QPlainTextEdit()
+        self.text.setPlaceholderText("JSON value" + (f" ({node.reason})" if node.reason else ""))
+        self.text.setTabChangesFocus(True)
+        self.text.setFixedHeight(self.text.fontMetrics().lineSpacing() * lines + 12)
+        self.widget = self.text
+
+    def value(self) -> Any:
+        text = self.text.toPlainText()
+        if not text.strip():
+            return NOT_SET
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})") from None
+
+    def set_value(self, value: Any) -> None:
+        self.text.setPlainText("" if value is NOT_SET else json.dumps(value, indent=2, ensure_ascii=False))
+
+
+class _ObjectEditor(_NodeEditor):
+    """An object: its properties in a form layout, inside a titled box unless it is the root."""
+
+    def __init__(self, node: FormNode, root: bool = False):
+        super().__init__(node)
+        if root:
+            container = QWidget()
+        else:
+            container = QGroupBox(_caption(node.title, node.required))  # group titles are plain
+            if not node.required:
+                # An optional object is sent only when the person asks for it.
+                container.setCheckable(True)
+                container.setChecked(False)
+        layout = QFormLayout(container)
+        layout.setRowWrapPolicy(QFormLayout.RowWrapPolicy.DontWrapRows)
+        layout.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.ExpandingFieldsGrow)
+        if root:
+            layout.setContentsMargins(0, 0, 0, 0)
+        if not root and node.description:
+            layout.addRow(_hint_label(node.description))
+        self.children: list[_NodeEditor] = []
+        for child in node.properties:
+            editor = make_node_editor(child)
+            self.children.append(editor)
+            column = QWidget()
+            stack = QVBoxLayout(column)
+            stack.setContentsMargins(0, 0, 0, 0)
+            stack.setSpacing(2)
+            stack.addWidget(editor.widget)
+            if child.description and child.kind != "object":
+                stack.addWidget(_hint_label(child.description))
+            stack.addWidget(editor.error)
+            if isinstance(editor, (_ObjectEditor, _CheckEditor)):
+                layout.addRow(column)  # carries its own title
+            else:
+                label = plain_label(_caption(child.title, child.required))
+                label.setBuddy(editor.widget)
+                layout.addRow(label, column)
+        self.box = container if isinstance(container, QGroupBox) else None
+        self.widget = container
+
+    def value(self) -> Any:
+        if self.box is not None and self.box.isCheckable() and not self.box.isChecked():
+            return NOT_SET
+        values: dict[str, Any] = {}
+        problems = []
+        for editor in self.children:
+            try:
+                value = editor.value()
+            except ValueError as exc:
+                problems.append(exc)
+                continue
+            if value is not NOT_SET:
+                values[editor.node.name] = value
+        if problems:
+            raise problems[0]
+        return values
+
+    def set_value(self, value: Any) -> None:
+        if self.box is not None and self.box.isCheckable():
+            self.box.setChecked(isinstance(value, dict))
+        given = value if isinstance(value, dict) else {}
+        for editor in self.children:
+            editor.set_value(given.get(editor.node.name, NOT_SET))
+
+    def editors(self) -> list[_NodeEditor]:
+        found: list[_NodeEditor] = [self]
+        for child in self.children:
+            found.extend(child.editors())
+        return found
+
+
+def make_node_editor(node: FormNode, root: bool = False) -> _NodeEditor:
+    """The editor that suits ``node``; JSON text for whatever has no better widget."""
+    if node.kind == "object":
+        return _ObjectEditor(node, root=root)
+    if node.kind in ("string", "number", "integer"):
+        return _TextEditor(node)
+    if node.kind == "boolean":
+        return _CheckEditor(node) if node.required or node.has_default else _ChoiceEditor(node)
+    if node.kind == "enum":
+        return _ChoiceEditor(node)
+    if node.kind == "array" and node.items is not None:
+        if node.items.kind == "enum":
+            return _MultiChoiceEditor(node)
+        if node.items.kind in ("string", "number", "integer"):
+            return _LinesEditor(node)
+    return _JsonEditor(node)
+
+
+class ToolArgumentsForm(QWidget):
+    """The arguments of a tool call, as widgets or as raw JSON.
+
+    Signals:
+        rawModeChanged(bool): the "Raw JSON" switch changed.
+
+    States: form mode (widgets) and raw mode (one JSON text). Switching carries the
+    arguments across; switching back from JSON that does not parse stays in raw mode and
+    says why. :meth:`arguments` reads whichever mode is showing; :meth:`validate` checks
+    them against the whole ``inputSchema``.
+    """
+
+    rawModeChanged = Signal(bool)
+
+    def __init__(self, input_schema: Any, parent: QWidget | None = None):
+        super().__init__(parent)
+        self._schema = input_schema
+        self.tree = build_form(input_schema)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+
+        self.raw_toggle = QCheckBox("Raw JSON")
+        self.raw_toggle.setToolTip("Edit the arguments as one JSON object")
+        layout.addWidget(self.raw_toggle, 0, Qt.AlignmentFlag.AlignRight)
+
+        self._root = make_node_editor(self.tree, root=True)
+        layout.addWidget(self._root.widget)
+        if not self.tree.properties and self.tree.kind == "object":
+            self._root.widget.hide()
+            self._no_arguments = plain_label("This tool takes no arguments.")
+            layout.addWidget(self._no_arguments)
+
+        self.raw_text = QPlainTextEdit()
+        self.raw_text.setTabChangesFocus(True)
+        self.raw_text.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Expanding)
+        self.raw_text.hide()
+        layout.addWidget(self.raw_text)
+
+        self.errors = _error_label()
+        layout.addWidget(self.errors)
+        layout.addStretch(1)
+
+        self._by_path = {editor.node.path: editor for editor in self._root.editors()}
+        if self.tree.kind == "object":
+            self._root.set_value(defaults(self.tree))
+        self.raw_toggle.toggled.connect(self._on_raw_toggled)
+        if self.tree.kind == "raw_json":
+            # Nothing to show as widgets: start (and stay) in raw mode.
+            self.raw_toggle.setChecked(True)
+            self.raw_toggle.setEnabled(False)
+
+    # -- public API ---------------------------------------------------------------------
+
+    def is_raw(self) -> bool:
+        return self.raw_toggle.isChecked()
+
+    def arguments(self) -> dict[str, Any]:
+        """The arguments as they stand; raises ``ValueError`` for text that is not JSON."""
+        if self.is_raw():
+            text = self.raw_text.toPlainText()
+            if not text.strip():
+                return {}
+            try:
+                value = json.loads(text)
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})") from None
+            if not isinstance(value, dict):
+                raise ValueError("the arguments must be a JSON object")
+            return value
+        value = self._root.value()
+        return value if isinstance(value, dict) else {}
+
+    def set_arguments(self, args: dict[str, Any]) -> None:
+        if self.is_raw():
+            self.raw_text.setPlainText(json.dumps(args, indent=2, ensure_ascii=False))
+        else:
+            self._root.set_value(args)
+
+    def validate(self) -> list[str]:
+        """Problems with the arguments (also shown in the form); ``[]`` when they can be sent."""
+        for editor in self._by_path.values():
+            _show_error(editor.error, None)
+        try:
+            messages = self._text_problems() or validate_arguments(self._schema, self.arguments())
+        except ValueError as exc:
+            messages = [f"$: {exc}"]
+        _show_error(self.errors, "\n".join(messages))
+        if not self.is_raw():
+            for message in messages:
+                editor = self._editor_for(message.split(":", 1)[0])
+                if editor is not None:
+                    _show_error(editor.error, message.split(": ", 1)[1] if ": " in message else message)
+        return messages
+
+    def error_text(self) -> str:
+        return self.errors.text() if not self.errors.isHidden() else ""
+
+    def editor_widget(self, *path: str) -> QWidget:
+        """The widget for the value at ``path`` (property names, ``"*"`` for array items)."""
+        return self._by_path[tuple(path)].widget
+
+    # -- internals ----------------------------------------------------------------------
+
+    def _text_problems(self) -> list[str]:
+        """Per-field text that does not parse, each with its JSON path."""
+        if self.is_raw():
+            return []
+        problems = []
+        for editor in self._by_path.values():
+            if isinstance(editor, _ObjectEditor):
+                continue
+            try:
+                editor.value()
+            except ValueError as exc:
+                problems.append(f"{editor.node.json_path}: {exc}")
+        return problems
+
+    def _editor_for(self, json_path: str) -> _NodeEditor | None:
+        for editor in self._by_path.values():
+            if editor.node.json_path == json_path and not isinstance(editor, _ObjectEditor):
+                return editor
+        return None
+
+    def _on_raw_toggled(self, raw: bool) -> None:
+        if raw:
+            try:
+                current = self._root.value()
+            except ValueError:
+                current = NOT_SET  # keep what parses; the widgets stay as they were
+            if current is NOT_SET:
+                current = {}
+            self.raw_text.setPlainText(json.dumps(current, indent=2, ensure_ascii=False))
+            self._root.widget.hide()
+            self.raw_text.show()
+        else:
+            try:
+                args = json.loads(self.raw_text.toPlainText() or "{}")
+                if not isinstance(args, dict):
+                    raise ValueError("the arguments must be a JSON object")
+            except ValueError as exc:
+                message = exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc)
+                _show_error(self.errors, f"Cannot show this as a form: {message}")
+                self.raw_toggle.blockSignals(True)
+                self.raw_toggle.setChecked(True)
+                self.raw_toggle.blockSignals(False)
+                return
+            self._root.set_value(args)
+            self.raw_text.hide()
+            if self.tree.properties:
+                self._root.widget.show()
+            _show_error(self.errors, None)
+        self.rawModeChanged.emit(self.is_raw())
