@@ -136,11 +136,14 @@ class StreamableHttpTransport(Transport):
         self._connected = True
         self._closing = False
 
-    def set_protocol_version(self, version: str, *, stateless: bool) -> None:
+    def set_protocol_version(self, version: str | None, *, stateless: bool) -> None:
+        """The agreed revision (None: not agreed yet, send no version header).
+
+        A session id is kept while the stateless era is tried (a fallback to the handshake
+        may still use a restored one) but never sent in that era.
+        """
         self._protocol_version = version
         self._stateless = stateless
-        if stateless:
-            self._session_id = None  # the stateless era has no sessions; never echo one
 
     async def send(self, message: Message) -> None:
         client = self._require_client()
