@@ -16,6 +16,7 @@ import argparse
 import asyncio
 import logging
 import logging.handlers
+import signal
 import sys
 import traceback
 from pathlib import Path
@@ -174,6 +175,8 @@ def main(argv: list[str] | None = None) -> int:
     host = HostApp(home)
     host_ref.append(host)
     app.aboutToQuit.connect(host.signals.flush)
+    # Ctrl+C in the terminal quits like the Quit action (connections closed, journal flushed).
+    signal.signal(signal.SIGINT, lambda *_: loop.call_soon_threadsafe(host.request_quit))
     host.window.show()
     loop.call_soon(lambda: asyncio.ensure_future(host.start()))
     try:

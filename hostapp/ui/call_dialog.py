@@ -7,8 +7,19 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import (QComboBox, QDialog, QDialogButtonBox, QFormLayout, QFrame, QListWidget,
-                               QListWidgetItem, QScrollArea, QSplitter, QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (
+    QComboBox,
+    QDialog,
+    QDialogButtonBox,
+    QFormLayout,
+    QFrame,
+    QListWidget,
+    QListWidgetItem,
+    QScrollArea,
+    QSplitter,
+    QVBoxLayout,
+    QWidget,
+)
 
 from hostapp.ui.forms import ToolArgumentsForm
 from hostapp.ui.result_view import plain_label

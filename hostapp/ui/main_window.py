@@ -17,9 +17,26 @@ from typing import Any
 
 from PySide6.QtCore import QByteArray, QSettings, Qt, Signal
 from PySide6.QtGui import QAction, QCloseEvent, QGuiApplication, QIcon, QKeySequence
-from PySide6.QtWidgets import (QAbstractItemView, QComboBox, QFileDialog, QFrame, QGroupBox, QHBoxLayout, QHeaderView,
-                               QLabel, QMainWindow, QMenu, QPushButton, QSplitter, QStyle, QSystemTrayIcon, QTableView,
-                               QToolBar, QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QComboBox,
+    QFileDialog,
+    QFrame,
+    QGroupBox,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QMainWindow,
+    QMenu,
+    QPushButton,
+    QSplitter,
+    QStyle,
+    QSystemTrayIcon,
+    QTableView,
+    QToolBar,
+    QVBoxLayout,
+    QWidget,
+)
 
 from hostapp.engine import api
 from hostapp.engine.api import InputRequest, OperationView, ServerView
@@ -29,8 +46,8 @@ from hostapp.ui.call_dialog import StartCallDialog
 from hostapp.ui.details import OperationDetails
 from hostapp.ui.elicitation_queue import ElicitationQueue
 from hostapp.ui.operations_model import FILTERS, OperationRole, OperationTableModel
-from hostapp.ui.operations_model import PROGRESS as OP_PROGRESS
 from hostapp.ui.operations_model import MESSAGE as OP_MESSAGE
+from hostapp.ui.operations_model import PROGRESS as OP_PROGRESS
 from hostapp.ui.progress_delegate import ProgressDelegate
 from hostapp.ui.result_view import plain_label, result_as_text
 from hostapp.ui.server_dialog import ImportDialog, ServerDialog, ServerSettings
@@ -443,8 +460,7 @@ class MainWindow(QMainWindow):
         elif op.status in (api.FAILED, api.EXPIRED, api.UNKNOWN):
             why = (op.error or {}).get("message") or op.message or ""
             self.notify("Operation failed", f"{tool} on {op.server}: {why}".rstrip(": "))
-        elif op.status == api.INPUT_REQUIRED:
-            self.notify("Input needed", f"{tool} on {op.server} is waiting for your answer.")
+        # "Input needed" is announced with the question itself (see _input_requested).
 
     def notify(self, title: str, text: str) -> None:
         if self.tray is not None and self.tray.supportsMessages():
@@ -555,8 +571,8 @@ class MainWindow(QMainWindow):
     async def _start_call(self, server: str | None = None, tool: str | None = None) -> OperationView | None:
         names = [s.name for s in self.servers_model.servers()]
         current = self.selected_server()
-        dialog = StartCallDialog(names, self.engine.list_tools, self, server=server or (current.name if current else None),
-                                 tool=tool)
+        default_server = server or (current.name if current else None)
+        dialog = StartCallDialog(names, self.engine.list_tools, self, server=default_server, tool=tool)
         self.call_dialog = dialog
         try:
             if await run_dialog(dialog) != StartCallDialog.DialogCode.Accepted:
@@ -657,12 +673,20 @@ class MainWindow(QMainWindow):
             await update(cfg, settings.secrets)
         else:
             if replacing is not None:
+                await self._carry_kept_secrets(settings)
                 await self.engine.remove_server(replacing)
                 self.servers_model.remove_server(replacing)
             await self.engine.add_server(cfg, settings.secrets)
         self.servers_model.set_servers(self.engine.servers())
         self._servers_health()
         self._update_actions()
+
+    async def _carry_kept_secrets(self, settings: ServerSettings) -> None:
+        """Removing a server deletes its keyring entries: read the unchanged ones first and store them anew."""
+        for kind in ("env", "headers"):
+            for name, ref in list(settings.kept_secrets[kind].items()):
+                settings.secrets[kind][name] = await asyncio.to_thread(self.engine.secrets.get, ref)
+                del settings.kept_secrets[kind][name]
 
     def remove_server(self) -> None:
         server = self.selected_server()

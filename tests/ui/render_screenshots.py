@@ -27,9 +27,10 @@ async def until(predicate, timeout: float = 60.0):
 
 
 async def scene(host, out: Path) -> None:
+    from PySide6.QtWidgets import QApplication
+
     from hostapp.engine import api
     from hostapp.ui.theme import apply_color_scheme
-    from PySide6.QtWidgets import QApplication
 
     window, engine = host.window, host.engine
     await host.start()
@@ -52,7 +53,8 @@ async def scene(host, out: Path) -> None:
     await until(lambda: window.ops_model.operation(window.ops_model.row_of(form.id)).status == api.COMPLETED)
     failed = await engine.start_call("lab", "fail", {"mode": "rpc_error"})
     await until(lambda: window.ops_model.operation(window.ops_model.row_of(failed.id)).status in api.TERMINAL)
-    await engine.start_call("lab", "sleep_with_progress", {"seconds": 120, "steps": 120, "message": "indexing the archive"})
+    await engine.start_call("lab", "sleep_with_progress",
+                            {"seconds": 120, "steps": 120, "message": "indexing the archive"})
     await engine.start_call("lab", "sleep_with_progress", {"seconds": 40, "steps": 40, "message": "uploading part"})
     waiting = await engine.start_call("lab", "ask_form", {"message": "Which colour should the report use?"})
     await until(lambda: window.elicitations.prompt is not None)

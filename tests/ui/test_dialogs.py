@@ -6,7 +6,6 @@ from __future__ import annotations
 import base64
 import json
 import struct
-import zlib
 
 from PySide6.QtCore import QBuffer, QByteArray, QIODevice, Qt
 from PySide6.QtGui import QColor, QImage

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
 from PySide6.QtCore import QModelIndex, Qt
 from PySide6.QtGui import QImage, QPainter
@@ -12,8 +10,15 @@ from PySide6.QtWidgets import QStyleOptionViewItem, QTableView
 from hostapp.engine import api
 from hostapp.engine.api import OperationView, ServerView
 from hostapp.ui.adapter import EngineSignals
-from hostapp.ui.operations_model import (ELAPSED, PAGE_SIZE, PROGRESS, STATUS, OperationRole, OperationTableModel,
-                                         format_elapsed)
+from hostapp.ui.operations_model import (
+    ELAPSED,
+    PAGE_SIZE,
+    PROGRESS,
+    STATUS,
+    OperationRole,
+    OperationTableModel,
+    format_elapsed,
+)
 from hostapp.ui.progress_delegate import ProgressDelegate
 from hostapp.ui.servers_model import STATUS as SERVER_STATUS
 from hostapp.ui.servers_model import ServerTableModel
@@ -170,7 +175,7 @@ def test_progress_delegate_paints_a_bar(qapp, view):
     highlight = table.palette().highlight().color()
 
     def near(c):
-        return abs(c.red() - highlight.red()) + abs(c.green() - highlight.green()) + abs(c.blue() - highlight.blue()) < 90
+        return sum(abs(a - b) for a, b in zip(c.getRgb()[:3], highlight.getRgb()[:3])) < 90
 
     filled = sum(1 for x in range(3, 197) if near(image.pixelColor(x, 12)))
     if view.id == "op1":
