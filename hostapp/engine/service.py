@@ -77,6 +77,8 @@ class OperationRunner:
         self._tasks: set[asyncio.Task] = set()
         self._questions: set[str] = set()
         self._url_rounds = 0
+        self._original_waiter: asyncio.Task | None = None
+        self._original_session: ClientSession | None = None
 
     @property
     def id(self) -> str:
@@ -216,6 +218,9 @@ class OperationRunner:
                 log.info("could not delete the handle of %s: %s", self.id, type(exc).__name__)
         for qid in list(self._questions):
             eng._withdraw(qid)
+        self._drop_original_waiter()
+        if self.session is not None:
+            self.session.unroute_progress(self.progress_token)
         if first:
             data = {"to": status, "error": error}
             eng.journal.append_event(self.id, "status", data)
@@ -243,6 +248,7 @@ class OperationRunner:
         return await conn.wait_ready()
 
     def _route_progress(self, session: ClientSession) -> None:
+        self.session = session
         session.route_progress(self.progress_token, self._on_progress)
 
     def _on_progress(self, progress: float, total: float | None, message: str | None) -> None:
@@ -282,8 +288,8 @@ class OperationRunner:
         eng = self.engine
         self._route_progress(session)
         try:
-            result = await session.request(method, params, request_id=rid, on_progress=self._on_progress,
-                                           progress_token=self.progress_token)
+            result = await session.request(method, params, request_id=rid,
+                                           progress_token=self.progress_token if original else None)
         except RpcError as exc:
             if original and exc.code == URL_ELICITATION_REQUIRED and await self._satisfy_url_elicitations(exc):
                 # -32042 means the call did not run: after the person opened the URL(s)
@@ -335,6 +341,7 @@ class OperationRunner:
             raise
         if action.reuse_jsonrpc_id and self.record.jsonrpc_id is not None:
             rid = self.record.jsonrpc_id
+            self._drop_original_waiter()  # this request takes the id over
         else:
             rid = session.ids.next()
         self.engine._own_request(self, rid)
@@ -348,6 +355,38 @@ class OperationRunner:
         except (TransportError, asyncio.TimeoutError) as exc:
             log.info("operation %s: could not send %s: %s", self.id, method, exc)
 
+    def _ensure_original_waiter(self, session: ClientSession) -> None:
+        """After a restart or reconnect, the original request's answer may still come
+        (on a resumed SSE stream, after ``stream/resume``): wait for it under its id."""
+        rid = self.record.jsonrpc_id
+        if rid is None or self.done:
+            return
+        if self._original_waiter is not None and not self._original_waiter.done() \
+                and self._original_session is session:
+            return
+        self._original_session = session
+        self._original_waiter = asyncio.get_running_loop().create_task(self._wait_original(session, rid))
+        self._tasks.add(self._original_waiter)
+        self._original_waiter.add_done_callback(self._task_done)
+
+    def _drop_original_waiter(self) -> None:
+        if self._original_waiter is not None:
+            self._original_waiter.cancel()
+            self._original_waiter = None
+
+    async def _wait_original(self, session: ClientSession, rid: RequestId) -> None:
+        eng = self.engine
+        eng._own_request(self, rid)
+        try:
+            result = await session.await_response(rid, self.mech.method)
+        except RpcError as exc:
+            error = exc.to_error().to_obj()
+            await self.feed(lambda: self.mech.on_error(error, now=eng.clock()))
+        except TransportError:
+            return  # the connection went; its loss is handled where it is noticed
+        else:
+            await self.feed(lambda: self.mech.on_result(result, now=eng.clock()))
+
     async def _resume_stream(self, last_event_id: str) -> None:
         session = await self._live_session()
         rid = self.record.jsonrpc_id
@@ -355,23 +394,12 @@ class OperationRunner:
         if rid is None or not hasattr(transport, "resume_stream"):
             await self.feed(lambda: self.mech.on_disconnect(now=self.engine.clock(), session_lost=True))
             return
-        self.engine._own_request(self, rid)
-        waiter = asyncio.ensure_future(session.await_response(
-            rid, self.mech.method, on_progress=self._on_progress, progress_token=self.progress_token))
+        self._ensure_original_waiter(session)
         try:
             await transport.resume_stream(rid, last_event_id)
-            result = await waiter
-        except RpcError as exc:
-            error = exc.to_error().to_obj()
-            await self.feed(lambda: self.mech.on_error(error, now=self.engine.clock()))
         except TransportError as exc:
-            waiter.cancel()
             lost = isinstance(exc, SessionExpired)
             await self.feed(lambda: self.mech.on_disconnect(now=self.engine.clock(), session_lost=lost))
-        else:
-            await self.feed(lambda: self.mech.on_result(result, now=self.engine.clock()))
-        finally:
-            self.engine._disown_request(self, rid)
 
     async def _ask(self, action: A.AskInput) -> None:
         responses: dict[str, Any] = {}
@@ -391,6 +419,7 @@ class OperationRunner:
         """A (new) session is ready: resume the operation on it."""
         self.session = session
         self._route_progress(session)
+        self._ensure_original_waiter(session)
         await self.feed(lambda: self.mech.resume(now=self.engine.clock()))
 
     def shutdown(self) -> None:

@@ -262,15 +262,17 @@ class ClientSession:
             raise self._closed_error
         rid = request_id if request_id is not None else self.ids.next()
         extra = dict(meta or {})
+        token = None
         if on_progress is not None:
             token = progress_token if progress_token is not None else self.new_progress_token(rid)
             extra["progressToken"] = token
             self._progress[token] = _ProgressRoute(on_progress)
-        else:
-            token = None
+        elif progress_token is not None:
+            # The caller routes this token itself (route_progress): it outlives the request.
+            extra["progressToken"] = progress_token
         msg = Request(rid, method, self._with_meta(params, extra))
         future: asyncio.Future = asyncio.get_running_loop().create_future()
-        self._pending[rid] = _Pending(method, future, token)
+        entry = self._pending[rid] = _Pending(method, future, token)
         try:
             await self.transport.send(msg)
             if timeout is not None:
@@ -284,9 +286,14 @@ class ClientSession:
             await self._send_cancel(rid, f"no answer within {timeout} s")
             raise
         finally:
-            self._pending.pop(rid, None)
-            if token is not None:
-                self._progress.pop(token, None)
+            self._release(rid, entry)
+
+    def _release(self, rid: RequestId, entry: _Pending) -> None:
+        # Only our own entry: a later request may have taken the same id (same-id resume).
+        if self._pending.get(rid) is entry:
+            del self._pending[rid]
+            if entry.progress_token is not None:
+                self._progress.pop(entry.progress_token, None)
 
     async def await_response(self, request_id: RequestId, method: str, *,
                              on_progress: ProgressCallback | None = None,
@@ -299,13 +306,11 @@ class ClientSession:
         if progress_token is not None and on_progress is not None:
             self._progress[progress_token] = _ProgressRoute(on_progress)
         future: asyncio.Future = asyncio.get_running_loop().create_future()
-        self._pending[request_id] = _Pending(method, future, progress_token)
+        entry = self._pending[request_id] = _Pending(method, future, progress_token)
         try:
             return await future
         finally:
-            self._pending.pop(request_id, None)
-            if progress_token is not None:
-                self._progress.pop(progress_token, None)
+            self._release(request_id, entry)
 
     async def _send_cancel(self, rid: RequestId, reason: str) -> None:
         try:
