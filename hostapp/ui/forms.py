@@ -34,6 +34,7 @@ from PySide6.QtWidgets import (
     QListWidget,
     QListWidgetItem,
     QPlainTextEdit,
+    QPushButton,
     QSizePolicy,
     QSpinBox,
     QVBoxLayout,
@@ -663,6 +664,68 @@ class _ObjectEditor(_NodeEditor):
         return found
 
 
+class _ObjectListEditor(_NodeEditor):
+    """An array of objects: one sub-form per element, with buttons to add and remove."""
+
+    def __init__(self, node: FormNode):
+        super().__init__(node)
+        assert node.items is not None and node.items.kind == "object"
+        self.rows: list[_ObjectEditor] = []
+        self.widget = QWidget()
+        self._layout = QVBoxLayout(self.widget)
+        self._layout.setContentsMargins(0, 0, 0, 0)
+        self.add_button = QPushButton("Add")
+        self.add_button.clicked.connect(lambda: self.add_row())
+        self._layout.addWidget(self.add_button, 0, Qt.AlignmentFlag.AlignLeft)
+
+    def add_row(self, value: Any = NOT_SET) -> _ObjectEditor:
+        assert self.node.items is not None
+        row = _ObjectEditor(self.node.items)
+        remove = QPushButton("Remove")
+        remove.clicked.connect(lambda: self.remove_row(row))
+        bar = QWidget()
+        bar_layout = QHBoxLayout(bar)
+        bar_layout.setContentsMargins(0, 0, 0, 0)
+        bar_layout.addStretch(1)
+        bar_layout.addWidget(remove)
+        row.widget.layout().addRow(bar)
+        row.remove_button = remove  # type: ignore[attr-defined]
+        row.set_value(value if value is not NOT_SET else defaults(self.node.items))
+        self.rows.append(row)
+        self._layout.insertWidget(self._layout.count() - 1, row.widget)
+        self._renumber()
+        return row
+
+    def remove_row(self, row: _ObjectEditor) -> None:
+        self.rows.remove(row)
+        self._layout.removeWidget(row.widget)
+        row.widget.hide()
+        row.widget.deleteLater()
+        self._renumber()
+
+    def _renumber(self) -> None:
+        for number, row in enumerate(self.rows, start=1):
+            row.widget.setTitle(f"{number}.")
+
+    def value(self) -> Any:
+        if not self.rows:
+            return [] if self.node.required else NOT_SET
+        values = []
+        for number, row in enumerate(self.rows, start=1):
+            try:
+                values.append(row.value())
+            except ValueError as exc:
+                raise ValueError(f"element {number}: {exc}") from None
+        return values
+
+    def set_value(self, value: Any) -> None:
+        for row in list(self.rows):
+            self.remove_row(row)
+        if isinstance(value, list):
+            for element in value:
+                self.add_row(element if isinstance(element, dict) else {})
+
+
 def make_node_editor(node: FormNode, root: bool = False) -> _NodeEditor:
     """The editor that suits ``node``; JSON text for whatever has no better widget."""
     if node.kind == "object":
@@ -678,6 +741,8 @@ def make_node_editor(node: FormNode, root: bool = False) -> _NodeEditor:
             return _MultiChoiceEditor(node)
         if node.items.kind in ("string", "number", "integer"):
             return _LinesEditor(node)
+        if node.items.kind == "object":
+            return _ObjectListEditor(node)
     return _JsonEditor(node)
 
 

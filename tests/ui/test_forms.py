@@ -20,6 +20,7 @@ from PySide6.QtWidgets import (
     QLabel,
     QLineEdit,
     QListWidget,
+    QPushButton,
     QSpinBox,
 )
 
@@ -381,6 +382,14 @@ TOOL_SCHEMA = {
         "tags": {"type": "array", "items": {"type": "string"}},
         "sizes": {"type": "array", "items": {"type": "integer"}},
         "flags": {"type": "array", "items": {"enum": ["a", "b", "c"]}},
+        "filters": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {"field": {"type": "string"}, "value": {"type": "string", "default": "*"}},
+                "required": ["field"],
+            },
+        },
         "owner": {"type": "object", "properties": {"id": {"type": "string"}}, "required": ["id"]},
         "paging": {"type": "object", "properties": {"page": {"type": "integer"}}},
         "target": {"oneOf": [{"type": "string"}, {"type": "integer"}]},
@@ -494,3 +503,39 @@ def test_dialogs_render(qtbot, tmp_path):
         image = widget.grab()
         assert image.width() >= 400 and image.height() >= 250
         assert image.save(str(tmp_path / f"{type(widget).__name__}.png"))
+
+
+def element_boxes(container) -> list[QGroupBox]:
+    return [box for box in container.findChildren(QGroupBox) if box.isVisibleTo(container)]
+
+
+def button(container, text: str) -> QPushButton:
+    return next(b for b in container.findChildren(QPushButton) if b.text() == text and b.isVisibleTo(container))
+
+
+def test_arrays_of_objects_get_one_sub_form_per_element(qtbot):
+    form = make_tool_form(qtbot)
+    filters = form.editor_widget("filters")
+    assert "filters" not in form.arguments()
+    for _ in range(3):
+        qtbot.mouseClick(button(filters, "Add"), Qt.MouseButton.LeftButton)
+    boxes = element_boxes(filters)
+    assert [box.title() for box in boxes] == ["1.", "2.", "3."]
+    assert [box.findChildren(QLineEdit)[1].text() for box in boxes] == ["*", "*", "*"]  # item defaults
+    for box, field in zip(boxes, ["colour", "size", "shape"]):
+        box.findChildren(QLineEdit)[0].setText(field)
+    boxes[2].findChildren(QLineEdit)[1].setText("round")
+    qtbot.mouseClick(button(boxes[1], "Remove"), Qt.MouseButton.LeftButton)
+    assert [box.title() for box in element_boxes(filters)] == ["1.", "2."]
+    assert form.arguments()["filters"] == [{"field": "colour", "value": "*"}, {"field": "shape", "value": "round"}]
+
+
+def test_arrays_of_objects_survive_the_raw_json_round_trip(qtbot):
+    form = make_tool_form(qtbot)
+    form.raw_toggle.setChecked(True)
+    form.raw_text.setPlainText('{"query": "q", "owner": {"id": "o"}, "filters": [{"field": "a"}, {"field": "b", "value": "1"}]}')
+    form.raw_toggle.setChecked(False)
+    assert form.arguments()["filters"] == [{"field": "a"}, {"field": "b", "value": "1"}]
+    first = element_boxes(form.editor_widget("filters"))[0]
+    first.findChildren(QLineEdit)[0].setText("")
+    assert "$.filters[0]: 'field' is a required property" in form.validate()
