@@ -230,11 +230,10 @@ def _parse_number(name: str, prop: Mapping[str, Any], required: bool, kind: str)
         raise ElicitationSchemaError(f"property {name!r}: minimum is greater than maximum", name)
     default = prop.get("default")
     if default is not None:
-        coerced = _as_number(default, kind)
+        coerced = _as_number(default, kind) if not isinstance(default, str) else None
         if coerced is None:
-            raise ElicitationSchemaError(f"property {name!r}: default must be an {kind}"
-                                         if kind == "integer" else
-                                         f"property {name!r}: default must be a number", name)
+            article = "an" if kind == "integer" else "a"
+            raise ElicitationSchemaError(f"property {name!r}: default must be {article} {kind}", name)
         default = coerced
     return Field(
         name, kind, **_texts(name, prop), required=required, default=default,  # type: ignore[arg-type]

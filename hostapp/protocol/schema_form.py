@@ -160,8 +160,8 @@ class _Builder:
         if kind in ("number", "integer"):
             return FormNode(
                 kind, **common,
-                minimum=_bound(schema, "minimum", "exclusiveMinimum"),
-                maximum=_bound(schema, "maximum", "exclusiveMaximum"),
+                minimum=_bound(schema, "minimum"),
+                maximum=_bound(schema, "maximum"),
             )
         if kind == "boolean":
             return FormNode("boolean", **common)
@@ -296,9 +296,9 @@ def _int_or_none(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def _bound(schema: Mapping[str, Any], inclusive: str, exclusive: str) -> int | float | None:
-    """The inclusive bound a widget can use; an exclusive bound is left to validation."""
-    value = schema.get(inclusive)
+def _bound(schema: Mapping[str, Any], keyword: str) -> int | float | None:
+    """An inclusive bound a widget can use; exclusive bounds are left to validation."""
+    value = schema.get(keyword)
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return value
     return None

@@ -217,6 +217,7 @@ def with_property(prop: dict, required: list[str] | None = None) -> dict:
         ({"type": "string", "enum": ["a"], "minLength": 1}, '"minLength"'),
         ({"type": "string", "default": 3}, "default must be a string"),
         ({"type": "integer", "default": 1.5}, "default must be an integer"),
+        ({"type": "number", "default": "3"}, "default must be a number"),
         ({"type": "boolean", "default": "yes"}, "true or false"),
         ({"type": "string", "enum": ["a"], "default": "b"}, "not one of the options"),
         ({"type": "array", "items": {"enum": ["a"]}, "default": ["z"]}, "list of the options"),
