@@ -470,11 +470,10 @@ class _ChoiceEditor(_NodeEditor):
             choices = [("true", True), ("false", False)]
         else:
             choices = [(option.title, option.value) for option in node.options]
-        for index, (title, value) in enumerate(choices, start=1):
+        for title, _ in choices:
             self.combo.addItem(title)
-            # Stored by position: Qt turns some JSON values (null, nested lists) into
-            # something else on the way through QVariant.
-            self.combo.setItemData(index, index)
+        # Values are kept here by position, not as item data: QVariant would turn some
+        # JSON values (null, nested lists) into something else on the way through.
         self._values = [NOT_SET] + [value for _, value in choices]
         self.widget = self.combo
 
