@@ -104,3 +104,39 @@ def test_client_scenario(spec_version: str, scenario: str, scenario_runs) -> Non
     run = scenario_runs[(spec_version, scenario)].result()
     if not run.passed():
         pytest.fail(run.failure_report(), pytrace=False)
+
+
+def test_a_consenting_person_keeps_every_default_and_fills_what_is_required() -> None:
+    from hostapp.conformance import prefilled_answer
+
+    answer = prefilled_answer(
+        {
+            "message": "Your details",
+            "requestedSchema": {
+                "type": "object",
+                "properties": {
+                    "name": {"type": "string", "default": "John Doe"},
+                    "age": {"type": "integer", "default": 30},
+                    "score": {"type": "number", "default": 95.5},
+                    "status": {"type": "string", "enum": ["active", "inactive"], "default": "inactive"},
+                    "verified": {"type": "boolean", "default": False},
+                    "confirmed": {"type": "boolean"},
+                    "city": {"type": "string"},
+                    "nickname": {"type": "string", "minLength": 1},
+                },
+                "required": ["nickname"],
+            },
+        }
+    )
+    assert answer == {
+        "action": "accept",
+        "content": {
+            "name": "John Doe",
+            "age": 30,
+            "score": 95.5,
+            "status": "inactive",
+            "verified": False,
+            "confirmed": True,
+            "nickname": "value",
+        },
+    }
