@@ -10,7 +10,7 @@ the records, ``POST /_reset`` clears them.
 - ``sse``: an SSE answer: priming event, ``count`` progress notifications, the response.
 - ``drop``: like ``sse`` but the connection is closed after each index in ``drops``
   (event counts), with ``retry: <retry>`` in the priming event; ``GET`` with
-  ``Last-Event-ID`` replays the events after that id.
+  ``Last-Event-ID`` replays the events after that id (or answers ``resume_status``).
 - ``drop_noid``: an SSE answer without event ids that closes before the response.
 - ``bad``: an SSE answer with one malformed event between good ones.
 - ``status``: answers HTTP ``status`` with a short text body.
@@ -38,6 +38,8 @@ SESSIONS: set[str] = set()
 STREAMS: dict[str, list[tuple[str, str]]] = {}
 # stream key -> event counts after which the connection is dropped
 DROPS: dict[str, list[int]] = {}
+# stream key -> HTTP status every resumption GET of that stream gets
+RESUME_STATUS: dict[str, int] = {}
 
 
 def record(kind: str, **fields) -> None:
@@ -110,6 +112,8 @@ async def mcp(request: Request) -> Response:
         key, _, index = last.rpartition(":")
         if key not in STREAMS:
             return PlainTextResponse("unknown event id", status_code=400)
+        if key in RESUME_STATUS:
+            return PlainTextResponse("not now", status_code=RESUME_STATUS[key])
         return sse_response(replay(key, int(index)), session)
 
     body = json.loads(await request.body())
@@ -138,6 +142,8 @@ async def mcp(request: Request) -> Response:
         events.append((f"{key}:{count + 1}", result(rid, name)))
         STREAMS[key] = events
         DROPS[key] = list(args.get("drops", []))
+        if "resume_status" in args:
+            RESUME_STATUS[key] = int(args["resume_status"])
         priming = sse_event("", f"{key}:0", args.get("retry"))
         return sse_response(replay(key, 0, priming), session)
     if name == "drop_noid":

@@ -315,3 +315,28 @@ async def test_tool_designated_parameters_are_mirrored_in_the_stateless_era(sse_
     [post] = posts(sse_server)
     assert post["headers"]["mcp-param-region"] == "us-west1"
     assert not any(name.startswith("mcp-param-") and name != "mcp-param-region" for name in post["headers"])
+
+
+async def test_resumption_refused_by_a_busy_server_is_retried_then_given_up(sse_server, listener):
+    transport = await initialized(sse_server, listener, standalone_stream=False, max_resume_attempts=3)
+    try:
+        await transport.send(call(1, "drop", count=3, drops=[1], retry=50, resume_status=503))
+        await listener.wait_for(lambda: listener.lost, timeout=15)
+    finally:
+        await transport.close()
+    [(request_id, error)] = listener.lost
+    assert request_id == 1 and isinstance(error, HttpStatusError) and error.status == 503
+    gets = [r for r in sse_server.records() if r["kind"] == "http" and r["method"] == "GET"]
+    assert len(gets) == 3
+    assert len(posts(sse_server, "tools/call")) == 1
+
+
+async def test_resumption_of_an_expired_session_loses_the_request(sse_server, listener):
+    transport = await initialized(sse_server, listener, standalone_stream=False)
+    try:
+        await transport.send(call(1, "drop", count=3, drops=[1], retry=50, resume_status=404))
+        await listener.wait_for(lambda: listener.lost)
+    finally:
+        await transport.close()
+    [(request_id, error)] = listener.lost
+    assert request_id == 1 and isinstance(error, SessionExpired)
