@@ -165,6 +165,11 @@ class StreamableHttpTransport(Transport):
                         and self.standalone_stream and not self._stateless):
                     self.open_standalone_stream()
                 return
+            if response.status_code == 202:
+                await response.aclose()
+                self.listener.on_request_lost(message.id, ProtocolError(
+                    f"the server accepted {message.method} (HTTP 202) but will not answer it"))
+                return
             content_type = response.headers.get("content-type", "")
             if content_type.startswith(_ACCEPT_SSE):
                 self._spawn(self._follow_stream(response, message.id), f"sse-{message.method}")
@@ -184,7 +189,13 @@ class StreamableHttpTransport(Transport):
             if response is not None and not response.is_closed:
                 await response.aclose()
 
-    async def close(self) -> None:
+    async def close(self, *, end_session: bool = True) -> None:
+        """Stop the background streams and, unless told otherwise, end the session (DELETE).
+
+        ``end_session=False`` is for a host that quits while operations are still running
+        on this session: it will resume their streams after its restart, which needs the
+        session alive.
+        """
         if self._closing:
             return
         self._closing = True
@@ -194,7 +205,7 @@ class StreamableHttpTransport(Transport):
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
         client = self._client
-        if client is not None and self._session_id is not None and not self._stateless:
+        if end_session and client is not None and self._session_id is not None and not self._stateless:
             try:
                 response = await client.delete(self.url, headers=self._base_headers(), timeout=5.0)
                 if response.status_code not in (200, 202, 204, 404, 405):

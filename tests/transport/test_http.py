@@ -340,3 +340,10 @@ async def test_resumption_of_an_expired_session_loses_the_request(sse_server, li
         await transport.close()
     [(request_id, error)] = listener.lost
     assert request_id == 1 and isinstance(error, SessionExpired)
+
+
+async def test_close_can_keep_the_session_for_a_restart(sse_server, listener):
+    transport = await initialized(sse_server, listener, standalone_stream=False)
+    await transport.close(end_session=False)
+    assert not [r for r in sse_server.records() if r["kind"] == "http" and r["method"] == "DELETE"]
+    assert listener.closed == [None]
