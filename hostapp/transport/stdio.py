@@ -135,7 +135,8 @@ class StdioTransport(Transport):
             except (BrokenPipeError, ConnectionResetError):
                 raise self._exited_error("the server stopped reading its input") from None
 
-    async def close(self) -> None:
+    async def close(self, *, end_session: bool = True) -> None:
+        """End the server process (``end_session`` is for HTTP; a process cannot outlive us)."""
         if self._closing:
             if self._watch_task is not None:
                 with contextlib.suppress(asyncio.CancelledError):

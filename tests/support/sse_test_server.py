@@ -3,7 +3,8 @@
 Run as a process: ``python tests/support/sse_test_server.py --port PORT``. Endpoint ``/mcp``
 (``/no-post`` answers 405 to everything). It records what it receives (method, headers,
 JSON-RPC method, monotonic time) and when it closes a stream; ``GET /_records`` returns
-the records, ``POST /_reset`` clears them.
+the records, ``POST /_reset`` clears them, ``POST /_drop_standalone?retry=MS`` makes the
+next standalone GET stream close after its first events.
 
 ``tools/call`` names:
 - ``json``: a JSON answer.
@@ -107,7 +108,7 @@ async def mcp(request: Request) -> Response:
     if request.method == "GET":
         last = headers.get("last-event-id")
         record("http", method="GET", headers=headers)
-        if last is None:
+        if last is None or last.startswith("standalone:"):
             return sse_response(standalone(), session)
         key, _, index = last.rpartition(":")
         if key not in STREAMS:
@@ -168,11 +169,20 @@ async def mcp(request: Request) -> Response:
     return JSONResponse({"jsonrpc": "2.0", "id": rid, "error": {"code": -32601, "message": "no such tool"}})
 
 
+# when set, the next standalone stream sends its events with this retry and closes
+STANDALONE_DROP: dict[str, int] = {}
+
+
 async def standalone():
-    yield sse_event("", "standalone:0")
+    retry = STANDALONE_DROP.pop("retry", None)
+    yield sse_event("", "standalone:0", retry)
     yield sse_event(json.dumps({"jsonrpc": "2.0", "method": "notifications/message",
                                 "params": {"level": "info", "data": "hello from the standalone stream"}}),
                     "standalone:1")
+    if retry is not None:
+        await asyncio.sleep(0.05)
+        record("close", stream="standalone")
+        return
     while True:  # hold the stream open until the client goes away
         await asyncio.sleep(3600)
 
@@ -188,6 +198,12 @@ async def records(request: Request) -> Response:
 
 async def reset(request: Request) -> Response:
     RECORDS.clear()
+    STANDALONE_DROP.clear()
+    return JSONResponse({})
+
+
+async def drop_standalone(request: Request) -> Response:
+    STANDALONE_DROP["retry"] = int(request.query_params["retry"])
     return JSONResponse({})
 
 
@@ -196,6 +212,7 @@ app = Starlette(routes=[
     Route("/no-post", no_post, methods=["GET", "POST", "DELETE"]),
     Route("/_records", records, methods=["GET"]),
     Route("/_reset", reset, methods=["POST"]),
+    Route("/_drop_standalone", drop_standalone, methods=["POST"]),
 ])
 
 

@@ -347,3 +347,19 @@ async def test_close_can_keep_the_session_for_a_restart(sse_server, listener):
     await transport.close(end_session=False)
     assert not [r for r in sse_server.records() if r["kind"] == "http" and r["method"] == "DELETE"]
     assert listener.closed == [None]
+
+
+async def test_standalone_stream_reconnects_after_the_server_closes_it(sse_server, listener):
+    httpx.post(f"{sse_server.base}/_drop_standalone?retry=150")
+    transport = await initialized(sse_server, listener)
+    try:
+        await listener.wait_for(lambda: len([m for m in listener.messages if isinstance(m, Notification)
+                                             and m.method == "notifications/message"]) == 2)
+    finally:
+        await transport.close()
+    first, second = [r for r in sse_server.records() if r["kind"] == "http" and r["method"] == "GET"]
+    [close] = [r for r in sse_server.records() if r["kind"] == "close"]
+    assert "last-event-id" not in first["headers"]
+    assert second["headers"]["last-event-id"] == "standalone:1"
+    assert second["time"] - close["time"] >= 0.15
+    assert (None, "standalone:0", 150) in listener.stream_events
