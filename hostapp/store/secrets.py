@@ -1,0 +1,388 @@
+"""Secrets in the OS keyring; the journal keeps only references to them.
+
+Resume tokens, stream ids, task ids, operation tokens, session ids and header or
+environment values marked secret grant access to a person's work on a server. They go to
+the operating system's keyring through :mod:`keyring` (Secret Service on Linux, the
+Keychain on macOS, the Credential Manager on Windows) and nowhere else: SQLite stores an
+opaque reference such as ``"task_id:6f1c…"``, logs and exception texts mention at most
+that reference.
+
+There is no plaintext fallback. When no usable keyring exists, or it is locked,
+:class:`KeyringUnavailable` says so in words a person can act on; the caller marks the
+operations that needed a secret as not resumable and shows the message (CLI line, GUI
+banner).
+
+Two homes (``HOSTAPP_HOME``) never share secrets: every keyring entry is named from a
+scope derived from the home's absolute path, in :func:`keyring_key` and nowhere else.
+
+Values longer than the smallest platform limit (the Windows Credential Manager takes at
+most 2,560 bytes per entry, stored as UTF-16) are split into chunks of at most
+:data:`CHUNK_BYTES` and joined back on reading.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import threading
+import uuid
+from collections.abc import Iterator
+from contextlib import closing, contextmanager
+from pathlib import Path
+from typing import Protocol
+
+import keyring
+import keyring.errors
+from keyring.backend import KeyringBackend
+from keyring.backends import SecretService, chainer, fail, null
+
+#: Budget for one keyring entry, in bytes, in both UTF-8 and UTF-16 (Windows stores
+#: UTF-16): well under the 2,560-byte Credential Manager limit, header included.
+CHUNK_BYTES = 1024
+
+#: Kinds of secret the host stores. Any lower-case word is accepted as a kind; these
+#: are the ones the protocol mechanisms use, named here so everyone spells them alike.
+KNOWN_KINDS = (
+    "resume_token",
+    "stream_id",
+    "task_id",
+    "operation_token",
+    "request_state",
+    "session_id",
+    "last_event_id",
+    "header",
+    "env",
+)
+
+_KIND = re.compile(r"[a-z][a-z0-9_]{0,31}")
+_REF = re.compile(r"([a-z][a-z0-9_]{0,31}):([0-9a-f]{32})")
+# Entry 0 of a secret starts with the number of chunks, then this separator.
+_COUNT_SEPARATOR = ":"
+
+
+class KeyringUnavailable(Exception):
+    """No usable OS keyring (missing, locked, or only a plaintext/null backend).
+
+    The message is meant for a person and says what to do; it never contains a secret.
+    """
+
+
+class SecretMissing(KeyError):
+    """A reference points to no (or an incomplete) keyring entry."""
+
+    def __str__(self) -> str:  # KeyError would quote the whole message
+        return str(self.args[0]) if self.args else "secret missing"
+
+
+class SecretBackend(Protocol):
+    """The three calls :class:`SecretStore` needs; every ``keyring`` backend has them."""
+
+    def get_password(self, service: str, username: str) -> str | None: ...
+
+    def set_password(self, service: str, username: str, password: str) -> None: ...
+
+    def delete_password(self, service: str, username: str) -> None: ...
+
+
+def home_scope(home: Path) -> str:
+    """A short, stable name for one home directory, used to keep homes' secrets apart.
+
+    Derived from the absolute path (not from a file inside the home) so that a copied
+    home directory does not share, and then delete, the original's secrets.
+    """
+    resolved = str(Path(home).expanduser().resolve())
+    return hashlib.sha256(resolved.encode("utf-8")).hexdigest()[:16]
+
+
+def keyring_key(scope: str, ref: str, chunk: int = 0) -> tuple[str, str]:
+    """The keyring ``(service, username)`` of chunk ``chunk`` of secret ``ref`` in ``scope``.
+
+    The only place where keyring entry names are formed.
+    """
+    service = f"hostapp/{scope}"
+    return service, ref if chunk == 0 else f"{ref}#{chunk}"
+
+
+def split_chunks(value: str, budget: int = CHUNK_BYTES) -> list[str]:
+    """Split ``value`` into pieces of at most ``budget`` bytes in UTF-8 and in UTF-16."""
+    if value.isascii():
+        # UTF-16 doubles ASCII, so half the budget in characters fits both encodings.
+        step = budget // 2
+        return [value[i : i + step] for i in range(0, len(value), step)] or [""]
+    chunks: list[str] = []
+    start, used = 0, 0
+    for index, char in enumerate(value):
+        code = ord(char)
+        cost = max(len(char.encode("utf-8", "surrogatepass")), 4 if code > 0xFFFF else 2)
+        if used + cost > budget:
+            chunks.append(value[start:index])
+            start, used = index, 0
+        used += cost
+    chunks.append(value[start:])
+    return chunks
+
+
+class InMemoryKeyring:
+    """A keyring held in a dict: a test aid for unit tests that need no real keyring.
+
+    Not a ``keyring`` backend subclass on purpose, so ``keyring`` can never pick it as
+    the system keyring. ``locked = True`` makes every call fail like a locked keyring.
+    ``entries`` is the raw ``(service, username) -> value`` map, for inspection.
+    """
+
+    name = "in-memory test keyring"
+
+    def __init__(self) -> None:
+        self.entries: dict[tuple[str, str], str] = {}
+        self.locked = False
+        self._lock = threading.Lock()
+
+    def _require_unlocked(self) -> None:
+        if self.locked:
+            raise keyring.errors.KeyringLocked("Failed to unlock the collection!")
+
+    def get_password(self, service: str, username: str) -> str | None:
+        self._require_unlocked()
+        with self._lock:
+            return self.entries.get((service, username))
+
+    def set_password(self, service: str, username: str, password: str) -> None:
+        self._require_unlocked()
+        with self._lock:
+            self.entries[(service, username)] = password
+
+    def delete_password(self, service: str, username: str) -> None:
+        self._require_unlocked()
+        with self._lock:
+            if self.entries.pop((service, username), None) is None:
+                raise keyring.errors.PasswordDeleteError("No such password!")
+
+
+# Display names for the keyring backends a desktop has, by keyring's backend name.
+_FRIENDLY_NAMES = {
+    "SecretService Keyring": "the Secret Service (GNOME Keyring or KWallet)",
+    "kwallet DBusKeyring": "KWallet",
+    "macOS Keyring": "the macOS Keychain",
+    "Windows WinVaultKeyring": "the Windows Credential Manager",
+}
+
+_NO_KEYRING_HINT = (
+    "Install and start a keyring service (GNOME Keyring, KWallet, or any Secret Service "
+    "provider on Linux; the Keychain on macOS and the Credential Manager on Windows are built in), "
+    "then restart hostapp. Until then, operations that need a server-issued token cannot be "
+    "resumed after a restart."
+)
+
+
+def _writing_backend(backend: object) -> object:
+    """The backend that actually receives writes (a chainer writes to its first one)."""
+    if isinstance(backend, chainer.ChainerBackend):
+        chained = backend.backends
+        return chained[0] if chained else fail.Keyring()
+    return backend
+
+
+def _unusable_reason(backend: object) -> str | None:
+    """Why ``backend`` must not hold secrets, or None when it may."""
+    if isinstance(backend, (fail.Keyring, null.Keyring)):
+        return "No OS keyring is available to store secrets."
+    module = type(backend).__module__
+    if module.startswith("keyrings.alt") or "plaintext" in type(backend).__name__.lower():
+        # keyrings.alt backends write files next to the data; that is the plaintext
+        # fallback this project refuses.
+        return f"The configured keyring ({module}) keeps secrets in a file, not in the OS keyring."
+    if isinstance(backend, KeyringBackend):
+        try:
+            priority = type(backend).priority
+        except Exception as exc:  # keyring signals "not viable here" by raising
+            return f"The OS keyring cannot be reached ({exc})."
+        if priority <= 0:
+            return "No OS keyring is available to store secrets."
+    return None
+
+
+def _secret_service_locked(backend: SecretService.Keyring) -> bool:
+    """Whether the collection the backend writes to is locked, asked without prompting."""
+    import secretstorage
+
+    with closing(secretstorage.dbus_init()) as connection:
+        if hasattr(backend, "preferred_collection"):
+            collection = secretstorage.Collection(connection, backend.preferred_collection)
+        else:
+            collection = secretstorage.get_default_collection(connection)
+        return collection.is_locked()
+
+
+class SecretStore:
+    """Puts secrets into the OS keyring and hands back references for the journal.
+
+    ``backend`` is any ``keyring`` backend (or :class:`InMemoryKeyring` in unit tests);
+    None means whatever ``keyring`` selects at the time of each call. Calls may block
+    (a desktop keyring can show an unlock prompt), so async code runs them in a thread.
+    """
+
+    def __init__(self, home: Path, backend: SecretBackend | None = None):
+        self.home = Path(home)
+        self.scope = home_scope(self.home)
+        self._backend = backend
+
+    @property
+    def backend(self) -> SecretBackend:
+        return self._backend if self._backend is not None else keyring.get_keyring()
+
+    # -- availability -----------------------------------------------------------------
+
+    def check(self) -> None:
+        """Raise :class:`KeyringUnavailable` unless secrets can be stored right now."""
+        backend = _writing_backend(self.backend)
+        reason = _unusable_reason(backend)
+        if reason is not None:
+            raise KeyringUnavailable(f"{reason} {_NO_KEYRING_HINT}")
+        if isinstance(backend, SecretService.Keyring):
+            try:
+                locked = _secret_service_locked(backend)
+            except Exception as exc:  # D-Bus failures come in many classes
+                raise KeyringUnavailable(
+                    f"The Secret Service cannot be reached over D-Bus ({type(exc).__name__}: {exc}). "
+                    f"{_NO_KEYRING_HINT}"
+                ) from exc
+        else:
+            locked = bool(getattr(backend, "locked", False))
+        if locked:
+            raise KeyringUnavailable(_locked_message(self.describe_backend(backend)))
+
+    def available(self) -> bool:
+        """True when :meth:`check` passes."""
+        try:
+            self.check()
+        except KeyringUnavailable:
+            return False
+        return True
+
+    def describe(self) -> str:
+        """Where secrets live, in one sentence for the UI (never raises)."""
+        backend = _writing_backend(self.backend)
+        where = self.describe_backend(backend)
+        try:
+            self.check()
+        except KeyringUnavailable as exc:
+            return f"Secrets cannot be stored: {exc}"
+        return f"Secrets are kept in {where}."
+
+    @staticmethod
+    def describe_backend(backend: object) -> str:
+        name = getattr(type(backend), "name", None) or getattr(backend, "name", None) or type(backend).__name__
+        return _FRIENDLY_NAMES.get(str(name), str(name))
+
+    # -- secrets ----------------------------------------------------------------------
+
+    def put(self, kind: str, value: str) -> str:
+        """Store ``value`` and return a new reference ``"<kind>:<32 hex>"`` for the journal."""
+        if not _KIND.fullmatch(kind):
+            raise ValueError(f"secret kind must be a lower-case word, got {kind!r}")
+        if not isinstance(value, str):
+            raise TypeError("secret values are strings")
+        self.check()
+        ref = f"{kind}:{uuid.uuid4().hex}"
+        chunks = split_chunks(value)
+        backend = self.backend
+        with _keyring_errors(backend):
+            # Later chunks first, entry 0 last: entry 0 announces the count, so a put that
+            # fails half-way never leaves a reference that reads as complete.
+            for index in range(len(chunks) - 1, 0, -1):
+                backend.set_password(*keyring_key(self.scope, ref, index), chunks[index])
+            backend.set_password(
+                *keyring_key(self.scope, ref, 0), f"{len(chunks)}{_COUNT_SEPARATOR}{chunks[0]}"
+            )
+        return ref
+
+    def get(self, ref: str) -> str:
+        """The value stored under ``ref``; :class:`SecretMissing` if there is none."""
+        _validate_ref(ref)
+        backend = self.backend
+        with _keyring_errors(backend):
+            first = backend.get_password(*keyring_key(self.scope, ref, 0))
+            if first is None:
+                raise SecretMissing(f"no secret stored under {ref}")
+            count, head = _parse_first(first, ref)
+            parts = [head]
+            for index in range(1, count):
+                part = backend.get_password(*keyring_key(self.scope, ref, index))
+                if part is None:
+                    raise SecretMissing(f"the secret under {ref} is incomplete (chunk {index} of {count} missing)")
+                parts.append(part)
+        return "".join(parts)
+
+    def delete(self, ref: str) -> None:
+        """Remove the secret under ``ref``; deleting a missing secret is not an error."""
+        _validate_ref(ref)
+        backend = self.backend
+        with _keyring_errors(backend):
+            first = backend.get_password(*keyring_key(self.scope, ref, 0))
+            if first is None:
+                return
+            count, _ = _parse_first(first, ref)
+            # Entry 0 first: once it is gone the rest can no longer be read as a secret.
+            for index in range(count):
+                try:
+                    backend.delete_password(*keyring_key(self.scope, ref, index))
+                except keyring.errors.PasswordDeleteError:
+                    pass
+
+    def replace(self, ref: str | None, kind: str, value: str) -> str:
+        """Store ``value`` under a new reference and delete the old one (if any)."""
+        new_ref = self.put(kind, value)
+        if ref is not None:
+            self.delete(ref)
+        return new_ref
+
+
+def _locked_message(where: str) -> str:
+    return (
+        f"The keyring ({where}) is locked. Unlock it (for example by logging in to the "
+        "desktop session, or with your keyring's unlock dialog) and try again. Until then, "
+        "operations that need a server-issued token cannot be resumed after a restart."
+    )
+
+
+def is_secret_ref(text: object) -> bool:
+    """Whether ``text`` has the shape of a reference returned by :meth:`SecretStore.put`."""
+    return isinstance(text, str) and _REF.fullmatch(text) is not None
+
+
+def _validate_ref(ref: str) -> None:
+    if not is_secret_ref(ref):
+        # The text is not echoed: a caller that mixes up a value and its reference
+        # would otherwise print the secret.
+        raise ValueError("not a secret reference (expected '<kind>:<32 hex digits>')")
+
+
+def _parse_first(first: str, ref: str) -> tuple[int, str]:
+    count_text, separator, head = first.partition(_COUNT_SEPARATOR)
+    if not separator or not count_text.isdigit() or int(count_text) < 1:
+        raise SecretMissing(f"the keyring entry for {ref} was not written by hostapp")
+    return int(count_text), head
+
+
+@contextmanager
+def _keyring_errors(backend: object) -> Iterator[None]:
+    """Turns keyring failures into :class:`KeyringUnavailable` with a readable message."""
+    try:
+        yield
+    except (SecretMissing, KeyringUnavailable):
+        raise
+    except keyring.errors.KeyringLocked as exc:
+        where = SecretStore.describe_backend(_writing_backend(backend))
+        raise KeyringUnavailable(_locked_message(where)) from exc
+    except Exception as exc:
+        if not (isinstance(exc, (keyring.errors.KeyringError, OSError, RuntimeError)) or _is_dbus_error(exc)):
+            raise
+        where = SecretStore.describe_backend(_writing_backend(backend))
+        raise KeyringUnavailable(
+            f"The keyring ({where}) failed: {type(exc).__name__}: {exc}. {_NO_KEYRING_HINT}"
+        ) from exc
+
+
+def _is_dbus_error(exc: BaseException) -> bool:
+    module = type(exc).__module__
+    return module.startswith(("secretstorage", "jeepney"))
