@@ -232,6 +232,15 @@ SCENARIOS: dict[str, Scenario] = {
     "http-invalid-tool-headers": _invalid_tool_headers,
 }
 
+#: Transport settings a scenario's server needs. The sse-retry server hands its pending
+#: tools/call answer to whichever GET stream opens next, with or without Last-Event-ID;
+#: the standalone GET stream, opened in the background after initialization, can reach
+#: it just after the call and take the answer, and then the reconnection the scenario
+#: measures never happens. Without the standalone stream only the resumption GETs remain.
+TRANSPORT_OPTIONS: dict[str, dict[str, Any]] = {
+    "sse-retry": {"standalone_stream": False},
+}
+
 
 async def run_scenario(url: str, scenario: str, context: dict, protocol_version: str | None = None) -> int:
     """Play ``scenario`` against the suite's server at ``url``; the exit code of the command."""
@@ -240,7 +249,8 @@ async def run_scenario(url: str, scenario: str, context: dict, protocol_version:
         print(f"unknown conformance scenario {scenario!r}; known: {', '.join(sorted(SCENARIOS))}", file=sys.stderr)
         return EXIT_USAGE
     handlers = ConsentingHandlers()
-    session = ClientSession(StreamableHttpTransport(url), handlers)
+    transport = StreamableHttpTransport(url, **TRANSPORT_OPTIONS.get(scenario, {}))
+    session = ClientSession(transport, handlers)
     try:
         info = await session.connect(protocol_version)
         print(f"connected: {info.protocol_version} ({info.era})", file=sys.stderr)

@@ -84,13 +84,15 @@ def scenario_runs(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempP
         if getattr(item, "originalname", None) == "test_client_scenario" and hasattr(item, "callspec")
     ]
     runs: dict[tuple[str, str], Future[ScenarioRun]] = {}
+    # The runs outlive any one test's isolated home, so they get one of their own.
+    client_env = {"HOSTAPP_HOME": str(tmp_path_factory.mktemp("conformance-home"))}
     # Longest first: sse-retry waits out its retry interval, so it should not be last.
     selected.sort(key=lambda case: case[1] != "sse-retry")
     with ThreadPoolExecutor(max_workers=PARALLEL_RUNS, thread_name_prefix="conformance") as pool:
         for spec_version, scenario in selected:
             output_dir = tmp_path_factory.mktemp(f"conformance-{spec_version}-{scenario}")
             runs[(spec_version, scenario)] = pool.submit(
-                run_client_scenario, scenario, spec_version, CLIENT_COMMAND, output_dir
+                run_client_scenario, scenario, spec_version, CLIENT_COMMAND, output_dir, extra_env=client_env
             )
         yield runs
         for future in runs.values():

@@ -16,6 +16,7 @@ import json
 import os
 import re
 import subprocess
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -41,9 +42,10 @@ class ConformanceSuiteMissing(RuntimeError):
     """The suite or the Node it needs is not installed."""
 
 
-def suite_env() -> dict[str, str]:
-    """The environment the suite runs in: the peers' Node first on PATH."""
+def suite_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment the suite (and the client it starts) runs in: the peers' Node first on PATH."""
     env = dict(os.environ)
+    env.update(extra or {})
     env["PATH"] = f"{NODE_BIN_DIR}{os.pathsep}{env.get('PATH', '')}"
     # The suite prints coloured check lines; plain text reads better in a failure report.
     env["NO_COLOR"] = "1"
@@ -160,9 +162,12 @@ def run_client_scenario(
     client_command: list[str],
     output_dir: Path,
     *,
+    extra_env: Mapping[str, str] | None = None,
     timeout_s: float = 60.0,
 ) -> ScenarioRun:
     """Run one client scenario of the suite against ``client_command`` (the URL is appended).
+
+    ``extra_env`` is added to the environment of the suite and so of the client.
 
     The suite joins the command with spaces and hands it to a shell, so no part of it
     may contain whitespace.
@@ -189,7 +194,7 @@ def run_client_scenario(
         ],
         capture_output=True,
         text=True,
-        env=suite_env(),
+        env=suite_env(extra_env),
         cwd=REPO_ROOT,
         timeout=timeout_s,
     )
