@@ -15,7 +15,6 @@ exception text or logs; URLs in messages are shown without their query string.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Mapping
 from typing import Any
@@ -42,7 +41,11 @@ from hostapp.transport.base import (
     TransportError,
     TransportListener,
 )
-from hostapp.transport.http_headers import header_params, param_headers, standard_headers
+from hostapp.transport.http_headers import (
+    header_params,
+    param_headers,
+    standard_headers,
+)
 
 log = logging.getLogger(__name__)
 

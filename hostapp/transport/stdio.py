@@ -15,8 +15,19 @@ import signal
 import sys
 from collections.abc import Mapping, Sequence
 
-from hostapp.protocol.jsonrpc import MAX_MESSAGE_BYTES, Message, ProtocolError, encode, parse
-from hostapp.transport.base import ServerExited, Transport, TransportError, TransportListener
+from hostapp.protocol.jsonrpc import (
+    MAX_MESSAGE_BYTES,
+    Message,
+    ProtocolError,
+    encode,
+    parse,
+)
+from hostapp.transport.base import (
+    ServerExited,
+    Transport,
+    TransportError,
+    TransportListener,
+)
 
 #: Variables a child inherits from the host; everything else comes from the server's
 #: configuration. A server gets what it needs to find programs and write files, but not

@@ -5,7 +5,13 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from hostapp.protocol.jsonrpc import ErrorResponse, Notification, ProtocolError, Request, Response
+from hostapp.protocol.jsonrpc import (
+    ErrorResponse,
+    Notification,
+    ProtocolError,
+    Request,
+    Response,
+)
 from hostapp.transport.base import HttpStatusError, SessionExpired, TransportError
 from hostapp.transport.http import StreamableHttpTransport
 
@@ -350,7 +356,8 @@ async def test_close_can_keep_the_session_for_a_restart(sse_server, listener):
 
 
 async def test_standalone_stream_reconnects_after_the_server_closes_it(sse_server, listener):
-    httpx.post(f"{sse_server.base}/_drop_standalone?retry=150")
+    async with httpx.AsyncClient() as control:
+        await control.post(f"{sse_server.base}/_drop_standalone?retry=150")
     transport = await initialized(sse_server, listener)
     try:
         await listener.wait_for(lambda: len([m for m in listener.messages if isinstance(m, Notification)

@@ -58,21 +58,25 @@ async def test_stdio_handshake_and_tools_list(node, listener):
     assert listener.closed == [None] and listener.invalid == []
 
 
-async def test_streamable_http_handshake_and_tools_list(node, listener, unused_port, wait_listening):
-    port = unused_port
+@pytest.fixture
+def everything_http_url(node, unused_port, wait_listening):
     server = subprocess.Popen([node, str(EVERYTHING), "streamableHttp"],
-                              env={**os.environ, "PORT": str(port)},
+                              env={**os.environ, "PORT": str(unused_port)},
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        wait_listening(port, server)
-        transport = StreamableHttpTransport(f"http://127.0.0.1:{port}/mcp")
-        try:
-            tools = await handshake(transport, listener)
-            assert transport.session_id
-        finally:
-            await transport.close()
-        assert "echo" in {tool["name"] for tool in tools}
-        assert listener.invalid == [] and listener.lost == []
+        wait_listening(unused_port, server)
+        yield f"http://127.0.0.1:{unused_port}/mcp"
     finally:
         server.terminate()
         server.wait(10)
+
+
+async def test_streamable_http_handshake_and_tools_list(everything_http_url, listener):
+    transport = StreamableHttpTransport(everything_http_url)
+    try:
+        tools = await handshake(transport, listener)
+        assert transport.session_id
+    finally:
+        await transport.close()
+    assert "echo" in {tool["name"] for tool in tools}
+    assert listener.invalid == [] and listener.lost == []

@@ -7,6 +7,7 @@ same server speaks the stateless era, which checks the mirrored headers.
 
 from __future__ import annotations
 
+import itertools
 import subprocess
 import sys
 from pathlib import Path
@@ -61,7 +62,7 @@ async def test_handshake_era_stream_dropped_by_the_sdk_is_resumed(sdk_url, liste
     # may store a notification it did not send before the close) messages paused that long
     assert {retry for request_id, _, retry in listener.stream_events if request_id == 2} == {300}
     call_arrivals = listener.arrival[1:]
-    assert max(b - a for a, b in zip(call_arrivals, call_arrivals[1:])) >= 0.3
+    assert max(b - a for a, b in itertools.pairwise(call_arrivals)) >= 0.3
 
 
 async def test_stateless_era_discover_call_and_unknown_method(sdk_url, listener):
