@@ -54,20 +54,20 @@ COMPLETED = "completed"
 FAILED = "failed"
 CANCELLED = "cancelled"
 EXPIRED = "expired"
-UNKNOWN = "unknown"  # the request may have run; its outcome cannot be learnt (yet)
+UNKNOWN = "unknown"  # the call may have run and its outcome cannot be learnt: never re-run silently
 
 STATUSES = (PENDING, RUNNING, INPUT_REQUIRED, COMPLETED, FAILED, CANCELLED, EXPIRED, UNKNOWN)
-TERMINAL_STATUSES = frozenset({COMPLETED, FAILED, CANCELLED, EXPIRED})
+# ``unknown`` is an outcome too: running the call again is the person's choice and
+# makes a new operation, so the old one ends there.
+TERMINAL_STATUSES = frozenset({COMPLETED, FAILED, CANCELLED, EXPIRED, UNKNOWN})
 IN_FLIGHT_STATUSES = frozenset(STATUSES) - TERMINAL_STATUSES
 
-# Allowed changes between different statuses. ``unknown`` is not terminal: a later poll
-# may still find the outcome. Nothing leaves a terminal status, and nothing goes back to
-# ``pending``, whose meaning is "never sent".
+# Allowed changes between different statuses. Nothing leaves a terminal status, and
+# nothing goes back to ``pending``, whose meaning is "never sent".
 _TRANSITIONS: dict[str, frozenset[str]] = {
-    PENDING: frozenset({RUNNING, INPUT_REQUIRED, UNKNOWN}) | TERMINAL_STATUSES,
-    RUNNING: frozenset({INPUT_REQUIRED, UNKNOWN}) | TERMINAL_STATUSES,
-    INPUT_REQUIRED: frozenset({RUNNING, UNKNOWN}) | TERMINAL_STATUSES,
-    UNKNOWN: frozenset({RUNNING, INPUT_REQUIRED}) | TERMINAL_STATUSES,
+    PENDING: frozenset({RUNNING, INPUT_REQUIRED}) | TERMINAL_STATUSES,
+    RUNNING: frozenset({INPUT_REQUIRED}) | TERMINAL_STATUSES,
+    INPUT_REQUIRED: frozenset({RUNNING}) | TERMINAL_STATUSES,
 }
 
 
@@ -207,7 +207,7 @@ _JSON_SERVER_FIELDS = ("headers", "secret_headers", "args", "env", "secret_env")
 _OPERATION_FIELDS = tuple(f.name for f in fields(OperationRecord))
 _SERVER_FIELDS = tuple(f.name for f in fields(ServerConfig))
 # What may still change on a terminal operation: bookkeeping, never the outcome.
-_TERMINAL_MUTABLE = frozenset({"delivered", "resumable", "handle_ref", "handle", "pending_input"})
+_TERMINAL_MUTABLE = frozenset({"delivered", "resumable", "handle_ref", "handle", "mechanism", "pending_input"})
 
 
 def _create_schema_1_0(db: sqlite_utils.Database) -> None:
@@ -553,8 +553,8 @@ class _JournalWriter(threading.Thread):
 class OperationJournal:
     """The SQLite journal of servers, operations and their event timelines.
 
-    Operation states: pending -> running / input_required / unknown -> completed,
-    failed, cancelled, expired (terminal; see :func:`check_transition`).
+    Operation states: pending -> running <-> input_required -> completed, failed,
+    cancelled, expired or unknown (terminal; see :func:`check_transition`).
 
     Thread use: the async write-ahead methods are awaited on the event loop; the
     ``*_sync`` twins and the server methods block the calling thread until committed;

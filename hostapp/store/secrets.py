@@ -160,7 +160,7 @@ class InMemoryKeyring:
 
 # Display names for the keyring backends a desktop has, by keyring's backend name.
 _FRIENDLY_NAMES = {
-    "SecretService Keyring": "the Secret Service (GNOME Keyring or KWallet)",
+    "SecretService Keyring": "the Secret Service (GNOME Keyring, KWallet)",
     "kwallet DBusKeyring": "KWallet",
     "macOS Keyring": "the macOS Keychain",
     "Windows WinVaultKeyring": "the Windows Credential Manager",
@@ -206,10 +206,16 @@ def _secret_service_locked(backend: SecretService.Keyring) -> bool:
     import secretstorage
 
     with closing(secretstorage.dbus_init()) as connection:
-        if hasattr(backend, "preferred_collection"):
-            collection = secretstorage.Collection(connection, backend.preferred_collection)
-        else:
-            collection = secretstorage.get_default_collection(connection)
+        path = getattr(backend, "preferred_collection", secretstorage.collection.DEFAULT_COLLECTION)
+        try:
+            # Not get_default_collection(): it would create one behind a prompt.
+            collection = secretstorage.Collection(connection, path)
+        except secretstorage.exceptions.ItemNotFoundException:
+            raise KeyringUnavailable(
+                "The Secret Service has no default keyring collection. Create one (for example "
+                "a 'Login' keyring in your desktop's password manager) and make it the default. "
+                + _NO_KEYRING_HINT
+            ) from None
         return collection.is_locked()
 
 
@@ -241,6 +247,8 @@ class SecretStore:
         if isinstance(backend, SecretService.Keyring):
             try:
                 locked = _secret_service_locked(backend)
+            except KeyringUnavailable:
+                raise
             except Exception as exc:  # D-Bus failures come in many classes
                 raise KeyringUnavailable(
                     f"The Secret Service cannot be reached over D-Bus ({type(exc).__name__}: {exc}). "
@@ -339,7 +347,7 @@ class SecretStore:
 
 def _locked_message(where: str) -> str:
     return (
-        f"The keyring ({where}) is locked. Unlock it (for example by logging in to the "
+        f"The keyring in {where} is locked. Unlock it (for example by logging in to the "
         "desktop session, or with your keyring's unlock dialog) and try again. Until then, "
         "operations that need a server-issued token cannot be resumed after a restart."
     )
@@ -379,7 +387,7 @@ def _keyring_errors(backend: object) -> Iterator[None]:
             raise
         where = SecretStore.describe_backend(_writing_backend(backend))
         raise KeyringUnavailable(
-            f"The keyring ({where}) failed: {type(exc).__name__}: {exc}. {_NO_KEYRING_HINT}"
+            f"The keyring in {where} failed: {type(exc).__name__}: {exc}. {_NO_KEYRING_HINT}"
         ) from exc
 
 
