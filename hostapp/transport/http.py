@@ -42,6 +42,7 @@ from hostapp.transport.base import (
     TransportListener,
 )
 from hostapp.transport.http_headers import (
+    InvalidHeaderAnnotation,
     header_params,
     param_headers,
     standard_headers,
@@ -62,6 +63,7 @@ MAX_BACKOFF_SECONDS = 30.0
 BODY_EXCERPT_CHARS = 300
 
 _ACCEPT_POST = "application/json, text/event-stream"
+_ANSWERS = (Response, ErrorResponse)
 _ACCEPT_SSE = "text/event-stream"
 # Streams may stay silent for hours (a long tool call); only connecting is bounded.
 _STREAM_TIMEOUT = httpx.Timeout(30.0, read=None)
@@ -114,6 +116,8 @@ class StreamableHttpTransport(Transport):
         self._tasks: set[asyncio.Task[None]] = set()
         self._standalone_task: asyncio.Task[None] | None = None
         self._tool_param_headers: dict[str, dict[str, tuple[str, ...]]] = {}
+        # ids of tools/list requests in flight -> whether it asked for the first page
+        self._tools_list_ids: dict[RequestId, bool] = {}
         self._closing = False
         self._connected = False
 
@@ -154,6 +158,8 @@ class StreamableHttpTransport(Transport):
         request = client.build_request("POST", self.url, content=encode(message), headers=headers,
                                        timeout=_STREAM_TIMEOUT)
         sent_session = "Mcp-Session-Id" in headers
+        if isinstance(message, Request) and message.method == "tools/list":
+            self._tools_list_ids[message.id] = not (message.params or {}).get("cursor")
         response = await self._send_http(request)
         try:
             if response.status_code >= 400:
@@ -246,20 +252,55 @@ class StreamableHttpTransport(Transport):
         if self._standalone_task is None or self._standalone_task.done():
             self._standalone_task = self._spawn(self._standalone_loop(), "sse-standalone")
 
-    def set_tool_schemas(self, tools: list[Mapping[str, Any]]) -> None:
+    def set_tool_schemas(self, tools: list[Mapping[str, Any]], *, replace: bool = True) -> None:
         """Learn which tool arguments are mirrored into ``Mcp-Param-*`` headers (2026-07-28).
 
-        Called with the tools of ``tools/list``; tools whose annotations are invalid must be
-        filtered out before (see :func:`hostapp.transport.http_headers.header_params`).
+        Done by itself for every ``tools/list`` answer that passes through; public for a
+        host that restores a cached tool list. Tools with invalid annotations are skipped.
         """
-        designated: dict[str, dict[str, tuple[str, ...]]] = {}
+        designated = {} if replace else dict(self._tool_param_headers)
         for tool in tools:
             schema = tool.get("inputSchema")
-            if isinstance(schema, Mapping):
+            name = tool.get("name")
+            if not isinstance(schema, Mapping) or not isinstance(name, str):
+                continue
+            try:
                 params = header_params(schema)
-                if params:
-                    designated[tool["name"]] = params
+            except InvalidHeaderAnnotation:
+                continue
+            if params:
+                designated[name] = params
+            else:
+                designated.pop(name, None)
         self._tool_param_headers = designated
+
+    def _take_tools_list(self, answer: Response | ErrorResponse) -> None:
+        """A ``tools/list`` answer: learn the header designations, drop invalid tools.
+
+        The specification makes this the Streamable HTTP client's duty: a tool whose
+        ``x-mcp-header`` annotations are invalid is excluded from the result (with a
+        warning), so that one bad definition does not make the others unusable.
+        """
+        first_page = self._tools_list_ids.pop(answer.id)  # type: ignore[arg-type]
+        tools = answer.result.get("tools") if isinstance(answer, Response) else None
+        if not isinstance(tools, list):
+            return
+        if not self._stateless:  # a rule of 2026-07-28; older servers know no such annotation
+            self.set_tool_schemas([t for t in tools if isinstance(t, dict)], replace=first_page)
+            return
+        valid = []
+        for tool in tools:
+            schema = tool.get("inputSchema") if isinstance(tool, dict) else None
+            if isinstance(schema, Mapping):
+                try:
+                    header_params(schema)
+                except InvalidHeaderAnnotation as exc:
+                    log.warning("tool %r of %s left out: %s", tool.get("name"), self._display_url, exc)
+                    continue
+            valid.append(tool)
+        if len(valid) != len(tools):
+            answer.result = {**answer.result, "tools": valid}
+        self.set_tool_schemas(valid, replace=first_page)
 
     # -- headers --------------------------------------------------------------------------
 
@@ -368,6 +409,8 @@ class StreamableHttpTransport(Transport):
         except ProtocolError as exc:
             self.listener.on_invalid(exc, data)
             return None
+        if self._tools_list_ids and type(message) in _ANSWERS and message.id in self._tools_list_ids:  # type: ignore[union-attr]
+            self._take_tools_list(message)
         self.listener.on_message(message)
         return message
 
@@ -403,8 +446,10 @@ class StreamableHttpTransport(Transport):
                 except ProtocolError as exc:
                     listener.on_invalid(exc, data)
                     continue
+                if self._tools_list_ids and type(message) in _ANSWERS and message.id in self._tools_list_ids:  # type: ignore[union-attr]
+                    self._take_tools_list(message)
                 on_message(message)
-                if (request_id is not None and type(message) in (Response, ErrorResponse)
+                if (request_id is not None and type(message) in _ANSWERS
                         and message.id == request_id):  # type: ignore[union-attr]
                     return True
         except httpx.HTTPError as exc:

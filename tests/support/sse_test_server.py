@@ -72,6 +72,15 @@ def result(request_id, text: str = "done") -> str:
                        "result": {"content": [{"type": "text", "text": text}]}})
 
 
+# tools/list: one tool mirrors a parameter into a header, one has an invalid annotation
+TOOLS = [
+    {"name": "json", "inputSchema": {"type": "object", "properties": {
+        "region": {"type": "string", "x-mcp-header": "Region"}, "query": {"type": "string"}}}},
+    {"name": "broken", "inputSchema": {"type": "object", "properties": {
+        "ratio": {"type": "number", "x-mcp-header": "Ratio"}}}},
+    {"name": "sse", "inputSchema": {"type": "object"}},
+]
+
 SSE_HEADERS = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
 
 
@@ -135,6 +144,8 @@ async def mcp(request: Request) -> Response:
             "protocolVersion": body["params"].get("protocolVersion", "2025-11-25"),
             "capabilities": {"tools": {}}, "serverInfo": {"name": "sse-test-server", "version": "1"}}}
         return JSONResponse(answer, headers={"Mcp-Session-Id": new_session})
+    if method == "tools/list":
+        return JSONResponse({"jsonrpc": "2.0", "id": rid, "result": {"tools": TOOLS}})
     if method != "tools/call":
         return JSONResponse({"jsonrpc": "2.0", "id": rid, "result": {}})
     name = body["params"]["name"]

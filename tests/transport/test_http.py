@@ -308,19 +308,29 @@ async def test_probe_with_meta_version_gets_matching_headers_before_agreement(ss
 
 async def test_tool_designated_parameters_are_mirrored_in_the_stateless_era(sse_server, listener):
     transport = StreamableHttpTransport(sse_server.url, protocol_version="2026-07-28", stateless=True)
-    transport.set_tool_schemas([
-        {"name": "json", "inputSchema": {"type": "object", "properties": {
-            "region": {"type": "string", "x-mcp-header": "Region"}, "query": {"type": "string"}}}},
-        {"name": "other", "inputSchema": {"type": "object"}},
-    ])
     await transport.connect(listener)
     try:
-        await transport.send(call(1, "json", region="us-west1", query="q"))
+        await transport.send(Request(1, "tools/list", {}))
+        # the tool with an invalid x-mcp-header annotation is left out of the answer
+        assert [tool["name"] for tool in listener.response_for(1).result["tools"]] == ["json", "sse"]
+        await transport.send(call(2, "json", region="us-west1", query="q"))
+        await transport.send(call(3, "sse", count=1))
+        await listener.wait_for(lambda: listener.has_response(3))
     finally:
         await transport.close()
-    [post] = posts(sse_server)
-    assert post["headers"]["mcp-param-region"] == "us-west1"
-    assert not any(name.startswith("mcp-param-") and name != "mcp-param-region" for name in post["headers"])
+    _, designated, plain = posts(sse_server)
+    assert designated["headers"]["mcp-param-region"] == "us-west1"
+    assert [name for name in designated["headers"] if name.startswith("mcp-param-")] == ["mcp-param-region"]
+    assert not [name for name in plain["headers"] if name.startswith("mcp-param-")]
+
+
+async def test_handshake_era_tools_list_is_passed_through_whole(sse_server, listener):
+    transport = await initialized(sse_server, listener, standalone_stream=False)
+    try:
+        await transport.send(Request(1, "tools/list", {}))
+        assert len(listener.response_for(1).result["tools"]) == 3
+    finally:
+        await transport.close()
 
 
 async def test_resumption_refused_by_a_busy_server_is_retried_then_given_up(sse_server, listener):
