@@ -129,7 +129,12 @@ class OperationDetails(QWidget):
         self._shown_outcome = None
         self.timeline.clear()
         for ev in events or []:
-            self.add_event(ev.get("kind", ""), ev.get("data") or {}, ev.get("at"))
+            # The journal's event records, or plain {"at", "kind", "data"} dicts.
+            if isinstance(ev, dict):
+                kind, data, at = ev.get("kind", ""), ev.get("data"), ev.get("at")
+            else:
+                kind, data, at = getattr(ev, "kind", ""), getattr(ev, "data", None), getattr(ev, "at", None)
+            self.add_event(kind, data or {}, at)
         self.update_operation(op)
 
     def update_operation(self, op: OperationView | None) -> None:

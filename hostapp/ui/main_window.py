@@ -15,7 +15,7 @@ from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QByteArray, QSettings, Qt, Signal
+from PySide6.QtCore import QByteArray, QSettings, Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QCloseEvent, QGuiApplication, QIcon, QKeySequence
 from PySide6.QtWidgets import (
     QAbstractItemView,
@@ -124,6 +124,10 @@ class MainWindow(QMainWindow):
         self._last_status: dict[str, str] = {}
         self._closing = False
         self._file_dialog: QFileDialog | None = None
+        # The dialogs open right now (None when closed): the window drives them, tests inspect them.
+        self.call_dialog: StartCallDialog | None = None
+        self.server_dialog: ServerDialog | None = None
+        self.import_dialog: ImportDialog | None = None
         self.setObjectName("mainWindow")
         self.setWindowTitle("hostapp — MCP operations")
         self.setWindowIcon(app_icon())
@@ -328,6 +332,14 @@ class MainWindow(QMainWindow):
         s.problemReported.connect(self._problem)
         self.ops_table.selectionModel().currentRowChanged.connect(lambda *_: self._selection_changed())
         self.ops_model.modelReset.connect(self._selection_changed)
+        # Rows move between "in flight" and "finished": re-check what the actions apply to once the model settled.
+        self._actions_timer = QTimer(self)
+        self._actions_timer.setSingleShot(True)
+        self._actions_timer.setInterval(0)
+        self._actions_timer.timeout.connect(self._update_actions)
+        for sig in (self.ops_model.dataChanged, self.ops_model.rowsInserted, self.ops_model.rowsRemoved,
+                    self.ops_model.layoutChanged):
+            sig.connect(self._actions_timer.start)
         self.ops_model.totalChanged.connect(self._update_count)
         self.ops_model.rowsInserted.connect(lambda *_: self._update_count())
         self.ops_model.rowsRemoved.connect(lambda *_: self._update_count())

@@ -61,12 +61,12 @@ def result_texts(window) -> list[str]:
 @pytest.fixture
 def host(qtbot, qloop, isolated_home):
     app = HostApp(isolated_home)
-    qtbot.addWidget(app.window)
     app.window.resize(1280, 800)
     app.window.show()
     yield app
     if not app.stopped.is_set():
         qloop.run_until_complete(app.shutdown(stop_loop=False))
+    app.window.deleteLater()
 
 
 def test_newcomer_session(host, qloop, isolated_home):
@@ -142,7 +142,8 @@ def test_newcomer_session(host, qloop, isolated_home):
         assert window.cancel_action.isEnabled()
         window.cancel_action.trigger()
         await until(lambda: op_of(window, long_op).status == api.CANCELLED, what="the cancellation")
-        assert not window.cancel_action.isEnabled()
+        await until(lambda: not window.cancel_action.isEnabled(), what="Cancel to be disabled")
+        assert window.rerun_action.isEnabled()
 
         # Filters page from the journal.
         window.set_filter("failed")
@@ -168,6 +169,7 @@ def test_results_are_saved_and_copied(host, qloop, tmp_path):
         op_id = await start_via_dialog(window, "sleep_with_progress", {"seconds": 0.1, "steps": 1})
         await until(lambda: op_of(window, op_id).status == api.COMPLETED)
         window.ops_table.selectRow(window.ops_model.row_of(op_id))
+        await until(lambda: window.copy_action.isEnabled() and window.rerun_action.isEnabled())
         window.copy_action.trigger()
         target = tmp_path / "result.json"
         window.save_result(window.selected_operation(), target)
