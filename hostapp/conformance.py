@@ -26,7 +26,12 @@ from typing import Any
 
 from hostapp import CLIENT_NAME
 from hostapp.engine.session import ClientHandlers, ClientSession, RequestContext
-from hostapp.protocol.elicitation import build_accept, build_decline, default_content, describe_form_request
+from hostapp.protocol.elicitation import (
+    build_accept,
+    build_decline,
+    default_content,
+    describe_form_request,
+)
 from hostapp.transport.http import StreamableHttpTransport
 
 SCENARIO_ENV = "MCP_CONFORMANCE_SCENARIO"
@@ -36,6 +41,7 @@ PROTOCOL_VERSION_ENV = "MCP_CONFORMANCE_PROTOCOL_VERSION"
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
+
 
 class ScenarioFailed(Exception):
     """The scenario's server did not offer what the scenario needs (a tool, a prompt...)."""
@@ -125,7 +131,7 @@ def _tool(tools: list[dict], name: str) -> dict:
 
 
 async def _call_listed_tools(session: ClientSession) -> None:
-    """List the tools and call each one the session kept, with arguments from its schema."""
+    """List the tools and call each one the client kept, with arguments from its schema."""
     for tool in await session.list_tools():
         await session.call_tool(tool["name"], sample_arguments(tool.get("inputSchema") or {}))
 
@@ -211,8 +217,8 @@ async def _custom_headers(session: ClientSession, handlers: ConsentingHandlers, 
 
 
 async def _invalid_tool_headers(session: ClientSession, handlers: ConsentingHandlers, context: dict) -> None:
-    # The session drops tools whose x-mcp-header annotations are invalid; every tool it
-    # keeps is called, so a kept invalid one shows up on the server's side.
+    # The client layers must leave out tools whose x-mcp-header annotations are invalid;
+    # every tool they keep is called, so a kept invalid one shows up on the server's side.
     await _call_listed_tools(session)
 
 
@@ -255,13 +261,13 @@ async def run_scenario(url: str, scenario: str, context: dict, protocol_version:
         info = await session.connect(protocol_version)
         print(f"connected: {info.protocol_version} ({info.era})", file=sys.stderr)
         await play(session, handlers, context)
-    except Exception as exc:  # the command's whole job is to report what went wrong
+    except Exception as exc:  # noqa: BLE001 - the command's whole job is to report what went wrong
         print(f"scenario {scenario} failed: {type(exc).__name__}: {exc}", file=sys.stderr)
         return EXIT_FAILED
     finally:
         try:
             await session.close()
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - the scenario's outcome is already decided
             print(f"closing the session failed: {type(exc).__name__}: {exc}", file=sys.stderr)
     print(f"scenario {scenario} done", file=sys.stderr)
     return EXIT_OK

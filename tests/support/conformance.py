@@ -62,7 +62,9 @@ def require_suite() -> None:
     if not node.exists():
         raise ConformanceSuiteMissing(f"Node {REQUIRED_NODE_MAJOR} is not installed at {node}: {how}")
     try:
-        version = subprocess.run([str(node), "--version"], capture_output=True, text=True, timeout=30).stdout
+        version = subprocess.run(
+            [str(node), "--version"], capture_output=True, text=True, timeout=30, check=False
+        ).stdout
     except OSError as exc:
         raise ConformanceSuiteMissing(f"cannot run {node} ({exc}): {how}") from exc
     match = re.match(r"v(\d+)\.", version.strip())
@@ -136,8 +138,10 @@ class ScenarioRun:
     def failure_report(self) -> str:
         """Everything needed to see why the scenario failed, without opening the result files."""
         lines = [
-            f"conformance scenario {self.scenario!r} at {self.spec_version}: suite exit code {self.returncode}, "
-            f"checks: {self.summary()}",
+            (
+                f"conformance scenario {self.scenario!r} at {self.spec_version}: "
+                f"suite exit code {self.returncode}, checks: {self.summary()}"
+            ),
         ]
         if not self.succeeded_checks():
             lines.append("no check succeeded: the client did not exercise the scenario")
@@ -194,6 +198,7 @@ def run_client_scenario(
         ],
         capture_output=True,
         text=True,
+        check=False,  # a failing scenario exits 1; the caller reads the checks
         env=suite_env(extra_env),
         cwd=REPO_ROOT,
         timeout=timeout_s,
