@@ -46,6 +46,9 @@ STDERR_TAIL_LINES = 50
 #: How long the pipes may stay open after the process ended before their readers are stopped.
 _READER_GRACE_SECONDS = 2.0
 
+#: How much of stdout is read at once.
+_READ_CHUNK = 256 * 1024
+
 #: A single stderr line longer than this is cut (a log line, not a message: no need for more).
 _MAX_LOG_LINE = 64 * 1024
 
@@ -202,52 +205,67 @@ class StdioTransport(Transport):
                 process.terminate()
 
     async def _read_stdout(self) -> None:
+        """Split stdout into lines and dispatch them.
+
+        Hot path: progress notifications can come by the hundred thousand, so the pipe is
+        read in large chunks and split here (one await per chunk, not per line). A line
+        longer than ``max_message_bytes`` is dropped as it streams by, never held whole.
+        """
         assert self._process is not None and self._process.stdout is not None
         stdout = self._process.stdout
-        listener = self.listener
+        dispatch = self._dispatch
+        limit = self.max_message_bytes
+        # The unfinished last line, as parts: joining on every chunk would copy a long
+        # line over and over.
+        parts: list[bytes] = []
+        size = 0
+        skipped = 0  # bytes of an oversized line being dropped (0: not dropping)
         while True:
             try:
-                line = await stdout.readuntil(b"\n")
-            except asyncio.IncompleteReadError as exc:
-                # EOF; a last line without a newline still counts.
-                if exc.partial.strip():
-                    self._dispatch(exc.partial, listener)
-                return
-            except asyncio.LimitOverrunError as exc:
-                await self._skip_oversized_line(stdout, exc.consumed)
-                continue
+                chunk = await stdout.read(_READ_CHUNK)
             except (ConnectionResetError, BrokenPipeError):
+                chunk = b""
+            if not chunk:
+                if skipped:
+                    self._report_oversized(skipped + size)
+                elif parts and (last := b"".join(parts)).strip():
+                    dispatch(last)  # a last line without a newline still counts
                 return
-            self._dispatch(line, listener)
+            if skipped:
+                end = chunk.find(b"\n")
+                if end < 0:
+                    skipped += len(chunk)
+                    continue
+                self._report_oversized(skipped + end)
+                skipped = 0
+                chunk = chunk[end + 1:]
+            parts.append(chunk)
+            size += len(chunk)
+            if b"\n" in chunk:
+                lines = b"".join(parts).split(b"\n")
+                last = lines.pop()
+                parts, size = ([last], len(last)) if last else ([], 0)
+                for line in lines:
+                    if len(line) > limit:
+                        self._report_oversized(len(line))
+                    else:
+                        dispatch(line)
+            if size > limit:
+                skipped, parts, size = size, [], 0
 
-    @staticmethod
-    def _dispatch(line: bytes, listener: TransportListener) -> None:
+    def _dispatch(self, line: bytes) -> None:
         if not line.strip():
             return  # blank lines between messages are harmless
         try:
             message = parse(line)
         except ProtocolError as exc:
-            listener.on_invalid(exc, line)
+            self.listener.on_invalid(exc, line)
             return
-        listener.on_message(message)
+        self.listener.on_message(message)
 
-    async def _skip_oversized_line(self, stdout: asyncio.StreamReader, consumed: int) -> None:
-        """Drop a line longer than MAX_MESSAGE_BYTES without holding it in memory."""
-        skipped = 0
-        while True:
-            # Drain what is buffered, then keep reading until the newline shows up.
-            try:
-                rest = await stdout.readuntil(b"\n")
-                skipped += len(rest)
-                break
-            except asyncio.LimitOverrunError as exc:
-                chunk = await stdout.readexactly(exc.consumed)
-                skipped += len(chunk)
-            except asyncio.IncompleteReadError as exc:
-                skipped += len(exc.partial)
-                break
+    def _report_oversized(self, size: int) -> None:
         error = ProtocolError(
-            f"message of more than {self.max_message_bytes} bytes ({skipped} bytes) skipped: over the size limit")
+            f"message of {size} bytes skipped: over the size limit of {self.max_message_bytes} bytes")
         self.listener.on_invalid(error, b"")
 
     async def _read_stderr(self) -> None:
