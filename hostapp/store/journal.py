@@ -507,7 +507,11 @@ class _JournalWriter(threading.Thread):
                 for item in batch:
                     if isinstance(item, tuple):
                         if item[0] == _PROGRESS:
-                            # Coalesce: only the newest value per operation is written.
+                            # Coalesce: only the newest value per operation is written,
+                            # with the newest message seen (a value may come without one).
+                            earlier = progress.get(item[1])
+                            if item[4] is None and earlier is not None and earlier[4] is not None:
+                                item = (*item[:4], earlier[4], item[5])
                             progress[item[1]] = item
                         else:
                             events.append(item)
@@ -625,9 +629,9 @@ class OperationJournal:
         self._writer.queue.put(_WriteAhead(apply, future))
         return future
 
-    async def flush(self) -> None:
-        """Wait until everything queued so far is committed."""
-        await asyncio.wrap_future(self._barrier())
+    def flush(self) -> asyncio.Future[None]:
+        """Await to wait until everything queued before this call is committed."""
+        return asyncio.wrap_future(self._barrier())
 
     def flush_sync(self) -> None:
         self._barrier().result()
@@ -698,38 +702,42 @@ class OperationJournal:
 
     # -- operations: write-ahead ----------------------------------------------------------
 
-    async def create_operation(self, record: OperationRecord) -> None:
-        """Commit a new operation (normally ``pending``) before its request is sent."""
-        await asyncio.wrap_future(self._submit_create(record))
+    def create_operation(self, record: OperationRecord) -> asyncio.Future[None]:
+        """Commit a new operation (normally ``pending``) before its request is sent.
+
+        Like every async write here, the write is queued when this is called (so writes
+        keep the order of the calls) and the returned future is done once committed.
+        """
+        return asyncio.wrap_future(self._submit_create(record))
 
     def create_operation_sync(self, record: OperationRecord) -> None:
         self._submit_create(record).result()
 
-    async def update_operation(self, op_id: str, **changes: Any) -> OperationRecord:
+    def update_operation(self, op_id: str, **changes: Any) -> asyncio.Future[OperationRecord]:
         """Commit changed fields; a status change must pass :func:`check_transition`.
 
         This is also how a server-issued handle is made durable before the host acts on
         it: ``await journal.update_operation(op_id, handle_ref=ref, handle={...})``.
         Returns the record as committed.
         """
-        return await asyncio.wrap_future(self._submit_update(op_id, changes))
+        return asyncio.wrap_future(self._submit_update(op_id, changes))
 
     def update_operation_sync(self, op_id: str, **changes: Any) -> OperationRecord:
         return self._submit_update(op_id, changes).result()
 
-    async def finish_operation(
+    def finish_operation(
         self,
         op_id: str,
         status: str,
         result: dict[str, Any] | None = None,
         error: dict[str, Any] | None = None,
-    ) -> bool:
+    ) -> asyncio.Future[bool]:
         """Move an operation to a terminal status with its outcome, once.
 
         Returns False (and changes nothing) when the operation already was terminal, so
         the caller knows the outcome was delivered before and must not deliver it again.
         """
-        return await asyncio.wrap_future(self._submit_finish(op_id, status, result, error))
+        return asyncio.wrap_future(self._submit_finish(op_id, status, result, error))
 
     def finish_operation_sync(
         self,
@@ -852,9 +860,13 @@ class OperationJournal:
     ) -> list[OperationRecord]:
         """A page of operations: those in flight first, then the newest first."""
         where, params = _status_filter(statuses)
+        order = "in_flight DESC, created_at DESC, id DESC"
+        if params and (set(params) <= TERMINAL_STATUSES or set(params) <= IN_FLIGHT_STATUSES):
+            # in_flight is the same for every row here; leaving it out lets a one-status
+            # page come straight from the status index instead of sorting the history.
+            order = "created_at DESC, id DESC"
         rows = self._read_all(
-            f"SELECT * FROM operations {where} "
-            "ORDER BY in_flight DESC, created_at DESC, id DESC LIMIT ? OFFSET ?",
+            f"SELECT * FROM operations {where} ORDER BY {order} LIMIT ? OFFSET ?",
             (*params, int(limit), int(offset)),
         )
         return [_row_to_operation(row) for row in rows]

@@ -1,0 +1,191 @@
+"""Opening a journal: WAL, schema versions, migrations, and indexes for a long history."""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from pathlib import Path
+
+import pytest
+import sqlite_utils
+
+from hostapp.store.journal import (
+    MIGRATIONS,
+    SCHEMA_VERSION,
+    JournalTooNew,
+    Migration,
+    OperationJournal,
+    OperationRecord,
+    decode_user_version,
+    encode_user_version,
+    migrate,
+)
+
+
+def user_version(path: Path) -> tuple[int, int]:
+    with sqlite3.connect(path) as conn:
+        return decode_user_version(conn.execute("PRAGMA user_version").fetchone()[0])
+
+
+def test_a_new_journal_is_wal_at_the_current_schema(tmp_path: Path):
+    path = tmp_path / "journal.sqlite3"
+    with OperationJournal(path) as journal:
+        assert journal.schema_version == SCHEMA_VERSION
+    assert user_version(path) == SCHEMA_VERSION
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    assert {"servers", "operations", "events"} <= tables
+
+
+def test_user_version_packs_major_and_minor():
+    assert encode_user_version((1, 0)) == 65536
+    assert decode_user_version(encode_user_version((3, 7))) == (3, 7)
+    with pytest.raises(ValueError):
+        encode_user_version((1, 70000))
+
+
+def test_reopening_keeps_data_and_runs_no_step_twice(tmp_path: Path):
+    path = tmp_path / "journal.sqlite3"
+    with OperationJournal(path) as journal:
+        journal.create_operation_sync(OperationRecord("op1", "srv", "tools/call", {"name": "t"}))
+    with OperationJournal(path) as journal:
+        assert journal.get_operation("op1").params == {"name": "t"}
+
+
+def test_migrations_run_in_order_from_any_older_version(tmp_path: Path):
+    applied: list[str] = []
+
+    def add_notes(db: sqlite_utils.Database) -> None:
+        applied.append("1.1")
+        db["operations"].add_column("note", str)
+
+    def add_tags(db: sqlite_utils.Database) -> None:
+        applied.append("1.2")
+        db["tags"].create({"op_id": str, "tag": str})
+
+    steps = (*MIGRATIONS, Migration((1, 1), "notes", add_notes), Migration((1, 2), "tags", add_tags))
+    path = tmp_path / "journal.sqlite3"
+    OperationJournal(path).close()  # a journal at 1.0, as an older hostapp left it
+    with OperationJournal(path, migrations=steps) as journal:
+        assert journal.schema_version == (1, 2)
+    assert applied == ["1.1", "1.2"]
+    assert user_version(path) == (1, 2)
+    db = sqlite_utils.Database(path)
+    assert "note" in db["operations"].columns_dict and db["tags"].exists()
+    db.close()
+    with OperationJournal(path, migrations=steps):
+        pass
+    assert applied == ["1.1", "1.2"]  # nothing runs again
+
+
+def test_a_failing_migration_leaves_the_previous_version(tmp_path: Path):
+    def broken(db: sqlite_utils.Database) -> None:
+        db["operations"].add_column("half_done", str)
+        raise RuntimeError("disk on fire")
+
+    path = tmp_path / "journal.sqlite3"
+    OperationJournal(path).close()
+    with pytest.raises(RuntimeError, match="disk on fire"):
+        OperationJournal(path, migrations=(*MIGRATIONS, Migration((1, 1), "broken", broken)))
+    assert user_version(path) == (1, 0)
+    db = sqlite_utils.Database(path)
+    assert "half_done" not in db["operations"].columns_dict
+    db.close()
+
+
+def test_a_newer_minor_version_opens(tmp_path: Path):
+    path = tmp_path / "journal.sqlite3"
+    OperationJournal(path).close()
+    with sqlite3.connect(path) as conn:
+        conn.execute(f"PRAGMA user_version = {encode_user_version((SCHEMA_VERSION[0], 9))}")
+    with OperationJournal(path) as journal:
+        journal.create_operation_sync(OperationRecord("op1", "srv", "tools/call", {}))
+        assert journal.schema_version == (SCHEMA_VERSION[0], 9)
+    assert user_version(path) == (SCHEMA_VERSION[0], 9)  # never downgraded
+
+
+def test_a_newer_major_version_is_refused_with_a_clear_message(tmp_path: Path):
+    path = tmp_path / "journal.sqlite3"
+    OperationJournal(path).close()
+    with sqlite3.connect(path) as conn:
+        conn.execute(f"PRAGMA user_version = {encode_user_version((SCHEMA_VERSION[0] + 1, 3))}")
+    with pytest.raises(JournalTooNew) as caught:
+        OperationJournal(path)
+    message = str(caught.value)
+    assert f"newer hostapp (schema {SCHEMA_VERSION[0] + 1}.3)" in message
+    assert str(path) in message and "HOSTAPP_HOME" in message
+    assert user_version(path) == (SCHEMA_VERSION[0] + 1, 3)  # untouched
+
+
+def test_migrate_reports_the_version_it_reached(tmp_path: Path):
+    db = sqlite_utils.Database(tmp_path / "x.sqlite3")
+    assert migrate(db) == SCHEMA_VERSION
+    assert migrate(db) == SCHEMA_VERSION
+    db.close()
+
+
+def _plan(path: Path, sql: str) -> str:
+    with sqlite3.connect(path) as conn:
+        return " | ".join(row[-1] for row in conn.execute("EXPLAIN QUERY PLAN " + sql))
+
+
+def _statements(journal: OperationJournal, read) -> list[str]:
+    """The SQL (values inlined) that one read of the journal runs."""
+    seen: list[str] = []
+    journal._read_conn.set_trace_callback(seen.append)
+    try:
+        read()
+    finally:
+        journal._read_conn.set_trace_callback(None)
+    return seen
+
+
+def test_a_history_of_100000_operations_pages_from_indexes(tmp_path: Path):
+    path = tmp_path / "journal.sqlite3"
+    OperationJournal(path).close()
+    base = time.time() - 1_000_000
+    db = sqlite_utils.Database(path)
+    db["operations"].insert_all(
+        (
+            {
+                "id": f"op{i:06d}",
+                "server": "srv",
+                "method": "tools/call",
+                "params": "{}",
+                "status": "completed",
+                "created_at": base + i,
+                "updated_at": base + i,
+                "resumable": 1,
+                "delivered": 1,
+                "in_flight": 0,
+            }
+            for i in range(100_000)
+        ),
+        batch_size=5000,
+    )
+    db.close()
+    with OperationJournal(path) as journal:
+        running = OperationRecord("live", "srv", "tools/call", {}, status="running", created_at=base - 10)
+        journal.create_operation_sync(running)
+        first = journal.list_operations(limit=3)
+        assert [op.id for op in first] == ["live", "op099999", "op099998"]
+        deep = journal.list_operations(statuses=["completed"], limit=2, offset=99_998)
+        assert [op.id for op in deep] == ["op000001", "op000000"]
+        assert journal.count_operations() == 100_001
+        assert journal.count_operations(["completed"]) == 100_000
+        assert [op.id for op in journal.unfinished_operations()] == ["live"]
+
+        reads = {
+            "page": lambda: journal.list_operations(limit=200, offset=400),
+            "page of one status": lambda: journal.list_operations(statuses=["completed"], limit=200),
+            "count of one status": lambda: journal.count_operations(["failed"]),
+            "unfinished": journal.unfinished_operations,
+            "timeline": lambda: journal.events("live"),
+        }
+        plans = {name: [_plan(path, sql) for sql in _statements(journal, read)] for name, read in reads.items()}
+    for name, statement_plans in plans.items():
+        assert statement_plans, name
+        for plan in statement_plans:
+            assert "USING INDEX" in plan or "USING COVERING INDEX" in plan, (name, plan)
+            assert "TEMP B-TREE" not in plan, (name, plan)
