@@ -551,7 +551,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     setup_logging(args.verbose)
-    if args.command is None:
+    # Not args.command: `servers add --command CMD` shares that name (None with --url).
+    if getattr(args, "func", None) is None:
         from hostapp.app import main as gui_main
 
         return gui_main([])
