@@ -1,0 +1,283 @@
+"""Fault tests: every resume mechanism against every fault, with real processes on loopback.
+
+The host is the real ``hostapp`` command line in its own process and HOSTAPP_HOME; the
+server is the lab, server-everything (npm), or fastmcp with its tasks extension, each
+behind a :class:`~tests.support.faults.LoopbackProxy`. The faults:
+
+* ``host_kill``: ``hostapp call`` is SIGKILLed after its first progress (or status) lines,
+  then ``hostapp resume --wait`` carries the operation to its end;
+* ``server_restart``: the server is SIGKILLed and started again on the same port (the lab
+  with the same state file; the peers keep their tasks and streams in memory only);
+* ``drop``: every connection is cut mid-stream;
+* ``outage``: the network is gone (connections refused) and comes back. The 30 s outage
+  runs for a handshake-era mechanism (SSE resumption), a stateless-era one (resume tokens)
+  and a polling one (async tools); the others get a 5 s outage, to keep the suite short.
+
+After each: exactly one operation in ``hostapp ops``, in the outcome the mechanism can
+honestly give (``completed`` where it survives the fault, ``unknown`` where the protocol
+offers no way back: never a silent re-run), the tool's work started exactly once (counted
+by the server, or on the wire for peers that keep no count), progress never decreasing
+across both host processes, at most one result, and none of the handles that went over
+the wire in any file of HOSTAPP_HOME (journal, its WAL, logs, the command's stderr).
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+
+from hostapp.lab.state import execution_count
+from tests.support.faults import HostCall, LabProcess, LoopbackProxy, issued_handles, progress_of, run_hostapp
+from tests.support.peers import EVERYTHING, NODE, Peer, require_everything
+
+pytestmark = pytest.mark.timeout(240)
+
+FASTMCP_SERVER = Path(__file__).with_name("fastmcp_tasks_server.py")
+
+#: Long enough that a fault lands mid-call, short enough for the suite.
+LAB_ARGS = {"seconds": 3, "steps": 6}
+ACCEPT_MRTR = {"action": "accept", "content": {"proceed": True, "note": "go on"}}
+ACCEPT_RESEARCH = {"action": "accept", "content": {"interpretation": "technical"}}
+LONG_OUTAGE_SECONDS = 30.0
+SHORT_OUTAGE_SECONDS = 5.0
+
+
+# -- servers under test ---------------------------------------------------------------------
+
+class Served:
+    """A server process behind a proxy. ``executions(tool)`` counts how many times the
+    tool's work started; ``restart()`` SIGKILLs the process and starts it on the same port."""
+
+    proxy: LoopbackProxy
+
+    def executions(self, tool: str) -> int:
+        return len(self.proxy.fresh_tool_calls(tool))
+
+    def restart(self) -> None:
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        self.proxy.stop()
+
+
+class LabServed(Served):
+    """The lab. ``handshake_only`` hides its stateless era, so the host runs the
+    2025-11-25 handshake (SSE resumption, 2025 tasks, resumable requests)."""
+
+    def __init__(self, tmp: Path, handshake_only: bool):
+        self.lab = LabProcess(tmp / "lab.sqlite3").start()
+        self.proxy = LoopbackProxy(self.lab.port, handshake_only=handshake_only).start()
+
+    def executions(self, tool: str) -> int:
+        return execution_count(self.lab.state_file, tool)
+
+    def restart(self) -> None:
+        self.lab.restart()
+
+    def stop(self) -> None:
+        super().stop()
+        self.lab.stop()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class PeerServed(Served):
+    """A peer started from an argv on a fixed port (so a restart keeps the address)."""
+
+    def __init__(self, argv: Callable[[int], list[str]], env: Callable[[int], dict[str, str]] = lambda _p: {}):
+        self.argv, self.env = argv, env
+        self.port = _free_port()
+        self.peer = Peer(argv(self.port), self.port, env=env(self.port))
+        self.proxy = LoopbackProxy(self.port).start()
+
+    def restart(self) -> None:
+        self.peer.proc.kill()
+        self.peer.proc.wait()
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                self.peer = Peer(self.argv(self.port), self.port, env=self.env(self.port))
+                return
+            except RuntimeError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.3)
+
+    def stop(self) -> None:
+        super().stop()
+        self.peer.stop()
+
+
+class FastmcpServed(PeerServed):
+    def __init__(self, tmp: Path):
+        self.count_file = tmp / "fastmcp-executions.txt"
+        super().__init__(lambda port: [sys.executable, str(FASTMCP_SERVER), str(port), str(self.count_file)])
+
+    def executions(self, tool: str) -> int:
+        return len(self.count_file.read_text().splitlines()) if self.count_file.exists() else 0
+
+
+def start_server(kind: str, tmp: Path) -> Served:
+    if kind == "lab":
+        return LabServed(tmp, handshake_only=False)
+    if kind == "lab_handshake":
+        return LabServed(tmp, handshake_only=True)
+    if kind == "everything":
+        require_everything()
+        return PeerServed(lambda port: [str(NODE), str(EVERYTHING), "streamableHttp"],
+                          lambda port: {"PORT": str(port)})
+    if kind == "fastmcp":
+        return FastmcpServed(tmp)
+    raise ValueError(kind)
+
+
+# -- the table ------------------------------------------------------------------------------
+
+FAULTS = ("host_kill", "server_restart", "drop", "outage")
+COMPLETED, UNKNOWN, FAILED = "completed", "unknown", "failed"
+
+
+@dataclass(frozen=True)
+class Case:
+    """One mechanism on one server: the call, and the outcome each fault must end in."""
+
+    mechanism: str
+    server: str
+    tool: str
+    args: dict[str, Any]
+    answers: list[dict[str, Any]] = field(default_factory=list)
+    #: fault -> acceptable final statuses; a fault not listed must end ``completed``.
+    outcomes: dict[str, frozenset[str]] = field(default_factory=dict)
+    long_outage: bool = False
+
+    @property
+    def id(self) -> str:
+        return f"{self.mechanism}-{self.server}"
+
+    def expected(self, fault: str) -> frozenset[str]:
+        return self.outcomes.get(fault, frozenset({COMPLETED}))
+
+
+LOST = frozenset({UNKNOWN})
+#: A peer that keeps tasks in memory forgets them when it restarts: the host must say the
+#: outcome is unknown (or the peer's error), never run the tool again.
+FORGOTTEN = frozenset({UNKNOWN, FAILED})
+
+CASES = [
+    Case("http_resumption", "lab_handshake", "long_sse", LAB_ARGS, long_outage=True),
+    Case("tasks_2025", "lab_handshake", "long_task", LAB_ARGS),
+    Case("resumable_requests", "lab_handshake", "long_resumable", LAB_ARGS),
+    Case("tasks_extension", "lab", "long_task_ext", LAB_ARGS),
+    # MRTR carries only a pending question across a break; the command line answers at
+    # once, so every fault lands on a request in flight, whose outcome cannot be known.
+    Case("mrtr", "lab", "long_mrtr", LAB_ARGS, [ACCEPT_MRTR],
+         outcomes={f: LOST for f in FAULTS}),
+    Case("resume_token", "lab", "long_resume_token", LAB_ARGS, long_outage=True),
+    Case("streams", "lab", "long_stream", LAB_ARGS),
+    Case("async_tool", "lab", "long_async", LAB_ARGS, long_outage=True),
+    # Real peers. server-everything keeps sessions, event history and tasks in memory.
+    Case("http_resumption", "everything", "trigger-long-running-operation", {"duration": 3, "steps": 6},
+         outcomes={"server_restart": LOST}),
+    Case("tasks_2025", "everything", "simulate-research-query", {"topic": "fault tolerance", "ambiguous": True},
+         [ACCEPT_RESEARCH], outcomes={"server_restart": FORGOTTEN}),
+    # fastmcp-tasks on its memory:// backend.
+    Case("tasks_extension", "fastmcp", "slow_count", {"seconds": 3, "steps": 6},
+         outcomes={"server_restart": FORGOTTEN}),
+]
+
+
+def _started(events: list[dict[str, Any]]) -> bool:
+    """The call is under way: two progress lines, or a status beyond the first."""
+    statuses = [e for e in events if e.get("event") == "status"]
+    return len(progress_of(events)) >= 2 or len(statuses) >= 2
+
+
+def _progress_values(events: list[dict[str, Any]]) -> list[float]:
+    return [e["progress"] for e in progress_of(events)]
+
+
+def _assert_no_handle_in(home: Path, handles: set[str]) -> None:
+    assert handles, "no handle went over the wire: the secret check would prove nothing"
+    for path in sorted(p for p in home.rglob("*") if p.is_file()):
+        data = path.read_bytes()
+        leaked = [h for h in handles if h.encode() in data]
+        assert not leaked, f"{len(leaked)} server-issued handle(s) found in {path.relative_to(home)}"
+
+
+@pytest.fixture
+def served(request, tmp_path: Path):
+    server = start_server(request.param, tmp_path)
+    yield server
+    server.stop()
+
+
+def _configure(home: Path, server: Served, env: dict[str, str]) -> None:
+    added = run_hostapp(home, "servers", "add", "srv", "--url", server.proxy.url(), env=env)
+    assert added.returncode == 0, added.stderr
+
+
+@pytest.fixture
+def keyring_home(tmp_path: Path, keyring_env: dict[str, str]) -> tuple[Path, dict[str, str]]:
+    home = tmp_path / "home"
+    home.mkdir()
+    return home, keyring_env
+
+
+@pytest.mark.parametrize("case,fault,served", [
+    pytest.param(c, f, c.server, id=f"{c.id}-{f}") for c in CASES for f in FAULTS], indirect=["served"])
+def test_outcome_delivered_exactly_once(case: Case, fault: str, served: Served, keyring_home) -> None:
+    home, env = keyring_home
+    _configure(home, served, env)
+    argv = ["-v", "call", "srv", case.tool, "--json", "--args", json.dumps(case.args)]
+    if case.answers:
+        answers = home.parent / "answers.json"
+        answers.write_text(json.dumps(case.answers * 2))  # a replayed question may be asked again
+        argv += ["--answers", str(answers)]
+    call = HostCall(home, *argv, env=env)
+    call.wait_for(_started, timeout=60)
+
+    runs = [call]
+    if fault == "host_kill":
+        call.kill()
+        resume_argv = ["-v", "resume", "--wait", "--json"]
+        if case.answers:
+            resume_argv += ["--answers", str(home.parent / "answers.json")]
+        resume = HostCall(home, *resume_argv, env=env)
+        runs.append(resume)
+        resume.wait(180)
+    else:
+        if fault == "server_restart":
+            served.restart()
+        elif fault == "drop":
+            assert served.proxy.drop_connections() > 0, "nothing was connected to drop"
+        else:
+            served.proxy.outage(LONG_OUTAGE_SECONDS if case.long_outage else SHORT_OUTAGE_SECONDS)
+        call.wait(180)
+
+    events = [e for run in runs for e in run.events]
+    ops = json.loads(run_hostapp(home, "ops", "--json", env=env).stdout)
+    assert len(ops) == 1, ops
+    op = ops[0]
+    detail = f"operation={op}\nevents={events}\nstderr:\n" + "\n".join(r.stderr for r in runs)
+    assert op["tool"] == case.tool
+    assert op["status"] in case.expected(fault), detail
+    if op["status"] == COMPLETED:
+        assert op["mechanism"] == case.mechanism, detail
+        assert op["result"] and not op["result"].get("isError"), detail
+    results = [e for e in events if e.get("event") == "result"]
+    assert len(results) == (1 if op["status"] == COMPLETED else 0), detail
+    assert served.executions(case.tool) == 1, detail
+    values = _progress_values(events)
+    assert values == sorted(values), f"progress went backwards: {values}"
+    _assert_no_handle_in(home, issued_handles(served.proxy))
