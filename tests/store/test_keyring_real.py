@@ -1,0 +1,120 @@
+"""The secret store on a real Secret Service (gnome-keyring on a private D-Bus)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from keyring.backends import SecretService
+
+from hostapp.store.journal import OperationJournal, OperationRecord, ServerConfig
+from hostapp.store.secrets import KeyringUnavailable, SecretMissing, SecretStore, keyring_key
+from tests.support.keyring_daemon import KeyringDaemon
+
+SECRET = "resume-7f3e9a1c-very-private-token"
+
+
+def test_put_get_delete(real_keyring: KeyringDaemon, tmp_path: Path):
+    store = SecretStore(tmp_path)  # the backend keyring selects: the private Secret Service
+    store.check()
+    ref = store.put("resume_token", SECRET)
+    assert store.get(ref) == SECRET
+    assert real_keyring.backend().get_password(*keyring_key(store.scope, ref)) == "1:" + SECRET
+    store.delete(ref)
+    with pytest.raises(SecretMissing):
+        store.get(ref)
+    assert "Secret Service" in store.describe()
+
+
+def test_a_10_kb_value_is_chunked_and_joined(real_keyring: KeyringDaemon, tmp_path: Path):
+    store = SecretStore(tmp_path, SecretService.Keyring())
+    value = "".join(chr(0x41 + i % 26) for i in range(10_000)) + "✓"
+    ref = store.put("stream_id", value)
+    assert store.get(ref) == value
+    backend = real_keyring.backend()
+    entries = []
+    index = 0
+    while (entry := backend.get_password(*keyring_key(store.scope, ref, index))) is not None:
+        entries.append(entry)
+        index += 1
+    assert len(entries) > 4
+    assert all(len(entry.encode("utf-16-le")) < 2560 for entry in entries)
+    store.delete(ref)
+    assert backend.get_password(*keyring_key(store.scope, ref, 1)) is None
+
+
+def test_two_homes_do_not_share_secrets(real_keyring: KeyringDaemon, tmp_path: Path):
+    one, two = SecretStore(tmp_path / "one"), SecretStore(tmp_path / "two")
+    ref = one.put("task_id", SECRET)
+    with pytest.raises(SecretMissing):
+        two.get(ref)
+    two.delete(ref)
+    assert one.get(ref) == SECRET
+
+
+def test_a_subprocess_reaches_the_same_keyring(real_keyring: KeyringDaemon, tmp_path: Path):
+    ref = SecretStore(tmp_path).put("session_id", SECRET)
+    code = (
+        "import sys; from pathlib import Path; from hostapp.store.secrets import SecretStore;"
+        "print(SecretStore(Path(sys.argv[1])).get(sys.argv[2]) == sys.argv[3])"
+    )
+    env = {**os.environ, **real_keyring.env}
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path), ref, SECRET], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert done.stdout.strip() == "True", done.stderr
+
+
+def test_a_locked_collection_is_reported_clearly(locked_keyring: KeyringDaemon, tmp_path: Path):
+    store = SecretStore(tmp_path)
+    with pytest.raises(KeyringUnavailable, match="is locked") as caught:
+        store.check()
+    assert "Unlock it" in str(caught.value)
+    with pytest.raises(KeyringUnavailable, match="is locked") as caught:
+        store.put("task_id", SECRET)
+    assert SECRET not in str(caught.value)
+    assert "locked" in store.describe()
+
+
+def test_an_unreachable_secret_service_is_reported(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("DBUS_SESSION_BUS_ADDRESS", f"unix:path={tmp_path / 'no-bus'}")
+    store = SecretStore(tmp_path, SecretService.Keyring())
+    with pytest.raises(KeyringUnavailable, match="cannot be reached"):
+        store.check()
+    with pytest.raises(KeyringUnavailable):
+        store.put("task_id", SECRET)
+
+
+async def test_no_secret_reaches_the_journal_files(real_keyring: KeyringDaemon, tmp_path: Path):
+    home = tmp_path / "home"
+    store = SecretStore(home)
+    journal = OperationJournal(home / "journal.sqlite3")
+    try:
+        header_ref = store.put("header", "Bearer " + SECRET)
+        journal.add_server(ServerConfig("remote", "http", url="http://127.0.0.1:1/mcp",
+                                        secret_headers={"Authorization": header_ref}))
+        op = OperationRecord("op1", "remote", "tools/call", {"name": "slow"})
+        await journal.create_operation(op)
+        handle_ref = store.put("task_id", SECRET)
+        await journal.update_operation("op1", status="running", handle_ref=handle_ref, handle={"poll_ms": 100})
+        journal.update_server("remote", session_ref=store.put("session_id", SECRET + "-sid"))
+        journal.record_progress("op1", 1.0)
+        await journal.flush()
+
+        files = [p for p in home.iterdir() if p.name.startswith("journal.sqlite3")]
+        assert any(p.name.endswith("-wal") for p in files)  # checked while the WAL holds the writes
+        assert _grep(files, handle_ref.encode())  # the reference is there, so the grep can find things
+        assert not _grep(files, SECRET.encode())
+        assert not _grep(files, SECRET.encode("utf-16-le"))
+    finally:
+        journal.close()
+    files = [p for p in home.iterdir() if p.name.startswith("journal.sqlite3")]
+    assert not _grep(files, SECRET.encode())
+    assert store.get(handle_ref) == SECRET
+
+
+def _grep(files: list[Path], needle: bytes) -> bool:
+    return any(needle in path.read_bytes() for path in files)
