@@ -111,6 +111,7 @@ class OperationDetails(QWidget):
         split.addWidget(result_box)
         split.setStretchFactor(0, 2)
         split.setStretchFactor(1, 3)
+        split.setSizes([480, 720])
         split.setChildrenCollapsible(False)
 
         layout = QVBoxLayout(self)

@@ -257,15 +257,15 @@ class MainWindow(QMainWindow):
         oheader = self.ops_table.horizontalHeader()
         oheader.setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
         oheader.setSectionResizeMode(OP_MESSAGE, QHeaderView.ResizeMode.Stretch)
-        for col, width in enumerate((190, 110, 190, 0, 150, 80)):
+        for col, width in enumerate((180, 100, 190, 0, 210, 80)):
             if width:
                 self.ops_table.setColumnWidth(col, width)
         self.filter_box = QComboBox()
         self.filter_box.setAccessibleName("Show operations")
         for key, (label, _) in FILTERS.items():
             self.filter_box.addItem(label, key)
-        self.count_label = plain_label("", selectable=False)
-        self.questions_label = plain_label("", selectable=False)
+        self.count_label = plain_label("", wrap=False, selectable=False)
+        self.questions_label = plain_label("", wrap=False, selectable=False)
         self.questions_label.setAccessibleName("Open questions")
         ops_box = QGroupBox("Operations")
         olay = QVBoxLayout(ops_box)
@@ -295,7 +295,7 @@ class MainWindow(QMainWindow):
         self.splitter.setStretchFactor(0, 0)
         self.splitter.setStretchFactor(1, 2)
         self.splitter.setStretchFactor(2, 3)
-        self.splitter.setSizes([170, 260, 370])
+        self.splitter.setSizes([110, 330, 360])
         self.splitter.setChildrenCollapsible(False)
 
         central = QWidget()

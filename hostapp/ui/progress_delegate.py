@@ -58,7 +58,8 @@ class ProgressDelegate(QStyledItemDelegate):
         else:
             bar.progress, bar.text = 0, ""
         style.drawControl(QStyle.ControlElement.CE_ProgressBar, bar, painter, widget)
-        if fraction is None and op.in_flight:
+        # A call waiting for the person is not working: no motion that suggests otherwise.
+        if fraction is None and op.in_flight and op.status != api.INPUT_REQUIRED:
             self._paint_sliding_chunk(painter, bar)
 
     @staticmethod

@@ -144,7 +144,9 @@ class ResultView(QScrollArea):
         edit.setReadOnly(True)
         edit.setPlainText(text)
         edit.setAccessibleName("Result text")
-        lines = min(max_lines, max(2, text.count("\n") + 2))
+        # Room for the wrapped lines (about 90 characters each), within bounds.
+        wrapped = sum(1 + len(line) // 90 for line in text.splitlines() or [""])
+        lines = min(max_lines, max(2, wrapped + 1))
         edit.setFixedHeight(edit.fontMetrics().lineSpacing() * lines + 12)
         return edit
 

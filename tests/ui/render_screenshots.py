@@ -9,6 +9,7 @@ HOSTAPP_HOME is used, so the first-launch path (the lab as the default server) i
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import sys
 import tempfile
@@ -24,6 +25,11 @@ async def until(predicate, timeout: float = 60.0):
         if loop.time() > end:
             raise TimeoutError("the lab did not get there in time")
         await asyncio.sleep(0.05)
+
+
+def status_of(window, op_id: str) -> str | None:
+    row = window.ops_model.row_of(op_id)
+    return window.ops_model.operation(row).status if row is not None else None
 
 
 async def scene(host, out: Path) -> None:
@@ -43,16 +49,15 @@ async def scene(host, out: Path) -> None:
 
     window.elicitations.promptShown.connect(answer_form)
     done = await engine.start_call("lab", "sleep_with_progress", {"seconds": 0.6, "steps": 3, "message": "brewing"})
-    await until(lambda: window.ops_model.row_of(done.id) is not None
-                and window.ops_model.operation(window.ops_model.row_of(done.id)).status == api.COMPLETED)
+    await until(lambda: status_of(window, done.id) == api.COMPLETED)
     form = await engine.start_call("lab", "ask_form", {"message": "Who is calling?"})
     await until(lambda: window.elicitations.prompt is not None)
     prompt = window.elicitations.prompt
     prompt.form.editor("email").setText("ada@example.com")
     prompt.accept_button.click()
-    await until(lambda: window.ops_model.operation(window.ops_model.row_of(form.id)).status == api.COMPLETED)
+    await until(lambda: status_of(window, form.id) == api.COMPLETED)
     failed = await engine.start_call("lab", "fail", {"mode": "rpc_error"})
-    await until(lambda: window.ops_model.operation(window.ops_model.row_of(failed.id)).status in api.TERMINAL)
+    await until(lambda: status_of(window, failed.id) in api.TERMINAL)
     await engine.start_call("lab", "sleep_with_progress",
                             {"seconds": 120, "steps": 120, "message": "indexing the archive"})
     await engine.start_call("lab", "sleep_with_progress", {"seconds": 40, "steps": 40, "message": "uploading part"})
@@ -64,8 +69,11 @@ async def scene(host, out: Path) -> None:
     await asyncio.sleep(0.5)
 
     apply_color_scheme(app, "light")
+    sizes = window.splitter.sizes()
+    window.splitter.setSizes([sizes[0], sizes[1] - 150, sizes[2] + 150])  # room for the whole result
     await asyncio.sleep(0.3)
     window.grab().save(str(out / "result.png"))
+    window.splitter.setSizes(sizes)
     window.ops_table.selectRow(1)
     await asyncio.sleep(0.5)
     window.grab().save(str(out / "main-light.png"))
@@ -96,10 +104,16 @@ def main(argv: list[str]) -> int:
     apply_color_scheme(app)
     loop = qasync.QEventLoop(app, already_running=False)
     asyncio.set_event_loop(loop)
-    host = HostApp(home)
-    host.window.resize(1280, 800)
-    host.window.show()
-    loop.run_until_complete(scene(host, out))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+    from tests.support.keyring_daemon import missing_programs, private_keyring
+
+    with contextlib.ExitStack() as stack:
+        if not missing_programs():  # a working keyring, as on a desktop
+            stack.enter_context(private_keyring(home / "keyring"))
+        host = HostApp(home)
+        host.window.resize(1280, 800)
+        host.window.show()
+        loop.run_until_complete(scene(host, out))
     print(f"wrote {out}/main-light.png, main-dark.png, result.png")
     return 0
 

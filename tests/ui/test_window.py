@@ -185,3 +185,61 @@ def test_results_are_saved_and_copied(host, qloop, tmp_path):
     from PySide6.QtGui import QGuiApplication
 
     assert "finished 1 steps" in QGuiApplication.clipboard().text()
+
+
+def test_keyring_unavailable_is_a_banner(host, qloop):
+    import keyring
+    from keyring.backends import fail
+
+    saved = keyring.get_keyring()
+    keyring.set_keyring(fail.Keyring())
+    try:
+        qloop.run_until_complete(host.start())
+        assert "Keyring unavailable" in (host.window.banner.message("keyring") or "")
+        assert host.window.banner.isVisible()
+    finally:
+        keyring.set_keyring(saved)
+
+
+def test_secret_header_goes_to_the_keyring_and_offline_server_is_a_banner(host, qloop, tmp_path):
+    from tests.support.keyring_daemon import missing_programs, private_keyring
+
+    if missing_programs():
+        pytest.skip(f"needs {', '.join(missing_programs())} for a private keyring")
+    window = host.window
+    secret = "Bearer s3cret-value-for-the-test"
+
+    async def scenario():
+        await host.start()
+        assert window.banner.message("keyring") is None
+        window.add_server_action.trigger()
+        await until(lambda: window.server_dialog is not None)
+        dialog = window.server_dialog
+        dialog.name_edit.setText("remote")
+        dialog.transport.setCurrentIndex(1)
+        dialog.url_edit.setText("http://127.0.0.1:9/mcp")   # nothing listens there
+        dialog.headers_table.add_row("Authorization", secret, True)
+        dialog.headers_table.add_row("X-Team", "blue", False)
+        dialog.buttons.accepted.emit()
+        await until(lambda: window.servers_model.row_of("remote") is not None, what="the new server")
+        await until(lambda: "remote is offline" in (window.banner.message("servers") or ""), timeout=60,
+                    what="the offline banner")
+        await host.shutdown(stop_loop=False)
+
+    with private_keyring(tmp_path / "keyring") as _daemon:
+        qloop.run_until_complete(scenario())
+        from hostapp.store.journal import OperationJournal
+        from hostapp.store.paths import journal_path
+        from hostapp.store.secrets import SecretStore
+
+        journal = OperationJournal(journal_path(host.home))
+        try:
+            cfg = journal.get_server("remote")
+        finally:
+            journal.close()
+        assert cfg.headers == {"X-Team": "blue"}
+        ref = cfg.secret_headers["Authorization"]
+        assert secret not in ref and SecretStore(host.home).get(ref) == secret
+    for path in host.home.rglob("*"):
+        if path.is_file():
+            assert secret.encode() not in path.read_bytes(), f"the secret leaked into {path}"
