@@ -58,6 +58,7 @@ SUPPORTED_VERSIONS = (*HANDSHAKE_VERSIONS, STATELESS_VERSION)
 RELATED_TASK = "io.modelcontextprotocol/related-task"
 UNSUPPORTED_PROTOCOL_VERSION = -32022
 HEADER_MISMATCH = -32020
+SERVER_INFO_META_KEY = "io.modelcontextprotocol/serverInfo"
 
 SERVER_INFO = {"name": "hostapp-lab", "title": "hostapp lab server", "version": "0.1.0"}
 INSTRUCTIONS = ("The hostapp lab: every way a long MCP request can outlive its connection, with tools "
@@ -276,7 +277,9 @@ class LabCore:
             if header_version is not None and meta_version is not None and header_version != meta_version:
                 raise HttpRpcError(400, HEADER_MISMATCH, "MCP-Protocol-Version header does not match "
                                    "_meta io.modelcontextprotocol/protocolVersion")
-            version = meta_version or header_version
+            if meta_version is None:
+                raise HttpRpcError(400, INVALID_PARAMS, "_meta io.modelcontextprotocol/protocolVersion is required")
+            version = meta_version
             if version != STATELESS_VERSION:
                 raise HttpRpcError(400, UNSUPPORTED_PROTOCOL_VERSION, f"unsupported protocol version {version!r}",
                                    {"requested": version, "supported": list(SUPPORTED_VERSIONS)})
@@ -362,9 +365,7 @@ class LabCore:
 
     @staticmethod
     def _finish_result(call: Call, result: dict[str, Any]) -> dict[str, Any]:
-        if call.era == STATELESS and "resultType" not in result:
-            result = {**result, "resultType": "complete"}
-        return result
+        return stateless_result(result) if call.era == STATELESS else result
 
     def client_response(self, message: dict[str, Any]) -> bool:
         """Route a client's answer to a server-to-client request; False if nobody waits for it."""
@@ -979,7 +980,7 @@ class LabCore:
         self.state.update_job(job.key, status="completed", status_message="done", result=result)
         stateless = job.extra.get("stateless")
         if job.mechanism in ("call", "resumable", "stream") and job.out_stream:
-            wire = {**result, "resultType": "complete"} if stateless else result
+            wire = stateless_result(result) if stateless else result
             response = {"jsonrpc": "2.0", "id": job.request_id, "result": wire}
             if job.mechanism == "stream":
                 self.emit(job.out_stream, response)
@@ -1018,6 +1019,12 @@ class LabCore:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def stateless_result(result: dict[str, Any]) -> dict[str, Any]:
+    """A 2026-07-28 result: says its type and names the server in ``_meta``."""
+    meta = {**(result.get("_meta") or {}), SERVER_INFO_META_KEY: SERVER_INFO}
+    return {"resultType": "complete", **result, "_meta": meta}
 
 
 class HttpRpcError(RpcError):

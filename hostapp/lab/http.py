@@ -26,7 +26,7 @@ from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingR
 from starlette.routing import Route
 
 from hostapp.lab.core import STATELESS, STREAMED_METHODS, HttpRpcError, LabCore
-from hostapp.protocol.jsonrpc import INVALID_REQUEST, ErrorResponse, Notification, ProtocolError, Request, parse
+from hostapp.protocol.jsonrpc import INVALID_REQUEST, METHOD_NOT_FOUND, ErrorResponse, Notification, ProtocolError, Request, parse
 
 #: ``retry`` sent with every priming event: how long a client waits before reconnecting.
 RETRY_MS = 500
@@ -40,8 +40,8 @@ def _error(status: int, code: int, message: str, request_id: Any = None, data: A
     return JSONResponse({"jsonrpc": "2.0", "id": request_id, "error": error}, status_code=status)
 
 
-def build_app(core: LabCore) -> Starlette:
-    """The lab's ASGI application."""
+def build_app(core: LabCore, loopback_only: bool = True) -> Starlette:
+    """The lab's ASGI application. ``loopback_only`` refuses foreign Host/Origin headers."""
 
     def sse(stream_id: str, after: int, *, event_ids: bool, ephemeral: bool) -> AsyncIterator[str]:
         async def events() -> AsyncIterator[str]:
@@ -96,12 +96,12 @@ def build_app(core: LabCore) -> Starlette:
                                   header_version=header_version, transport="http")
         except HttpRpcError as err:
             return _error(err.status, err.code, err.message, message.id, err.data)
+        if message.method == "initialize":
+            return _error(404, METHOD_NOT_FOUND, "initialize is not part of the 2026-07-28 protocol", message.id)
         if call.era == STATELESS:
             mismatch = _header_mismatch(request, message.method, params)
             if mismatch:
                 return _error(400, HEADER_MISMATCH, mismatch, message.id)
-        if message.method == "initialize":
-            return _error(400, INVALID_REQUEST, "initialize is not part of the stateless era", message.id)
         if message.method not in STREAMED_METHODS:
             return JSONResponse(await core.answer(call))
         stream_id = core.start_streamed(call)
@@ -141,6 +141,8 @@ def build_app(core: LabCore) -> Starlette:
         if core.faults.refusing():
             return Response("lab refusing requests (--refuse-for)", status_code=503,
                             headers={"Retry-After": "1"})
+        if loopback_only and rebinding_suspect(request):
+            return _error(403, INVALID_REQUEST, "Host or Origin is not a loopback address")
         if request.method == "POST":
             return await post(request)
         if request.method == "GET":
@@ -158,13 +160,41 @@ def build_app(core: LabCore) -> Starlette:
     ])
 
 
+#: Methods whose target (tool or prompt name, resource URI) travels in ``Mcp-Name``.
+NAMED_METHODS = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
+
+
 def _header_mismatch(request: HttpRequest, method: str, params: dict[str, Any]) -> str | None:
-    """2026-07-28 routing headers must agree with the body."""
+    """2026-07-28 routing headers (SEP-2243) must be present and agree with the body."""
     header_method = request.headers.get("mcp-method")
-    if header_method is not None and header_method != method:
-        return f"Mcp-Method header {header_method!r} does not match the body's method {method!r}"
+    if header_method is None:
+        return "missing Mcp-Method header"
+    if header_method.strip() != method:
+        return f"Mcp-Method header {header_method.strip()!r} does not match the body's method {method!r}"
+    name = params.get(NAMED_METHODS[method]) if method in NAMED_METHODS else None
     header_name = request.headers.get("mcp-name")
-    name = params.get("name") if method in ("tools/call", "prompts/get") else params.get("uri")
-    if header_name is not None and name is not None and header_name != name:
-        return f"Mcp-Name header {header_name!r} does not match {name!r}"
+    if name is not None and header_name is None:
+        return "missing Mcp-Name header"
+    if name is not None and header_name is not None and header_name.strip() != name:
+        return f"Mcp-Name header {header_name.strip()!r} does not match {name!r}"
     return None
+
+
+LOOPBACK_HOSTS = {"127.0.0.1", "localhost", "[::1]", "::1"}
+
+
+def _host_of(value: str) -> str:
+    """The host part of a Host header or an Origin URL, without port."""
+    value = value.split("://", 1)[-1].split("/", 1)[0]
+    if value.startswith("["):
+        return value[: value.find("]") + 1]
+    return value.rsplit(":", 1)[0] if value.count(":") == 1 else value
+
+
+def rebinding_suspect(request: HttpRequest) -> bool:
+    """A loopback lab answers only pages and clients that name a loopback host (DNS rebinding)."""
+    host = request.headers.get("host")
+    if host is not None and _host_of(host).lower() not in LOOPBACK_HOSTS:
+        return True
+    origin = request.headers.get("origin")
+    return origin is not None and origin != "null" and _host_of(origin).lower() not in LOOPBACK_HOSTS

@@ -61,7 +61,8 @@ async def serve_http(core: LabCore, host: str, port: int) -> None:
     actual_port = sock.getsockname()[1]
     shown_host = f"[{host}]" if ":" in host else host
     core.base_url = f"http://{shown_host}:{actual_port}"
-    config = uvicorn.Config(build_app(core), log_level="warning", lifespan="off",
+    loopback = host in ("127.0.0.1", "localhost", "::1")
+    config = uvicorn.Config(build_app(core, loopback_only=loopback), log_level="warning", lifespan="off",
                             timeout_graceful_shutdown=1, access_log=False)
     server = uvicorn.Server(config)
     serving = asyncio.create_task(server.serve(sockets=[sock]))

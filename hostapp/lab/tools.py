@@ -33,6 +33,11 @@ def _long(description: str, **extra_props: Any) -> dict[str, Any]:
 #: Tool name -> definition without the name. Keys ``execution`` and ``invocationMode``
 #: follow 2025-11-25 tasks and SEP-1391.
 TOOLS: dict[str, dict[str, Any]] = {
+    # First, so that a probe calling the first listed tool without arguments returns at once.
+    "lab_stats": {
+        "description": "How many times each tool's work really started (execution accounting).",
+        "inputSchema": _schema(),
+    },
     "sleep_with_progress": {
         "description": "Wait for a while and report progress after each step. A plain call: "
                        "the answer comes on the same request.",
@@ -77,10 +82,6 @@ TOOLS: dict[str, dict[str, Any]] = {
     "long_async": {**_long("Long work as an asynchronous tool call (SEP-1391): send operation.token, then "
                            "poll tools/async/status and fetch tools/async/result."),
                    "invocationMode": "async"},
-    "lab_stats": {
-        "description": "How many times each tool's work really started (execution accounting).",
-        "inputSchema": _schema(),
-    },
 }
 
 #: Tools whose work is time-based and reported by progress.

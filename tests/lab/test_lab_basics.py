@@ -7,7 +7,7 @@ import pytest
 
 from hostapp.lab.state import execution_counts
 
-from .conftest import ACCEPT, STATELESS, McpClient
+from .conftest import ACCEPT, STATELESS, McpClient, wait_until
 
 
 def test_initialize_opens_a_session_and_declares_every_mechanism(lab):
@@ -178,9 +178,37 @@ def test_lab_stats_counts_real_starts(client, state_file):
 
 def test_refuse_for_answers_503_for_a_while(start_lab):
     lab = start_lab("--refuse-for", "1")
-    ping = {"jsonrpc": "2.0", "id": 1, "method": "server/discover",
-            "params": McpClient(lab.url, stateless=True).params({})}
-    first = httpx.post(lab.url, json=ping, headers={"Accept": ACCEPT})
-    assert first.status_code == 503
-    from .conftest import wait_until
-    wait_until(lambda: httpx.post(lab.url, json=ping, headers={"Accept": ACCEPT}).status_code == 200, timeout=10)
+    client = McpClient(lab.url, stateless=True)
+    discover = {"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": client.params({})}
+    assert client.post(discover).status_code == 503
+    wait_until(lambda: client.post(discover).status_code == 200, timeout=10)
+
+
+def test_stateless_requests_need_their_routing_headers(lab, stateless):
+    call = {"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+            "params": stateless.params({"name": "lab_stats", "arguments": {}})}
+    headers = stateless.headers("tools/call", call["params"])
+    assert httpx.post(lab.url, json=call, headers=headers).status_code == 200
+    del headers["Mcp-Name"]
+    missing = httpx.post(lab.url, json=call, headers=headers)
+    assert missing.status_code == 400 and missing.json()["error"]["code"] == -32020
+    no_meta = {"jsonrpc": "2.0", "id": 4, "method": "tools/list", "params": {}}
+    r = httpx.post(lab.url, json=no_meta, headers=stateless.headers("tools/list"))
+    assert r.status_code == 400 and r.json()["error"]["code"] == -32602
+    init = {"jsonrpc": "2.0", "id": 5, "method": "initialize", "params": stateless.params({})}
+    r = httpx.post(lab.url, json=init, headers=stateless.headers("initialize"))
+    assert r.status_code == 404 and r.json()["error"]["code"] == -32601
+
+
+def test_stateless_results_name_the_server(stateless):
+    result = stateless.call("lab_stats").result
+    assert result["_meta"]["io.modelcontextprotocol/serverInfo"]["name"] == "hostapp-lab"
+
+
+def test_foreign_host_or_origin_is_refused(lab, client):
+    ping = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
+    assert httpx.post(lab.url, json=ping, headers={**client.headers(), "Host": "evil.example"}).status_code == 403
+    assert httpx.post(lab.url, json=ping, headers={**client.headers(),
+                                                   "Origin": "http://evil.example"}).status_code == 403
+    assert httpx.post(lab.url, json=ping, headers={**client.headers(),
+                                                   "Origin": f"http://localhost:{lab.port}"}).status_code == 200

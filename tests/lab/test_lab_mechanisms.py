@@ -120,7 +120,7 @@ def test_long_task_ext_happy_path(lab):
 def test_long_task_ext_cancel(lab):
     client = McpClient(lab.url, stateless=True, capabilities=TASKS_EXT)
     task = client.call("long_task_ext", {"seconds": 30, "steps": 3}).result
-    assert client.request("tasks/cancel", {"taskId": task["taskId"]}).result == {"resultType": "complete"}
+    assert client.request("tasks/cancel", {"taskId": task["taskId"]}).result["resultType"] == "complete"
     assert client.request("tasks/get", {"taskId": task["taskId"]}).result["status"] == "cancelled"
 
 
