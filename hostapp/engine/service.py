@@ -808,7 +808,8 @@ class Engine:
         return await self.start_call(record.server, record.tool, (record.params or {}).get("arguments", {}))
 
     async def _read(self, fn: Callable, *args: Any, **kwargs: Any) -> Any:
-        return fn(*args, **kwargs)
+        # Journal reads may take a while on a large history: never on the GUI/event loop thread.
+        return await asyncio.get_running_loop().run_in_executor(None, lambda: fn(*args, **kwargs))
 
     async def operations(self, statuses: set[str] | None = None, limit: int = 200, offset: int = 0) -> list[api.OperationView]:
         records = await self._read(self.journal.list_operations, statuses=statuses, limit=limit, offset=offset)
@@ -823,7 +824,8 @@ class Engine:
 
     async def events(self, op_id: str) -> list[dict[str, Any]]:
         await self.journal.flush()
-        return await self._read(self.journal.events, op_id)
+        events = await self._read(self.journal.events, op_id)
+        return [{"at": e.at, "kind": e.kind, "data": e.data} for e in events]
 
     async def wait_finished(self, op_id: str, poll: float = 0.05) -> api.OperationView:
         """Until the operation has a terminal status (used by the CLI's --wait)."""

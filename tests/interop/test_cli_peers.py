@@ -91,8 +91,10 @@ def test_url_elicitation_required_error_then_retry(everything):
                      answers=[{"action": "accept"}, {"action": "accept"}])
     assert proc.returncode == 0, (proc.stdout, proc.stderr)
     asked = [e for e in evs if e["event"] == "elicitation"]
-    assert asked[0]["url"] == url and asked[0]["answer"] == "accept"
+    # First the prerequisite the -32042 error names, then (the call retried) the tool's own URL.
+    assert [(e["mode"], e["url"]) for e in asked] == [("url", "https://modelcontextprotocol.io"), ("url", url)]
     assert evs[-1]["event"] == "result"
+    assert "completed the URL elicitation" in evs[-1]["result"]["content"][0]["text"]
 
 
 def test_url_elicitation_required_declined_ends_in_error(everything):
