@@ -845,11 +845,16 @@ class OperationJournal:
 
     def _read_all(self, sql: str, params: Iterable[Any] = ()) -> list[sqlite3.Row]:
         with self._read_lock:
-            return self._read_conn.execute(sql, tuple(params)).fetchall()
+            return self._reader().execute(sql, tuple(params)).fetchall()
 
     def _read_one(self, sql: str, params: Iterable[Any] = ()) -> sqlite3.Row | None:
         with self._read_lock:
-            return self._read_conn.execute(sql, tuple(params)).fetchone()
+            return self._reader().execute(sql, tuple(params)).fetchone()
+
+    def _reader(self) -> sqlite3.Connection:
+        if self._closed:
+            raise RuntimeError("the operation journal is closed")
+        return self._read_conn
 
     def get_operation(self, op_id: str) -> OperationRecord | None:
         row = self._read_one("SELECT * FROM operations WHERE id = ?", (op_id,))

@@ -303,6 +303,8 @@ async def test_close_commits_queued_writes_and_refuses_later_ones(tmp_path: Path
     journal.record_progress(op.id, 43.0)
     assert journal.stats.dropped == 1
     await journal.flush()  # nothing to wait for
+    with pytest.raises(RuntimeError, match="closed"):
+        journal.get_operation(op.id)
 
 
 # -- servers --------------------------------------------------------------------------
