@@ -37,7 +37,7 @@ import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Self
 
 import sqlite_utils
 
@@ -523,7 +523,7 @@ class _JournalWriter(threading.Thread):
                         try:
                             with self.db.atomic():  # a savepoint: a failed write undoes only itself
                                 outcomes.append((item.future, item.apply(self.db), None))
-                        except Exception as exc:
+                        except Exception as exc:  # noqa: BLE001 - handed to the caller
                             outcomes.append((item.future, None, exc))
                     else:
                         write_hot_path()
@@ -612,7 +612,7 @@ class OperationJournal:
             self._read_conn.close()
         self._write_db.conn.close()
 
-    def __enter__(self) -> OperationJournal:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc_info: object) -> None:

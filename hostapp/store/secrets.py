@@ -194,7 +194,7 @@ def _unusable_reason(backend: object) -> str | None:
     if isinstance(backend, KeyringBackend):
         try:
             priority = type(backend).priority
-        except Exception as exc:  # keyring signals "not viable here" by raising
+        except Exception as exc:  # noqa: BLE001 - keyring signals "not viable here" by raising
             return f"The OS keyring cannot be reached ({exc})."
         if priority <= 0:
             return "No OS keyring is available to store secrets."
@@ -249,7 +249,7 @@ class SecretStore:
                 locked = _secret_service_locked(backend)
             except KeyringUnavailable:
                 raise
-            except Exception as exc:  # D-Bus failures come in many classes
+            except Exception as exc:
                 raise KeyringUnavailable(
                     f"The Secret Service cannot be reached over D-Bus ({type(exc).__name__}: {exc}). "
                     f"{_NO_KEYRING_HINT}"

@@ -11,7 +11,12 @@ import pytest
 from keyring.backends import SecretService
 
 from hostapp.store.journal import OperationJournal, OperationRecord, ServerConfig
-from hostapp.store.secrets import KeyringUnavailable, SecretMissing, SecretStore, keyring_key
+from hostapp.store.secrets import (
+    KeyringUnavailable,
+    SecretMissing,
+    SecretStore,
+    keyring_key,
+)
 from tests.support.keyring_daemon import KeyringDaemon
 
 SECRET = "resume-7f3e9a1c-very-private-token"
@@ -63,7 +68,7 @@ def test_a_subprocess_reaches_the_same_keyring(real_keyring: KeyringDaemon, tmp_
     )
     env = {**os.environ, **real_keyring.env}
     done = subprocess.run(
-        [sys.executable, "-c", code, str(tmp_path), ref, SECRET], env=env, capture_output=True, text=True, timeout=60
+        [sys.executable, "-c", code, str(tmp_path), ref, SECRET], env=env, capture_output=True, text=True, timeout=60, check=False
     )
     assert done.stdout.strip() == "True", done.stderr
 

@@ -174,11 +174,11 @@ def _wait_until_ready(daemon: KeyringDaemon, address: str) -> None:
             raise KeyringDaemonError(f"gnome-keyring-daemon exited with status {process.returncode}")
         try:
             with closing(open_dbus_connection(address)) as connection:
-                if secretstorage.check_service_availability(connection):
-                    # Raises ItemNotFoundException until the login collection exists.
-                    if not daemon._default_collection(connection).is_locked():
-                        return
-        except Exception as exc:  # not up yet
+                # _default_collection() raises until the login collection exists.
+                available = secretstorage.check_service_availability(connection)
+                if available and not daemon._default_collection(connection).is_locked():
+                    return
+        except Exception as exc:  # noqa: BLE001 - any failure here means "not up yet"
             last_error = exc
         time.sleep(0.05)
     raise KeyringDaemonError(f"the Secret Service did not come up: {last_error}")
