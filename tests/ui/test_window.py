@@ -197,6 +197,9 @@ def test_keyring_unavailable_is_a_banner(host, qloop):
         qloop.run_until_complete(host.start())
         assert "Keyring unavailable" in (host.window.banner.message("keyring") or "")
         assert host.window.banner.isVisible()
+        qloop.run_until_complete(until(lambda: host.window.servers_model.rowCount()
+                                       and host.window.servers_model.server(0).state == api.CONNECTED))
+        qloop.run_until_complete(host.shutdown(stop_loop=False))
     finally:
         keyring.set_keyring(saved)
 
@@ -243,3 +246,63 @@ def test_secret_header_goes_to_the_keyring_and_offline_server_is_a_banner(host, 
     for path in host.home.rglob("*"):
         if path.is_file():
             assert secret.encode() not in path.read_bytes(), f"the secret leaked into {path}"
+
+
+def test_import_servers_from_another_client(host, qloop, tmp_path):
+    from hostapp.ui.server_dialog import ImportDialog
+
+    config = tmp_path / "mcp.json"
+    config.write_text(json.dumps({"servers": {"lab-copy": {
+        "type": "stdio", "command": "python3",
+        "args": ["-m", "hostapp", "lab", "serve", "--stdio"], "env": {"LAB_MODE": "quiet"}}}}))
+    window = host.window
+
+    async def scenario():
+        await host.start()
+        dialog = ImportDialog(window, taken_names={"lab"}, search_home=tmp_path / "nobody", search_cwd=tmp_path)
+        dialog.add_file(config, "VS Code")
+        task = asyncio.ensure_future(window._import_servers(dialog))
+        await until(lambda: dialog.isVisible())
+        dialog.import_button.click()
+        assert await task == 1
+        await until(lambda: window.servers_model.row_of("lab-copy") is not None)
+        servers = host.engine.journal.list_servers()
+        await host.shutdown(stop_loop=False)
+        return servers
+
+    names = {s.name: s for s in qloop.run_until_complete(scenario())}
+    assert names["lab-copy"].env == {"LAB_MODE": "quiet"} and names["lab-copy"].command == "python3"
+
+
+def test_operation_in_flight_is_shown_again_after_a_restart(qtbot, qloop, isolated_home):
+    """Quit while a call runs; the next start shows it (resumed or, if it cannot be known, as such)."""
+    first = HostApp(isolated_home)
+    first.window.show()
+
+    async def before():
+        await first.start()
+        op = await first.engine.start_call("lab", "sleep_with_progress", {"seconds": 3, "steps": 6})
+        await until(lambda: (first.engine.runners[op.id].view.progress or 0) > 0, what="progress")
+        await first.shutdown(stop_loop=False)
+        return op.id
+
+    op_id = qloop.run_until_complete(before())
+    first.window.deleteLater()
+    second = HostApp(isolated_home)
+    second.window.show()
+
+    async def after():
+        await second.start()
+        await until(lambda: second.window.ops_model.row_of(op_id) is not None, what="the operation")
+        await until(lambda: op_of(second.window, op_id).status in api.TERMINAL, timeout=60, what="its outcome")
+        outcome = op_of(second.window, op_id)
+        await second.shutdown(stop_loop=False)
+        return outcome
+
+    outcome = qloop.run_until_complete(after())
+    second.window.deleteLater()
+    # A plain call on a stdio server died with the server process: its outcome cannot be known,
+    # and it is shown as such (never re-sent); re-running it is the person's choice.
+    assert outcome.status in (api.COMPLETED, api.UNKNOWN)
+    if outcome.status == api.COMPLETED:
+        assert "finished 6 steps" in outcome.result["content"][0]["text"]
