@@ -68,6 +68,13 @@ INSTRUCTIONS = ("The hostapp lab: every way a long MCP request can outlive its c
 #: may send notifications or server-to-client requests before the response.
 STREAMED_METHODS = frozenset({"tools/call", "tasks/result", "requests/resume", "stream/resume"})
 
+#: Handshake-era methods that 2026-07-28 removed; a stateless request for them is "not found".
+REMOVED_IN_STATELESS = frozenset({"initialize", "ping", "logging/setLevel", "resources/subscribe",
+                                  "resources/unsubscribe"})
+
+#: tasks/* methods of the tasks extension; a stateless client must opt in to use them.
+TASKS_EXTENSION_METHODS = frozenset({"tasks/get", "tasks/update", "tasks/cancel"})
+
 #: Default resume interval for draft streams and maxWait for resumable requests (seconds).
 STREAM_RESUME_INTERVAL = {"min": 1, "max": 3600}
 RESUMABLE_MAX_WAIT = 3600
@@ -92,15 +99,13 @@ class InputRequired(Exception):
         self.state = state
 
 
-def server_capabilities() -> dict[str, Any]:
+def server_capabilities(era: str = HANDSHAKE) -> dict[str, Any]:
     """Everything the lab speaks, in one place (initialize and server/discover)."""
-    return {
+    capabilities: dict[str, Any] = {
         "tools": {"listChanged": False},
         "logging": {},
         "resources": {},
         "prompts": {},
-        # 2025-11-25 tasks (SEP-1686)
-        "tasks": {"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}},
         # 2026-07-28 tasks extension (SEP-2663)
         "extensions": {catalogue.TASKS_EXTENSION: {}},
         # Drafts without a released home: announced both top-level (as the drafts name them)
@@ -109,6 +114,10 @@ def server_capabilities() -> dict[str, Any]:
         "streams": {},
         "experimental": {"resumableRequests": {}, "streams": {}, "asyncTools": {}, "resumeTokens": {}},
     }
+    if era == HANDSHAKE:
+        # 2025-11-25 tasks (SEP-1686); the stateless era has them only as the extension.
+        capabilities["tasks"] = {"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}}
+    return capabilities
 
 
 def now_iso(ts: float | None = None) -> str:
@@ -341,8 +350,11 @@ class LabCore:
         """Handle a request; return its JSON-RPC response, or None when a job answers later."""
         handler = self._methods.get(call.method)
         try:
-            if handler is None:
+            if handler is None or (call.era == STATELESS and call.method in REMOVED_IN_STATELESS):
                 raise RpcError(METHOD_NOT_FOUND, f"method not found: {call.method}")
+            if call.era == STATELESS and call.method in TASKS_EXTENSION_METHODS \
+                    and not self._opted_in_tasks_extension(call):
+                raise self._missing_tasks_extension(call.method)
             result = await handler(call)
         except InputRequired as need:
             result = {"resultType": "input_required", "inputRequests": need.input_requests}
@@ -469,7 +481,7 @@ class LabCore:
 
     async def _discover(self, call: Call) -> dict[str, Any]:
         return {"resultType": "complete", "supportedVersions": list(SUPPORTED_VERSIONS),
-                "capabilities": server_capabilities(), "serverInfo": SERVER_INFO,
+                "capabilities": server_capabilities(STATELESS), "serverInfo": SERVER_INFO,
                 "instructions": INSTRUCTIONS, "cacheScope": "public", "ttlMs": 0}
 
     async def _tools_list(self, call: Call) -> dict[str, Any]:
@@ -721,14 +733,18 @@ class LabCore:
             task["error"] = job.error
         return task
 
+    @staticmethod
+    def _missing_tasks_extension(what: str) -> RpcError:
+        return RpcError(MISSING_REQUIRED_CAPABILITY, f"{what} needs the {catalogue.TASKS_EXTENSION} extension: "
+                        "declare it in clientCapabilities.extensions",
+                        {"requiredCapabilities": {"extensions": {catalogue.TASKS_EXTENSION: {}}}})
+
     def _opted_in_tasks_extension(self, call: Call) -> bool:
         return catalogue.TASKS_EXTENSION in (call.capabilities.get("extensions") or {})
 
     async def _tool_long_task_ext(self, call: Call, args: dict[str, Any]) -> Any:
         if not self._opted_in_tasks_extension(call):
-            raise RpcError(MISSING_REQUIRED_CAPABILITY, "long_task_ext runs only as a task: declare the "
-                           f"{catalogue.TASKS_EXTENSION} extension in clientCapabilities",
-                           {"requiredCapabilities": {"extensions": {catalogue.TASKS_EXTENSION: {}}}})
+            raise self._missing_tasks_extension("long_task_ext")
         task_id = new_handle()
         poll_ms = max(100, min(1000, int(catalogue.duration(args)[0] * 1000 / 10) or 100))
         job = self._new_job(call, "long_task_ext", args, "task_ext", handle_key(task_id), out_stream=None,

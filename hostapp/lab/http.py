@@ -103,7 +103,9 @@ def build_app(core: LabCore, loopback_only: bool = True) -> Starlette:
             if mismatch:
                 return _error(400, HEADER_MISMATCH, mismatch, message.id)
         if message.method not in STREAMED_METHODS:
-            return JSONResponse(await core.answer(call))
+            response = await core.answer(call)
+            not_found = call.era == STATELESS and (response or {}).get("error", {}).get("code") == METHOD_NOT_FOUND
+            return JSONResponse(response, status_code=404 if not_found else 200)
         stream_id = core.start_streamed(call)
         ephemeral = call.era == STATELESS
         if "text/event-stream" in request.headers.get("accept", "text/event-stream"):

@@ -212,3 +212,11 @@ def test_foreign_host_or_origin_is_refused(lab, client):
                                                    "Origin": "http://evil.example"}).status_code == 403
     assert httpx.post(lab.url, json=ping, headers={**client.headers(),
                                                    "Origin": f"http://localhost:{lab.port}"}).status_code == 200
+
+
+def test_stateless_era_drops_handshake_methods_and_v1_tasks(lab, stateless):
+    ping = {"jsonrpc": "2.0", "id": 1, "method": "ping", "params": stateless.params({})}
+    r = httpx.post(lab.url, json=ping, headers=stateless.headers("ping"))
+    assert r.status_code == 404 and r.json()["error"]["code"] == -32601
+    assert "tasks" not in stateless.request("server/discover").result["capabilities"]
+    assert stateless.request("tasks/get", {"taskId": "x"}).error["code"] == -32021
