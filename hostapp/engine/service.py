@@ -18,6 +18,7 @@ what makes delivery exactly-once across crashes.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
 import uuid
@@ -36,6 +37,24 @@ log = logging.getLogger(__name__)
 #: An operation with no deadline of its own is given up (as expired) after this long
 #: without any sign of life from the server: a week covers every realistic tool.
 DEFAULT_DEADLINE_SECONDS = 7 * 24 * 3600
+
+
+#: Mechanisms whose handle only works in the HTTP session that issued it.
+SESSION_BOUND_MECHANISMS = frozenset({"http_resumption"})
+
+HANDLE_PREFIX = "hostapp-handle:"
+
+
+def unwrap_secret(value: str | None) -> tuple[str | None, tuple[str, str] | None]:
+    """Split a keyring handle value into the mechanism's secret and its HTTP session."""
+    if value is None or not value.startswith(HANDLE_PREFIX):
+        return value, None
+    try:
+        data = json.loads(value[len(HANDLE_PREFIX):])
+        session = (data["s"], data["v"]) if data.get("s") and data.get("v") else None
+        return data["h"], session
+    except (ValueError, KeyError, TypeError):
+        return None, None
 
 
 def _mechanism_api():
@@ -79,6 +98,8 @@ class OperationRunner:
         self._url_rounds = 0
         self._original_waiter: asyncio.Task | None = None
         self._original_session: ClientSession | None = None
+        self.http_session: tuple[str, str] | None = None   # (session id, protocol version)
+        self._stream_session: ClientSession | None = None  # an adopted earlier session
 
     @property
     def id(self) -> str:
@@ -175,7 +196,7 @@ class OperationRunner:
             ref = None
         elif eng.keyring_problem is None:
             try:
-                ref = await eng._secret_call(eng.secrets.replace, ref, "handle", action.secret)
+                ref = await eng._secret_call(eng.secrets.replace, ref, "handle", self._wrap_secret(action.secret))
             except Exception as exc:  # the keyring failed now: carry on in memory, say it
                 eng._keyring_failed(exc)
                 resumable, ref = False, None
@@ -185,6 +206,18 @@ class OperationRunner:
         self.view.resumable = resumable
         await eng.journal.update_operation(self.id, handle=action.state, handle_ref=ref,
                                            mechanism=action.state.get("mechanism"), resumable=resumable)
+
+    def _wrap_secret(self, secret: str) -> str:
+        """The keyring value of a handle: the mechanism's secret, and the HTTP session it
+        lives in (a stream can only be resumed in its own session)."""
+        session = self.session
+        sid = getattr(session.transport, "session_id", None) if session is not None else None
+        if sid is None and self.http_session is None:
+            return secret
+        if sid is not None and session.server is not None:
+            self.http_session = (sid, session.server.protocol_version)
+        sid, version = self.http_session
+        return HANDLE_PREFIX + json.dumps({"h": secret, "s": sid, "v": version})
 
     async def _set_status(self, status: str, message: str | None) -> None:
         if self.view.status == status:
@@ -221,6 +254,10 @@ class OperationRunner:
         self._drop_original_waiter()
         if self.session is not None:
             self.session.unroute_progress(self.progress_token)
+        if self._stream_session is not None and self.http_session is not None:
+            sid = self.http_session[0]
+            if not any(r is not self and r.http_session and r.http_session[0] == sid for r in eng.runners.values()):
+                await eng._connection(self.record.server).release_side_session(sid)
         if first:
             data = {"to": status, "error": error}
             eng.journal.append_event(self.id, "status", data)
@@ -388,7 +425,7 @@ class OperationRunner:
             await self.feed(lambda: self.mech.on_result(result, now=eng.clock()))
 
     async def _resume_stream(self, last_event_id: str) -> None:
-        session = await self._live_session()
+        session = self._stream_session or await self._live_session()
         rid = self.record.jsonrpc_id
         transport = session.transport
         if rid is None or not hasattr(transport, "resume_stream"):
@@ -419,8 +456,26 @@ class OperationRunner:
         """A (new) session is ready: resume the operation on it."""
         self.session = session
         self._route_progress(session)
-        self._ensure_original_waiter(session)
+        stream_session = await self._adopt_earlier_session(session) if restored else None
+        self._ensure_original_waiter(stream_session or session)
         await self.feed(lambda: self.mech.resume(now=self.engine.clock()))
+
+    async def _adopt_earlier_session(self, live: ClientSession) -> ClientSession | None:
+        """A stream lives in the HTTP session that carried it: after a restart, take that
+        session over (no initialize) to resume the stream."""
+        if self.http_session is None or self.mech.name not in SESSION_BOUND_MECHANISMS:
+            return None
+        sid, version = self.http_session
+        if getattr(live.transport, "session_id", None) == sid:
+            return None
+        conn = self.engine._connection(self.record.server)
+        try:
+            self._stream_session = await conn.side_session(sid, version)
+        except TransportError as exc:
+            log.info("operation %s: its earlier session cannot be adopted: %s", self.id, exc)
+            return None
+        self._stream_session.route_progress(self.progress_token, self._on_progress)
+        return self._stream_session
 
     def shutdown(self) -> None:
         self._cancel_wake()
@@ -555,7 +610,7 @@ class Engine:
         for runner in list(self.runners.values()):
             runner.shutdown()
         for conn in list(self.connections.values()):
-            await conn.stop()
+            await conn.stop(keep_session=bool(self._in_flight_of(conn.name)))
         for task in list(self._tasks):
             task.cancel()
         for _, fut in self._questions.values():
@@ -764,6 +819,7 @@ class Engine:
                 secret = self.secrets.get(record.handle_ref)
             except Exception as exc:
                 log.info("operation %s: handle unavailable (%s)", record.id, type(exc).__name__)
+        secret, http_session = unwrap_secret(secret)
         state = dict(record.handle or {})
         if not state.get("mechanism"):
             # Journaled before any mechanism state was committed: nothing can resume it.
@@ -775,6 +831,7 @@ class Engine:
             log.warning("operation %s cannot be restored: %s", record.id, exc)
             mech = m.restore_mechanism({"mechanism": "direct", "method": record.method, "phase": "sent"}, None)
         runner = OperationRunner(self, record, mech)
+        runner.http_session = http_session
         self.runners[record.id] = runner
         self._changed(runner)
         if record.server not in self.connections:

@@ -179,6 +179,17 @@ class ClientSession:
         await self.notify("notifications/initialized")
         return info
 
+    async def adopt(self, info: ServerInfo) -> None:
+        """Take over a session a previous process initialized (its id is in the transport).
+
+        No ``initialize``: the server already knows this session. Used to resume the
+        streams of operations after a host restart; a 404 will say if it is gone.
+        """
+        await self.transport.connect(self)
+        self.transport.set_protocol_version(info.protocol_version, stateless=info.era == eras.STATELESS)
+        self.server = info
+        self.state = "ready"
+
     async def _try_discover(self, *, required: bool) -> ServerInfo | None:
         self.transport.set_protocol_version(eras.STATELESS_VERSION, stateless=True)
         self.server = ServerInfo(eras.STATELESS_VERSION, eras.STATELESS)  # so the request carries _meta
@@ -201,14 +212,16 @@ class ClientSession:
             return None
         return info
 
-    async def close(self) -> None:
+    async def close(self, *, end_session: bool = True) -> None:
+        """Close the connection; ``end_session=False`` keeps an HTTP session alive on the
+        server for operations that will be resumed after a restart."""
         if self.state == "closed":
             return
         self.state = "closed"
         for task in list(self._served.values()):
             task.cancel()
         try:
-            await self.transport.close()
+            await self.transport.close(end_session=end_session)
         finally:
             self._fail_all(ConnectionLost("the connection was closed"))
 

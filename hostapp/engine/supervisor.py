@@ -22,6 +22,7 @@ from typing import Any, Awaitable, Callable
 from hostapp.engine import api
 from hostapp.engine.connections import make_transport
 from hostapp.engine.session import ClientHandlers, ClientSession
+from hostapp.protocol import eras
 from hostapp.protocol.eras import ServerInfo
 from hostapp.protocol.jsonrpc import RpcError
 from hostapp.transport.base import HttpStatusError, TransportError
@@ -75,6 +76,7 @@ class ServerConnection:
         self._task: asyncio.Task | None = None
         self._wake = asyncio.Event()
         self.attempted = asyncio.Event()  # set once the first connection attempt has ended
+        self._side: dict[str, ClientSession] = {}
 
     @property
     def name(self) -> str:
@@ -84,7 +86,9 @@ class ServerConnection:
         if self._task is None or self._task.done():
             self._task = asyncio.get_running_loop().create_task(self._run(), name=f"supervise {self.name}")
 
-    async def stop(self) -> None:
+    async def stop(self, *, keep_session: bool = False) -> None:
+        """Stop supervising and close; ``keep_session`` when operations will be resumed
+        after a restart (an HTTP session then stays alive on the server)."""
         task, self._task = self._task, None
         if task is not None:
             task.cancel()
@@ -92,8 +96,35 @@ class ServerConnection:
                 await task
             except (asyncio.CancelledError, Exception):
                 pass
-        await self._drop_session()
+        await self._drop_session(end_session=not keep_session)
+        for session in list(self._side.values()):
+            try:
+                await session.close(end_session=not keep_session)
+            except Exception as exc:
+                log.debug("closing an adopted session of %s: %s", self.name, exc)
+        self._side.clear()
         self._set(state=api.DISABLED, retry_in=None)
+
+    async def side_session(self, session_id: str, protocol_version: str) -> ClientSession:
+        """A session a previous process opened, adopted to resume its operations' streams."""
+        session = self._side.get(session_id)
+        if session is not None and session.state == "ready":
+            return session
+        transport = make_transport(self.cfg, self.secret_store, session_id=session_id,
+                                   protocol_version=protocol_version, standalone_stream=False)
+        session = ClientSession(transport, self.handlers_factory(self), capabilities=self.capabilities)
+        await session.adopt(ServerInfo(protocol_version, eras.era_of(protocol_version)))
+        self._side[session_id] = session
+        return session
+
+    async def release_side_session(self, session_id: str) -> None:
+        """The last operation of an adopted session ended: end that session on the server."""
+        session = self._side.pop(session_id, None)
+        if session is not None:
+            try:
+                await session.close()
+            except Exception as exc:
+                log.debug("ending an adopted session of %s: %s", self.name, exc)
 
     def reconnect_now(self) -> None:
         """Skip the wait before the next attempt (the person pressed Reconnect)."""
@@ -120,12 +151,12 @@ class ServerConnection:
             setattr(self.view, k, v)
         self.on_change(self.view)
 
-    async def _drop_session(self) -> None:
+    async def _drop_session(self, *, end_session: bool = True) -> None:
         self._ready.clear()
         session, self.session = self.session, None
         if session is not None:
             try:
-                await session.close()
+                await session.close(end_session=end_session)
             except Exception as exc:  # closing a broken connection may fail; it is gone either way
                 log.debug("closing %s: %s", self.name, exc)
 
