@@ -346,6 +346,13 @@ class LabCore:
         if response is not None:
             self.emit(call.stream, response, close=True)
 
+    def precheck(self, call: Call) -> RpcError | None:
+        """An error known before any work starts (so HTTP can answer it with a status code)."""
+        if call.era == STATELESS and call.method == "tools/call" \
+                and call.params.get("name") == "long_task_ext" and not self._opted_in_tasks_extension(call):
+            return self._missing_tasks_extension("long_task_ext")
+        return None
+
     async def answer(self, call: Call) -> dict[str, Any] | None:
         """Handle a request; return its JSON-RPC response, or None when a job answers later."""
         handler = self._methods.get(call.method)

@@ -26,7 +26,16 @@ from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingR
 from starlette.routing import Route
 
 from hostapp.lab.core import STATELESS, STREAMED_METHODS, HttpRpcError, LabCore
-from hostapp.protocol.jsonrpc import INVALID_REQUEST, METHOD_NOT_FOUND, ErrorResponse, Notification, ProtocolError, Request, parse
+from hostapp.protocol.jsonrpc import (
+    INVALID_REQUEST,
+    METHOD_NOT_FOUND,
+    MISSING_REQUIRED_CAPABILITY,
+    ErrorResponse,
+    Notification,
+    ProtocolError,
+    Request,
+    parse,
+)
 
 #: ``retry`` sent with every priming event: how long a client waits before reconnecting.
 RETRY_MS = 500
@@ -102,10 +111,16 @@ def build_app(core: LabCore, loopback_only: bool = True) -> Starlette:
             mismatch = _header_mismatch(request, message.method, params)
             if mismatch:
                 return _error(400, HEADER_MISMATCH, mismatch, message.id)
+        early = core.precheck(call)
+        if early is not None:
+            return _error(400, early.code, early.message, message.id, early.data)
         if message.method not in STREAMED_METHODS:
             response = await core.answer(call)
-            not_found = call.era == STATELESS and (response or {}).get("error", {}).get("code") == METHOD_NOT_FOUND
-            return JSONResponse(response, status_code=404 if not_found else 200)
+            code = (response or {}).get("error", {}).get("code")
+            status = 200
+            if call.era == STATELESS:
+                status = {METHOD_NOT_FOUND: 404, MISSING_REQUIRED_CAPABILITY: 400}.get(code, 200)
+            return JSONResponse(response, status_code=status)
         stream_id = core.start_streamed(call)
         ephemeral = call.era == STATELESS
         if "text/event-stream" in request.headers.get("accept", "text/event-stream"):
