@@ -21,10 +21,12 @@ Use in a conftest::
 
 from __future__ import annotations
 
+import ctypes
 import os
 import shutil
 import signal
 import subprocess
+import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import closing, contextmanager
@@ -47,6 +49,34 @@ def missing_programs() -> list[str]:
     return [name for name in ("dbus-daemon", "gnome-keyring-daemon") if shutil.which(name) is None]
 
 
+# A session bus of our own with no service directories: nothing can be started by bus
+# activation (a second, empty gnome-keyring would otherwise race ours for the name).
+_BUS_CONFIG = """<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
+ "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+<busconfig>
+  <type>session</type>
+  <listen>unix:tmpdir={tmpdir}</listen>
+  <auth>EXTERNAL</auth>
+  <policy context="default">
+    <allow send_destination="*" eavesdrop="true"/>
+    <allow eavesdrop="true"/>
+    <allow own="*"/>
+  </policy>
+</busconfig>
+"""
+_SECRETS_BUS_NAME = "org.freedesktop.secrets"
+
+
+# Looked up once here: the child of a fork may only call it, not load libraries.
+_prctl = ctypes.CDLL(None, use_errno=True).prctl
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: get SIGTERM when the test process dies, even by SIGKILL."""
+    _prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
 @dataclass
 class KeyringDaemon:
     """A running private session bus with a Secret Service on it."""
@@ -55,8 +85,7 @@ class KeyringDaemon:
     password: str
     base_dir: Path
     env: dict[str, str] = field(default_factory=dict)  # for subprocesses
-    _bus_pid: int = 0
-    _keyring_process: subprocess.Popen | None = None
+    processes: list[subprocess.Popen] = field(default_factory=list)
 
     def backend(self) -> SecretService.Keyring:
         """A keyring Secret Service backend (it reaches the bus through the environment)."""
@@ -81,23 +110,25 @@ class KeyringDaemon:
         with closing(secretstorage.dbus_init()) as connection:
             return self._default_collection(connection).is_locked()
 
+    def log(self) -> str:
+        """What gnome-keyring-daemon wrote to stderr, for failure messages."""
+        path = self.base_dir / "gnome-keyring.log"
+        return path.read_text(errors="replace") if path.exists() else ""
+
     def stop(self) -> None:
-        """Stop gnome-keyring and the bus (only the processes this helper started)."""
-        process = self._keyring_process
-        if process is not None and process.poll() is None:
-            process.terminate()
-            try:
-                process.wait(5)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
-        self._keyring_process = None
-        if self._bus_pid:
-            try:
-                os.kill(self._bus_pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
-            self._bus_pid = 0
+        """Stop gnome-keyring, then the bus (only the processes this helper started)."""
+        for process in reversed(self.processes):
+            if process.poll() is None:
+                process.terminate()
+                try:
+                    process.wait(5)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+                    process.wait()
+            for stream in (process.stdin, process.stdout):
+                if stream is not None:
+                    stream.close()
+        self.processes.clear()
 
 
 def start_keyring_daemon(base_dir: Path, password: str = DEFAULT_PASSWORD) -> KeyringDaemon:
@@ -121,36 +152,40 @@ def start_keyring_daemon(base_dir: Path, password: str = DEFAULT_PASSWORD) -> Ke
         "XDG_CONFIG_HOME": str(config),
     }
     daemon_env.pop("DBUS_SESSION_BUS_ADDRESS", None)
+    bus_config = base_dir / "session-bus.conf"
+    # A short socket directory: unix socket paths are limited to about 100 bytes.
+    bus_config.write_text(_BUS_CONFIG.format(tmpdir=tempfile.gettempdir()))
 
-    # --fork: the bus daemonises itself and prints its address and pid once it listens.
-    bus = subprocess.run(
-        ["dbus-daemon", "--session", "--fork", "--nopidfile", "--print-address=1", "--print-pid=1"],
+    bus = subprocess.Popen(
+        ["dbus-daemon", f"--config-file={bus_config}", "--nofork", "--nopidfile", "--print-address=1"],
         env=daemon_env,
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
         text=True,
-        timeout=_READY_TIMEOUT,
-        check=False,
+        preexec_fn=_die_with_parent,  # noqa: PLW1509 - only a prctl call, nothing that locks
     )
-    lines = bus.stdout.split()
-    if bus.returncode != 0 or len(lines) < 2:
-        raise KeyringDaemonError(f"dbus-daemon did not start: {bus.stderr.strip() or bus.stdout.strip()}")
-    address, bus_pid = lines[0], int(lines[1])
-    daemon = KeyringDaemon(bus_address=address, password=password, base_dir=base_dir, _bus_pid=bus_pid)
-    daemon_env["DBUS_SESSION_BUS_ADDRESS"] = address
+    daemon = KeyringDaemon(bus_address="", password=password, base_dir=base_dir, processes=[bus])
     try:
+        address = bus.stdout.readline().strip()  # printed once the bus listens
+        if not address:
+            raise KeyringDaemonError(f"dbus-daemon did not start (exit status {bus.wait(5)})")
+        daemon.bus_address = address
+        daemon_env["DBUS_SESSION_BUS_ADDRESS"] = address
         # --unlock reads the login password from stdin until EOF; with no login keyring
         # yet, it creates one protected by that password, unlocked, as the default.
-        process = subprocess.Popen(
-            ["gnome-keyring-daemon", "--foreground", "--unlock", "--components=secrets"],
-            env=daemon_env,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        daemon._keyring_process = process
-        process.stdin.write(password.encode())
-        process.stdin.close()
-        _wait_until_ready(daemon, address)
+        with open(base_dir / "gnome-keyring.log", "wb") as log:
+            keyring_process = subprocess.Popen(
+                ["gnome-keyring-daemon", "--foreground", "--unlock", "--components=secrets"],
+                env=daemon_env,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.DEVNULL,
+                stderr=log,
+                preexec_fn=_die_with_parent,  # noqa: PLW1509 - only a prctl call, nothing that locks
+            )
+        daemon.processes.append(keyring_process)
+        keyring_process.stdin.write(password.encode())
+        keyring_process.stdin.close()
+        _wait_until_ready(daemon, keyring_process)
     except BaseException:
         daemon.stop()
         raise
@@ -161,27 +196,28 @@ def start_keyring_daemon(base_dir: Path, password: str = DEFAULT_PASSWORD) -> Ke
     return daemon
 
 
-def _wait_until_ready(daemon: KeyringDaemon, address: str) -> None:
-    """Poll the bus until the default collection exists and is unlocked."""
-    import secretstorage
+def _wait_until_ready(daemon: KeyringDaemon, keyring_process: subprocess.Popen) -> None:
+    """Poll the bus until gnome-keyring owns the Secret Service name and has unlocked its login collection."""
+    from jeepney.bus_messages import message_bus
     from jeepney.io.blocking import open_dbus_connection
 
     deadline = time.monotonic() + _READY_TIMEOUT
     last_error: Exception | None = None
     while time.monotonic() < deadline:
-        process = daemon._keyring_process
-        if process is not None and process.poll() is not None:
-            raise KeyringDaemonError(f"gnome-keyring-daemon exited with status {process.returncode}")
+        if keyring_process.poll() is not None:
+            raise KeyringDaemonError(
+                f"gnome-keyring-daemon exited with status {keyring_process.returncode}: {daemon.log()}"
+            )
         try:
-            with closing(open_dbus_connection(address)) as connection:
+            with closing(open_dbus_connection(daemon.bus_address)) as connection:
+                owned = connection.send_and_get_reply(message_bus.NameHasOwner(_SECRETS_BUS_NAME)).body[0]
                 # _default_collection() raises until the login collection exists.
-                available = secretstorage.check_service_availability(connection)
-                if available and not daemon._default_collection(connection).is_locked():
+                if owned and not daemon._default_collection(connection).is_locked():
                     return
         except Exception as exc:  # noqa: BLE001 - any failure here means "not up yet"
             last_error = exc
         time.sleep(0.05)
-    raise KeyringDaemonError(f"the Secret Service did not come up: {last_error}")
+    raise KeyringDaemonError(f"the Secret Service did not come up: {last_error}; {daemon.log()}")
 
 
 @contextmanager
