@@ -195,7 +195,16 @@ def cmd_servers_add(args: argparse.Namespace, home: Home) -> int:
         args=list(args.arg or []),
         env=parse_pairs(args.env, "--env"),
         secret_env=refs["env"],
+        protocol_version=args.protocol_version,
     )
+    if args.protocol_version:
+        from hostapp.protocol.eras import era_of
+        from hostapp.protocol.jsonrpc import ProtocolError
+
+        try:
+            era_of(args.protocol_version)
+        except ProtocolError as exc:
+            raise UsageError(str(exc)) from None
     home.journal.add_server(cfg)
     print(f"added {cfg.name} ({cfg.transport}: {cfg.url or cfg.command})")
     return EXIT_OK
@@ -486,6 +495,8 @@ def build_parser() -> argparse.ArgumentParser:
     add.add_argument("--arg", action="append", metavar="A", help="an argument of the command (repeatable)")
     add.add_argument("--env", action="append", metavar="K=V", help="environment variable for the command")
     add.add_argument("--secret-env", action="append", metavar="K=V", help="environment variable kept in the keyring")
+    add.add_argument("--protocol-version", metavar="REV",
+                     help="use this protocol revision instead of negotiating the newest (e.g. 2025-11-25)")
     add.set_defaults(func=cmd_servers_add)
     lst = ssub.add_parser("list", help="list configured servers")
     lst.add_argument("--json", action="store_true")
@@ -538,6 +549,9 @@ def build_parser() -> argparse.ArgumentParser:
 def setup_logging(verbose: bool) -> None:
     logging.basicConfig(level=logging.DEBUG if verbose else logging.WARNING, stream=sys.stderr,
                         format="%(levelname)s %(name)s: %(message)s")
+    # httpcore's debug lines quote whole request and response headers (session ids,
+    # secret header values); they stay out of the log even when verbose.
+    logging.getLogger("httpcore").setLevel(logging.INFO)
 
 
 def main(argv: list[str] | None = None) -> int:
