@@ -34,7 +34,8 @@ import sqlite3
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Literal, Self
@@ -303,17 +304,29 @@ def decode_user_version(value: int) -> tuple[int, int]:
     return value >> 16, value & 0xFFFF
 
 
-def migrate(
-    db: sqlite_utils.Database,
-    migrations: Sequence[Migration] = MIGRATIONS,
-    path: Path | str | None = None,
-) -> tuple[int, int]:
-    """Bring the database up to the newest step of ``migrations``; return its version.
+@contextmanager
+def _write_transaction(conn: sqlite3.Connection) -> Iterator[None]:
+    """One transaction that holds the write lock from its start.
 
-    Each step runs in its own transaction together with its ``user_version`` bump, so an
-    interrupted upgrade restarts cleanly at the step that did not finish.
+    ``BEGIN IMMEDIATE`` waits (busy timeout) for another process's writer instead of
+    failing half-way, when a read inside the transaction turns into a write.
     """
-    target = migrations[-1].version if migrations else (0, 0)
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+    try:
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+
+
+def _schema_version(db: sqlite_utils.Database, target: tuple[int, int], path: Path | str | None) -> tuple[int, int]:
     current = decode_user_version(db.execute("PRAGMA user_version").fetchone()[0])
     if current[0] > target[0]:
         where = f" at {path}" if path is not None else ""
@@ -322,14 +335,33 @@ def migrate(
             f"this hostapp understands schema {target[0]}.x only. Update hostapp, or set "
             "HOSTAPP_HOME to another directory to start a separate journal."
         )
+    return current
+
+
+def migrate(
+    db: sqlite_utils.Database,
+    migrations: Sequence[Migration] = MIGRATIONS,
+    path: Path | str | None = None,
+) -> tuple[int, int]:
+    """Bring the database up to the newest step of ``migrations``; return its version.
+
+    Each step runs in its own transaction together with its ``user_version`` bump, so an
+    interrupted upgrade restarts cleanly at the step that did not finish, and a second
+    process opening the same journal at the same moment waits and then skips the step.
+    """
+    target = migrations[-1].version if migrations else (0, 0)
+    current = _schema_version(db, target, path)
     for step in migrations:
         if step.version <= current:
             continue
-        with db.atomic():
+        with _write_transaction(db.conn):
+            current = _schema_version(db, target, path)  # another process may have been first
+            if step.version <= current:
+                continue
             step.apply(db)
             db.execute(f"PRAGMA user_version = {encode_user_version(step.version)}")
+            current = step.version
         log.info("journal schema migrated to %d.%d (%s)", *step.version, step.description)
-        current = step.version
     return current
 
 
@@ -503,7 +535,7 @@ class _JournalWriter(threading.Thread):
 
         try:
             self._set_synchronous("FULL" if durable else "NORMAL")
-            with self.db.atomic():
+            with _write_transaction(conn):
                 for item in batch:
                     if isinstance(item, tuple):
                         if item[0] == _PROGRESS:

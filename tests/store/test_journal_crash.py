@@ -51,3 +51,35 @@ def test_sigkill_during_a_burst_leaves_a_sound_journal(tmp_path: Path):
             else:
                 assert op.status == "pending"
         assert journal.count_operations() >= len(committed)
+
+
+SHARED_WRITER = """
+import sys
+from pathlib import Path
+from hostapp.store.journal import OperationJournal, OperationRecord
+
+name, path = sys.argv[1], Path(sys.argv[2])
+with OperationJournal(path, batch_interval=0.001) as journal:
+    for n in range(150):
+        op_id = f"{name}-{n}"
+        journal.create_operation_sync(OperationRecord(op_id, "srv", "tools/call", {}))
+        for step in range(20):
+            journal.record_progress(op_id, float(step))
+        journal.update_operation_sync(op_id, status="running")
+        journal.finish_operation_sync(op_id, "completed", result={"by": name})
+"""
+
+
+def test_two_processes_share_one_journal(tmp_path: Path):
+    """The GUI and a CLI command may open the same home at once, even a brand-new one."""
+    path = tmp_path / "journal.sqlite3"
+    writers = [
+        subprocess.Popen([sys.executable, "-c", SHARED_WRITER, name, str(path)], stderr=subprocess.PIPE, text=True)
+        for name in ("gui", "cli")
+    ]
+    for writer in writers:
+        _, stderr = writer.communicate(timeout=120)
+        assert writer.returncode == 0, stderr
+    with OperationJournal(path) as journal:
+        assert journal.count_operations(["completed"]) == 300
+        assert {op.result["by"] for op in journal.list_operations(limit=300)} == {"gui", "cli"}
