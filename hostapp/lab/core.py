@@ -989,14 +989,23 @@ class LabCore:
             return
         for i in range(job.step_done + 1, job.steps + 1):
             due = job.started_at + job.seconds * i / job.steps
-            delay = due - time.time()
-            if delay > 0:
-                await asyncio.sleep(delay)
+            # sleep(0) when overdue: catching up after a restart must not starve other requests
+            await asyncio.sleep(max(0.0, due - time.time()))
             self.state.update_job(key, step_done=i, status_message=f"step {i}/{job.steps}")
+            self._injected_crash(job, i)
             job = self.state.job(key)  # the notify target may have moved (resume tokens)
             self._progress(job.notify_stream, job.progress_token, i, job.steps,
                            job.args.get("message") or f"{job.tool}: step {i}/{job.steps}")
         self._complete(job)
+
+    def _injected_crash(self, job: JobRow, step: int) -> None:
+        """Per-call fault ``{"fault": {"exit_after_step": N}}``: die once, mid-job, after step N."""
+        fault = job.args.get("fault") or {}
+        if fault.get("exit_after_step") == step and not job.extra.get("fault_fired"):
+            # Recorded first, so the restarted lab continues the job instead of dying again.
+            self.state.update_job(job.key, extra={**job.extra, "fault_fired": True})
+            print(f"lab exiting after step {step} of {job.tool} (fault argument)", file=sys.stderr, flush=True)
+            os._exit(3)
 
     def _complete(self, job: JobRow) -> None:
         result = catalogue.work_result(job.tool, job.args)

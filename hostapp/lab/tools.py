@@ -16,6 +16,11 @@ _DURATION = {
                 "description": "How long the work takes in total, in seconds."},
     "steps": {"type": "integer", "minimum": 1, "default": 30,
               "description": "How many progress steps the work is split into."},
+    "fault": {"type": "object", "description": "Fault injection for this call only.",
+              "properties": {"exit_after_step": {
+                  "type": "integer", "minimum": 1,
+                  "description": "The lab process exits right after this step (once; a restarted lab "
+                                 "continues the work)."}}},
 }
 
 

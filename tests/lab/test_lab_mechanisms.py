@@ -322,3 +322,16 @@ def test_handles_are_not_stored_in_plain_text(client, state_file):
                       if not p.name.endswith(".key"))
     assert task_id.encode() not in stored
     assert client.session_id.encode() not in stored
+
+
+def test_fault_argument_crashes_once_mid_job_and_the_restart_finishes_it(start_lab, state_file):
+    lab = start_lab()
+    client = McpClient(lab.url)
+    client.initialize()
+    token = uuid.uuid4().hex
+    client.call("long_async", {"seconds": 0.6, "steps": 3, "fault": {"exit_after_step": 1}},
+                extra={"operation": {"token": token}})
+    assert lab.wait_exit() == 3
+    start_lab(port=lab.port)
+    wait_until(lambda: client.request("tools/async/status", {"token": token}).result["status"] == "completed")
+    assert execution_count(state_file, "long_async", token) == 1
