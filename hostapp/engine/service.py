@@ -204,8 +204,10 @@ class OperationRunner:
             resumable, ref = False, None
         self.handle_ref = ref
         self.view.resumable = resumable
+        mechanism = action.state.get("mechanism")
+        self.record.mechanism = mechanism
         await eng.journal.update_operation(self.id, handle=action.state, handle_ref=ref,
-                                           mechanism=action.state.get("mechanism"), resumable=resumable)
+                                           mechanism=mechanism, resumable=resumable)
 
     def _wrap_secret(self, secret: str) -> str:
         """The keyring value of a handle: the mechanism's secret, and the HTTP session it
@@ -314,7 +316,8 @@ class OperationRunner:
             return
         rid = session.ids.next()
         self.record.jsonrpc_id = rid
-        await eng.journal.update_operation(self.id, jsonrpc_id=rid, status=api.RUNNING)
+        await eng.journal.update_operation(self.id, jsonrpc_id=rid, status=api.RUNNING,
+                                           mechanism=self.record.mechanism or self.mech.name)
         self.view.status = api.RUNNING
         eng._changed(self)
         eng._own_request(self, rid)

@@ -200,7 +200,8 @@ class ServerConnection:
         handlers = self.handlers_factory(self)
         session = ClientSession(transport, _LossWatcher(handlers, self), capabilities=self.capabilities)
         self.session = session
-        self.info = await session.connect()
+        # A configured revision pins the negotiation (for a server that misbehaves in a newer era).
+        self.info = await session.connect(self.cfg.protocol_version or None)
         try:
             self.tools = await session.list_tools() if "tools" in self.info.capabilities else []
         except RpcError as exc:
