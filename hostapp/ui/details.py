@@ -22,7 +22,7 @@ from PySide6.QtWidgets import (
 from hostapp.engine import api
 from hostapp.engine.api import OperationView
 from hostapp.ui.operations_model import STATUS_TEXT, format_elapsed, status_text
-from hostapp.ui.result_view import ResultView, plain_label
+from hostapp.ui.result_view import ResultView, plain_label, plain_tooltip
 
 #: Most timeline lines kept for one operation (a chatty server must not eat the memory).
 MAX_TIMELINE_ROWS = 2000
@@ -174,7 +174,7 @@ class OperationDetails(QWidget):
     def add_event(self, kind: str, data: dict[str, Any], at: float | None = None) -> None:
         stamp = time.strftime("%H:%M:%S", time.localtime(at if at is not None else time.time()))
         item = QTreeWidgetItem([stamp, kind.replace("_", " "), describe_event(kind, data)])
-        item.setToolTip(2, item.text(2))
+        item.setToolTip(2, plain_tooltip(item.text(2)))
         self.timeline.addTopLevelItem(item)
         while self.timeline.topLevelItemCount() > MAX_TIMELINE_ROWS:
             self.timeline.takeTopLevelItem(0)

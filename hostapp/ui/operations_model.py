@@ -21,6 +21,7 @@ from PySide6.QtWidgets import QApplication, QStyle
 
 from hostapp.engine import api
 from hostapp.engine.api import OperationView
+from hostapp.ui.result_view import plain_tooltip
 
 log = logging.getLogger(__name__)
 
@@ -341,9 +342,9 @@ class OperationTableModel(QAbstractTableModel):
             return self._display(op, col)
         if role == Qt.ItemDataRole.ToolTipRole:
             if col == MESSAGE and op.message:
-                return op.message
+                return plain_tooltip(op.message)
             if col == STATUS and op.error:
-                return str(op.error.get("message") or "")
+                return plain_tooltip(str(op.error.get("message") or ""))
             return None
         if role == Qt.ItemDataRole.AccessibleTextRole:
             return f"{HEADERS[col]}: {self._display(op, col)}"

@@ -10,6 +10,7 @@ fetched from a link.
 from __future__ import annotations
 
 import base64
+import html
 import binascii
 import json
 import mimetypes
@@ -47,6 +48,11 @@ def plain_label(text: str = "", *, wrap: bool = True, selectable: bool = True) -
         label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse
                                       | Qt.TextInteractionFlag.TextSelectableByKeyboard)
     return label
+
+
+def plain_tooltip(text: str) -> str:
+    """A tooltip that shows ``text`` literally: Qt guesses rich text in tooltips, so escape it."""
+    return "<p style='white-space:pre-wrap'>" + html.escape(text) + "</p>"
 
 
 def result_as_text(result: dict[str, Any] | None, error: dict[str, Any] | None = None) -> str:

@@ -10,6 +10,7 @@ from PySide6.QtWidgets import QApplication, QStyle
 
 from hostapp.engine import api
 from hostapp.engine.api import ServerView
+from hostapp.ui.result_view import plain_tooltip
 
 #: The role that carries the whole :class:`ServerView` of a row.
 ServerRole = Qt.ItemDataRole.UserRole + 1
@@ -133,7 +134,7 @@ class ServerTableModel(QAbstractTableModel):
         if role == Qt.ItemDataRole.DisplayRole:
             return self._display(server, col)
         if role == Qt.ItemDataRole.ToolTipRole and col == STATUS and server.error:
-            return server.error
+            return plain_tooltip(server.error)
         if role == Qt.ItemDataRole.AccessibleTextRole:
             return f"{HEADERS[col]}: {self._display(server, col)}"
         if role == Qt.ItemDataRole.DecorationRole and col == STATUS:

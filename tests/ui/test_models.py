@@ -58,6 +58,10 @@ def test_in_flight_first_then_history(qloop, qtmodeltester):
     assert model.data(model.index(1, PROGRESS)) == "30%"
     assert model.data(model.index(0, STATUS)) == "Needs your input"
     assert model.total == 4
+    # Server text in a tooltip is shown literally, never as markup.
+    model.apply_changes([op(2, api.RUNNING, message="<b>bold</b> & <img src=x>")])
+    tip = model.data(model.index(1, 3), Qt.ItemDataRole.ToolTipRole)
+    assert "&lt;b&gt;bold&lt;/b&gt; &amp; &lt;img src=x&gt;" in tip and "<b>" not in tip
 
 
 def test_history_is_paged_not_loaded_at_once(qloop, qtmodeltester):

@@ -11,7 +11,7 @@ import asyncio
 import json
 
 import pytest
-from PySide6.QtCore import QSettings
+from PySide6.QtCore import QCoreApplication, QEvent, QSettings
 from PySide6.QtWidgets import QLineEdit, QPlainTextEdit
 
 pytest.importorskip("hostapp.store.journal", reason="the journal is needed for the window's engine")
@@ -49,6 +49,13 @@ async def start_via_dialog(window, tool: str, arguments: dict) -> str:
     return op.id
 
 
+def dispose(widget) -> None:
+    """Delete a window now, at a known point, rather than whenever the event loop next runs."""
+    widget.close()
+    widget.deleteLater()
+    QCoreApplication.sendPostedEvents(None, QEvent.Type.DeferredDelete)
+
+
 def op_of(window, op_id: str):
     row = window.ops_model.row_of(op_id)
     return window.ops_model.operation(row) if row is not None else None
@@ -66,7 +73,7 @@ def host(qtbot, qloop, isolated_home):
     yield app
     if not app.stopped.is_set():
         qloop.run_until_complete(app.shutdown(stop_loop=False))
-    app.window.deleteLater()
+    dispose(app.window)
 
 
 def test_newcomer_session(host, qloop, isolated_home):
@@ -287,7 +294,7 @@ def test_operation_in_flight_is_shown_again_after_a_restart(qtbot, qloop, isolat
         return op.id
 
     op_id = qloop.run_until_complete(before())
-    first.window.deleteLater()
+    dispose(first.window)
     second = HostApp(isolated_home)
     second.window.show()
 
@@ -300,7 +307,7 @@ def test_operation_in_flight_is_shown_again_after_a_restart(qtbot, qloop, isolat
         return outcome
 
     outcome = qloop.run_until_complete(after())
-    second.window.deleteLater()
+    dispose(second.window)
     # A plain call on a stdio server died with the server process: its outcome cannot be known,
     # and it is shown as such (never re-sent); re-running it is the person's choice.
     assert outcome.status in (api.COMPLETED, api.UNKNOWN)
