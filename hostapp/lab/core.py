@@ -172,7 +172,7 @@ class LabCore:
         self.base_url = base_url
         self._signing_key = state.signing_key()
         self._wakeups: dict[str, asyncio.Event] = {}
-        self._job_done: dict[str, asyncio.Event] = {}
+        self._job_events: dict[str, asyncio.Event] = {}
         self._runners: dict[str, asyncio.Task[None]] = {}
         self._request_tasks: dict[tuple[str | None, str], asyncio.Task[None]] = {}
         self._request_streams: dict[tuple[str | None, str], str] = {}
@@ -697,8 +697,17 @@ class LabCore:
 
     async def _tasks_result(self, call: Call) -> dict[str, Any]:
         job, task_id = self._task_job(call.params, "task")
-        job = await self.wait_job(job.key)
         related = {RELATED_TASK: {"taskId": task_id}}
+        while True:
+            job = self.state.job(job.key)  # type: ignore[assignment]
+            if job.status == "input_required" and "answer" not in job.extra:
+                # The task waits for the person: ask on this tasks/result stream, tagged with the task.
+                question = {**job.extra["question"], "_meta": related}
+                self.provide_answer(job.key, await self.ask_client(call, "elicitation/create", question))
+                continue
+            if job.status not in ("working", "input_required", "submitted"):
+                break
+            await self._job_changed_event(job.key).wait()
         if job.status == "completed":
             result = dict(job.result)
             result["_meta"] = {**(result.get("_meta") or {}), **related}
@@ -734,7 +743,10 @@ class LabCore:
                                 "pollIntervalMs": job.poll_ms}
         if job.status_message:
             task["statusMessage"] = job.status_message
-        if detailed and job.status == "completed":
+        if detailed and job.status == "input_required" and "question" in job.extra:
+            task["inputRequests"] = {job.extra["input_key"]: {"method": "elicitation/create",
+                                                              "params": job.extra["question"]}}
+        elif detailed and job.status == "completed":
             task["result"] = {**job.result, "resultType": "complete"}
         elif detailed and job.status == "failed":
             task["error"] = job.error
@@ -759,10 +771,14 @@ class LabCore:
         return self._ext_task(job, task_id, detailed=False)
 
     async def _tasks_update(self, call: Call) -> dict[str, Any]:
-        self._task_job(call.params, "task_ext")
-        if not isinstance(call.params.get("inputResponses"), dict):
+        job, _task_id = self._task_job(call.params, "task_ext")
+        responses = call.params.get("inputResponses")
+        if not isinstance(responses, dict):
             raise RpcError(INVALID_PARAMS, "inputResponses must be an object")
-        return {"resultType": "complete"}  # lab tasks never wait for input; accepting is harmless
+        key = job.extra.get("input_key")
+        if job.status == "input_required" and key in responses:
+            self.provide_answer(job.key, responses[key])
+        return {"resultType": "complete"}  # answers nobody waits for are ignored, as the extension allows
 
     # ------------------------------------------------------------------ SEP-1391 async tools
     async def _tool_long_async(self, call: Call, args: dict[str, Any]) -> Any:
@@ -961,18 +977,52 @@ class LabCore:
     async def wait_job(self, key: str) -> JobRow:
         """Wait until a job is terminal; return its row."""
         while True:
+            event = self._job_changed_event(key)
             job = self.state.job(key)
             if job is None:
                 raise RpcError(INVALID_PARAMS, "unknown operation")
             if job.status not in ("working", "input_required", "submitted"):
                 return job
-            event = self._job_done.setdefault(key, asyncio.Event())
             await event.wait()
 
+    def _job_changed_event(self, key: str) -> asyncio.Event:
+        return self._job_events.setdefault(key, asyncio.Event())
+
     def _job_finished(self, key: str) -> None:
-        event = self._job_done.pop(key, None)
+        """Wake everyone waiting on this job (it ended, or its status changed)."""
+        event = self._job_events.pop(key, None)
         if event is not None:
             event.set()
+
+    def provide_answer(self, key: str, answer: Any) -> None:
+        """The person answered a job's question: record it and let the job go on."""
+        job = self.state.job(key)
+        if job is None or job.status != "input_required" or "answer" in job.extra:
+            return
+        self.state.update_job(key, status="working", status_message="answer received",
+                              extra={**job.extra, "answer": answer})
+        self._job_finished(key)
+
+    async def _ask_mid_job(self, job: JobRow, step: int) -> JobRow:
+        """Pause a task until its question is answered (by tasks/result or tasks/update)."""
+        if "question" not in job.extra:
+            question = {"message": f"{job.tool} is half done. Continue?", "mode": "form",
+                        "requestedSchema": {"type": "object", "properties": {
+                            "proceed": {"type": "boolean", "title": "Continue", "default": True}},
+                            "required": ["proceed"]}}
+            self.state.update_job(job.key, status="input_required", status_message="waiting for an answer",
+                                  extra={**job.extra, "question": question, "input_key": "continue"})
+            self._job_finished(job.key)
+            self._task_status_notification(job.key)
+        while True:
+            event = self._job_changed_event(job.key)
+            job = self.state.job(job.key)  # type: ignore[assignment]
+            if "answer" in job.extra:
+                break
+            await event.wait()
+        # The clock stood still while waiting: shift the schedule so the rest takes its share.
+        self.state.update_job(job.key, started_at=time.time() - job.seconds * step / job.steps)
+        return self.state.job(job.key)  # type: ignore[return-value]
 
     def _stop_job(self, key: str, status: str, message: str) -> None:
         runner = self._runners.pop(key, None)
@@ -987,6 +1037,8 @@ class LabCore:
         job = self.state.job(key)
         if job is None:
             return
+        if job.status == "input_required" and "answer" not in job.extra:
+            job = await self._ask_mid_job(job, job.step_done)  # restarted while waiting for the person
         for i in range(job.step_done + 1, job.steps + 1):
             due = job.started_at + job.seconds * i / job.steps
             # sleep(0) when overdue: catching up after a restart must not starve other requests
@@ -996,6 +1048,8 @@ class LabCore:
             job = self.state.job(key)  # the notify target may have moved (resume tokens)
             self._progress(job.notify_stream, job.progress_token, i, job.steps,
                            job.args.get("message") or f"{job.tool}: step {i}/{job.steps}")
+            if job.args.get("ask") and i == max(1, job.steps // 2) and "answer" not in job.extra:
+                job = await self._ask_mid_job(job, i)
         self._complete(job)
 
     def _injected_crash(self, job: JobRow, step: int) -> None:
@@ -1008,7 +1062,8 @@ class LabCore:
             os._exit(3)
 
     def _complete(self, job: JobRow) -> None:
-        result = catalogue.work_result(job.tool, job.args)
+        result = catalogue.work_result(job.tool, job.args,
+                                       {"answer": job.extra["answer"]} if "answer" in job.extra else None)
         self.state.update_job(job.key, status="completed", status_message="done", result=result)
         stateless = job.extra.get("stateless")
         if job.mechanism in ("call", "resumable", "stream") and job.out_stream:
@@ -1021,10 +1076,14 @@ class LabCore:
                                            "params": {"streamId": stream_id}}, close=True)
             else:
                 self.emit(job.out_stream, response, close=True)
-        if job.mechanism == "task" and job.notify_stream and job.key in self._task_ids:
-            task = self._task_object(self.state.job(job.key), self._task_ids[job.key])  # type: ignore[arg-type]
-            self.emit(job.notify_stream, {"jsonrpc": "2.0", "method": "notifications/tasks/status", "params": task})
+        self._task_status_notification(job.key)
         self._job_finished(job.key)
+
+    def _task_status_notification(self, key: str) -> None:
+        job = self.state.job(key)
+        if job is not None and job.mechanism == "task" and job.notify_stream and key in self._task_ids:
+            task = self._task_object(job, self._task_ids[key])
+            self.emit(job.notify_stream, {"jsonrpc": "2.0", "method": "notifications/tasks/status", "params": task})
 
     def _stream_handle_from_log(self, stream: str) -> str | None:
         for _seq, message in self.state.messages_after(stream, 0):

@@ -24,6 +24,9 @@ _DURATION = {
 }
 
 
+_ASK = {"type": "boolean", "default": False, "description": "Ask the person a question half-way."}
+
+
 def _schema(properties: dict[str, Any] | None = None, required: list[str] | None = None) -> dict[str, Any]:
     schema: dict[str, Any] = {"type": "object", "properties": properties or {}}
     if required:
@@ -71,10 +74,13 @@ TOOLS: dict[str, dict[str, Any]] = {
     },
     "long_sse": _long("Long work on a Streamable HTTP SSE stream; survives a dropped connection by "
                       "Last-Event-ID replay (handshake era)."),
-    "long_task": {**_long("Long work run as a 2025-11-25 task (task-augmented tools/call required)."),
+    "long_task": {**_long("Long work run as a 2025-11-25 task (task-augmented tools/call required). "
+                          "With ask, the task turns input_required half-way and asks through tasks/result.",
+                          ask=_ASK),
                   "execution": {"taskSupport": "required"}},
     "long_task_ext": _long("Long work run as a task of the io.modelcontextprotocol/tasks extension "
-                           "(answers resultType task; the client must opt in)."),
+                           "(answers resultType task; the client must opt in). With ask, the task shows "
+                           "inputRequests half-way, answered by tasks/update.", ask=_ASK),
     "long_mrtr": _long("Long work that asks a question half-way by a multi round-trip request "
                        "(input_required + requestState); the answer may come after a lab restart."),
     "long_resume_token": _long("Long work answered in slices: each partial result carries "

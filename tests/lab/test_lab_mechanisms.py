@@ -335,3 +335,37 @@ def test_fault_argument_crashes_once_mid_job_and_the_restart_finishes_it(start_l
     start_lab(port=lab.port)
     wait_until(lambda: client.request("tools/async/status", {"token": token}).result["status"] == "completed")
     assert execution_count(state_file, "long_async", token) == 1
+
+
+def test_long_task_asks_through_tasks_result(client):
+    task = client.call("long_task", {"seconds": 0.4, "steps": 4, "ask": True}, extra={"task": {}}).result["task"]
+    wait_until(lambda: client.request("tasks/get", {"taskId": task["taskId"]}).result["status"] == "input_required")
+    asked = []
+
+    def answer(request):
+        asked.append(request)
+        return {"action": "accept", "content": {"proceed": True}}
+
+    result = client.request("tasks/result", {"taskId": task["taskId"]}, on_request=answer).result
+    assert asked[0]["method"] == "elicitation/create"
+    assert asked[0]["params"]["_meta"]["io.modelcontextprotocol/related-task"] == {"taskId": task["taskId"]}
+    assert result["structuredContent"]["answer"]["content"] == {"proceed": True}
+
+
+def test_long_task_ext_input_required_answered_after_a_restart(start_lab):
+    lab = start_lab()
+    client = McpClient(lab.url, stateless=True, capabilities=TASKS_EXT)
+    task = client.call("long_task_ext", {"seconds": 0.4, "steps": 4, "ask": True}).result
+    waiting = wait_until(lambda: (r := client.request("tasks/get", {"taskId": task["taskId"]}).result)
+                         ["status"] == "input_required" and r)
+    (key, request), = waiting["inputRequests"].items()
+    assert request["method"] == "elicitation/create"
+    kill(lab)
+    start_lab(port=lab.port)
+    assert client.request("tasks/get", {"taskId": task["taskId"]}).result["status"] == "input_required"
+    update = client.request("tasks/update", {"taskId": task["taskId"],
+                                             "inputResponses": {key: {"action": "accept", "content": {"proceed": True}}}})
+    assert update.result["resultType"] == "complete"
+    done = wait_until(lambda: (r := client.request("tasks/get", {"taskId": task["taskId"]}).result)
+                      ["status"] == "completed" and r)
+    assert done["result"]["structuredContent"]["answer"]["action"] == "accept"
