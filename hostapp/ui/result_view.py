@@ -10,8 +10,8 @@ fetched from a link.
 from __future__ import annotations
 
 import base64
-import html
 import binascii
+import html
 import json
 import mimetypes
 from pathlib import Path

@@ -313,3 +313,89 @@ def test_operation_in_flight_is_shown_again_after_a_restart(qtbot, qloop, isolat
     assert outcome.status in (api.COMPLETED, api.UNKNOWN)
     if outcome.status == api.COMPLETED:
         assert "finished 6 steps" in outcome.result["content"][0]["text"]
+
+
+def test_history_of_100000_operations_is_paged_from_the_journal(qtbot, qloop, isolated_home, qtmodeltester):
+    """The window reads one page of a large history, and the next page on scrolling."""
+    import sqlite3
+    import time as clock
+
+    from hostapp.engine.service import Engine
+    from hostapp.store.journal import OperationJournal, OperationRecord
+    from hostapp.store.paths import journal_path
+    from hostapp.ui.operations_model import PAGE_SIZE
+
+    journal = OperationJournal(journal_path(isolated_home))
+    now = clock.time()
+    journal.create_operation_sync(OperationRecord(
+        id="template", server="lab", method="tools/call", params={"name": "lab_stats", "arguments": {}},
+        tool="lab_stats", jsonrpc_id=None, mechanism=None, status=api.PENDING, progress=None, total=None,
+        message=None, created_at=now, updated_at=now, deadline=None, result=None, error=None, handle_ref=None,
+        handle={}, pending_input=None, resumable=True, delivered=False))
+    journal.update_operation_sync("template", status=api.RUNNING)
+    journal.finish_operation_sync("template", api.COMPLETED, result={"content": [{"type": "text", "text": "ok"}]})
+    journal.close()
+    # Copy the finished row 99,999 times in one statement, whatever the columns are.
+    db = sqlite3.connect(journal_path(isolated_home))
+    columns = [row[1] for row in db.execute("PRAGMA table_info(operations)")]
+    chosen = ", ".join("printf('op%06d', n)" if c == "id" else f"created_at - n" if c == "created_at" else c
+                       for c in columns)
+    db.execute(f"WITH RECURSIVE seq(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM seq WHERE n < 99999) "
+               f"INSERT INTO operations ({', '.join(columns)}) SELECT {chosen} FROM operations, seq "
+               f"WHERE id = 'template'")
+    db.commit()
+    db.close()
+
+    host = HostApp(isolated_home, engine=Engine(isolated_home, connect=False))
+    host.window.show()
+
+    async def scenario():
+        started = clock.perf_counter()
+        await host.start()
+        loaded = clock.perf_counter() - started
+        model = host.window.ops_model
+        assert model.total == 100_000 and model.rowCount() == PAGE_SIZE
+        assert "100,000 operations" in host.window.count_label.text()
+        host.window.ops_table.scrollToBottom()          # the view asks for more
+        await until(lambda: model.rowCount() == 2 * PAGE_SIZE, what="the next page")
+        assert model.operation(PAGE_SIZE).id == f"op{PAGE_SIZE:06d}"
+        qtmodeltester.check(model)
+        print(f"first page of 100,000 in {loaded:.3f} s")
+        await host.shutdown(stop_loop=False)
+
+    qloop.run_until_complete(scenario())
+    dispose(host.window)
+
+
+def test_edit_server_keeps_its_secret_and_reconnects(host, qloop, tmp_path):
+    from tests.support.keyring_daemon import missing_programs, private_keyring
+
+    if missing_programs():
+        pytest.skip(f"needs {', '.join(missing_programs())} for a private keyring")
+    window = host.window
+
+    async def edit(change) -> None:
+        window.servers_table.selectRow(window.servers_model.row_of("lab"))
+        await until(lambda: window.edit_server_action.isEnabled())
+        window.edit_server_action.trigger()
+        await until(lambda: window.server_dialog is not None)
+        change(window.server_dialog)
+        window.server_dialog.buttons.accepted.emit()
+        await until(lambda: window.server_dialog is None, what="the edit to be saved")
+
+    async def scenario():
+        await host.start()
+        await edit(lambda d: d.env_table.add_row("LAB_TOKEN", "t0ken-value", True))
+        first = host.engine.journal.get_server("lab")
+        assert set(first.secret_env) == {"LAB_TOKEN"} and not first.env
+        # Editing something else keeps the secret without typing it again.
+        await edit(lambda d: d.env_table.add_row("LAB_MODE", "quiet", False))
+        second = host.engine.journal.get_server("lab")
+        assert second.env == {"LAB_MODE": "quiet"}
+        assert host.engine.secrets.get(second.secret_env["LAB_TOKEN"]) == "t0ken-value"
+        await until(lambda: window.servers_model.server(window.servers_model.row_of("lab")).state == api.CONNECTED,
+                    what="the edited server to connect")
+        await host.shutdown(stop_loop=False)
+
+    with private_keyring(tmp_path / "keyring"):
+        qloop.run_until_complete(scenario())
