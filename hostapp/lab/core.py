@@ -176,6 +176,8 @@ class LabCore:
         self._runners: dict[str, asyncio.Task[None]] = {}
         self._request_tasks: dict[tuple[str | None, str], asyncio.Task[None]] = {}
         self._request_streams: dict[tuple[str | None, str], str] = {}
+        self._stream_requests: dict[str, tuple[str | None, str]] = {}
+        self._async_by_request: dict[tuple[str | None, str], str] = {}
         self._pending_client: dict[str, asyncio.Future[Any]] = {}
         self._client_ids = itertools.count(1)
         self._events_sent = 0
@@ -234,6 +236,8 @@ class LabCore:
         if stream_id is None:
             return
         self.state.append(stream_id, payload, close=close)
+        if close:
+            self._forget_request(stream_id)
         self._wake(stream_id)
         self._events_sent += 1
         if self.faults.exit_after is not None and self._events_sent >= self.faults.exit_after:
@@ -243,7 +247,13 @@ class LabCore:
 
     def close_stream(self, stream_id: str) -> None:
         self.state.close_stream(stream_id)
+        self._forget_request(stream_id)
         self._wake(stream_id)
+
+    def _forget_request(self, stream_id: str) -> None:
+        request_key = self._stream_requests.pop(stream_id, None)
+        if request_key is not None and self._request_streams.get(request_key) == stream_id:
+            del self._request_streams[request_key]
 
     def _wake(self, stream_id: str) -> None:
         event = self._wakeups.pop(stream_id, None)
@@ -335,6 +345,7 @@ class LabCore:
         self._request_tasks[request_key] = task
         self._request_streams[request_key] = call.stream
         task.add_done_callback(lambda _t: self._request_tasks.pop(request_key, None))
+        self._stream_requests[call.stream] = request_key
         return call.stream
 
     async def _run_streamed(self, call: Call) -> None:
@@ -409,12 +420,19 @@ class LabCore:
         task = self._request_tasks.get(request_key)
         if task is not None:
             task.cancel()
+        async_key = self._async_by_request.pop(request_key, None)
+        if async_key is not None:
+            job = self.state.job(async_key)
+            if job is not None and job.status in ("working", "input_required"):
+                self._stop_job(async_key, "cancelled", "cancelled by the client")
         stream = self._request_streams.get(request_key)
         if stream is not None:
-            for job in self.state.jobs(mechanism="call", active_only=True):
-                if job.out_stream == stream:
+            # Work started by this request (plain calls, async operations, resumable requests,
+            # streams) stops; tasks are cancelled only by tasks/cancel, as SEP-1686 says.
+            for job in self.state.jobs(active_only=True):
+                if job.out_stream == stream and job.mechanism != "task":
                     self._stop_job(job.key, "cancelled", "cancelled by the client")
-                    self.close_stream(stream)
+            self.close_stream(stream)
 
     def disconnected(self, stream_id: str) -> None:
         """A stateless-era response stream closed early: that cancels the request."""
@@ -793,6 +811,9 @@ class LabCore:
         if keep_alive is not None and (not isinstance(keep_alive, (int, float)) or keep_alive < 0):
             raise RpcError(INVALID_PARAMS, "operation.keepAlive must be a non-negative number or null")
         poll = max(0.1, min(1.0, catalogue.duration(args)[0] / 10))
+        # SEP-1391: notifications/cancelled for the original request id cancels the operation,
+        # even after the call was answered.
+        self._async_by_request[(call.session_key, json.dumps(call.request_id))] = key
         self._new_job(call, "long_async", args, "async", key, out_stream=None, notify_stream=call.session_stream,
                       extra={"keepAlive": keep_alive, "pollFrequency": poll})
         return {"content": [{"type": "text", "text": "long_async started; poll tools/async/status"}],

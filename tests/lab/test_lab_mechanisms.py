@@ -369,3 +369,20 @@ def test_long_task_ext_input_required_answered_after_a_restart(start_lab):
     done = wait_until(lambda: (r := client.request("tasks/get", {"taskId": task["taskId"]}).result)
                       ["status"] == "completed" and r)
     assert done["result"]["structuredContent"]["answer"]["action"] == "accept"
+
+
+def test_notifications_cancelled_stops_the_work(client, state_file):
+    first = client.call("sleep_with_progress", {"seconds": 20, "steps": 40}, progress=1, request_id=61, max_messages=1)
+    assert len(first.progress) == 1
+    token = uuid.uuid4().hex
+    client.call("long_async", {"seconds": 20, "steps": 4}, extra={"operation": {"token": token}}, request_id=62)
+    for request_id in (61, 62):
+        assert client.post({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                            "params": {"requestId": request_id, "reason": "test"}}).status_code == 202
+    assert client.request("tools/async/status", {"token": token}).result["status"] == "canceled"
+    from hostapp.lab.state import LabState
+    state = LabState(state_file)
+    try:
+        wait_until(lambda: sorted(j.status for j in state.jobs()) == ["cancelled", "cancelled"])
+    finally:
+        state.close()
