@@ -33,10 +33,19 @@ from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable
 
 from mcp_types import CLIENT_CAPABILITIES_META_KEY, LOG_LEVEL_META_KEY, PROTOCOL_VERSION_META_KEY
-from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION, LATEST_MODERN_VERSION
 
 from hostapp.lab import tools as catalogue
 from hostapp.lab.state import JobRow, LabState, handle_key, new_handle
+from hostapp.protocol.eras import (
+    ALL_VERSIONS,
+    HANDSHAKE,
+    HANDSHAKE_OFFER,
+    HANDSHAKE_VERSIONS,
+    RELATED_TASK_META_KEY,
+    STATELESS,
+    STATELESS_VERSION,
+    TASKS_EXTENSION,
+)
 from hostapp.protocol.jsonrpc import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
@@ -50,12 +59,8 @@ from hostapp.protocol.jsonrpc import (
 
 log = logging.getLogger("hostapp.lab")
 
-HANDSHAKE = "handshake"
-STATELESS = "stateless"
-STATELESS_VERSION = LATEST_MODERN_VERSION
-HANDSHAKE_VERSIONS = tuple(HANDSHAKE_PROTOCOL_VERSIONS)
-SUPPORTED_VERSIONS = (*HANDSHAKE_VERSIONS, STATELESS_VERSION)
-RELATED_TASK = "io.modelcontextprotocol/related-task"
+SUPPORTED_VERSIONS = ALL_VERSIONS
+RELATED_TASK = RELATED_TASK_META_KEY
 UNSUPPORTED_PROTOCOL_VERSION = -32022
 HEADER_MISMATCH = -32020
 SERVER_INFO_META_KEY = "io.modelcontextprotocol/serverInfo"
@@ -107,7 +112,7 @@ def server_capabilities(era: str = HANDSHAKE) -> dict[str, Any]:
         "resources": {},
         "prompts": {},
         # 2026-07-28 tasks extension (SEP-2663)
-        "extensions": {catalogue.TASKS_EXTENSION: {}},
+        "extensions": {TASKS_EXTENSION: {}},
         # Drafts without a released home: announced both top-level (as the drafts name them)
         # and under experimental, where strict clients look for non-standard capabilities.
         "resumableRequests": {},
@@ -308,7 +313,7 @@ class LabCore:
             return Call(request_id, method, params, STATELESS, STATELESS_VERSION, None, None, caps,
                         meta.get(LOG_LEVEL_META_KEY), transport=transport)
         if method in ("initialize", "server/discover"):
-            return Call(request_id, method, params, HANDSHAKE, LATEST_HANDSHAKE_VERSION, None, None, {}, None,
+            return Call(request_id, method, params, HANDSHAKE, HANDSHAKE_OFFER, None, None, {}, None,
                         transport=transport)
         if session_id is None:
             raise HttpRpcError(400, INVALID_REQUEST, "missing Mcp-Session-Id: initialize first")
@@ -324,7 +329,7 @@ class LabCore:
     def initialize(self, params: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         """Start a handshake-era session; return (session id, initialize result)."""
         requested = params.get("protocolVersion")
-        version = requested if requested in HANDSHAKE_VERSIONS else LATEST_HANDSHAKE_VERSION
+        version = requested if requested in HANDSHAKE_VERSIONS else HANDSHAKE_OFFER
         session_id = new_handle()
         session_stream = uuid.uuid4().hex
         self.state.add_session(session_id, version, params.get("capabilities") or {}, session_stream)
@@ -772,12 +777,12 @@ class LabCore:
 
     @staticmethod
     def _missing_tasks_extension(what: str) -> RpcError:
-        return RpcError(MISSING_REQUIRED_CAPABILITY, f"{what} needs the {catalogue.TASKS_EXTENSION} extension: "
+        return RpcError(MISSING_REQUIRED_CAPABILITY, f"{what} needs the {TASKS_EXTENSION} extension: "
                         "declare it in clientCapabilities.extensions",
-                        {"requiredCapabilities": {"extensions": {catalogue.TASKS_EXTENSION: {}}}})
+                        {"requiredCapabilities": {"extensions": {TASKS_EXTENSION: {}}}})
 
     def _opted_in_tasks_extension(self, call: Call) -> bool:
-        return catalogue.TASKS_EXTENSION in (call.capabilities.get("extensions") or {})
+        return TASKS_EXTENSION in (call.capabilities.get("extensions") or {})
 
     async def _tool_long_task_ext(self, call: Call, args: dict[str, Any]) -> Any:
         if not self._opted_in_tasks_extension(call):

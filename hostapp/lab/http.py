@@ -25,7 +25,7 @@ from starlette.requests import Request as HttpRequest
 from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from hostapp.lab.core import STATELESS, STREAMED_METHODS, HttpRpcError, LabCore
+from hostapp.lab.core import HEADER_MISMATCH, STATELESS, STATELESS_VERSION, STREAMED_METHODS, HttpRpcError, LabCore
 from hostapp.protocol.jsonrpc import (
     INVALID_REQUEST,
     METHOD_NOT_FOUND,
@@ -39,7 +39,6 @@ from hostapp.protocol.jsonrpc import (
 
 #: ``retry`` sent with every priming event: how long a client waits before reconnecting.
 RETRY_MS = 500
-HEADER_MISMATCH = -32020
 
 
 def _error(status: int, code: int, message: str, request_id: Any = None, data: Any = None) -> JSONResponse:
@@ -95,7 +94,8 @@ def build_app(core: LabCore, loopback_only: bool = True) -> Starlette:
             core.client_response(message.to_obj() if not isinstance(message, ErrorResponse) else message.to_obj())
             return Response(status_code=202)
         params = message.params or {}
-        stateless_request = header_version == "2026-07-28" or PROTOCOL_VERSION_META_KEY in (params.get("_meta") or {})
+        meta = params.get("_meta") or {}
+        stateless_request = header_version == STATELESS_VERSION or PROTOCOL_VERSION_META_KEY in meta
         if message.method == "initialize" and not stateless_request:
             new_session, result = core.initialize(params)
             return JSONResponse({"jsonrpc": "2.0", "id": message.id, "result": result},
@@ -125,15 +125,17 @@ def build_app(core: LabCore, loopback_only: bool = True) -> Starlette:
         ephemeral = call.era == STATELESS
         if "text/event-stream" in request.headers.get("accept", "text/event-stream"):
             return sse_response(stream_id, 0, event_ids=not ephemeral, ephemeral=ephemeral)
-        last = None
-        async for _seq, last in core.tail(stream_id, 0):
-            pass
-        return JSONResponse(last)
+        # A client that takes only JSON gets the answer alone; the messages before it are dropped.
+        answer = None
+        async for _seq, sent in core.tail(stream_id, 0):
+            if "method" not in sent and sent.get("id") == message.id:
+                answer = sent
+        return JSONResponse(answer) if answer is not None else Response(status_code=204)
 
     async def get(request: HttpRequest) -> Response:
         session_id = request.headers.get("mcp-session-id")
         if session_id is None:
-            return _error(405 if request.headers.get("mcp-protocol-version") == "2026-07-28" else 400,
+            return _error(405 if request.headers.get("mcp-protocol-version") == STATELESS_VERSION else 400,
                           INVALID_REQUEST, "GET needs an Mcp-Session-Id")
         session = core.state.session(session_id)
         if session is None:

@@ -9,8 +9,6 @@ from __future__ import annotations
 import json
 from typing import Any
 
-TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
-
 _DURATION = {
     "seconds": {"type": "number", "minimum": 0, "default": 30,
                 "description": "How long the work takes in total, in seconds."},

@@ -363,8 +363,8 @@ def test_long_task_ext_input_required_answered_after_a_restart(start_lab):
     kill(lab)
     start_lab(port=lab.port)
     assert client.request("tasks/get", {"taskId": task["taskId"]}).result["status"] == "input_required"
-    update = client.request("tasks/update", {"taskId": task["taskId"],
-                                             "inputResponses": {key: {"action": "accept", "content": {"proceed": True}}}})
+    answer = {"action": "accept", "content": {"proceed": True}}
+    update = client.request("tasks/update", {"taskId": task["taskId"], "inputResponses": {key: answer}})
     assert update.result["resultType"] == "complete"
     done = wait_until(lambda: (r := client.request("tasks/get", {"taskId": task["taskId"]}).result)
                       ["status"] == "completed" and r)
