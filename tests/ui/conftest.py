@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
@@ -30,10 +31,15 @@ def qloop(qapp):
     try:
         yield loop
     finally:
+        # Objects of this test that still hold the loop (subprocess transports, timers) go now,
+        # while the loop is open, not during some later test.
+        gc.collect()
         pending = [t for t in asyncio.all_tasks(loop) if not t.done()]
         for task in pending:
             task.cancel()
         if pending:
             loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+        loop.run_until_complete(asyncio.sleep(0))
         asyncio.set_event_loop(None)
         loop.close()
+        gc.collect()

@@ -338,7 +338,7 @@ def test_history_of_100000_operations_is_paged_from_the_journal(qtbot, qloop, is
     # Copy the finished row 99,999 times in one statement, whatever the columns are.
     db = sqlite3.connect(journal_path(isolated_home))
     columns = [row[1] for row in db.execute("PRAGMA table_info(operations)")]
-    chosen = ", ".join("printf('op%06d', n)" if c == "id" else f"created_at - n" if c == "created_at" else c
+    chosen = ", ".join("printf('op%06d', n)" if c == "id" else "created_at - n" if c == "created_at" else c
                        for c in columns)
     db.execute(f"WITH RECURSIVE seq(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM seq WHERE n < 99999) "
                f"INSERT INTO operations ({', '.join(columns)}) SELECT {chosen} FROM operations, seq "
