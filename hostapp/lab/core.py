@@ -871,6 +871,8 @@ class LabCore:
         except asyncio.TimeoutError:
             job = self.state.job(job.key)  # type: ignore[assignment]
         if job.status == "working":
+            # This request's stream ends with the partial answer; progress waits for the next resume.
+            self.state.update_job(job.key, notify_stream=None)
             return {"content": [{"type": "text", "text": f"{job.step_done}/{job.steps} steps done"}],
                     "structuredContent": {"progress": job.step_done, "total": job.steps},
                     "_meta": {"nextResumeToken": token}}

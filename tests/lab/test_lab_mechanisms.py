@@ -157,14 +157,20 @@ def test_long_async_continues_after_a_restart(start_lab, state_file):
 # ---------------------------------------------------------------- resume tokens
 def test_long_resume_token_slices_until_done(client, state_file):
     args = {"seconds": 1.5, "steps": 3}
-    result = client.call("long_resume_token", args).result
+    first = client.call("long_resume_token", args, progress="rt")
+    result = first.result
+    progress = [p["progress"] for p in first.progress]
     token = result["_meta"]["nextResumeToken"]
     slices = 1
     while "nextResumeToken" in (result.get("_meta") or {}):
         assert result["_meta"]["nextResumeToken"] == token  # stable
-        result = client.call("long_resume_token", args, extra={"_meta": {"resumeToken": token}}).result
+        more = client.call("long_resume_token", args, progress=f"rt{slices}",
+                           extra={"_meta": {"resumeToken": token}})
+        progress += [p["progress"] for p in more.progress]
+        result = more.result
         slices += 1
     assert slices >= 2
+    assert progress and progress == sorted(set(progress)) and progress[-1] == 3
     assert result["structuredContent"]["tool"] == "long_resume_token"
     expired = client.call("long_resume_token", args, extra={"_meta": {"resumeToken": token}})
     assert expired.error["code"] == -32602
