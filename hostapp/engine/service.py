@@ -147,12 +147,7 @@ class OperationRunner:
             if isinstance(action, A.CommitHandle):
                 await self._commit(action)
             elif isinstance(action, A.ReportProgress):
-                self.view.progress, self.view.message = action.progress, action.message or self.view.message
-                if action.total is not None:
-                    self.view.total = action.total
-                self.view.updated_at = now
-                eng.journal.record_progress(self.id, action.progress, action.total, action.message)
-                eng._changed(self)
+                self._show_progress(action)
             elif isinstance(action, A.MarkStatus):
                 await self._set_status(_status_of(action.status), action.message or action.status)
             elif isinstance(action, A.ScheduleWake):
@@ -297,12 +292,23 @@ class OperationRunner:
             actions = self.mech.on_notification("notifications/progress", params, now=self.engine.clock())
             for a in actions:
                 if isinstance(a, A.ReportProgress):
-                    self.view.progress, self.view.total = a.progress, a.total if a.total is not None else self.view.total
-                    if a.message:
-                        self.view.message = a.message
-                    self.view.updated_at = self.engine.clock()
-                    self.engine.journal.record_progress(self.id, a.progress, a.total, a.message)
-                    self.engine._changed(self)
+                    self._show_progress(a)
+
+    def _show_progress(self, action: A.ReportProgress) -> None:
+        """Show and journal one progress step. A mechanism's steps only rise, but after a
+        host restart it starts afresh while the journal already holds a later step (a
+        stream replayed from its first event id reports its steps again): a step not
+        beyond the one shown is dropped, so progress never moves backwards."""
+        if self.view.progress is not None and action.progress <= self.view.progress:
+            return
+        self.view.progress = action.progress
+        if action.total is not None:
+            self.view.total = action.total
+        if action.message:
+            self.view.message = action.message
+        self.view.updated_at = self.engine.clock()
+        self.engine.journal.record_progress(self.id, action.progress, action.total, action.message)
+        self.engine._changed(self)
 
     async def send_original(self) -> None:
         """Prepare, commit, then send the call itself (write-ahead)."""
