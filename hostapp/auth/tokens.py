@@ -1,0 +1,208 @@
+"""Where a server's sign-in is kept: secrets in the OS keyring, references beside them.
+
+Access tokens, refresh tokens and client secrets go to the keyring through
+:class:`~hostapp.store.secrets.SecretStore` and nowhere else. What is not secret (the
+issuer the sign-in belongs to, the client id, the token endpoint's authentication
+method, the redirect URI, the granted scope) and the keyring references are kept in a
+small JSON sidecar, ``auth.json`` in the home folder, one entry per server name. The
+journal's SQLite file never sees any of it.
+
+A sign-in is bound to the authorization server (issuer) that issued it: when a server
+moves to another authorization server, the old client registration and tokens are not
+offered to the new one (SEP-2352); :meth:`TokenStore.forget` drops them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from hostapp.store.secrets import SecretMissing, SecretStore
+
+#: Keyring kinds of the secrets this module stores.
+TOKEN_KIND = "oauth_tokens"
+CLIENT_SECRET_KIND = "oauth_client_secret"
+
+#: Refresh this long before the access token expires, in seconds.
+REFRESH_MARGIN_SECONDS = 60.0
+
+SIDECAR_NAME = "auth.json"
+
+
+@dataclass(frozen=True)
+class OAuthClient:
+    """A client identity at one authorization server.
+
+    ``kind``: ``"preregistered"``, ``"metadata_document"`` (the client id is a URL) or
+    ``"dynamic"`` (RFC 7591).
+    """
+
+    issuer: str
+    client_id: str
+    kind: str
+    token_endpoint_auth_method: str = "none"
+    redirect_uri: str | None = None
+    client_secret: str | None = field(default=None, repr=False)
+
+
+@dataclass(frozen=True)
+class Tokens:
+    """An access token and what came with it; ``expires_at`` is a Unix time or None."""
+
+    access_token: str = field(repr=False)
+    token_type: str = "Bearer"
+    refresh_token: str | None = field(default=None, repr=False)
+    expires_at: float | None = None
+    scope: str | None = None
+
+    @classmethod
+    def from_response(cls, token: dict[str, Any], previous: Tokens | None = None) -> Tokens:
+        """From a token endpoint's answer; a refresh answer without a new refresh token keeps the old one."""
+        expires_at = token.get("expires_at")
+        if expires_at is None and token.get("expires_in") is not None:
+            expires_at = time.time() + float(token["expires_in"])
+        refresh = token.get("refresh_token") or (previous.refresh_token if previous else None)
+        scope = token.get("scope") or (previous.scope if previous else None)
+        if isinstance(scope, list):
+            scope = " ".join(scope)
+        return cls(
+            access_token=str(token["access_token"]),
+            token_type=str(token.get("token_type") or "Bearer"),
+            refresh_token=refresh,
+            expires_at=float(expires_at) if expires_at is not None else None,
+            scope=scope,
+        )
+
+    def expires_soon(self, now: float | None = None) -> bool:
+        if self.expires_at is None:
+            return False
+        return (now if now is not None else time.time()) >= self.expires_at - REFRESH_MARGIN_SECONDS
+
+    def without_access_token(self) -> Tokens:
+        return replace(self, access_token="", expires_at=0.0)
+
+
+class TokenStore:
+    """Per-server sign-in state: client identity and tokens (secrets in the keyring).
+
+    Thread-safe; keyring calls may block, so async callers run these methods in a thread.
+    """
+
+    def __init__(self, secrets: SecretStore, sidecar: Path | None = None):
+        self.secrets = secrets
+        self.path = Path(sidecar) if sidecar is not None else Path(secrets.home) / SIDECAR_NAME
+        self._lock = threading.Lock()
+
+    # -- sidecar ------------------------------------------------------------------------
+
+    def _read(self) -> dict[str, dict[str, Any]]:
+        try:
+            data = json.loads(self.path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return {}
+        except (OSError, ValueError):
+            return {}
+        return data.get("servers", {}) if isinstance(data, dict) else {}
+
+    def _write(self, servers: dict[str, dict[str, Any]]) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(json.dumps({"servers": servers}, indent=1, sort_keys=True), encoding="utf-8")
+        os.replace(tmp, self.path)
+
+    def _entry(self, server: str) -> dict[str, Any]:
+        return dict(self._read().get(server) or {})
+
+    def _update(self, server: str, **changes: Any) -> None:
+        servers = self._read()
+        entry = dict(servers.get(server) or {})
+        entry.update(changes)
+        servers[server] = {k: v for k, v in entry.items() if v is not None}
+        self._write(servers)
+
+    # -- client -------------------------------------------------------------------------
+
+    def load_client(self, server: str) -> OAuthClient | None:
+        with self._lock:
+            entry = self._entry(server).get("client")
+        if not entry:
+            return None
+        secret = None
+        if entry.get("client_secret_ref"):
+            try:
+                secret = self.secrets.get(entry["client_secret_ref"])
+            except SecretMissing:
+                return None  # half a client is no client: register again
+        return OAuthClient(
+            issuer=entry["issuer"],
+            client_id=entry["client_id"],
+            kind=entry.get("kind", "dynamic"),
+            token_endpoint_auth_method=entry.get("token_endpoint_auth_method", "none"),
+            redirect_uri=entry.get("redirect_uri"),
+            client_secret=secret,
+        )
+
+    def save_client(self, server: str, client: OAuthClient) -> None:
+        with self._lock:
+            old = (self._entry(server).get("client") or {}).get("client_secret_ref")
+            ref = self.secrets.put(CLIENT_SECRET_KIND, client.client_secret) if client.client_secret else None
+            record = {k: v for k, v in asdict(client).items() if k != "client_secret" and v is not None}
+            if ref:
+                record["client_secret_ref"] = ref
+            self._update(server, client=record)
+            if old:
+                self.secrets.delete(old)
+
+    # -- tokens -------------------------------------------------------------------------
+
+    def load_tokens(self, server: str) -> tuple[str, Tokens] | None:
+        """``(issuer, tokens)`` of the server's sign-in, or None."""
+        with self._lock:
+            entry = self._entry(server)
+        ref, issuer = entry.get("tokens_ref"), entry.get("tokens_issuer")
+        if not ref or not issuer:
+            return None
+        try:
+            stored = json.loads(self.secrets.get(ref))
+        except (SecretMissing, ValueError):
+            return None
+        return issuer, Tokens(**stored)
+
+    def save_tokens(self, server: str, issuer: str, tokens: Tokens) -> None:
+        with self._lock:
+            old = self._entry(server).get("tokens_ref")
+            ref = self.secrets.put(TOKEN_KIND, json.dumps(asdict(tokens)))
+            self._update(server, tokens_ref=ref, tokens_issuer=issuer, scope=tokens.scope)
+            if old:
+                self.secrets.delete(old)
+
+    def drop_tokens(self, server: str) -> None:
+        with self._lock:
+            entry = self._entry(server)
+            ref = entry.pop("tokens_ref", None)
+            entry.pop("tokens_issuer", None)
+            servers = self._read()
+            servers[server] = entry
+            self._write(servers)
+            if ref:
+                self.secrets.delete(ref)
+
+    def signed_in(self, server: str) -> bool:
+        with self._lock:
+            return bool(self._entry(server).get("tokens_ref"))
+
+    def forget(self, server: str) -> None:
+        """Sign out: delete the server's tokens and client secret from the keyring, and its entry."""
+        with self._lock:
+            servers = self._read()
+            entry = servers.pop(server, None) or {}
+            refs = [entry.get("tokens_ref"), (entry.get("client") or {}).get("client_secret_ref")]
+            for ref in refs:
+                if ref:
+                    self.secrets.delete(ref)
+            self._write(servers)
