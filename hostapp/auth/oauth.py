@@ -415,6 +415,8 @@ class McpOAuth(httpx.Auth):
         wanted = "none" if "none" in methods else _secret_method(server)
         metadata = {
             "client_name": self.client_name,
+            # A desktop app with a loopback redirect is a native application (SEP-837).
+            "application_type": "native",
             "redirect_uris": [redirect_uri],
             "grant_types": ["authorization_code", "refresh_token"],
             "response_types": ["code"],
