@@ -24,7 +24,12 @@ SWEEP_SECONDS = 1.6
 
 
 class ProgressDelegate(QStyledItemDelegate):
-    """Paints the Progress column; everything else is the default delegate's job."""
+    """Paints the Progress column; everything else is the default delegate's job.
+
+    ``clock`` (seconds, monotonic) places the chunk of an indeterminate bar.
+    """
+
+    clock = staticmethod(time.monotonic)
 
     def paint(self, painter: QPainter, option: QStyleOptionViewItem,
               index: QModelIndex | QPersistentModelIndex) -> None:
@@ -62,13 +67,12 @@ class ProgressDelegate(QStyledItemDelegate):
         if fraction is None and op.in_flight and op.status != api.INPUT_REQUIRED:
             self._paint_sliding_chunk(painter, bar)
 
-    @staticmethod
-    def _paint_sliding_chunk(painter: QPainter, bar: QStyleOptionProgressBar) -> None:
+    def _paint_sliding_chunk(self, painter: QPainter, bar: QStyleOptionProgressBar) -> None:
         groove = bar.rect.adjusted(2, 2, -2, -2)
         if groove.width() <= 4:
             return
         chunk_width = max(8, int(groove.width() * CHUNK_SHARE))
-        phase = (time.monotonic() % SWEEP_SECONDS) / SWEEP_SECONDS
+        phase = (self.clock() % SWEEP_SECONDS) / SWEEP_SECONDS
         travel = groove.width() + chunk_width
         left = groove.left() - chunk_width + int(travel * phase)
         chunk = QRect(left, groove.top(), chunk_width, groove.height()).intersected(groove)

@@ -166,6 +166,7 @@ def test_progress_delegate_paints_a_bar(qapp, view):
     model.apply_changes([view])
     table.setModel(model)
     delegate = ProgressDelegate(table)
+    delegate.clock = lambda: 0.8   # half-way through a sweep: the chunk is in the middle of the bar
     image = QImage(200, 24, QImage.Format.Format_ARGB32)
     image.fill(Qt.GlobalColor.transparent)
     painter = QPainter(image)
