@@ -15,12 +15,12 @@ exception text or logs; URLs in messages are shown without their query string.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Mapping
 from typing import Any
 
 import httpx
-from httpx_sse import EventSource
 
 from hostapp.protocol.jsonrpc import (
     ErrorResponse,
@@ -47,6 +47,7 @@ from hostapp.transport.http_headers import (
     param_headers,
     standard_headers,
 )
+from hostapp.transport.sse import SseDecoder
 
 log = logging.getLogger(__name__)
 
@@ -101,6 +102,7 @@ class StreamableHttpTransport(Transport):
         standalone_stream: bool = True,
         default_retry_ms: int = 1000,
         max_resume_attempts: int = DEFAULT_MAX_RESUME_ATTEMPTS,
+        auth: httpx.Auth | None = None,
     ):
         self.url = httpx.URL(url)
         self._display_url = _display_url(self.url)
@@ -110,6 +112,8 @@ class StreamableHttpTransport(Transport):
         self._stateless = stateless
         self._client = client
         self._owns_client = client is None
+        # Signs requests in (OAuth, see hostapp.auth); only used for a client made here.
+        self._auth = auth
         self.standalone_stream = standalone_stream
         self.default_retry_ms = default_retry_ms
         self.max_resume_attempts = max_resume_attempts
@@ -138,7 +142,7 @@ class StreamableHttpTransport(Transport):
     async def connect(self, listener: TransportListener) -> None:
         self.listener = listener
         if self._client is None:
-            self._client = httpx.AsyncClient(timeout=_STREAM_TIMEOUT)
+            self._client = httpx.AsyncClient(timeout=_STREAM_TIMEOUT, auth=self._auth)
             self._owns_client = True
         self._connected = True
         self._closing = False
@@ -244,6 +248,10 @@ class StreamableHttpTransport(Transport):
         if response.status_code >= 400:
             await self._raise_for_status(response, "Mcp-Session-Id" in response.request.headers, None)
             return
+        if not response.headers.get("content-type", "").startswith(_ACCEPT_SSE):
+            await response.aclose()
+            raise TransportError(f"the server at {self._display_url} answered the resumption "
+                                 "with something other than an SSE stream")
         self._spawn(self._follow_stream(response, request_id, last_event_id=last_event_id),
                     "sse-resume")
 
@@ -415,43 +423,59 @@ class StreamableHttpTransport(Transport):
         return message
 
     def _spawn(self, coro: Any, name: str) -> asyncio.Task[None]:
-        task = asyncio.create_task(coro, name=name)
+        task = asyncio.create_task(self._logging_failures(coro, name), name=name)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return task
+
+    async def _logging_failures(self, coro: Any, name: str) -> None:
+        # A background stream has nobody to raise to: a bug (in a listener, say) is logged
+        # rather than left as a task exception nobody retrieves.
+        try:
+            await coro
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("background stream %s of %s failed", name, self._display_url)
 
     # -- SSE streams ----------------------------------------------------------------------
 
     async def _read_events(self, response: httpx.Response, request_id: RequestId | None,
                            state: _StreamState) -> bool:
-        """Read one SSE connection to its end; True when the response to ``request_id`` came."""
+        """Read one SSE connection to its end; True when the response to ``request_id`` came.
+
+        Hot path: per event, one decoder step, one ``parse`` and one listener call; ids are
+        reported only when they change.
+        """
         listener = self.listener
-        on_message = listener.on_message
+        # Messages on a request's stream belong to that request (an elicitation during a call).
+        on_message = listener.on_message if request_id is None else functools.partial(
+            listener.on_message, related_request_id=request_id)
+        decoder = SseDecoder()
         last_id = state.last_event_id
         try:
-            async for event in EventSource(response).aiter_sse():
-                # httpx-sse repeats the last id on every later event (the SSE "last event ID
-                # buffer"); only a new id is news.
-                event_id = event.id
-                if event.retry is not None:
-                    state.retry_ms = event.retry
-                if event_id and event_id != last_id:
-                    last_id = state.last_event_id = event_id
-                    listener.on_stream_event(request_id, event_id, state.retry_ms)
-                data = event.data
-                if not data:
-                    continue  # priming event, or a keep-alive
-                try:
-                    message = parse(data)
-                except ProtocolError as exc:
-                    listener.on_invalid(exc, data)
-                    continue
-                if self._tools_list_ids and type(message) in _ANSWERS and message.id in self._tools_list_ids:  # type: ignore[union-attr]
-                    self._take_tools_list(message)
-                on_message(message)
-                if (request_id is not None and type(message) in _ANSWERS
-                        and message.id == request_id):  # type: ignore[union-attr]
-                    return True
+            async for chunk in response.aiter_bytes():
+                for event_id, retry, data, _type in decoder.feed(chunk):
+                    if retry is not None:
+                        state.retry_ms = retry
+                    if event_id and event_id != last_id:
+                        last_id = state.last_event_id = event_id
+                        listener.on_stream_event(request_id, event_id, state.retry_ms)
+                    if not data:
+                        continue  # a priming event
+                    try:
+                        message = parse(data)
+                    except ProtocolError as exc:
+                        listener.on_invalid(exc, data)
+                        continue
+                    if type(message) in _ANSWERS:
+                        if self._tools_list_ids and message.id in self._tools_list_ids:  # type: ignore[union-attr]
+                            self._take_tools_list(message)  # type: ignore[arg-type]
+                        on_message(message)
+                        if request_id is not None and message.id == request_id:  # type: ignore[union-attr]
+                            return True
+                    else:
+                        on_message(message)
         except httpx.HTTPError as exc:
             log.debug("SSE connection to %s dropped: %s", self._display_url, type(exc).__name__)
         finally:
@@ -510,6 +534,9 @@ class StreamableHttpTransport(Transport):
                             continue
                     return exc
                 return HttpStatusError(response.status_code, "resumption refused")
+            if not response.headers.get("content-type", "").startswith(_ACCEPT_SSE):
+                await response.aclose()
+                return ProtocolError("the server answered the resumption with something other than an SSE stream")
             seen_before = state.last_event_id
             if await self._read_events(response, request_id, state):
                 return None

@@ -22,6 +22,7 @@ class RecordingListener:
 
     def __init__(self) -> None:
         self.messages: list[Message] = []
+        self.related: list[object] = []  # related_request_id of each message
         self.invalid: list[tuple[Exception, bytes | str]] = []
         self.stream_events: list[tuple[object, str, int | None]] = []
         self.lost: list[tuple[object, Exception]] = []
@@ -33,8 +34,9 @@ class RecordingListener:
     def _touch(self) -> None:
         self._changed.set()
 
-    def on_message(self, message: Message) -> None:
+    def on_message(self, message: Message, related_request_id=None) -> None:
         self.messages.append(message)
+        self.related.append(related_request_id)
         self.arrival.append(time.monotonic())
         self._touch()
 

@@ -69,6 +69,7 @@ async def test_sse_answer_with_priming_event(sse_server, listener):
         await transport.send(call(1, "sse", count=3))
         await listener.wait_for(lambda: listener.has_response(1))
         assert listener.progress_values() == [1, 2, 3]
+        assert listener.related == [None, 1, 1, 1, 1]  # initialize answered by JSON, then call 1's stream
         # priming + 3 notifications + response, each id reported once, for request 1
         assert [rid for rid, _, _ in listener.stream_events] == [1] * 5
         assert listener.invalid == [] and listener.lost == []
