@@ -156,3 +156,12 @@ async def test_concurrent_sends_do_not_interleave(listener):
         assert listener.invalid == []
     finally:
         await transport.close()
+
+
+async def test_last_line_without_newline_before_exit_is_delivered(listener):
+    script = 'import sys; sys.stdout.write(\'{"jsonrpc":"2.0","method":"notifications/message","params":{}}\')'
+    transport = StdioTransport(sys.executable, ["-c", script])
+    await transport.connect(listener)
+    await listener.wait_for(lambda: listener.closed)
+    assert listener.messages == [Notification("notifications/message", {})]
+    await transport.close()
