@@ -47,6 +47,9 @@ ACCEPT_MRTR = {"action": "accept", "content": {"proceed": True, "note": "go on"}
 ACCEPT_RESEARCH = {"action": "accept", "content": {"interpretation": "technical"}}
 LONG_OUTAGE_SECONDS = 30.0
 SHORT_OUTAGE_SECONDS = 5.0
+#: How long a host process may take to reach the outcome after the fault (the tools take 3 s;
+#: a reconnect after the long outage may wait up to the 30 s backoff cap).
+OUTCOME_TIMEOUT = 90
 
 
 # -- servers under test ---------------------------------------------------------------------
@@ -197,10 +200,36 @@ CASES = [
 ]
 
 
-def _started(events: list[dict[str, Any]]) -> bool:
-    """The call is under way: two progress lines, or a status beyond the first."""
-    statuses = [e for e in events if e.get("event") == "status"]
-    return len(progress_of(events)) >= 2 or len(statuses) >= 2
+#: What the server sends when it hands over the mechanism's handle. A fault before it
+#: lands on a request still in flight, whose outcome is honestly unknown.
+HANDLE_MARKERS = {
+    "tasks_2025": b'"taskId"',
+    "tasks_extension": b'"resultType":"task"',
+    "async_tool": b'"operation"',
+    "streams": b"notifications/stream/create",
+    "resumable_requests": b"notifications/requests/resumePolicy",
+    "resume_token": b"nextResumeToken",
+}
+#: Time for the host to commit a handle it has received (a keyring write and a journal
+#: transaction take milliseconds); the fault comes after it.
+COMMIT_GRACE_SECONDS = 1.0
+
+
+def _wait_started(call: HostCall, served: Served, mechanism: str, timeout: float = 60) -> None:
+    """Wait until the call is well under way: its handle issued (and committed), or for
+    mechanisms without one (SSE resumption, MRTR) two progress lines."""
+    marker = HANDLE_MARKERS.get(mechanism)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if call.proc.poll() is not None:
+            raise AssertionError(f"the call ended before the fault: {call.events}\n{call.stderr}")
+        if marker is None and len(progress_of(call.events)) >= 2:
+            return
+        if marker is not None and marker in served.proxy.server_bytes.replace(b" ", b""):
+            time.sleep(COMMIT_GRACE_SECONDS)
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"the call did not get under way in {timeout} s: {call.events}\n{call.stderr}")
 
 
 def _progress_values(events: list[dict[str, Any]]) -> list[float]:
@@ -245,7 +274,7 @@ def test_outcome_delivered_exactly_once(case: Case, fault: str, served: Served, 
         answers.write_text(json.dumps(case.answers * 2))  # a replayed question may be asked again
         argv += ["--answers", str(answers)]
     call = HostCall(home, *argv, env=env)
-    call.wait_for(_started, timeout=60)
+    _wait_started(call, served, case.mechanism)
 
     runs = [call]
     if fault == "host_kill":
@@ -255,7 +284,7 @@ def test_outcome_delivered_exactly_once(case: Case, fault: str, served: Served, 
             resume_argv += ["--answers", str(home.parent / "answers.json")]
         resume = HostCall(home, *resume_argv, env=env)
         runs.append(resume)
-        resume.wait(180)
+        resume.wait(OUTCOME_TIMEOUT)
     else:
         if fault == "server_restart":
             served.restart()
@@ -263,7 +292,7 @@ def test_outcome_delivered_exactly_once(case: Case, fault: str, served: Served, 
             assert served.proxy.drop_connections() > 0, "nothing was connected to drop"
         else:
             served.proxy.outage(LONG_OUTAGE_SECONDS if case.long_outage else SHORT_OUTAGE_SECONDS)
-        call.wait(180)
+        call.wait(OUTCOME_TIMEOUT)
 
     events = [e for run in runs for e in run.events]
     ops = json.loads(run_hostapp(home, "ops", "--json", env=env).stdout)
@@ -280,4 +309,27 @@ def test_outcome_delivered_exactly_once(case: Case, fault: str, served: Served, 
     assert served.executions(case.tool) == 1, detail
     values = _progress_values(events)
     assert values == sorted(values), f"progress went backwards: {values}"
+    _assert_no_handle_in(home, issued_handles(served.proxy))
+
+
+@pytest.mark.parametrize("served,tool", [pytest.param("lab", "long_task_ext", id="tasks_extension"),
+                                         pytest.param("lab", "long_async", id="async_tool")],
+                         indirect=["served"])
+def test_without_keyring_a_killed_call_ends_unknown_not_rerun(served: Served, tool: str, tmp_path: Path,
+                                                             no_keyring_env: dict[str, str]) -> None:
+    """No keyring: the handle cannot be kept anywhere, so after the host is killed the
+    operation cannot be resumed; it must end as unknown, and the tool must not run again."""
+    home = tmp_path / "home"
+    home.mkdir()
+    _configure(home, served, no_keyring_env)
+    call = HostCall(home, "-v", "call", "srv", tool, "--json", "--args", json.dumps(LAB_ARGS), env=no_keyring_env)
+    _wait_started(call, served, {"long_task_ext": "tasks_extension", "long_async": "async_tool"}[tool])
+    call.kill()
+    resume = HostCall(home, "-v", "resume", "--wait", "--json", env=no_keyring_env)
+    resume.wait(120)
+    ops = json.loads(run_hostapp(home, "ops", "--json", env=no_keyring_env).stdout)
+    detail = f"ops={ops}\nevents={call.events + resume.events}\nstderr:\n{call.stderr}\n{resume.stderr}"
+    assert [o["status"] for o in ops] == [UNKNOWN], detail
+    assert not [e for e in call.events + resume.events if e.get("event") == "result"], detail
+    assert served.executions(tool) == 1, detail
     _assert_no_handle_in(home, issued_handles(served.proxy))

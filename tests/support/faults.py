@@ -211,25 +211,30 @@ class LoopbackProxy:
 
 
 #: JSON members whose string values are handles a server (or, for async tools, the
-#: client) issued and that grant access to an operation.
-_HANDLE_MEMBERS = ("taskId", "resumeToken", "nextResumeToken", "streamId", "token")
-_HANDLE_VALUE = re.compile(rb'"(%s)"\s*:\s*"([^"\\]{6,})"' % b"|".join(m.encode() for m in _HANDLE_MEMBERS))
+#: client) issued and that grant access to an operation or its answers.
+_HANDLE_MEMBERS = ("taskId", "resumeToken", "nextResumeToken", "streamId", "requestState", "token")
+_HANDLE_VALUE = re.compile(rb'"(%s)"\s*:\s*"([^"\\]+)"' % b"|".join(m.encode() for m in _HANDLE_MEMBERS))
 _SESSION_HEADER = re.compile(rb"(?im)^mcp-session-id:\s*(\S+)\s*$")
+_EVENT_ID = re.compile(rb"(?m)^id:\s?(\S+)\s*$")
+#: Shorter values (an SSE event id such as "3") say nothing and would match anywhere.
+MIN_HANDLE_LENGTH = 8
 
 
 def issued_handles(proxy: LoopbackProxy) -> set[str]:
-    """Every handle seen on the wire: session ids and task ids, resume tokens and stream ids
-    the server sent, and operation tokens the host generated for async tools."""
+    """Every handle seen on the wire: session ids, task ids, resume tokens, stream ids,
+    request states and SSE event ids the server sent, and the operation tokens the host
+    generated for async tools."""
     wire = bytes(proxy.server_bytes)
     handles = {m.group(2).decode() for m in _HANDLE_VALUE.finditer(wire)}
     handles |= {m.group(1).decode() for m in _SESSION_HEADER.finditer(wire)}
+    handles |= {m.group(1).decode() for m in _EVENT_ID.finditer(wire)}
     for request in list(proxy.requests):
-        params = (request.message or {}).get("params") if isinstance(request.message, dict) else None
+        params = request.message.get("params") if isinstance(request.message, dict) else None
         if isinstance(params, dict) and isinstance(params.get("operation"), dict):
             token = params["operation"].get("token")
             if isinstance(token, str):
                 handles.add(token)
-    return handles
+    return {h for h in handles if len(h) >= MIN_HANDLE_LENGTH}
 
 
 # -- processes ----------------------------------------------------------------------------
@@ -389,7 +394,8 @@ class HostCall:
 
     @property
     def stderr(self) -> str:
-        self._stderr.flush()
+        if not self._stderr.closed:
+            self._stderr.flush()
         return self.stderr_path.read_text(errors="replace")
 
     @property
