@@ -230,8 +230,8 @@ class McpOAuth(httpx.Auth):
         token = self._current_access_token()
         if token:
             request.headers["Authorization"] = f"Bearer {token}"
-        else:
-            request.headers.pop("Authorization", None)
+        elif request.headers.get("Authorization", "").startswith("Bearer "):
+            del request.headers["Authorization"]  # our own token that was just dropped
         return token
 
     async def _load(self) -> None:
