@@ -37,7 +37,8 @@ INHERITED_ENV_VARS: tuple[str, ...] = (
      "SYSTEMDRIVE", "SYSTEMROOT", "TEMP", "TMP", "USERNAME", "USERPROFILE", "PROGRAMFILES")
     if sys.platform == "win32"
     else ("HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER", "LANG", "LC_ALL", "LC_CTYPE", "TMPDIR",
-          "XDG_RUNTIME_DIR")
+          # where the person keeps config, data and caches: a server should honour it too
+          "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME", "XDG_CACHE_HOME", "XDG_RUNTIME_DIR")
 )
 
 #: How many stderr lines are kept for the message of :class:`ServerExited`.
