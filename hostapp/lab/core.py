@@ -710,6 +710,9 @@ class LabCore:
         job = self.state.job(handle_key(task_id)) if isinstance(task_id, str) else None
         if job is None or job.mechanism not in mechanisms:
             raise RpcError(INVALID_PARAMS, "unknown or expired taskId")
+        terminal = job.status not in ("working", "input_required", "submitted")
+        if terminal and job.ttl_ms is not None and time.time() > job.updated_at + job.ttl_ms / 1000:
+            raise RpcError(INVALID_PARAMS, "unknown or expired taskId")  # ttl counts from completion
         return job, task_id  # type: ignore[return-value]
 
     async def _tasks_get(self, call: Call) -> dict[str, Any]:

@@ -392,3 +392,10 @@ def test_notifications_cancelled_stops_the_work(client, state_file):
         wait_until(lambda: sorted(j.status for j in state.jobs()) == ["cancelled", "cancelled"])
     finally:
         state.close()
+
+
+def test_finished_task_expires_after_its_ttl(client):
+    task = client.call("long_task", {"seconds": 0, "steps": 1}, extra={"task": {"ttl": 300}}).result["task"]
+    assert client.request("tasks/result", {"taskId": task["taskId"]}).result["structuredContent"]["steps"] == 1
+    wait_until(lambda: "error" in client.request("tasks/get", {"taskId": task["taskId"]}).response)
+    assert client.request("tasks/get", {"taskId": task["taskId"]}).error["code"] == -32602
