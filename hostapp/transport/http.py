@@ -108,6 +108,7 @@ class StreamableHttpTransport(Transport):
         self._display_url = _display_url(self.url)
         self._headers = dict(headers or {})
         self._session_id = session_id
+        self._session_restored = session_id is not None
         self._protocol_version = protocol_version
         self._stateless = stateless
         self._client = client
@@ -150,14 +151,25 @@ class StreamableHttpTransport(Transport):
     def set_protocol_version(self, version: str | None, *, stateless: bool) -> None:
         """The agreed revision (None: not agreed yet, send no version header).
 
-        A session id is kept while the stateless era is tried (a fallback to the handshake
-        may still use a restored one) but never sent in that era.
+        With a session id given to the constructor (restored after a restart), this is
+        when the standalone stream opens. A session id is kept while the stateless era is
+        tried (a fallback to the handshake may still adopt a restored one) but never sent
+        in that era.
         """
         self._protocol_version = version
         self._stateless = stateless
+        if (self._session_restored and not stateless and version is not None and self.standalone_stream
+                and self._connected and self._session_id is not None):
+            # A session adopted after a restart sees no new notifications/initialized, which
+            # is what opens the standalone stream otherwise.
+            self.open_standalone_stream()
 
     async def send(self, message: Message) -> None:
         client = self._require_client()
+        if isinstance(message, Request) and message.method == "initialize":
+            # A new session begins: it goes without the old id and takes the one it is given.
+            self._session_id = None
+            self._session_restored = False
         headers = self._post_headers(message)
         request = client.build_request("POST", self.url, content=encode(message), headers=headers,
                                        timeout=_STREAM_TIMEOUT)

@@ -381,3 +381,32 @@ async def test_standalone_stream_reconnects_after_the_server_closes_it(sse_serve
     assert second["headers"]["last-event-id"] == "standalone:1"
     assert second["time"] - close["time"] >= 0.15
     assert (None, "standalone:0", 150) in listener.stream_events
+
+
+async def test_adopted_session_opens_its_standalone_stream_when_the_version_is_set(sse_server, listener, make_listener):
+    first = await initialized(sse_server, listener, standalone_stream=False)
+    session_id = first.session_id
+    await first.close(end_session=False)
+
+    again = make_listener()
+    adopted = StreamableHttpTransport(sse_server.url, session_id=session_id)
+    await adopted.connect(again)
+    adopted.set_protocol_version("2025-11-25", stateless=False)  # no initialize: the session is adopted
+    try:
+        await again.wait_for(lambda: any(isinstance(m, Notification) for m in again.messages))
+    finally:
+        await adopted.close()
+    [get] = [r for r in sse_server.records() if r["kind"] == "http" and r["method"] == "GET"]
+    assert get["headers"]["mcp-session-id"] == session_id
+
+
+async def test_initialize_starts_a_new_session_without_the_old_id(sse_server, listener):
+    transport = StreamableHttpTransport(sse_server.url, session_id="stale-session-id", standalone_stream=False)
+    await transport.connect(listener)
+    try:
+        await transport.send(Request(0, "initialize", INIT_PARAMS))
+        assert transport.session_id not in (None, "stale-session-id")
+    finally:
+        await transport.close()
+    [init] = posts(sse_server, "initialize")
+    assert "mcp-session-id" not in init["headers"]
