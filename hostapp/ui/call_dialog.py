@@ -22,7 +22,7 @@ from PySide6.QtWidgets import (
 )
 
 from hostapp.ui.forms import ToolArgumentsForm
-from hostapp.ui.result_view import plain_label
+from hostapp.ui.result_view import plain_label, plain_tooltip
 
 ToolLoader = Callable[[str], Awaitable[list[dict[str, Any]]]]
 
@@ -114,8 +114,10 @@ class StartCallDialog(QDialog):
         if self.server_box.currentText() != name:
             return
         self._tools = {t.get("name", ""): t for t in tools if t.get("name")}
-        for tname in self._tools:
-            self.tool_list.addItem(QListWidgetItem(tname))
+        for tname, tool in self._tools.items():
+            item = QListWidgetItem(tname)
+            item.setToolTip(plain_tooltip(str(tool.get("description") or "")))
+            self.tool_list.addItem(item)
         self.status.setText(f"{len(self._tools)} tools." if self._tools else f"{name} offers no tools.")
         wanted = self._wanted_tool or (next(iter(self._tools)) if self._tools else None)
         self._wanted_tool = None

@@ -85,10 +85,16 @@ class Banner(QFrame):
         icon.setPixmap(self.style().standardIcon(QStyle.StandardPixmap.SP_MessageBoxWarning).pixmap(20, 20))
         self.label = plain_label("")
         self.label.setForegroundRole(self.palette().ColorRole.ToolTipText)
+        # Conditions (keyring, servers) clear themselves; an error report is dismissed by the person.
+        self.dismiss_button = QPushButton("Dismiss")
+        self.dismiss_button.setAccessibleName("Dismiss the error message")
+        self.dismiss_button.clicked.connect(lambda: self.set_message("error", None))
+        self.dismiss_button.hide()
         lay = QHBoxLayout(self)
         lay.setContentsMargins(8, 4, 8, 4)
         lay.addWidget(icon, 0, Qt.AlignmentFlag.AlignTop)
         lay.addWidget(self.label, 1)
+        lay.addWidget(self.dismiss_button, 0, Qt.AlignmentFlag.AlignTop)
         self.hide()
 
     def set_message(self, key: str, message: str | None) -> None:
@@ -97,6 +103,7 @@ class Banner(QFrame):
         else:
             self._messages.pop(key, None)
         self.label.setText("\n".join(self._messages.values()))
+        self.dismiss_button.setVisible("error" in self._messages)
         self.setVisible(bool(self._messages))
 
     def message(self, key: str) -> str | None:

@@ -45,6 +45,8 @@ def test_uncaught_errors_are_shown_not_fatal(qtbot, qloop, isolated_home, monkey
     except ValueError:
         sys.excepthook(*sys.exc_info())
     assert "a slot went wrong" in host.window.banner.message("error")
+    host.window.banner.dismiss_button.click()
+    assert host.window.banner.message("error") is None and host.window.banner.isHidden()
     host.window.close_for_good()
 
 
