@@ -6,6 +6,7 @@ people script against them.
     hostapp servers add NAME --url URL [--header K=V ...] [--secret-header K=V ...]
     hostapp servers add NAME --command CMD [--arg A ...] [--env K=V ...] [--secret-env K=V ...]
     hostapp servers list [--json] | hostapp servers remove NAME
+    hostapp servers login NAME | hostapp servers logout NAME
     hostapp tools SERVER [--json]
     hostapp call SERVER TOOL [--args JSON] [--answers FILE] [--json]
     hostapp conformance-client URL
@@ -245,6 +246,34 @@ def cmd_servers_remove(args: argparse.Namespace, home: Home) -> int:
             print(f"warning: could not remove a secret of {cfg.name} from the keyring: {type(exc).__name__}",
                   file=sys.stderr)
     print(f"removed {cfg.name}")
+    return EXIT_OK
+
+
+def cmd_servers_login(args: argparse.Namespace, home: Home) -> int:
+    """Sign in to an HTTP server: print the authorization URL, wait for the browser's redirect."""
+    from hostapp.auth import LoopbackRedirectListener, TokenStore, login
+
+    cfg = home.server(args.name)
+    if cfg.transport != "http":
+        raise UsageError(f"{cfg.name} is a stdio server; only HTTP servers sign in")
+    home.secrets.check()
+
+    def show(url: str) -> None:
+        print(f"Open this address in a browser to sign in to {cfg.name}:\n\n  {url}\n", flush=True)
+        print("Waiting for the browser to come back...", file=sys.stderr, flush=True)
+
+    listener = LoopbackRedirectListener(open_url=show)
+    asyncio.run(login(cfg.name, cfg.url, TokenStore(home.secrets), listener))
+    print(f"signed in to {cfg.name}")
+    return EXIT_OK
+
+
+def cmd_servers_logout(args: argparse.Namespace, home: Home) -> int:
+    from hostapp.auth import TokenStore, logout
+
+    cfg = home.server(args.name)
+    asyncio.run(logout(cfg.name, TokenStore(home.secrets)))
+    print(f"signed out of {cfg.name}")
     return EXIT_OK
 
 
@@ -504,6 +533,12 @@ def build_parser() -> argparse.ArgumentParser:
     rm = ssub.add_parser("remove", help="remove a server (its history stays)")
     rm.add_argument("name")
     rm.set_defaults(func=cmd_servers_remove)
+    login = ssub.add_parser("login", help="sign in to an HTTP server that asks for it (OAuth)")
+    login.add_argument("name")
+    login.set_defaults(func=cmd_servers_login)
+    logout = ssub.add_parser("logout", help="sign out: remove the server's tokens from the keyring")
+    logout.add_argument("name")
+    logout.set_defaults(func=cmd_servers_logout)
 
     tools = sub.add_parser("tools", help="list a server's tools")
     tools.add_argument("server")
@@ -586,7 +621,15 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:
         from hostapp.store.secrets import KeyringUnavailable
 
+        from hostapp.auth import AuthorizationError, SignInRequired
+
         if isinstance(exc, KeyringUnavailable):
+            print(f"hostapp: {exc}", file=sys.stderr)
+            return EXIT_ERROR
+        if isinstance(exc, SignInRequired):
+            print(f"hostapp: {exc}; run 'hostapp servers login {exc.server_name}'", file=sys.stderr)
+            return EXIT_ERROR
+        if isinstance(exc, (AuthorizationError, TimeoutError)):
             print(f"hostapp: {exc}", file=sys.stderr)
             return EXIT_ERROR
         raise

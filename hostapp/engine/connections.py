@@ -46,8 +46,28 @@ def make_transport(cfg: Any, secret_store: Any = None, *, session_id: str | None
         headers = dict(cfg.headers or {})
         headers.update(resolve_secrets(dict(cfg.secret_headers or {}), secret_store))
         return StreamableHttpTransport(cfg.url, headers, session_id=session_id, protocol_version=protocol_version,
-                                       standalone_stream=standalone_stream)
+                                       standalone_stream=standalone_stream,
+                                       auth=server_auth(cfg, headers, secret_store))
     raise TransportError(f"unknown transport {cfg.transport!r} for server {cfg.name!r}")
+
+
+def server_auth(cfg: Any, headers: dict[str, str], secret_store: Any = None) -> Any:
+    """The OAuth sign-in of an HTTP server (hostapp.auth), unless it has its own Authorization header.
+
+    Not interactive: a server that needs a person to sign in raises
+    :class:`hostapp.auth.SignInRequired` ("needs sign-in"); ``hostapp servers login NAME``
+    or the window's Sign in button does the sign-in, and the tokens it leaves in the
+    keyring are found here by server name.
+    """
+    if any(name.lower() == "authorization" for name in headers):
+        return None
+    from hostapp.auth.oauth import McpOAuth
+    from hostapp.auth.tokens import TokenStore
+    from hostapp.store.paths import home_dir
+    from hostapp.store.secrets import SecretStore
+
+    store = secret_store if secret_store is not None else SecretStore(home_dir())
+    return McpOAuth(cfg.name, cfg.url, TokenStore(store), protocol_version=getattr(cfg, "protocol_version", None))
 
 
 async def open_session(cfg: Any, handlers: ClientHandlers | None = None, *, secret_store: Any = None,
