@@ -100,6 +100,7 @@ class OperationRunner:
         self._original_session: ClientSession | None = None
         self.http_session: tuple[str, str] | None = None   # (session id, protocol version)
         self._stream_session: ClientSession | None = None  # an adopted earlier session
+        self._committed_secret: str | None = None
 
     @property
     def id(self) -> str:
@@ -118,7 +119,7 @@ class OperationRunner:
     async def feed(self, produce: Callable[[], list[A.Action]]) -> None:
         """Run one mechanism hook and carry out what it returns, one hook at a time."""
         async with self._lock:
-            if self.done:
+            if self.done or self.engine.stopping:
                 return
             actions = produce()
             await self._execute(actions)
@@ -143,7 +144,6 @@ class OperationRunner:
     async def _execute(self, actions: list[A.Action]) -> None:
         eng = self.engine
         for action in actions:
-            now = eng.clock()
             if isinstance(action, A.CommitHandle):
                 await self._commit(action)
             elif isinstance(action, A.ReportProgress):
@@ -182,27 +182,34 @@ class OperationRunner:
                 raise TypeError(f"unhandled action {type(action).__name__}")
 
     async def _commit(self, action: A.CommitHandle) -> None:
+        """Journal the mechanism's state and its secret, in an order that survives a crash
+        at any point: the new secret is written, then the journal points at it, and only
+        then is the old one deleted."""
         eng = self.engine
-        ref = self.handle_ref
+        old_ref = ref = self.handle_ref
         resumable = self.view.resumable
         if action.secret is None:
-            if ref is not None:
-                await eng._secret_call(eng.secrets.delete, ref)
             ref = None
-        elif eng.keyring_problem is None:
-            try:
-                ref = await eng._secret_call(eng.secrets.replace, ref, "handle", self._wrap_secret(action.secret))
-            except Exception as exc:  # the keyring failed now: carry on in memory, say it
-                eng._keyring_failed(exc)
-                resumable, ref = False, None
-        else:
+            self._committed_secret = None
+        elif eng.keyring_problem is not None:
             resumable, ref = False, None
+        else:
+            value = self._wrap_secret(action.secret)
+            if value != self._committed_secret or ref is None:
+                try:
+                    ref = await eng._secret_call(eng.secrets.put, "handle", value)
+                    self._committed_secret = value
+                except Exception as exc:  # the keyring failed now: carry on in memory, say it
+                    eng._keyring_failed(exc)
+                    resumable, ref = False, None
         self.handle_ref = ref
         self.view.resumable = resumable
         mechanism = action.state.get("mechanism")
         self.record.mechanism = mechanism
         await eng.journal.update_operation(self.id, handle=action.state, handle_ref=ref,
                                            mechanism=mechanism, resumable=resumable)
+        if old_ref is not None and old_ref != ref:
+            await eng._delete_secret(old_ref)
 
     def _wrap_secret(self, secret: str) -> str:
         """The keyring value of a handle: the mechanism's secret, and the HTTP session it
@@ -242,10 +249,7 @@ class OperationRunner:
         self.view.needs_input = False
         self.view.ended_at = self.view.updated_at = eng.clock()
         if self.handle_ref is not None:
-            try:
-                await eng._secret_call(eng.secrets.delete, self.handle_ref)
-            except Exception as exc:  # a stale secret is harmless; it names an ended operation
-                log.info("could not delete the handle of %s: %s", self.id, type(exc).__name__)
+            await eng._delete_secret(self.handle_ref)
         for qid in list(self._questions):
             eng._withdraw(qid)
         self._drop_original_waiter()
@@ -416,9 +420,10 @@ class OperationRunner:
         self._original_waiter.add_done_callback(self._task_done)
 
     def _drop_original_waiter(self) -> None:
-        if self._original_waiter is not None:
-            self._original_waiter.cancel()
-            self._original_waiter = None
+        waiter, self._original_waiter = self._original_waiter, None
+        # Not when the waiter is the task finishing the operation right now.
+        if waiter is not None and waiter is not asyncio.current_task():
+            waiter.cancel()
 
     async def _wait_original(self, session: ClientSession, rid: RequestId) -> None:
         eng = self.engine
@@ -573,6 +578,7 @@ class Engine:
         self._questions: dict[str, tuple[api.InputRequest, asyncio.Future]] = {}
         self._tasks: set[asyncio.Task] = set()
         self._started = False
+        self.stopping = False
 
     # -- composition -------------------------------------------------------------
 
@@ -605,6 +611,7 @@ class Engine:
         if self._started:
             return
         self._started = True
+        self.stopping = False
         await self._check_keyring()
         journal = self.journal
         for cfg in journal.list_servers():
@@ -616,6 +623,9 @@ class Engine:
                     self._restore(record)
 
     async def stop(self) -> None:
+        """Quit: operations in flight stay as they are in the journal, to be resumed by
+        the next start; nothing they would do during the shutdown is acted on."""
+        self.stopping = True
         for runner in list(self.runners.values()):
             runner.shutdown()
         for conn in list(self.connections.values()):
@@ -636,6 +646,12 @@ class Engine:
             self.keyring_problem = None
         except Exception as exc:
             self._keyring_failed(exc)
+
+    async def _delete_secret(self, ref: str) -> None:
+        try:
+            await self._secret_call(self.secrets.delete, ref)
+        except Exception as exc:  # a stale secret is harmless: nothing refers to it any more
+            log.info("could not delete a secret from the keyring: %s", type(exc).__name__)
 
     def _keyring_failed(self, exc: Exception) -> None:
         from hostapp.store.secrets import KeyringUnavailable
@@ -827,7 +843,7 @@ class Engine:
             try:
                 secret = self.secrets.get(record.handle_ref)
             except Exception as exc:
-                log.info("operation %s: handle unavailable (%s)", record.id, type(exc).__name__)
+                log.info("operation %s: handle unavailable: %s", record.id, exc)
         secret, http_session = unwrap_secret(secret)
         state = dict(record.handle or {})
         if not state.get("mechanism"):

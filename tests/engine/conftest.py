@@ -1,0 +1,72 @@
+"""Fixtures for the engine tests: a real lab process, a real keyring, an in-process Engine."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+from hostapp.engine import api
+from hostapp.store.journal import ServerConfig
+from tests.support.faults import LabProcess
+from tests.support.keyring_daemon import KeyringDaemon, private_keyring
+
+
+@pytest.fixture(scope="session")
+def real_keyring(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KeyringDaemon]:
+    with private_keyring(tmp_path_factory.mktemp("engine-keyring")) as daemon:
+        yield daemon
+
+
+@pytest.fixture
+def lab(tmp_path: Path) -> Iterator[LabProcess]:
+    proc = LabProcess(tmp_path / "lab.sqlite3").start()
+    yield proc
+    proc.stop()
+
+
+class Recorder:
+    """An EngineListener that keeps everything and answers questions from a script."""
+
+    def __init__(self) -> None:
+        self.changes: dict[str, list[tuple]] = {}
+        self.events: list[tuple[str, str, dict]] = []
+        self.servers: list[api.ServerView] = []
+        self.questions: list[api.InputRequest] = []
+        self.problems: list[tuple[str, str]] = []
+        self.answers: list[dict[str, Any]] = []
+        self.engine: Any = None
+
+    def operation_changed(self, op: api.OperationView) -> None:
+        self.changes.setdefault(op.id, []).append((op.status, op.progress, op.total, op.message))
+
+    def operation_event(self, op_id: str, kind: str, data: dict) -> None:
+        self.events.append((op_id, kind, data))
+
+    def server_changed(self, server: api.ServerView) -> None:
+        self.servers.append(api.ServerView(**{k: getattr(server, k) for k in server.__slots__}))
+
+    def input_requested(self, request: api.InputRequest) -> None:
+        self.questions.append(request)
+        answer = self.answers.pop(0) if self.answers else {"action": "decline"}
+        asyncio.get_running_loop().call_soon(self.engine.answer_input, request.id, answer)
+
+    def input_withdrawn(self, request_id: str) -> None:
+        pass
+
+    def problem(self, kind: str, message: str) -> None:
+        self.problems.append((kind, message))
+
+    def progress_of(self, op_id: str) -> list[float]:
+        return [p for _s, p, _t, _m in self.changes.get(op_id, []) if p is not None]
+
+
+@pytest.fixture
+def recorder() -> Recorder:
+    return Recorder()
+
+
+def lab_server(lab: LabProcess, name: str = "lab", version: str | None = None) -> ServerConfig:
+    return ServerConfig(name=name, transport="http", url=lab.url, protocol_version=version)

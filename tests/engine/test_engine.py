@@ -1,0 +1,173 @@
+"""The engine in-process against the real lab server: every mechanism end to end, restart
+and resume, cancel, questions, and the keyring contract."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+
+from hostapp.engine import api
+from hostapp.engine.service import Engine
+from hostapp.lab.state import execution_count
+from hostapp.store.journal import OperationJournal
+from tests.engine.conftest import Recorder, lab_server
+
+pytestmark = pytest.mark.timeout(120)
+
+# (tool, pinned revision or None to negotiate the newest, mechanism the engine must journal)
+MECHANISMS = [
+    ("long_sse", "2025-11-25", "http_resumption"),
+    ("long_task", "2025-11-25", "tasks_2025"),
+    ("long_task_ext", None, "tasks_extension"),
+    ("long_resume_token", "2025-11-25", "resume_token"),
+    ("long_stream", "2025-11-25", "streams"),
+    ("long_resumable", "2025-11-25", "resumable_requests"),
+    ("long_async", None, "async_tool"),
+]
+
+
+async def run_engine(home: Path, recorder: Recorder, **kw) -> Engine:
+    engine = Engine(home, recorder, **kw)
+    recorder.engine = engine
+    await engine.start()
+    return engine
+
+
+async def finished(engine: Engine, op_id: str, timeout: float = 60) -> api.OperationView:
+    return await asyncio.wait_for(engine.wait_finished(op_id), timeout)
+
+
+async def test_plain_call_completes_with_monotonic_progress(isolated_home, lab, recorder, real_keyring):
+    engine = await run_engine(isolated_home, recorder)
+    try:
+        await engine.add_server(lab_server(lab))
+        await engine.connected("lab")
+        op = await engine.start_call("lab", "sleep_with_progress", {"seconds": 1, "steps": 5})
+        final = await finished(engine, op.id)
+        assert final.status == api.COMPLETED
+        assert "finished 5 steps" in final.result["content"][0]["text"]
+        progress = recorder.progress_of(op.id)
+        assert progress == sorted(progress) and progress[-1] == 5
+        events = await engine.events(op.id)
+        assert [e["data"].get("to") for e in events if e["kind"] == "status"][-1] == api.COMPLETED
+    finally:
+        await engine.stop()
+    record = OperationJournal(isolated_home / "journal.sqlite3").get_operation(op.id)
+    assert record.status == api.COMPLETED and record.result == final.result
+
+
+@pytest.mark.parametrize("tool, version, mechanism", MECHANISMS)
+async def test_each_mechanism_completes_once(isolated_home, lab, recorder, real_keyring, tool, version, mechanism):
+    engine = await run_engine(isolated_home, recorder)
+    try:
+        await engine.add_server(lab_server(lab, version=version))
+        await engine.connected("lab")
+        op = await engine.start_call("lab", tool, {"seconds": 1.5, "steps": 3})
+        final = await finished(engine, op.id)
+        assert final.status == api.COMPLETED, final.error
+        assert final.result and final.result.get("content")
+    finally:
+        await engine.stop()
+    journal = OperationJournal(isolated_home / "journal.sqlite3")
+    assert journal.get_operation(op.id).mechanism == mechanism
+    assert execution_count(lab.state_file, tool) == 1
+
+
+async def test_mrtr_question_is_answered_by_the_person(isolated_home, lab, recorder, real_keyring):
+    recorder.answers = [{"action": "accept", "content": {"choice": "yes", "confirm": True}}]
+    engine = await run_engine(isolated_home, recorder)
+    try:
+        await engine.add_server(lab_server(lab))
+        await engine.connected("lab")
+        op = await engine.start_call("lab", "long_mrtr", {"seconds": 1, "steps": 2})
+        final = await finished(engine, op.id)
+    finally:
+        await engine.stop()
+    assert len(recorder.questions) == 1 and recorder.questions[0].operation_id == op.id
+    assert final.status in (api.COMPLETED, api.FAILED)
+    assert final.result is not None
+
+
+async def test_form_elicitation_routed_to_its_operation(isolated_home, lab, recorder, real_keyring):
+    recorder.answers = [{"action": "accept", "content": {"name": "Grace"}}]
+    engine = await run_engine(isolated_home, recorder)
+    try:
+        await engine.add_server(lab_server(lab))
+        await engine.connected("lab")
+        op = await engine.start_call("lab", "ask_form", {})
+        final = await finished(engine, op.id)
+    finally:
+        await engine.stop()
+    assert [q.operation_id for q in recorder.questions] == [op.id]
+    assert recorder.questions[0].mode == "form"
+    assert "Grace" in json.dumps(final.result)
+    statuses = [s for s, *_ in recorder.changes[op.id]]
+    assert api.INPUT_REQUIRED in statuses
+
+
+async def test_cancel_ends_the_operation_as_cancelled(isolated_home, lab, recorder, real_keyring):
+    engine = await run_engine(isolated_home, recorder)
+    try:
+        await engine.add_server(lab_server(lab, version="2025-11-25"))
+        await engine.connected("lab")
+        op = await engine.start_call("lab", "long_task", {"seconds": 30, "steps": 30})
+        for _ in range(200):
+            if recorder.progress_of(op.id):
+                break
+            await asyncio.sleep(0.05)
+        await engine.cancel(op.id)
+        final = await finished(engine, op.id)
+        assert final.status == api.CANCELLED, (final.error, final.result)
+    finally:
+        await engine.stop()
+
+
+@pytest.mark.parametrize("tool, version", [("long_task", "2025-11-25"), ("long_async", None),
+                                           ("long_sse", "2025-11-25"), ("long_task_ext", None)])
+async def test_restart_resumes_and_delivers_once(isolated_home, lab, real_keyring, tool, version):
+    first = Recorder()
+    engine = await run_engine(isolated_home, first)
+    await engine.add_server(lab_server(lab, version=version))
+    await engine.connected("lab")
+    op = await engine.start_call("lab", tool, {"seconds": 4, "steps": 8})
+    journal = engine.journal
+    for _ in range(200):  # until the server's handle is committed (extension tasks send no progress)
+        record = journal.get_operation(op.id)
+        if record.handle_ref and (first.progress_of(op.id) or tool == "long_task_ext"):
+            break
+        await asyncio.sleep(0.05)
+    assert journal.get_operation(op.id).handle_ref, "no handle committed before the restart"
+    await engine.stop()  # the host quits with the call in flight
+
+    second = Recorder()
+    engine = await run_engine(isolated_home, second)  # resumes without being asked
+    try:
+        final = await finished(engine, op.id)
+    finally:
+        await engine.stop()
+    assert final.status == api.COMPLETED, final.error
+    assert execution_count(lab.state_file, tool) == 1
+    before, after = first.progress_of(op.id), second.progress_of(op.id)
+    seen = before + after
+    assert all(b >= a for a, b in zip(seen, seen[1:])), f"progress moved backwards: {before} then {after}"
+
+
+async def test_no_keyring_means_not_resumable_and_says_so(isolated_home, lab):
+    from keyring.backends.fail import Keyring as NoKeyring
+
+    from hostapp.store.secrets import SecretStore
+
+    recorder = Recorder()
+    engine = await run_engine(isolated_home, recorder, secrets=SecretStore(isolated_home, backend=NoKeyring()))
+    try:
+        assert engine.keyring_problem and recorder.problems and recorder.problems[0][0] == "keyring"
+        await engine.add_server(lab_server(lab, version="2025-11-25"))
+        await engine.connected("lab")
+        op = await engine.start_call("lab", "long_task", {"seconds": 1, "steps": 2})
+        final = await finished(engine, op.id)
+        assert final.status == api.COMPLETED and final.resumable is False
+    finally:
+        await engine.stop()
