@@ -149,7 +149,7 @@ class OperationRunner:
             elif isinstance(action, A.ReportProgress):
                 self._show_progress(action)
             elif isinstance(action, A.MarkStatus):
-                await self._set_status(_status_of(action.status), action.message or action.status)
+                await self._set_status(_status_of(action.status), action.message)
             elif isinstance(action, A.ScheduleWake):
                 self._schedule_wake(action.at)
             elif isinstance(action, A.SendRequest):
