@@ -239,6 +239,14 @@ def cmd_servers_list(args: argparse.Namespace, home: Home) -> int:
 def cmd_servers_remove(args: argparse.Namespace, home: Home) -> int:
     cfg = home.server(args.name)
     home.journal.remove_server(cfg.name)
+    if cfg.transport == "http":
+        from hostapp.auth import TokenStore
+
+        try:  # a removed server keeps no sign-in behind
+            TokenStore(home.secrets).forget(cfg.name)
+        except Exception as exc:
+            print(f"warning: could not remove the sign-in of {cfg.name} from the keyring: {type(exc).__name__}",
+                  file=sys.stderr)
     for ref in [*(cfg.secret_headers or {}).values(), *(cfg.secret_env or {}).values()]:
         try:
             home.secrets.delete(ref)

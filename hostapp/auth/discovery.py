@@ -150,9 +150,8 @@ def origin(url: str | httpx.URL) -> str:
 
 def canonical_resource(server_url: str) -> str:
     """The server's canonical URI (RFC 8707 / MCP): no fragment, no query, no trailing slash."""
-    parsed = httpx.URL(server_url)
-    text = str(parsed.copy_with(query=None, fragment=None))
-    return text.rstrip("/") if parsed.path not in ("", "/") else text.rstrip("/")
+    text = str(httpx.URL(server_url).copy_with(query=None, fragment=None))
+    return text.rstrip("/")
 
 
 def resource_matches(server_url: str, resource: str) -> bool:

@@ -111,9 +111,9 @@ def select_scopes(
     for scope in (previous or "").split():
         if scope not in wanted:
             wanted.append(scope)
-    if server is not None and OFFLINE_ACCESS in (server.scopes_supported or ()) and wanted:
-        if OFFLINE_ACCESS not in wanted:
-            wanted.append(OFFLINE_ACCESS)
+    offered = server is not None and OFFLINE_ACCESS in (server.scopes_supported or ())
+    if offered and wanted and OFFLINE_ACCESS not in wanted:
+        wanted.append(OFFLINE_ACCESS)
     return " ".join(wanted) or None
 
 
@@ -268,9 +268,9 @@ class McpOAuth(httpx.Auth):
     async def _recover(self, challenge: BearerChallenge, *, tried: str | None) -> None:
         """After a 401: find out where to sign in, refresh if possible, else sign in."""
         await self._discover(challenge)
-        if self._tokens is not None and self._tokens.refresh_token and await self._refresh():
-            if self._current_access_token() != tried:
-                return
+        refreshed = self._tokens is not None and bool(self._tokens.refresh_token) and await self._refresh()
+        if refreshed and self._current_access_token() != tried:
+            return
         await self._sign_in(challenge, reason="the server asks to sign in")
 
     def _resource_indicator(self) -> str:

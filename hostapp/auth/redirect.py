@@ -110,7 +110,7 @@ class LoopbackRedirectListener:
         self.open_url(authorization_url)
         try:
             return await asyncio.wait_for(asyncio.shield(self._answer), self.timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             raise TimeoutError("the sign-in was not finished in the browser in time") from None
 
     async def close(self) -> None:
@@ -170,7 +170,7 @@ class LoopbackRedirectListener:
             writer.write(conn.send(h11.Data(data=body)))
             writer.write(conn.send(h11.EndOfMessage()))
             await writer.drain()
-        except (h11.RemoteProtocolError, asyncio.TimeoutError, ConnectionError) as exc:
+        except (TimeoutError, h11.RemoteProtocolError, ConnectionError) as exc:
             log.debug("sign-in redirect listener dropped a connection: %s", type(exc).__name__)
         finally:
             writer.close()

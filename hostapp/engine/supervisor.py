@@ -19,6 +19,7 @@ import random
 import time
 from typing import Any, Awaitable, Callable
 
+from hostapp.auth.oauth import SignInRequired
 from hostapp.engine import api
 from hostapp.engine.connections import make_transport
 from hostapp.engine.session import ClientHandlers, ClientSession
@@ -171,7 +172,9 @@ class ServerConnection:
             except Exception as exc:
                 await self._drop_session()
                 message = describe_failure(exc)
-                state = api.NEEDS_SIGN_IN if isinstance(exc, HttpStatusError) and exc.status == 401 else (
+                needs_sign_in = isinstance(exc, SignInRequired) or (
+                    isinstance(exc, HttpStatusError) and exc.status == 401)
+                state = api.NEEDS_SIGN_IN if needs_sign_in else (
                     api.OFFLINE if self.backoff.failures + 1 >= OFFLINE_AFTER else api.RECONNECTING)
                 delay = self.backoff.next_delay()
                 self._set(state=state, error=message, retry_in=delay)
@@ -232,6 +235,8 @@ class _LossWatcher(ClientHandlers):
 
 def describe_failure(exc: BaseException) -> str:
     """A failure in plain words, for the server row."""
+    if isinstance(exc, SignInRequired):
+        return "the server needs sign-in"
     if isinstance(exc, HttpStatusError):
         if exc.status == 401:
             return "the server needs sign-in"

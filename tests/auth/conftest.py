@@ -10,7 +10,11 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.support.keyring_daemon import KeyringDaemon, missing_programs, private_keyring
+from tests.support.keyring_daemon import (
+    KeyringDaemon,
+    missing_programs,
+    private_keyring,
+)
 
 SERVER_SCRIPT = Path(__file__).resolve().parents[1] / "support" / "oauth_test_server.py"
 

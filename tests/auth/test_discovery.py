@@ -6,6 +6,7 @@ import httpx
 import pytest
 
 from hostapp.auth.discovery import (
+    AuthorizationError,
     AuthorizationServer,
     BearerChallenge,
     ProtectedResource,
@@ -15,7 +16,6 @@ from hostapp.auth.discovery import (
     resource_matches,
 )
 from hostapp.auth.oauth import McpOAuth, select_scopes
-from hostapp.auth.discovery import AuthorizationError
 
 
 def challenge(value: str) -> BearerChallenge:

@@ -15,7 +15,13 @@ from pathlib import Path
 import httpx
 import pytest
 
-from hostapp.auth import LoopbackRedirectListener, McpOAuth, SignInRequired, TokenStore, logout
+from hostapp.auth import (
+    LoopbackRedirectListener,
+    McpOAuth,
+    SignInRequired,
+    TokenStore,
+    logout,
+)
 from hostapp.engine.session import ClientHandlers, ClientSession
 from hostapp.store.secrets import SecretStore
 from hostapp.transport.http import StreamableHttpTransport
