@@ -140,3 +140,19 @@ def _refs(text: str) -> list[str]:
     import re
 
     return re.findall(r"oauth_[a-z_]+:[0-9a-f]{32}", text)
+
+
+async def test_an_answer_in_flight_is_fetched_with_a_refreshed_token(oauth_server, real_keyring, isolated_home):
+    store, _ = await sign_in(oauth_server, isolated_home)
+    # A restarted host with only the keyring; the server drops the call's stream and
+    # expires the token, so the resumption GET is refused once and must be refreshed.
+    auth = McpOAuth("protected", oauth_server.mcp_url, store, redirect_handler=None)
+    transport = StreamableHttpTransport(oauth_server.mcp_url, auth=auth, standalone_stream=False)
+    session = ClientSession(transport, ClientHandlers())
+    try:
+        await session.connect(VERSION)
+        result = await asyncio.wait_for(session.call_tool("slow", {}), 20)
+    finally:
+        await session.close()
+    assert result["content"][0]["text"] == "slow done"
+    assert oauth_server.stats().get("refresh_token") == 1

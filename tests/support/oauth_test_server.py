@@ -3,7 +3,10 @@
 Run as ``python tests/support/oauth_test_server.py``: it listens on 127.0.0.1 on a free
 port and prints ``PORT <n>`` once it accepts connections. One Starlette app plays both
 parts: the protected MCP endpoint ``/mcp`` (plain JSON answers to ``initialize``,
-``tools/list`` and ``tools/call``) and an authorization server with protected resource
+``tools/list`` and ``tools/call``; the tool ``slow`` answers on an SSE stream that
+the server drops after its priming event, expiring every access token at that moment,
+so the answer has to be fetched by a resumption GET with a refreshed token) and an
+authorization server with protected resource
 metadata, RFC 8414 metadata, dynamic registration (confidential clients, so that a
 client secret exists), an authorization endpoint that approves at once, and a token
 endpoint with PKCE, refresh and refresh-token rotation.
@@ -17,6 +20,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import json
 import secrets
 import socket
 import sys
@@ -28,7 +32,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
-STATE: dict = {"clients": {}, "codes": {}, "access": {}, "refresh": {}, "issued": [], "stats": {}}
+STATE: dict = {"clients": {}, "codes": {}, "access": {}, "refresh": {}, "issued": [], "stats": {},
+         "replay": {}}
+SESSION_ID = "oauth-test-session"
 BASE = ""
 SCOPES = ["mcp:tools", "offline_access"]
 
@@ -136,6 +142,10 @@ async def mcp(request: Request) -> Response:
         challenge = (f'Bearer resource_metadata="{BASE}/.well-known/oauth-protected-resource/mcp", '
                      f'scope="mcp:tools"' + (', error="invalid_token"' if header else ""))
         return JSONResponse({"error": "invalid_token"}, status_code=401, headers={"WWW-Authenticate": challenge})
+    if request.method == "GET":
+        return _resume(request)
+    if request.method == "DELETE":
+        return Response(status_code=200)
     message = await request.json()
     if "id" not in message:
         return Response(status_code=202)
@@ -144,7 +154,10 @@ async def mcp(request: Request) -> Response:
         result = {"protocolVersion": message["params"]["protocolVersion"], "capabilities": {"tools": {}},
                   "serverInfo": {"name": "oauth-test-server", "version": "1"}}
     elif method == "tools/list":
-        result = {"tools": [{"name": "whoami", "inputSchema": {"type": "object"}}]}
+        result = {"tools": [{"name": "whoami", "inputSchema": {"type": "object"}},
+                            {"name": "slow", "inputSchema": {"type": "object"}}]}
+    elif method == "tools/call" and message["params"]["name"] == "slow":
+        return _dropped_stream(message)
     elif method == "tools/call":
         result = {"content": [{"type": "text", "text": "signed in"}]}
     elif method == "ping":
@@ -152,7 +165,26 @@ async def mcp(request: Request) -> Response:
     else:
         return JSONResponse({"jsonrpc": "2.0", "id": message["id"],
                              "error": {"code": -32601, "message": "Method not found"}})
-    return JSONResponse({"jsonrpc": "2.0", "id": message["id"], "result": result})
+    return JSONResponse({"jsonrpc": "2.0", "id": message["id"], "result": result},
+                        headers={"Mcp-Session-Id": SESSION_ID} if method == "initialize" else None)
+
+
+def _dropped_stream(message: dict) -> Response:
+    """Prime the stream, keep the answer for a replay, expire every token, drop the stream."""
+    event_id = f"ev-{len(STATE['replay']) + 1}"
+    answer = {"jsonrpc": "2.0", "id": message["id"], "result": {"content": [{"type": "text", "text": "slow done"}]}}
+    STATE["replay"][event_id] = answer
+    for entry in STATE["access"].values():
+        entry["valid"] = False
+    return Response(f"id: {event_id}\nretry: 50\ndata: \n\n", media_type="text/event-stream")
+
+
+def _resume(request: Request) -> Response:
+    answer = STATE["replay"].pop(request.headers.get("last-event-id", ""), None)
+    if answer is None:
+        return Response(status_code=405)
+    body = f"id: done-{answer['id']}\ndata: {json.dumps(answer)}\n\n"
+    return Response(body, media_type="text/event-stream")
 
 
 async def admin_expire(request: Request) -> Response:
