@@ -29,7 +29,7 @@ from hostapp.engine import api
 from hostapp.engine.session import MAX_INPUT_ROUNDS, ClientHandlers, ClientSession, RequestContext
 from hostapp.engine.supervisor import ServerConnection
 from hostapp.mechanisms import actions as A
-from hostapp.protocol.jsonrpc import INTERNAL_ERROR, URL_ELICITATION_REQUIRED, RequestId, RpcError
+from hostapp.protocol.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, URL_ELICITATION_REQUIRED, RequestId, RpcError
 from hostapp.transport.base import ConnectionLost, SessionExpired, TransportError
 
 log = logging.getLogger(__name__)
@@ -55,6 +55,25 @@ def unwrap_secret(value: str | None) -> tuple[str | None, tuple[str, str] | None
         return data["h"], session
     except (ValueError, KeyError, TypeError):
         return None, None
+
+
+def check_question(params: dict[str, Any]) -> None:
+    """Refuse an elicitation that cannot be shown to a person as MCP defines it: a form
+    schema outside the allowed subset, or a URL that is not a plain http(s) address."""
+    from hostapp.protocol.elicitation import (
+        ElicitationSchemaError,
+        UrlElicitationError,
+        describe_url_request,
+        parse_requested_schema,
+    )
+
+    try:
+        if (params.get("mode") or "form") == "url":
+            describe_url_request(params)
+        else:
+            parse_requested_schema(params.get("requestedSchema"))
+    except (ElicitationSchemaError, UrlElicitationError) as exc:
+        raise RpcError(INVALID_PARAMS, f"hostapp cannot show this question: {exc}") from None
 
 
 def _mechanism_api():
@@ -379,7 +398,10 @@ class OperationRunner:
         for params in elicitations:
             if not isinstance(params, dict):
                 return False
-            answer = await self.engine._ask_person(self, dict(params, mode=params.get("mode", "url")))
+            try:
+                answer = await self.engine._ask_person(self, dict(params, mode=params.get("mode", "url")))
+            except RpcError:
+                return False
             if answer.get("action") != "accept":
                 return False
         return True
@@ -457,7 +479,10 @@ class OperationRunner:
         for key, req in action.requests.items():
             params = (req or {}).get("params") or {}
             if (req or {}).get("method") == "elicitation/create":
-                responses[key] = await self.engine._ask_person(self, params)
+                try:
+                    responses[key] = await self.engine._ask_person(self, params)
+                except RpcError:
+                    responses[key] = {"action": "decline"}  # it could not be shown; said in the timeline
             elif (req or {}).get("method") == "roots/list":
                 responses[key] = {"roots": []}
             else:
@@ -923,6 +948,13 @@ class Engine:
 
     async def _ask_person(self, runner: OperationRunner | None, params: dict[str, Any], *,
                           server: str | None = None) -> dict[str, Any]:
+        try:
+            check_question(params)  # a question nobody can be shown is refused, clearly
+        except RpcError as exc:
+            if runner is not None:
+                self.journal.append_event(runner.id, "input_refused", {"reason": exc.message})
+                self.listener.operation_event(runner.id, "input_refused", {"reason": exc.message})
+            raise
         qid = uuid.uuid4().hex[:12]
         request = api.InputRequest(
             id=qid, operation_id=runner.id if runner else None,
