@@ -364,6 +364,10 @@ class McpOAuth(httpx.Auth):
                     ) from None
         finally:
             await handler.close()
+        if client != self._client:
+            # Kept with the tokens: a refresh after a restart authenticates as the same client.
+            await asyncio.to_thread(self.token_store.save_client, self.server_name, client)
+            self._client = client
         await self._store_tokens(Tokens.from_response(dict(token)))
         log.info("%s: signed in at %s", self.server_name, display_url(server.issuer))
 
@@ -399,6 +403,7 @@ class McpOAuth(httpx.Auth):
                 and stored.redirect_uri == redirect_uri:
             return stored
         client = await self._register(server, redirect_uri)
+        # Saved at once: a registration is worth keeping even when this sign-in fails.
         await asyncio.to_thread(self.token_store.save_client, self.server_name, client)
         self._client = client
         return client

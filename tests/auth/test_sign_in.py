@@ -156,3 +156,24 @@ async def test_an_answer_in_flight_is_fetched_with_a_refreshed_token(oauth_serve
         await session.close()
     assert result["content"][0]["text"] == "slow done"
     assert oauth_server.stats().get("refresh_token") == 1
+
+
+async def test_a_preregistered_client_refreshes_after_a_restart(oauth_server, real_keyring, isolated_home):
+    from hostapp.auth import PreregisteredClient
+
+    browser = Browser()
+    listener = LoopbackRedirectListener(open_url=browser.open, timeout=30)
+    redirect_uri = await listener.prepare()
+    async with httpx.AsyncClient() as client:
+        answer = await client.post(f"{oauth_server.base_url}/register", json={"redirect_uris": [redirect_uri]})
+    registered = answer.json()
+    configured = PreregisteredClient(registered["client_id"], registered["client_secret"])
+    store = token_store(isolated_home)
+    first = McpOAuth("protected", oauth_server.mcp_url, store, redirect_handler=listener, preregistered=configured)
+    assert await use_server(oauth_server.mcp_url, first) == "signed in"
+    assert httpx.URL(browser.opened[0]).params["client_id"] == registered["client_id"]
+
+    oauth_server.admin("expire")
+    restarted = McpOAuth("protected", oauth_server.mcp_url, store, redirect_handler=None, preregistered=configured)
+    assert await use_server(oauth_server.mcp_url, restarted) == "signed in"
+    assert oauth_server.stats().get("refresh_token") == 1
