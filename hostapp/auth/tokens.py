@@ -28,8 +28,10 @@ from hostapp.store.secrets import SecretMissing, SecretStore
 TOKEN_KIND = "oauth_tokens"
 CLIENT_SECRET_KIND = "oauth_client_secret"
 
-#: Refresh this long before the access token expires, in seconds.
+#: Refresh this long before the access token expires, in seconds; for short-lived
+#: tokens at most a fifth of their lifetime, so that they are not refreshed on every use.
 REFRESH_MARGIN_SECONDS = 60.0
+SHORT_LIFETIME_MARGIN = 0.2
 
 SIDECAR_NAME = "auth.json"
 
@@ -59,13 +61,22 @@ class Tokens:
     refresh_token: str | None = field(default=None, repr=False)
     expires_at: float | None = None
     scope: str | None = None
+    #: When to refresh (Unix time); None: shortly before ``expires_at``.
+    refresh_at: float | None = None
 
     @classmethod
     def from_response(cls, token: dict[str, Any], previous: Tokens | None = None) -> Tokens:
         """From a token endpoint's answer; a refresh answer without a new refresh token keeps the old one."""
+        now = time.time()
         expires_at = token.get("expires_at")
-        if expires_at is None and token.get("expires_in") is not None:
-            expires_at = time.time() + float(token["expires_in"])
+        lifetime = float(token["expires_in"]) if token.get("expires_in") is not None else None
+        if lifetime is None and expires_at is not None:
+            lifetime = float(expires_at) - now
+        if expires_at is None and lifetime is not None:
+            expires_at = now + lifetime
+        refresh_at = None
+        if expires_at is not None and lifetime is not None:
+            refresh_at = float(expires_at) - min(REFRESH_MARGIN_SECONDS, max(lifetime, 0.0) * SHORT_LIFETIME_MARGIN)
         refresh = token.get("refresh_token") or (previous.refresh_token if previous else None)
         scope = token.get("scope") or (previous.scope if previous else None)
         if isinstance(scope, list):
@@ -76,15 +87,17 @@ class Tokens:
             refresh_token=refresh,
             expires_at=float(expires_at) if expires_at is not None else None,
             scope=scope,
+            refresh_at=refresh_at,
         )
 
     def expires_soon(self, now: float | None = None) -> bool:
-        if self.expires_at is None:
-            return False
-        return (now if now is not None else time.time()) >= self.expires_at - REFRESH_MARGIN_SECONDS
+        now = now if now is not None else time.time()
+        if self.refresh_at is not None:
+            return now >= self.refresh_at
+        return self.expires_at is not None and now >= self.expires_at - REFRESH_MARGIN_SECONDS
 
     def without_access_token(self) -> Tokens:
-        return replace(self, access_token="", expires_at=0.0)
+        return replace(self, access_token="", expires_at=0.0, refresh_at=0.0)
 
 
 class TokenStore:

@@ -177,3 +177,16 @@ async def test_a_preregistered_client_refreshes_after_a_restart(oauth_server, re
     restarted = McpOAuth("protected", oauth_server.mcp_url, store, redirect_handler=None, preregistered=configured)
     assert await use_server(oauth_server.mcp_url, restarted) == "signed in"
     assert oauth_server.stats().get("refresh_token") == 1
+
+
+async def test_a_token_about_to_expire_is_refreshed_before_the_request(oauth_server, real_keyring, isolated_home):
+    oauth_server.admin("lifetime?seconds=0")  # due for a refresh from the start
+    store, _ = await sign_in(oauth_server, isolated_home)
+    oauth_server.admin("lifetime?seconds=3600")
+    before = oauth_server.stats()
+    refused, refreshed = before["refused"], before.get("refresh_token", 0)
+    restarted = McpOAuth("protected", oauth_server.mcp_url, store, redirect_handler=None)
+    assert await use_server(oauth_server.mcp_url, restarted) == "signed in"
+    stats = oauth_server.stats()
+    assert stats.get("refresh_token") == refreshed + 1  # once: the new token lives an hour
+    assert stats["refused"] == refused  # refreshed before sending, not after a 401

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from hostapp.auth.tokens import REFRESH_MARGIN_SECONDS, OAuthClient, Tokens, TokenStore
 from hostapp.store.secrets import InMemoryKeyring, SecretStore
 
@@ -44,6 +46,10 @@ def test_a_refresh_answer_without_a_new_refresh_token_keeps_the_old_one():
 
 
 def test_a_token_is_refreshed_shortly_before_it_expires():
+    long_lived = Tokens.from_response({"access_token": "a", "expires_in": 3600})
+    assert long_lived.refresh_at == pytest.approx(long_lived.expires_at - REFRESH_MARGIN_SECONDS)
+    short_lived = Tokens.from_response({"access_token": "a", "expires_in": 30})
+    assert short_lived.refresh_at == pytest.approx(short_lived.expires_at - 6)  # a fifth of its life
     tokens = Tokens("a", expires_at=1000.0)
     assert not tokens.expires_soon(now=1000.0 - REFRESH_MARGIN_SECONDS - 1)
     assert tokens.expires_soon(now=1000.0 - REFRESH_MARGIN_SECONDS + 1)

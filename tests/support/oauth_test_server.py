@@ -13,7 +13,8 @@ endpoint with PKCE, refresh and refresh-token rotation.
 
 Test hooks under ``/admin``: ``expire`` makes every access token invalid, ``revoke``
 every refresh token, ``issued`` lists every secret handed out (so a test can look for
-them where they must not be), ``stats`` counts token requests by grant type.
+them where they must not be), ``stats`` counts token requests by grant type (and ``refused`` MCP requests),
+``lifetime?seconds=N`` sets the ``expires_in`` of the tokens issued from then on.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
 STATE: dict = {"clients": {}, "codes": {}, "access": {}, "refresh": {}, "issued": [], "stats": {},
-         "replay": {}}
+         "replay": {}, "lifetime": 3600, "refused": 0}
 SESSION_ID = "oauth-test-session"
 BASE = ""
 SCOPES = ["mcp:tools", "offline_access"]
@@ -100,7 +101,7 @@ def _client_from_basic(request: Request) -> str | None:
 def _tokens(client_id: str, scope: str) -> dict:
     access = _issue("access")
     STATE["access"][access] = {"scope": scope, "valid": True}
-    answer = {"access_token": access, "token_type": "Bearer", "expires_in": 3600, "scope": scope}
+    answer = {"access_token": access, "token_type": "Bearer", "expires_in": STATE["lifetime"], "scope": scope}
     if "offline_access" in scope.split():
         refresh = _issue("refresh")
         STATE["refresh"][refresh] = {"client_id": client_id, "scope": scope, "revoked": False}
@@ -139,6 +140,7 @@ async def mcp(request: Request) -> Response:
     header = request.headers.get("authorization", "")
     entry = STATE["access"].get(header[7:]) if header.startswith("Bearer ") else None
     if entry is None or not entry["valid"]:
+        STATE["refused"] += 1
         challenge = (f'Bearer resource_metadata="{BASE}/.well-known/oauth-protected-resource/mcp", '
                      f'scope="mcp:tools"' + (', error="invalid_token"' if header else ""))
         return JSONResponse({"error": "invalid_token"}, status_code=401, headers={"WWW-Authenticate": challenge})
@@ -199,12 +201,17 @@ async def admin_revoke(request: Request) -> Response:
     return JSONResponse({})
 
 
+async def admin_lifetime(request: Request) -> Response:
+    STATE["lifetime"] = int(request.query_params["seconds"])
+    return JSONResponse({})
+
+
 async def admin_issued(request: Request) -> Response:
     return JSONResponse(STATE["issued"])
 
 
 async def admin_stats(request: Request) -> Response:
-    return JSONResponse(STATE["stats"])
+    return JSONResponse({**STATE["stats"], "refused": STATE["refused"]})
 
 
 app = Starlette(routes=[
@@ -216,6 +223,7 @@ app = Starlette(routes=[
     Route("/mcp", mcp, methods=["POST", "GET", "DELETE"]),
     Route("/admin/expire", admin_expire, methods=["POST"]),
     Route("/admin/revoke", admin_revoke, methods=["POST"]),
+    Route("/admin/lifetime", admin_lifetime, methods=["POST"]),
     Route("/admin/issued", admin_issued),
     Route("/admin/stats", admin_stats),
 ])
