@@ -1,0 +1,242 @@
+"""``python -m bench``: run every benchmark, print one table, write bench/results/*.json.
+
+Each measurement runs in processes of its own and is set against a baseline measured in
+the same run (a ratio is only meaningful on one machine at one moment). ``--smoke`` runs
+everything tiny, to prove the benchmarks still work; its numbers mean nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import platform
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+REPO = Path(__file__).resolve().parents[1]
+RESULTS = REPO / "bench" / "results"
+SECTIONS = ("intake", "journal", "window", "startup")
+
+
+@dataclass
+class Row:
+    """One line of the table: a measurement, its baseline and the target it answers to."""
+
+    section: str
+    name: str
+    value: float
+    unit: str
+    baseline: str | None = None     # what the ratio is taken against
+    ratio: float | None = None      # value / baseline value
+    target: str | None = None
+    met: bool | None = None
+
+
+@dataclass
+class Sizes:
+    notifications: int
+    journal_notifications: int
+    window_operations: int
+    window_seconds: float
+    history: int
+
+
+FULL = Sizes(notifications=200_000, journal_notifications=50_000, window_operations=1_000, window_seconds=10.0,
+             history=100_000)
+SMOKE = Sizes(notifications=2_000, journal_notifications=2_000, window_operations=50, window_seconds=1.0,
+              history=1_000)
+
+
+def python(*args: str, env: dict[str, str] | None = None, timeout: float = 600, prefix: list[str] | None = None) -> str:
+    """Run ``python -m ...`` from the repository and return its stdout (raising on failure)."""
+    proc = subprocess.run([*(prefix or []), sys.executable, *args], cwd=REPO, capture_output=True, text=True,
+                          timeout=timeout, env={**os.environ, **(env or {})})
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(args)} failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
+    return proc.stdout
+
+
+def last_json(text: str) -> dict[str, Any]:
+    return json.loads(text.strip().splitlines()[-1])
+
+
+@contextmanager
+def progress_server() -> Iterator[str]:
+    """The HTTP progress server in a process of its own; yields its URL."""
+    proc = subprocess.Popen([sys.executable, "-m", "bench.progress_server", "--http", "0"], cwd=REPO,
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        if not line.startswith("url "):
+            raise RuntimeError("the progress server did not start")
+        yield line.split()[1]
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+# -- 1. progress intake -------------------------------------------------------------------
+
+def bench_intake(sizes: Sizes, raw: dict[str, Any]) -> list[Row]:
+    rows: list[Row] = []
+    n = sizes.notifications
+    with progress_server() as url:
+        for transport in ("http", "stdio"):
+            measured: dict[str, dict] = {}
+            for client in ("floor", "sdk", "hostapp"):
+                args = ["-m", "bench.intake_client", client, transport, str(n)]
+                if transport == "http":
+                    args += ["--url", url]
+                result = last_json(python(*args))
+                if result["received"] != n:
+                    raise RuntimeError(f"{client} over {transport} received {result['received']} of {n}")
+                measured[client] = result
+            raw[f"intake_{transport}"] = measured
+            floor = measured["floor"]["per_second"]
+            sdk = measured["sdk"]["per_second"]
+            host = measured["hostapp"]["per_second"]
+            rows += [
+                Row("intake", f"{transport}: floor (httpx-sse/lines + json.loads)", floor, "notif/s"),
+                Row("intake", f"{transport}: official mcp SDK client", sdk, "notif/s", "floor", sdk / floor),
+                Row("intake", f"{transport}: hostapp engine", host, "notif/s", "floor", host / floor,
+                    ">= 0.5 x floor", host / floor >= 0.5),
+                Row("intake", f"{transport}: hostapp vs official SDK", host / sdk, "x", "sdk", host / sdk,
+                    "> 8 x sdk", host / sdk > 8),
+            ]
+    return rows
+
+
+# -- 5. journal write cost ----------------------------------------------------------------
+
+_STRACE_LINE = re.compile(r"^\d+\s+(fsync|fdatasync|pwrite64)\((\d+).*\)\s+=\s+(-?\d+)")
+
+
+def traced_intake(url: str, count: int, log: Path) -> tuple[dict[str, Any], dict[str, int]]:
+    """One hostapp intake run under strace: its result and the journal's fsyncs and bytes."""
+    out = python("-m", "bench.intake_client", "hostapp", "http", str(count), "--url", url,
+                 prefix=["strace", "-f", "-qq", "-o", str(log), "-e", "trace=fsync,fdatasync,pwrite64"])
+    counts = {"fsyncs": 0, "bytes": 0}
+    for line in log.read_text().splitlines():
+        match = _STRACE_LINE.match(line)
+        if not match:
+            continue
+        call, _fd, ret = match.groups()
+        if call == "pwrite64":
+            counts["bytes"] += max(0, int(ret))
+        else:
+            counts["fsyncs"] += 1
+    return last_json(out), counts
+
+
+def bench_journal(sizes: Sizes, raw: dict[str, Any]) -> list[Row]:
+    import shutil
+
+    if shutil.which("strace") is None:
+        return [Row("journal", "skipped: strace is not installed", 0.0, "")]
+    n = sizes.journal_notifications
+    with progress_server() as url, tempfile.TemporaryDirectory(prefix="bench-strace-") as scratch:
+        # The same run without notifications is the baseline: connecting, journaling the
+        # operation and its end cost the same in both, so the difference is the progress.
+        empty, empty_io = traced_intake(url, 0, Path(scratch) / "empty.log")
+        full, full_io = traced_intake(url, n, Path(scratch) / "full.log")
+    raw["journal"] = {"empty": {**empty, **empty_io}, "flooded": {**full, **full_io}}
+    per = 1000 / n
+    fsyncs = (full_io["fsyncs"] - empty_io["fsyncs"]) * per
+    written = (full_io["bytes"] - empty_io["bytes"]) * per
+    stats, empty_stats = full["journal"], empty["journal"]
+    return [
+        Row("journal", f"fsyncs per 1,000 progress ({n:,} notifications at full speed)", fsyncs, "fsync",
+            "same run, 0 notifications", None, "durable batches only for handles", None),
+        Row("journal", "bytes written per 1,000 progress", written, "B", "same run, 0 notifications"),
+        Row("journal", "batches per 1,000 progress", (stats["batches"] - empty_stats["batches"]) * per, "batch"),
+        Row("journal", "rows written per 1,000 progress", (stats["rows_written"] - empty_stats["rows_written"]) * per,
+            "row"),
+        Row("journal", "durable (synchronous=FULL) batches per 1,000 progress",
+            (stats["durable_batches"] - empty_stats["durable_batches"]) * per, "batch"),
+    ]
+
+
+# -- 2. and 4. the window -----------------------------------------------------------------
+
+def bench_window(sizes: Sizes, raw: dict[str, Any]) -> list[Row]:
+    from bench import window_probe
+
+    return window_probe.run_all(sizes, raw, python)
+
+
+def bench_startup(sizes: Sizes, raw: dict[str, Any]) -> list[Row]:
+    from bench import window_probe
+
+    return window_probe.run_startup(sizes, raw, python)
+
+
+RUNNERS: dict[str, Callable[[Sizes, dict[str, Any]], list[Row]]] = {
+    "intake": bench_intake, "journal": bench_journal, "window": bench_window, "startup": bench_startup}
+
+
+# -- output -------------------------------------------------------------------------------
+
+def _num(value: float | None) -> str:
+    if value is None:
+        return ""
+    if abs(value) >= 1000:
+        return f"{value:,.0f}"
+    if abs(value) >= 10:
+        return f"{value:.1f}"
+    return f"{value:.3g}"
+
+
+def table(rows: list[Row]) -> str:
+    """A Markdown table (readable in a terminal too)."""
+    lines = ["| section | measurement | value | unit | vs | ratio | target | met |",
+             "|---|---|---:|---|---|---:|---|---|"]
+    for r in rows:
+        met = "" if r.met is None else ("yes" if r.met else "NO")
+        lines.append(f"| {r.section} | {r.name} | {_num(r.value)} | {r.unit} | {r.baseline or ''} | "
+                     f"{_num(r.ratio)} | {r.target or ''} | {met} |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
+    parser.add_argument("--smoke", action="store_true", help="everything tiny: proves the benchmarks work")
+    parser.add_argument("--only", action="append", choices=SECTIONS, help="run only this section (repeatable)")
+    parser.add_argument("--output", type=Path, help="where to write the JSON (default bench/results/<time>.json)")
+    args = parser.parse_args(argv)
+    sizes = SMOKE if args.smoke else FULL
+    raw: dict[str, Any] = {}
+    rows: list[Row] = []
+    started = time.perf_counter()
+    for name in args.only or SECTIONS:
+        print(f"running {name} ...", file=sys.stderr, flush=True)
+        rows += RUNNERS[name](sizes, raw)
+    stamp = dt.datetime.now(dt.timezone.utc)
+    report = {
+        "date": stamp.isoformat(timespec="seconds"), "smoke": args.smoke, "sizes": asdict(sizes),
+        "machine": {"python": platform.python_version(), "platform": platform.platform(),
+                    "cpus": os.cpu_count()},
+        "seconds": time.perf_counter() - started,
+        "sections": {name: [asdict(r) for r in rows if r.section == name] for name in (args.only or SECTIONS)},
+        "raw": raw,
+    }
+    output = args.output or RESULTS / f"{stamp:%Y%m%dT%H%M%SZ}{'-smoke' if args.smoke else ''}.json"
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(json.dumps(report, indent=2))
+    print(table(rows))
+    print(f"\n{'smoke run' if args.smoke else 'run'} of {report['seconds']:.1f} s on {report['date']}; "
+          f"JSON in {output}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
