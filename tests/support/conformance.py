@@ -35,6 +35,8 @@ SPEC_VERSIONS = ("2025-11-25", "2026-07-28")
 #: ``retry`` (the suite fails it when too early, or later than twice ``retry``).
 TIMING_WARNINGS = frozenset({"client-sse-retry-timing"})
 
+# The suite colours its check lines with ANSI escapes whatever the terminal.
+_ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*m")
 _SCENARIO_LINE = re.compile(r"^\s*-\s+(?P<name>\S+)\s+\[(?P<tags>[^\]]*)\]\s*$")
 
 
@@ -203,7 +205,8 @@ def run_client_scenario(
         cwd=REPO_ROOT,
         timeout=timeout_s,
     )
-    run = ScenarioRun(scenario, spec_version, completed.returncode, completed.stdout + completed.stderr)
+    output = _ANSI_ESCAPE.sub("", completed.stdout + completed.stderr)
+    run = ScenarioRun(scenario, spec_version, completed.returncode, output)
     result_dirs = sorted(p for p in output_dir.iterdir() if p.is_dir())
     if result_dirs:
         result_dir = result_dirs[-1]
