@@ -219,7 +219,12 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     for name in args.only or SECTIONS:
         print(f"running {name} ...", file=sys.stderr, flush=True)
-        rows += RUNNERS[name](sizes, raw)
+        try:
+            rows += RUNNERS[name](sizes, raw)
+        except (RuntimeError, subprocess.TimeoutExpired, OSError, ValueError) as exc:
+            # One broken benchmark (a crashed probe) must not hide the others' numbers.
+            raw[f"{name}_error"] = str(exc)
+            rows.append(Row(name, f"FAILED: {str(exc).splitlines()[0]}", 0.0, "", met=False))
     stamp = dt.datetime.now(dt.timezone.utc)
     report = {
         "date": stamp.isoformat(timespec="seconds"), "smoke": args.smoke, "sizes": asdict(sizes),
@@ -228,6 +233,7 @@ def main(argv: list[str] | None = None) -> int:
         "seconds": time.perf_counter() - started,
         "sections": {name: [asdict(r) for r in rows if r.section == name] for name in (args.only or SECTIONS)},
         "raw": raw,
+        "failed": [r.section for r in rows if r.name.startswith("FAILED")],
     }
     output = args.output or RESULTS / f"{stamp:%Y%m%dT%H%M%SZ}{'-smoke' if args.smoke else ''}.json"
     output.parent.mkdir(parents=True, exist_ok=True)
@@ -235,7 +241,7 @@ def main(argv: list[str] | None = None) -> int:
     print(table(rows))
     print(f"\n{'smoke run' if args.smoke else 'run'} of {report['seconds']:.1f} s on {report['date']}; "
           f"JSON in {output}")
-    return 0
+    return 1 if report["failed"] else 0
 
 
 if __name__ == "__main__":

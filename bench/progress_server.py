@@ -11,6 +11,10 @@ handshake.
 The wire text is produced in large slices from a template so that the server is never
 the bottleneck: it writes far faster than any client reads.
 
+A paced call (``arguments.interval`` in seconds, stdio only) is answered differently: one
+progress notification every ``interval`` until ``count``, for any number of such calls at
+once. That is the load of the window benchmark (1,000 operations at 10 updates a second).
+
 HTTP:  ``python -m bench.progress_server --http 0`` prints ``url <URL>`` once listening.
 stdio: ``python -m bench.progress_server --stdio``.
 """
@@ -122,18 +126,54 @@ def serve_http(port: int) -> None:
 
 
 def serve_stdio() -> None:
+    import os
+    import selectors
+    import time
+
     out = sys.stdout.buffer
-    for line in sys.stdin.buffer:
-        if not line.strip():
-            continue
-        message = json.loads(line)
-        if message.get("method") == "tools/call":
-            for chunk in flood(message, "lines"):
-                out.write(chunk)
-        else:
-            reply = answer(message)
-            if reply is not None:
-                out.write(json.dumps(reply).encode() + b"\n")
+    stdin = sys.stdin.buffer.raw
+    selector = selectors.DefaultSelector()
+    selector.register(stdin, selectors.EVENT_READ)
+    paced: dict[str, list] = {}   # progress token -> [request id, sent, count, interval, next due]
+    buffered = b""
+    while True:
+        due = min((call[4] for call in paced.values()), default=None)
+        timeout = None if due is None else max(0.0, due - time.monotonic())
+        if selector.select(timeout):
+            data = os.read(stdin.fileno(), 1 << 16)
+            if not data:
+                return
+            buffered += data
+            *lines, buffered = buffered.split(b"\n")
+            for line in lines:
+                if not line.strip():
+                    continue
+                message = json.loads(line)
+                params = message.get("params") or {}
+                arguments = params.get("arguments") or {}
+                if message.get("method") == "tools/call" and arguments.get("interval"):
+                    token = json.dumps((params.get("_meta") or {}).get("progressToken"))
+                    paced[token] = [message["id"], 0, int(arguments.get("count", 10)),
+                                    float(arguments["interval"]), time.monotonic()]
+                elif message.get("method") == "tools/call":
+                    for chunk in flood(message, "lines"):
+                        out.write(chunk)
+                else:
+                    reply = answer(message)
+                    if reply is not None:
+                        out.write(json.dumps(reply).encode() + b"\n")
+        now = time.monotonic()
+        for token, call in list(paced.items()):
+            if call[4] > now:
+                continue
+            call[1] += 1
+            call[4] += call[3]
+            out.write(('{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":%s,'
+                       '"progress":%d,"total":%d}}\n' % (token, call[1], call[2])).encode())
+            if call[1] >= call[2]:
+                del paced[token]
+                out.write(json.dumps({"jsonrpc": "2.0", "id": call[0], "result": {
+                    "content": [{"type": "text", "text": "done"}], "isError": False}}).encode() + b"\n")
         out.flush()
 
 

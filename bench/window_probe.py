@@ -1,0 +1,351 @@
+"""The window's benchmarks, each probe in a fresh process on the offscreen Qt platform.
+
+``python -m bench.window_probe MODE --t0 EPOCH [...]`` prints one JSON line. MODE is:
+
+bare   the baseline: a plain QWidget in a QApplication, shown; time to its first paint
+       and its memory;
+cold   the real window (``hostapp.app.HostApp``) on a fresh home, as on a first launch
+       (the built-in lab server configured and connected): time to the first paint and
+       until the window is filled;
+load   the real window over a journal with ``--history`` finished operations, with
+       ``--operations`` operations in flight on a real stdio server that sends each one
+       progress every 0.1 s (10 updates a second each): the event loop's lag (a 10 ms
+       timer's lateness), the operations table's repaint rate, CPU use, and memory.
+
+``--t0`` is the wall clock just before the parent started this process, so start-up
+times include the interpreter's own start.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sqlite3
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+REPO = Path(__file__).resolve().parents[1]
+LAG_INTERVAL_MS = 10
+PROGRESS_INTERVAL = 0.1
+
+
+def memory() -> dict[str, float]:
+    """Resident memory now and at its peak, in MB (Linux /proc)."""
+    values: dict[str, float] = {}
+    for line in Path("/proc/self/status").read_text().splitlines():
+        key, _, rest = line.partition(":")
+        if key in ("VmRSS", "VmHWM"):
+            values[key] = int(rest.split()[0]) / 1024
+    return {"rss_mb": values.get("VmRSS", 0.0), "peak_rss_mb": values.get("VmHWM", 0.0)}
+
+
+def seed_history(home: Path, count: int) -> None:
+    """``count`` finished operations in the journal, written as one copied row (fast)."""
+    from hostapp.engine import api
+    from hostapp.store.journal import OperationJournal, OperationRecord
+    from hostapp.store.paths import journal_path
+
+    journal = OperationJournal(journal_path(home))
+    now = time.time()
+    journal.create_operation_sync(OperationRecord(
+        id="template", server="flood", method="tools/call", params={"name": "flood", "arguments": {"count": 3}},
+        tool="flood", status=api.PENDING, created_at=now - 10, updated_at=now - 10))
+    journal.update_operation_sync("template", status=api.RUNNING)
+    journal.finish_operation_sync("template", api.COMPLETED, result={"content": [{"type": "text", "text": "ok"}]})
+    journal.close()
+    db = sqlite3.connect(journal_path(home))
+    columns = [row[1] for row in db.execute("PRAGMA table_info(operations)")]
+    chosen = ", ".join("printf('h%07d', n)" if c == "id" else "created_at - n" if c == "created_at" else c
+                       for c in columns)
+    db.execute(f"WITH RECURSIVE seq(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM seq WHERE n < {count - 1}) "
+               f"INSERT INTO operations ({', '.join(columns)}) SELECT {chosen} FROM operations, seq "
+               f"WHERE id = 'template'")
+    db.commit()
+    db.close()
+
+
+class FirstPaint:
+    """Notes when any widget of the application is first painted."""
+
+    def __init__(self, app: Any) -> None:
+        from PySide6.QtCore import QEvent, QObject
+
+        probe = self
+
+        class Filter(QObject):
+            def eventFilter(self, obj: Any, event: Any) -> bool:
+                if event.type() == QEvent.Type.Paint and probe.at is None:
+                    probe.at = time.time()
+                return False
+
+        self.at: float | None = None
+        self.filter = Filter()
+        app.installEventFilter(self.filter)
+
+    async def wait(self) -> float:
+        while self.at is None:
+            await asyncio.sleep(0.001)
+        return self.at
+
+
+class LagMeter:
+    """A single-shot timer re-armed every time it fires; its lateness is the loop's lag."""
+
+    def __init__(self, interval_ms: int = LAG_INTERVAL_MS) -> None:
+        from PySide6.QtCore import Qt, QTimer
+
+        self.interval = interval_ms / 1000
+        self.lags: list[float] = []
+        self.timer = QTimer()
+        self.timer.setTimerType(Qt.TimerType.PreciseTimer)
+        self.timer.setSingleShot(True)
+        self.timer.setInterval(interval_ms)
+        self.timer.timeout.connect(self._fired)
+        self.armed = 0.0
+
+    def start(self) -> None:
+        self.lags.clear()
+        self.armed = time.perf_counter()
+        self.timer.start()
+
+    def stop(self) -> None:
+        self.timer.stop()
+
+    def _fired(self) -> None:
+        now = time.perf_counter()
+        self.lags.append(max(0.0, now - self.armed - self.interval))
+        self.armed = now
+        self.timer.start()
+
+    def summary(self) -> dict[str, float]:
+        ordered = sorted(self.lags) or [0.0]
+
+        def pct(p: float) -> float:
+            return ordered[min(len(ordered) - 1, int(p * len(ordered)))] * 1000
+
+        return {"lag_p50_ms": pct(0.50), "lag_p99_ms": pct(0.99), "lag_max_ms": ordered[-1] * 1000,
+                "lag_samples": len(self.lags)}
+
+
+class PaintCounter:
+    def __init__(self, widget: Any) -> None:
+        from PySide6.QtCore import QEvent, QObject
+
+        counter = self
+
+        class Filter(QObject):
+            def eventFilter(self, obj: Any, event: Any) -> bool:
+                if event.type() == QEvent.Type.Paint:
+                    counter.count += 1
+                return False
+
+        self.count = 0
+        self.filter = Filter()
+        widget.installEventFilter(self.filter)
+
+
+def run_in_qt(scenario: Callable[[Any], Any]) -> dict[str, Any]:
+    """Start a QApplication and a qasync loop as the app does, run ``scenario(app)``."""
+    import qasync
+    from PySide6.QtWidgets import QApplication
+
+    app = QApplication.instance() or QApplication([sys.argv[0]])
+    app.setQuitOnLastWindowClosed(False)
+    loop = qasync.QEventLoop(app)
+    asyncio.set_event_loop(loop)
+    with loop:
+        return loop.run_until_complete(scenario(app))
+
+
+def bare(t0: float) -> dict[str, Any]:
+    async def scenario(app: Any) -> dict[str, Any]:
+        from PySide6.QtWidgets import QWidget
+
+        painted = FirstPaint(app)
+        widget = QWidget()
+        widget.resize(1000, 700)
+        widget.show()
+        shown = await painted.wait()
+        return {"shown_s": shown - t0, **memory()}
+
+    return run_in_qt(scenario)
+
+
+def cold(t0: float, home: Path) -> dict[str, Any]:
+    async def scenario(app: Any) -> dict[str, Any]:
+        from hostapp.app import HostApp
+
+        painted = FirstPaint(app)
+        host = HostApp(home)
+        host.window.show()
+        await host.start()
+        filled = time.time()
+        shown = await painted.wait()
+        connected = None
+        try:
+            await host.engine.connected("lab", timeout=30)
+            connected = time.time() - t0
+        finally:
+            await host.shutdown(stop_loop=False)
+        return {"shown_s": shown - t0, "filled_s": filled - t0, "lab_connected_s": connected, **memory()}
+
+    return run_in_qt(scenario)
+
+
+def load(home: Path, operations: int, history: int, seconds: float) -> dict[str, Any]:
+    from hostapp.app import FIRST_RUN_KEY
+    from hostapp.store.journal import OperationJournal, ServerConfig
+    from hostapp.store.paths import journal_path
+
+    if history:
+        seed_history(home, history)
+    with OperationJournal(journal_path(home)) as journal:
+        journal.add_server(ServerConfig(name="flood", transport="stdio", command=sys.executable,
+                                        args=["-m", "bench.progress_server", "--stdio"],
+                                        env={"PYTHONPATH": str(REPO)}))
+
+    async def scenario(app: Any) -> dict[str, Any]:
+        from hostapp.app import HostApp
+
+        host = HostApp(home)
+        host.settings.setValue(FIRST_RUN_KEY, True)
+        host.window.resize(1200, 800)
+        host.window.show()
+        await host.start()
+        engine = host.engine
+        await engine.connected("flood", timeout=30)
+        shown = 0
+        forward = host.signals.operation_changed
+
+        def counting(op: Any) -> None:
+            nonlocal shown
+            shown += 1
+            forward(op)
+
+        engine.listener = counting_listener = host.signals
+        counting_listener.operation_changed = counting  # type: ignore[method-assign]
+        # Long enough to stay in flight through the whole measurement.
+        steps = int(seconds / PROGRESS_INTERVAL) * 4 + 100
+        started_at = time.perf_counter()
+        ids = [(await engine.start_call("flood", "flood", {"count": steps, "interval": PROGRESS_INTERVAL})).id
+               for _ in range(operations)]
+        start_seconds = time.perf_counter() - started_at
+        while any(engine.runners[i].view.progress is None for i in ids if i in engine.runners):
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(2 * PROGRESS_INTERVAL)
+        lag = LagMeter()
+        paints = PaintCounter(host.window.ops_table.viewport())
+        shown_before, cpu_before, wall_before = shown, time.process_time(), time.perf_counter()
+        lag.start()
+        await asyncio.sleep(seconds)
+        lag.stop()
+        wall = time.perf_counter() - wall_before
+        result = {
+            **lag.summary(),
+            "repaints_per_s": paints.count / wall,
+            "cpu_percent": 100 * (time.process_time() - cpu_before) / wall,
+            "updates_per_s": (shown - shown_before) / wall,
+            "in_flight": sum(1 for i in ids if i in engine.runners and not engine.runners[i].done),
+            "history": history, "start_calls_s": start_seconds,
+            "table_rows": host.window.ops_model.rowCount(), "table_total": host.window.ops_model.total,
+            **memory(),
+        }
+        await host.shutdown(stop_loop=False)
+        return result
+
+    return run_in_qt(scenario)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="one probe of the window benchmarks")
+    parser.add_argument("mode", choices=["bare", "cold", "load"])
+    parser.add_argument("--t0", type=float, default=None)
+    parser.add_argument("--home", type=Path)
+    parser.add_argument("--operations", type=int, default=1000)
+    parser.add_argument("--history", type=int, default=100_000)
+    parser.add_argument("--seconds", type=float, default=10.0)
+    args = parser.parse_args()
+    t0 = args.t0 or time.time()
+    if args.mode == "bare":
+        result = bare(t0)
+    else:
+        home = args.home
+        assert home is not None, "--home is required"
+        os.environ["HOSTAPP_HOME"] = str(home)
+        result = cold(t0, home) if args.mode == "cold" else load(home, args.operations, args.history, args.seconds)
+    print(json.dumps({"mode": args.mode, **result}), flush=True)
+
+
+if __name__ == "__main__":
+    main()
+
+
+# -- called by bench/__main__.py ------------------------------------------------------------
+
+def _probe(python: Callable[..., str], *args: str) -> dict[str, Any]:
+    out = python("-m", "bench.window_probe", *args, "--t0", repr(time.time()))
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def run_all(sizes: Any, raw: dict[str, Any], python: Callable[..., str]) -> list[Any]:
+    """Section 2 (the window under load) and the memory half of section 4."""
+    import tempfile
+
+    from bench.__main__ import Row
+
+    with tempfile.TemporaryDirectory(prefix="bench-window-") as home:
+        loaded = _probe(python, "load", "--home", home, "--operations", str(sizes.window_operations),
+                        "--history", str(sizes.history), "--seconds", str(sizes.window_seconds))
+    bare_qt = _probe(python, "bare")
+    raw["window"] = {"load": loaded, "bare": bare_qt}
+    ops = f"{sizes.window_operations:,} in flight at 10 updates/s each"
+    return [
+        Row("window", f"event loop lag p50 ({ops})", loaded["lag_p50_ms"], "ms"),
+        Row("window", "event loop lag p99", loaded["lag_p99_ms"], "ms", None, None, "< 16 ms",
+            loaded["lag_p99_ms"] < 16),
+        Row("window", "event loop lag max", loaded["lag_max_ms"], "ms"),
+        Row("window", "progress updates shown to the window", loaded["updates_per_s"], "updates/s"),
+        Row("window", "operations table repaints", loaded["repaints_per_s"], "repaints/s", None, None,
+            "<= 30/s (coalesced)", loaded["repaints_per_s"] <= 31),
+        Row("window", "CPU use (the host process, all threads)", loaded["cpu_percent"], "% of a core"),
+        Row("window", f"memory with {ops} and {sizes.history:,} finished", loaded["rss_mb"], "MB RSS",
+            "bare Qt window", loaded["rss_mb"] / bare_qt["rss_mb"], "< 250 MB", loaded["rss_mb"] < 250),
+    ]
+
+
+def run_startup(sizes: Any, raw: dict[str, Any], python: Callable[..., str]) -> list[Any]:
+    """Section 4: cold start to the window shown, against a bare Qt window's."""
+    import statistics
+    import tempfile
+
+    from bench.__main__ import Row
+
+    runs = 1 if sizes.window_operations < 1000 else 5
+    colds, bares = [], []
+    for _ in range(runs):
+        with tempfile.TemporaryDirectory(prefix="bench-cold-") as home:
+            colds.append(_probe(python, "cold", "--home", home))
+        bares.append(_probe(python, "bare"))
+    raw["startup"] = {"cold": colds, "bare": bares}
+    shown = statistics.median(c["shown_s"] for c in colds)
+    filled = statistics.median(c["filled_s"] for c in colds)
+    bare_shown = statistics.median(b["shown_s"] for b in bares)
+    connected = [c["lab_connected_s"] for c in colds if c["lab_connected_s"] is not None]
+    rows = [
+        Row("startup", f"bare Qt window: process start to first paint (median of {runs})", bare_shown * 1000, "ms"),
+        Row("startup", "hostapp: process start to the window shown", shown * 1000, "ms", "bare Qt window",
+            shown / bare_shown, "< 1 s", shown < 1.0),
+        Row("startup", "hostapp: until the window is filled from the journal", filled * 1000, "ms", "bare Qt window",
+            filled / bare_shown),
+    ]
+    if connected:
+        rows.append(Row("startup", "hostapp: until the built-in lab server is connected",
+                        statistics.median(connected) * 1000, "ms", "bare Qt window",
+                        statistics.median(connected) / bare_shown))
+    return rows
