@@ -378,6 +378,11 @@ class OperationRunner:
             log.info("operation %s: connection lost (%s)", self.id, exc)
             lost = isinstance(exc, SessionExpired)
             await self.feed(lambda: self.mech.on_disconnect(now=eng.clock(), session_lost=lost))
+            if not original:
+                # A poll or fetch found the server gone (a stateless-era server keeps no
+                # connection the supervisor could watch): the mechanism now waits for
+                # resume(), which only the supervisor's reconnect brings.
+                eng._connection(self.record.server).connection_lost()
         except TransportError:
             await self.feed(lambda: self.mech.on_disconnect(now=eng.clock()))
             eng._connection(self.record.server).connection_lost()
