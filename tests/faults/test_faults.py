@@ -27,14 +27,22 @@ import json
 import socket
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 
 from hostapp.lab.state import execution_count
-from tests.support.faults import HostCall, LabProcess, LoopbackProxy, issued_handles, progress_of, run_hostapp
+from tests.support.faults import (
+    HostCall,
+    LabProcess,
+    LoopbackProxy,
+    issued_handles,
+    progress_of,
+    run_hostapp,
+)
 from tests.support.peers import EVERYTHING, NODE, Peer, require_everything
 
 pytestmark = pytest.mark.timeout(240)

@@ -22,8 +22,9 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -101,7 +102,7 @@ class LoopbackProxy:
         self.port = 0
 
     # lifecycle
-    def start(self) -> "LoopbackProxy":
+    def start(self) -> LoopbackProxy:
         self._thread.start()
         self._server = self._call(asyncio.start_server(self._accept, "127.0.0.1", 0))
         self.port = self._server.sockets[0].getsockname()[1]
@@ -250,7 +251,7 @@ class LabProcess:
         self.proc: subprocess.Popen[bytes] | None = None
         self.stderr_lines: list[str] = []
 
-    def start(self, port: int = 0, timeout: float = 20) -> "LabProcess":
+    def start(self, port: int = 0, timeout: float = 20) -> LabProcess:
         mode = ["--stdio"] if self.stdio else ["--http", str(port)]
         self.url = ""
         self.proc = subprocess.Popen(
@@ -292,7 +293,7 @@ class LabProcess:
             self.proc.kill()
             self.proc.wait()
 
-    def restart(self, timeout: float = 20) -> "LabProcess":
+    def restart(self, timeout: float = 20) -> LabProcess:
         """Kill and start again on the same port with the same state file."""
         port = self.port
         self.kill()
@@ -329,7 +330,7 @@ class HostCall:
         self.events: list[dict[str, Any]] = []
         self.bad_lines: list[str] = []
         self.stderr_path = stderr_path or home / f"stderr-{argv[0]}-{time.monotonic_ns()}.txt"
-        self._stderr = open(self.stderr_path, "wb")
+        self._stderr = open(self.stderr_path, "wb")  # noqa: SIM115 - open while the child lives
         self._changed = threading.Condition()
         self.proc = subprocess.Popen([sys.executable, "-m", "hostapp", *argv], cwd=REPO_ROOT,
                                      stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=self._stderr,
@@ -410,5 +411,5 @@ def progress_of(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def run_hostapp(home: Path, *argv: str, env: dict[str, str] | None = None, timeout: float = 120
                 ) -> subprocess.CompletedProcess:
     """Run one short ``hostapp`` command to its end."""
-    return subprocess.run([sys.executable, "-m", "hostapp", *argv], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "hostapp", *argv], check=False, capture_output=True, text=True,
                           timeout=timeout, cwd=REPO_ROOT, stdin=subprocess.DEVNULL, env=hostapp_env(home, env))
