@@ -254,8 +254,7 @@ class OperationRunner:
         self.view.needs_input = status == api.INPUT_REQUIRED
         self.view.message = message or self.view.message
         self.view.updated_at = self.engine.clock()
-        data = {"from": old, "to": status, "message": message}
-        self.engine.journal.append_event(self.id, "status", data)
+        data = {"from": old, "to": status, "message": message}  # the journal records it with the change
         self.engine.listener.operation_event(self.id, "status", data)
         self.engine._changed(self)
 
@@ -279,8 +278,7 @@ class OperationRunner:
             if not any(r is not self and r.http_session and r.http_session[0] == sid for r in eng.runners.values()):
                 await eng._connection(self.record.server).release_side_session(sid)
         if first:
-            data = {"to": status, "error": error}
-            eng.journal.append_event(self.id, "status", data)
+            data = {"to": status, "error": error}  # the journal records it with the change
             eng.listener.operation_event(self.id, "status", data)
             eng._changed(self, urgent=True)
         eng._forget(self)

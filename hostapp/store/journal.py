@@ -819,7 +819,10 @@ class OperationJournal:
             updates = {key: row[key] for key in (*changes, "updated_at", "in_flight", "finished_at")}
             db["operations"].update(op_id, updates)
             if new_status != current.status:
-                _insert_event(db, op_id, now, "status", {"from": current.status, "to": new_status})
+                data = {"from": current.status, "to": new_status}
+                if changes.get("message"):
+                    data["message"] = changes["message"]
+                _insert_event(db, op_id, now, "status", data)
             return merged
 
         return self._submit(apply)
@@ -845,7 +848,10 @@ class OperationJournal:
                 (status, result_json, error_json, now, now, op_id),
             ).rowcount
             if changed:
-                _insert_event(db, op_id, now, "status", {"from": current.status, "to": status})
+                data = {"from": current.status, "to": status}
+                if isinstance(error, dict) and error.get("message"):
+                    data["message"] = error["message"]
+                _insert_event(db, op_id, now, "status", data)
             return bool(changed)
 
         return self._submit(apply)
