@@ -3,76 +3,20 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-import threading
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import httpx
 import pytest
 
+from tests.support.faults import LabProcess
+
 ROOT = Path(__file__).resolve().parents[2]
 STATELESS = "2026-07-28"
 ACCEPT = "application/json, text/event-stream"
-
-
-class LabProcess:
-    """A ``python -m hostapp.lab serve`` child; ``url`` is its /mcp endpoint."""
-
-    def __init__(self, state_file: Path, *extra: str, stdio: bool = False):
-        self.state_file = state_file
-        self.extra = extra
-        self.stdio = stdio
-        self.url = ""
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.stderr_lines: list[str] = []
-
-    def start(self, port: int = 0, timeout: float = 20) -> "LabProcess":
-        mode = ["--stdio"] if self.stdio else ["--http", str(port)]
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "hostapp.lab", "serve", *mode, "--state", str(self.state_file), *self.extra],
-            cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"})
-        ready = threading.Event()
-
-        def read_stderr() -> None:
-            assert self.proc and self.proc.stderr
-            for raw in self.proc.stderr:
-                line = raw.decode(errors="replace").rstrip()
-                self.stderr_lines.append(line)
-                if line.startswith("lab listening on "):
-                    self.url = line.removeprefix("lab listening on ")
-                    ready.set()
-                elif line.startswith("lab ready on stdio"):
-                    ready.set()
-            ready.set()
-
-        threading.Thread(target=read_stderr, daemon=True).start()
-        if not ready.wait(timeout) or (not self.stdio and not self.url):
-            self.stop()
-            raise RuntimeError("lab did not start:\n" + "\n".join(self.stderr_lines))
-        return self
-
-    @property
-    def port(self) -> int:
-        return int(self.url.rsplit(":", 1)[1].split("/")[0])
-
-    def wait_exit(self, timeout: float = 20) -> int:
-        assert self.proc
-        return self.proc.wait(timeout)
-
-    def stop(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
 
 
 @pytest.fixture
@@ -128,7 +72,7 @@ class Exchange:
 
 def read_sse(response: httpx.Response, exchange: Exchange, request_id: Any,
              on_request: Callable[[dict[str, Any]], dict[str, Any] | None] | None = None,
-             client: "McpClient | None" = None, max_messages: int | None = None) -> Exchange:
+             client: McpClient | None = None, max_messages: int | None = None) -> Exchange:
     """Collect SSE events into ``exchange`` until the response to ``request_id`` arrives or the stream ends."""
     event: dict[str, str] = {}
     data_lines: list[str] = []
@@ -155,7 +99,7 @@ def read_sse(response: httpx.Response, exchange: Exchange, request_id: Any,
                 return exchange
             continue
         name, _, value = line.partition(":")
-        value = value[1:] if value.startswith(" ") else value
+        value = value.removeprefix(" ")
         if name == "data":
             data_lines.append(value)
         else:
