@@ -19,6 +19,7 @@ import logging.handlers
 import signal
 import sys
 import traceback
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +43,15 @@ def lab_server_config():
 
     command, args = lab_command()
     return ServerConfig(name=LAB_SERVER_NAME, transport="stdio", command=command, args=args)
+
+
+def blocking_call_executor() -> ThreadPoolExecutor:
+    """Threads for the blocking calls the engine hands off (keyring, DNS): plain Python threads.
+
+    qasync's default executor runs them on QThreads, which abort the process if one is still
+    busy when Qt goes away; Python threads just finish their call.
+    """
+    return ThreadPoolExecutor(max_workers=8, thread_name_prefix="hostapp-blocking")
 
 
 def setup_logging(home: Path, verbose: bool = False) -> None:
@@ -169,6 +179,7 @@ def main(argv: list[str] | None = None) -> int:
     apply_color_scheme(app)
 
     loop = qasync.QEventLoop(app)
+    loop.set_default_executor(blocking_call_executor())
     asyncio.set_event_loop(loop)
     host_ref: list[HostApp] = []
     install_error_handlers(loop, host_ref)

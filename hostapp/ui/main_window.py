@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import re
 from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any
@@ -478,13 +479,19 @@ class MainWindow(QMainWindow):
             self.notify("Operation finished", f"{tool} on {op.server} finished.")
         elif op.status in (api.FAILED, api.EXPIRED, api.UNKNOWN):
             why = (op.error or {}).get("message") or op.message or ""
-            self.notify("Operation failed", f"{tool} on {op.server}: {why}".rstrip(": "))
+            self.notify("Operation failed", f"{tool} on {op.server} failed.", detail=why)
         # "Input needed" is announced with the question itself (see _input_requested).
 
-    def notify(self, title: str, text: str) -> None:
+    def notify(self, title: str, text: str, detail: str = "") -> None:
+        """A desktop notification, and the same words in the status bar.
+
+        Some notification servers render markup in the body, so the desktop gets only our own
+        sentence with markup characters removed from names; the server's free text
+        (``detail``) goes to the status bar, which shows plain text.
+        """
         if self.tray is not None and self.tray.supportsMessages():
-            self.tray.showMessage(title, text, QSystemTrayIcon.MessageIcon.Information, 8000)
-        self.statusBar().showMessage(f"{title}: {text}", 10000)
+            self.tray.showMessage(title, re.sub(r"[<>&]", "", text), QSystemTrayIcon.MessageIcon.Information, 8000)
+        self.statusBar().showMessage(f"{title}: {text}" + (f" {detail}" if detail else ""), 10000)
         self.notified.emit(title, text)
 
     def _operation_event(self, op_id: str, kind: str, data: dict[str, Any]) -> None:
@@ -514,7 +521,7 @@ class MainWindow(QMainWindow):
 
     def _input_requested(self, request: InputRequest) -> None:
         title = self._operation_title(request.operation_id) or "an operation"
-        self.notify("Input needed", f"{request.server} asks about {title}: {request.message}")
+        self.notify("Input needed", f"{request.server} asks for your input about {title}.", detail=request.message)
         self.elicitations.enqueue(request)
 
     def _answer_question(self, request_id: str, answer: dict[str, Any]) -> None:

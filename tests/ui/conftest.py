@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import faulthandler
 import gc
 import os
 
@@ -10,6 +11,8 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 import pytest  # noqa: E402
 import qasync  # noqa: E402
+
+from hostapp.app import blocking_call_executor  # noqa: E402
 
 
 def pytest_collection_modifyitems(config, items):
@@ -27,10 +30,15 @@ def qloop(qapp):
     # As in the app: closing the last window (a prompt) must not end the event loop.
     qapp.setQuitOnLastWindowClosed(False)
     loop = qasync.QEventLoop(qapp, already_running=False)
+    executor = blocking_call_executor()
+    loop.set_default_executor(executor)
     asyncio.set_event_loop(loop)
+    # A test stuck inside Qt cannot be interrupted by pytest-timeout's signal: say where it is.
+    faulthandler.dump_traceback_later(240, exit=False)
     try:
         yield loop
     finally:
+        faulthandler.cancel_dump_traceback_later()
         # Objects of this test that still hold the loop (subprocess transports, timers) go now,
         # while the loop is open, not during some later test.
         gc.collect()
@@ -40,6 +48,10 @@ def qloop(qapp):
         if pending:
             loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
         loop.run_until_complete(asyncio.sleep(0))
+        # Do not wait for a blocking call that outlived its test (a keyring request to a daemon
+        # that is gone): its thread ends on its own, and the next test gets fresh threads.
+        executor.shutdown(wait=False, cancel_futures=True)
+        loop.set_default_executor(None)
         asyncio.set_event_loop(None)
         loop.close()
         gc.collect()

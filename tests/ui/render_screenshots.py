@@ -96,13 +96,14 @@ def main(argv: list[str]) -> int:
     import qasync
     from PySide6.QtWidgets import QApplication
 
-    from hostapp.app import HostApp
+    from hostapp.app import HostApp, blocking_call_executor
     from hostapp.ui.theme import apply_color_scheme
 
     app = QApplication([sys.argv[0]])
     app.setQuitOnLastWindowClosed(False)
     apply_color_scheme(app)
     loop = qasync.QEventLoop(app, already_running=False)
+    loop.set_default_executor(blocking_call_executor())
     asyncio.set_event_loop(loop)
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
     from tests.support.keyring_daemon import missing_programs, private_keyring
@@ -114,6 +115,7 @@ def main(argv: list[str]) -> int:
         host.window.resize(1280, 800)
         host.window.show()
         loop.run_until_complete(scene(host, out))
+    loop.close()
     print(f"wrote {out}/main-light.png, main-dark.png, result.png")
     return 0
 
