@@ -746,6 +746,36 @@ class Engine:
         if self._connect and getattr(cfg, "enabled", True):
             self._supervise(cfg)
 
+    async def update_server(self, cfg: Any, secrets: dict[str, dict[str, str]] | None = None) -> None:
+        """Change a server's configuration in place; its history stays attached.
+
+        ``cfg.secret_headers``/``secret_env`` hold the references kept unchanged; ``secrets``
+        the new values for the keyring. References no longer used are deleted afterwards.
+        """
+        old = self.journal.get_server(cfg.name)
+        if old is None:
+            raise KeyError(f"no server named {cfg.name!r}")
+        secrets = secrets or {}
+        if secrets.get("headers") or secrets.get("env"):
+            await self._secret_call(self.secrets.check)
+            for name, value in (secrets.get("headers") or {}).items():
+                cfg.secret_headers[name] = await self._secret_call(self.secrets.put, "header", value)
+            for name, value in (secrets.get("env") or {}).items():
+                cfg.secret_env[name] = await self._secret_call(self.secrets.put, "env", value)
+        self.journal.update_server(
+            cfg.name, transport=cfg.transport, url=cfg.url, headers=cfg.headers, secret_headers=cfg.secret_headers,
+            command=cfg.command, args=cfg.args, env=cfg.env, secret_env=cfg.secret_env, enabled=cfg.enabled,
+            protocol_version=cfg.protocol_version)
+        in_use = {*cfg.secret_headers.values(), *cfg.secret_env.values()}
+        for ref in [*old.secret_headers.values(), *old.secret_env.values()]:
+            if ref not in in_use:
+                await self._delete_secret(ref)
+        conn = self.connections.pop(cfg.name, None)
+        if conn is not None:
+            await conn.stop(keep_session=bool(self._in_flight_of(cfg.name)))
+        if self._connect and cfg.enabled:
+            self._supervise(self.journal.get_server(cfg.name))
+
     async def remove_server(self, name: str) -> None:
         conn = self.connections.pop(name, None)
         if conn is not None:
