@@ -24,7 +24,7 @@ from typing import Any, Callable, Iterator
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "bench" / "results"
-SECTIONS = ("intake", "journal", "window", "startup")
+SECTIONS = ("intake", "journal", "window", "startup", "resume")
 
 
 @dataclass
@@ -48,12 +48,13 @@ class Sizes:
     window_operations: int
     window_seconds: float
     history: int
+    resume: tuple[int, ...]
 
 
 FULL = Sizes(notifications=200_000, journal_notifications=50_000, window_operations=1_000, window_seconds=10.0,
-             history=100_000)
+             history=100_000, resume=(1_000, 10_000))
 SMOKE = Sizes(notifications=2_000, journal_notifications=2_000, window_operations=50, window_seconds=1.0,
-              history=1_000)
+              history=1_000, resume=(20,))
 
 
 def python(*args: str, env: dict[str, str] | None = None, timeout: float = 600, prefix: list[str] | None = None) -> str:
@@ -180,8 +181,60 @@ def bench_startup(sizes: Sizes, raw: dict[str, Any]) -> list[Row]:
     return window_probe.run_startup(sizes, raw, python)
 
 
+# -- 3. resume at start-up ------------------------------------------------------------------
+
+def bench_resume(sizes: Sizes, raw: dict[str, Any]) -> list[Row]:
+    from tests.support.faults import LabProcess
+    from tests.support.keyring_daemon import missing_programs, start_keyring_daemon
+
+    if missing_programs():
+        return [Row("resume", f"skipped: needs {', '.join(missing_programs())} for a keyring", 0.0, "")]
+    rows: list[Row] = []
+    first: tuple[int, float] | None = None
+    with tempfile.TemporaryDirectory(prefix="bench-resume-") as scratch:
+        base = Path(scratch)
+        keyring = start_keyring_daemon(base / "keyring")
+        try:
+            for count in sizes.resume:
+                lab = LabProcess(base / f"lab-{count}.sqlite3").start()
+                try:
+                    home = base / f"home-{count}"
+                    home.mkdir()
+                    prepared = last_json(python("-m", "bench.resume_probe", "prepare", "--home", str(home),
+                                                "--url", lab.url, "--count", str(count), env=keyring.env,
+                                                timeout=1800))
+                    measured = last_json(python("-m", "bench.resume_probe", "measure", "--home", str(home),
+                                                "--t0", repr(time.time()), "--timeout", str(30 + count / 50),
+                                                env=keyring.env, timeout=1800))
+                finally:
+                    lab.stop()
+                raw[f"resume_{count}"] = {"prepare": prepared, "measure": measured}
+                spread = ", ".join(f"{k} {v}" for k, v in sorted(prepared["mechanisms"].items()))
+                shown, attached = measured["shown_s"], measured["all_attached_s"]
+                rows.append(Row("resume", f"{count:,} unfinished ({spread}): start to all shown in the window",
+                                shown or 0.0, "s"))
+                if attached is None:
+                    rows.append(Row("resume", f"{count:,}: re-attached {measured['attached']:,} of "
+                                    f"{measured['operations']:,} (not: {measured['not_attached']})",
+                                    measured["median_attached_s"] or 0.0, "s (median)", met=False))
+                    continue
+                linear = None
+                if first is None:
+                    first = (count, attached)
+                else:
+                    linear = attached / first[1] / (count / first[0])
+                rows.append(Row("resume", f"{count:,}: start to every operation re-attached", attached, "s",
+                                f"{first[0]:,} scaled linearly" if linear else None, linear,
+                                "< 2 s" if count <= 1000 else "linear (ratio <= ~1)",
+                                attached < 2 if count <= 1000 else (linear is not None and linear <= 1.2)))
+        finally:
+            keyring.stop()
+    return rows
+
+
 RUNNERS: dict[str, Callable[[Sizes, dict[str, Any]], list[Row]]] = {
-    "intake": bench_intake, "journal": bench_journal, "window": bench_window, "startup": bench_startup}
+    "intake": bench_intake, "journal": bench_journal, "window": bench_window, "startup": bench_startup,
+    "resume": bench_resume}
 
 
 # -- output -------------------------------------------------------------------------------

@@ -1,0 +1,185 @@
+"""Resume at start-up: a journal of unfinished operations on the lab, re-attached by a new process.
+
+``python -m bench.resume_probe prepare --home H --url U --count N`` starts ``N`` long calls
+on the lab server at ``U``, spread over the mechanisms (two server entries for the same
+lab: one pinned to 2025-11-25 for tasks and SSE resumption, one at the newest revision
+for the stateless-era mechanisms), waits until each one's handle is committed and quits
+with all of them in flight, as a person closing the window would.
+
+``python -m bench.resume_probe measure --home H --t0 EPOCH`` is the next start of the
+host: the real window (offscreen) over that home. It prints the time from process start
+until the window lists every unfinished operation, and until every one of them has been
+re-attached: something from the server (a status, a progress step, a stream event, an
+answer) reached its mechanism after the restart.
+
+Both need the same keyring (the handles' secrets live there): the caller passes its
+environment.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+#: (server entry, tool): one tool per resumable mechanism the engine chooses on the lab
+#: without a person's answer: 2025-11-25 tasks, SSE resumption (pinned entry), asynchronous
+#: tools and extension tasks (newest revision). The lab's resume-token, stream and
+#: resumable-request tools are carried by extension tasks there, so they add nothing.
+SPREAD = [("lab25", "long_task"), ("lab25", "long_sse"), ("lab", "long_async"), ("lab", "long_task_ext")]
+#: Long enough never to finish during the benchmark; a progress step every half second, so
+#: a re-attached stream shows itself soon.
+ARGUMENTS = {"seconds": 3600, "steps": 7200}
+SERVER_EVENTS = ("on_result", "on_error", "on_notification", "on_stream_event")
+
+
+class _Quiet:
+    def operation_changed(self, op: Any) -> None: ...
+    def operation_event(self, op_id: str, kind: str, data: dict) -> None: ...
+    def server_changed(self, server: Any) -> None: ...
+    def input_requested(self, request: Any) -> None: ...
+    def input_withdrawn(self, request_id: str) -> None: ...
+    def problem(self, kind: str, message: str) -> None: ...
+
+
+async def prepare(home: Path, url: str, count: int) -> dict[str, Any]:
+    from hostapp.engine.service import Engine
+    from hostapp.store.journal import ServerConfig
+
+    engine = Engine(home, _Quiet())
+    await engine.start()
+    if engine.keyring_problem:
+        raise SystemExit(f"no keyring: {engine.keyring_problem}")
+    await engine.add_server(ServerConfig(name="lab25", transport="http", url=url, protocol_version="2025-11-25"))
+    await engine.add_server(ServerConfig(name="lab", transport="http", url=url))
+    await engine.connected("lab25")
+    await engine.connected("lab")
+    ids = []
+    for i in range(count):
+        server, tool = SPREAD[i % len(SPREAD)]
+        ids.append((await engine.start_call(server, tool, dict(ARGUMENTS))).id)
+    deadline = time.monotonic() + 60 + count / 20
+    journal = engine.journal
+    while time.monotonic() < deadline:
+        await journal.flush()
+        waiting = [i for i in ids if not journal.get_operation(i).handle_ref]
+        if not waiting:
+            break
+        await asyncio.sleep(0.2)
+    mechanisms: dict[str, int] = {}
+    details = []
+    for i in ids:
+        record = journal.get_operation(i)
+        mechanisms[record.mechanism or "?"] = mechanisms.get(record.mechanism or "?", 0) + 1
+        details.append((record.tool, record.mechanism, record.status, bool(record.handle_ref), sorted(record.handle)))
+    await engine.stop()
+    return {"prepared": len(ids), "without_handle": len(waiting), "mechanisms": mechanisms,
+            "details": details if os.environ.get("BENCH_DEBUG") else None}
+
+
+def _watch_mechanisms(runners: dict[str, Any], attached: dict[str, float]) -> None:
+    """Note, per operation, when the first thing from its server reaches its mechanism."""
+    owner = {id(r.mech): r.id for r in runners.values()}
+    for cls in {type(r.mech) for r in runners.values()}:
+        for name in SERVER_EVENTS:
+            original = getattr(cls, name, None)
+            if original is None or getattr(original, "_bench_watched", False):
+                continue
+
+            def watched(self: Any, *args: Any, __original: Any = original, **kwargs: Any) -> Any:
+                op_id = owner.get(id(self))
+                if op_id is not None and op_id not in attached:
+                    attached[op_id] = time.time()
+                return __original(self, *args, **kwargs)
+
+            watched._bench_watched = True  # type: ignore[attr-defined]
+            setattr(cls, name, watched)
+
+
+def measure(home: Path, t0: float, timeout: float) -> dict[str, Any]:
+    import qasync
+    from PySide6.QtWidgets import QApplication
+
+    os.environ["HOSTAPP_HOME"] = str(home)
+    app = QApplication.instance() or QApplication([sys.argv[0]])
+    app.setQuitOnLastWindowClosed(False)
+    loop = qasync.QEventLoop(app)
+    asyncio.set_event_loop(loop)
+
+    async def scenario() -> dict[str, Any]:
+        from hostapp.app import FIRST_RUN_KEY, HostApp
+
+        host = HostApp(home)
+        host.settings.setValue(FIRST_RUN_KEY, True)
+        host.window.show()
+        attached: dict[str, float] = {}
+        engine = host.engine
+        original_start = engine.start
+
+        async def start(**kwargs: Any) -> None:
+            await original_start(**kwargs)
+            _watch_mechanisms(engine.runners, attached)
+
+        engine.start = start  # type: ignore[method-assign]
+        await host.start()
+        expected = set(engine.runners)
+        model = host.window.ops_model
+        shown_at = None
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if shown_at is None and all(model.row_of(i) is not None for i in expected):
+                shown_at = time.time()
+            if shown_at is not None and expected <= set(attached):
+                break
+            await asyncio.sleep(0.005)
+        result = {
+            "operations": len(expected),
+            "shown_s": (shown_at - t0) if shown_at else None,
+            "attached": len(expected & set(attached)),
+            "all_attached_s": (max(attached[i] for i in expected) - t0) if expected <= set(attached) else None,
+            "median_attached_s": (sorted(attached.values())[len(attached) // 2] - t0) if attached else None,
+            "statuses": {},
+            "not_attached": {},
+        }
+        for i in expected - set(attached):
+            mech = engine.runners[i].mech.name if i in engine.runners else "?"
+            result["not_attached"][mech] = result["not_attached"].get(mech, 0) + 1
+            if os.environ.get("BENCH_DEBUG") and i in engine.runners:
+                r = engine.runners[i]
+                print("DEBUG", i, r.view.status, r.view.message, r.mech.phase, r.session, r._tasks,
+                      getattr(r.mech, "accepted", None), file=sys.stderr)
+        for runner in engine.runners.values():
+            result["statuses"][runner.view.status] = result["statuses"].get(runner.view.status, 0) + 1
+        await host.shutdown(stop_loop=False)
+        return result
+
+    with loop:
+        return loop.run_until_complete(scenario())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="the resume-at-start-up benchmark's two halves")
+    parser.add_argument("mode", choices=["prepare", "measure"])
+    parser.add_argument("--home", type=Path, required=True)
+    parser.add_argument("--url")
+    parser.add_argument("--count", type=int, default=1000)
+    parser.add_argument("--t0", type=float)
+    parser.add_argument("--timeout", type=float, default=120)
+    args = parser.parse_args()
+    os.environ["HOSTAPP_HOME"] = str(args.home)
+    if args.mode == "prepare":
+        result = asyncio.run(prepare(args.home, args.url, args.count))
+    else:
+        result = measure(args.home, args.t0 or time.time(), args.timeout)
+    print(json.dumps({"mode": args.mode, **result}), flush=True)
+
+
+if __name__ == "__main__":
+    main()
