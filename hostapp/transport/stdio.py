@@ -258,7 +258,13 @@ class StdioTransport(Transport):
         if not line.strip():
             return  # blank lines between messages are harmless
         try:
-            message = parse(line)
+            # json.loads of bytes first sniffs the encoding; MCP's stdio is UTF-8, so decode
+            # here (a line that is not UTF-8 goes to parse as it is, for its usual error).
+            try:
+                text: bytes | str = line.decode("utf-8")
+            except UnicodeDecodeError:
+                text = line
+            message = parse(text)
         except ProtocolError as exc:
             self.listener.on_invalid(exc, line)
             return
