@@ -204,7 +204,7 @@ def bench_resume(sizes: Sizes, raw: dict[str, Any]) -> list[Row]:
                                                 "--url", lab.url, "--count", str(count), env=keyring.env,
                                                 timeout=1800))
                     measured = last_json(python("-m", "bench.resume_probe", "measure", "--home", str(home),
-                                                "--t0", repr(time.time()), "--timeout", str(30 + count / 50),
+                                                "--t0", repr(time.time()), "--timeout", str(5 + count / 50),
                                                 env=keyring.env, timeout=1800))
                 finally:
                     lab.stop()

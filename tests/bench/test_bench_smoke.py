@@ -1,0 +1,41 @@
+"""The benchmarks still work: ``python -m bench --smoke`` runs every section, tiny, and
+writes a JSON report with each of them. Its numbers are not checked (they mean nothing
+at this size); that every section ran and measured something is."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+SECTIONS = {"intake", "journal", "window", "startup", "resume"}
+
+
+@pytest.mark.timeout(240)
+def test_smoke_run_reports_every_section(tmp_path: Path) -> None:
+    output = tmp_path / "smoke.json"
+    proc = subprocess.run([sys.executable, "-m", "bench", "--smoke", "--output", str(output)], cwd=REPO,
+                          capture_output=True, text=True, timeout=220,
+                          env={**os.environ, "QT_QPA_PLATFORM": "offscreen"})
+    assert output.exists(), f"no report written:\n{proc.stdout}\n{proc.stderr[-3000:]}"
+    report = json.loads(output.read_text())
+    assert report["smoke"] is True
+    assert set(report["sections"]) == SECTIONS
+    assert report["failed"] == [], f"sections that broke: {report['failed']}\n{proc.stderr[-3000:]}"
+    for name, rows in report["sections"].items():
+        assert rows, f"section {name} has no rows"
+        measured = [r for r in rows if not r["name"].startswith("skipped")]
+        assert all(r["value"] >= 0 for r in measured), name
+    # Progress intake: every client got every notification, through the engine too.
+    intake = report["raw"]["intake_http"]
+    count = report["sizes"]["notifications"]
+    assert {c: intake[c]["received"] for c in ("floor", "sdk", "hostapp")} == dict.fromkeys(
+        ("floor", "sdk", "hostapp"), count)
+    assert intake["hostapp"]["status"] == "completed" and intake["hostapp"]["journaled_progress"] == count
+    assert "| intake |" in proc.stdout  # the table
+    assert proc.returncode == 0, proc.stderr[-3000:]
