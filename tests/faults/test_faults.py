@@ -188,16 +188,16 @@ LOST = frozenset({UNKNOWN})
 FORGOTTEN = frozenset({UNKNOWN, FAILED})
 
 HTTP_RESUMPTION_AFTER_RESTART = (
-    "after the host restart the stream is resumed by GET with Last-Event-ID and its progress is "
-    "replayed, but the original response never completes the operation: `hostapp resume --wait` hangs")
+    "server-everything: after the host restart the stream is resumed by GET with Last-Event-ID and its "
+    "progress is replayed, but the original response never completes the operation: `hostapp resume "
+    "--wait` hangs")
 TASKS_EXTENSION_ADOPTS_NOTHING = (
     "stateless era: with a server that offers the tasks extension, start_mechanism starts TasksExtension, "
     "which does not adopt what the server offers instead of a task: a result carrying nextResumeToken is "
     "delivered as the final result (the rest of the work is lost)")
 
 CASES = [
-    Case("http_resumption", "lab_handshake", "long_sse", LAB_ARGS, long_outage=True,
-         known_failures={"host_kill": HTTP_RESUMPTION_AFTER_RESTART}),
+    Case("http_resumption", "lab_handshake", "long_sse", LAB_ARGS, long_outage=True),
     Case("tasks_2025", "lab_handshake", "long_task", LAB_ARGS),
     Case("resumable_requests", "lab_handshake", "long_resumable", LAB_ARGS),
     Case("tasks_extension", "lab", "long_task_ext", LAB_ARGS, long_outage=True),
@@ -207,7 +207,10 @@ CASES = [
          outcomes={f: LOST for f in FAULTS}),
     # Resume tokens and streams are drafts of no era; the handshake era lets the plain
     # request adopt them (see the stateless-era case below).
-    Case("resume_token", "lab_handshake", "long_resume_token", LAB_ARGS),
+    Case("resume_token", "lab_handshake", "long_resume_token", LAB_ARGS,
+         known_failures={"server_restart": "the slice request in flight when the lab is killed ends with a "
+                                           "dropped SSE answer, after which nothing is sent again (neither "
+                                           "the last token nor a reconnect): the call hangs"}),
     Case("streams", "lab_handshake", "long_stream", LAB_ARGS,
          known_failures={"host_kill": "after the host restart the lab answers the restored stream with "
                                       "'unknown or abandoned stream' (resumeInterval.max is an hour), so the "
@@ -218,10 +221,17 @@ CASES = [
     Case("http_resumption", "everything", "trigger-long-running-operation", {"duration": 3, "steps": 6},
          outcomes={"server_restart": LOST},
          known_failures={"host_kill": HTTP_RESUMPTION_AFTER_RESTART,
+                         "server_restart": "the restarted server-everything answers the old session with HTTP "
+                                           "400 'Server not initialized', not 404; the host does not take that "
+                                           "as the session's end and the call hangs instead of ending unknown",
                          "drop": "after the dropped connection the host resumes by GET with Last-Event-ID "
                                  "(HTTP 200) but nothing more arrives: the call hangs"}),
     Case("tasks_2025", "everything", "simulate-research-query", {"topic": "fault tolerance", "ambiguous": True},
-         [ACCEPT_RESEARCH], outcomes={"host_kill": LOST, "server_restart": FORGOTTEN}),
+         [ACCEPT_RESEARCH], outcomes={"host_kill": LOST, "server_restart": FORGOTTEN},
+         known_failures={"outage": "a poll fails during the outage, the supervisor ends the HTTP session and "
+                                   "initializes a new one; server-everything binds a task to its session, so "
+                                   "the new session does not know it and the outcome is unknown, although the "
+                                   "server never went away"}),
     # fastmcp-tasks on its memory:// backend.
     Case("tasks_extension", "fastmcp", "slow_count", {"seconds": 3, "steps": 6},
          outcomes={"server_restart": FORGOTTEN}),
