@@ -2,7 +2,7 @@
 
 Every ``auth/`` scenario the installed suite lists for 2025-11-25 and 2026-07-28 that is
 not an ``[extension]`` runs at that revision, and the two 2025-03-26 back-compat
-scenarios at theirs, against ``python -m hostapp.auth.conformance``. The list is checked
+scenarios at theirs, against ``python -m hostapp conformance-client``. The list is checked
 in; a separate test fails when the installed suite lists other scenarios.
 """
 
@@ -60,7 +60,8 @@ AUTH_SCENARIOS: dict[str, list[str]] = {
     ],
 }
 CASES = [(version, scenario) for version, scenarios in AUTH_SCENARIOS.items() for scenario in scenarios]
-CLIENT_COMMAND = [sys.executable, "-m", "hostapp.auth.conformance"]
+#: The host's one conformance client command; it hands auth/ scenarios to hostapp.auth.conformance.
+CLIENT_COMMAND = [sys.executable, "-m", "hostapp", "conformance-client"]
 PARALLEL_RUNS = 2
 
 _LINE = re.compile(r"^\s*-\s+(?P<name>auth/\S+)\s+\[(?P<tags>[^\]]*)\]\s*$")
