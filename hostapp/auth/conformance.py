@@ -8,8 +8,10 @@ does not follow the redirect, and reads the code (and ``state``, ``iss``) from i
 HTTP transport's client, a :class:`TokenStore` (over a keyring held in memory, since a
 scenario run is thrown away), and the engine's :class:`ClientSession`.
 
-``python -m hostapp.auth.conformance URL`` is the client command for these scenarios; the
-host's general conformance client hands ``auth/`` scenarios to :func:`run_auth_scenario`.
+The host's conformance client (``hostapp conformance-client``) hands ``auth/`` scenarios
+to :func:`run_auth_scenario`; ``python -m hostapp.auth.conformance URL`` runs them alone.
+Like that client, this module is a command on top of the engine (it drives a
+``ClientSession``); nothing else in :mod:`hostapp.auth` imports it.
 """
 
 from __future__ import annotations
