@@ -24,6 +24,7 @@ the wire in any file of HOSTAPP_HOME (journal, its WAL, logs, the command's stde
 from __future__ import annotations
 
 import json
+import secrets
 import socket
 import sys
 import time
@@ -316,9 +317,17 @@ def served(request, tmp_path: Path):
     server.stop()
 
 
-def _configure(home: Path, server: Served, env: dict[str, str]) -> None:
-    added = run_hostapp(home, "servers", "add", "srv", "--url", server.proxy.url(), env=env)
+def _configure(home: Path, server: Served, env: dict[str, str]) -> str | None:
+    """Add the server; with a keyring, also a secret header (its value is checked like the
+    handles). Returns that value."""
+    argv = ["servers", "add", "srv", "--url", server.proxy.url()]
+    secret = None
+    if env.get("PYTHON_KEYRING_BACKEND", "").endswith("SecretService.Keyring"):
+        secret = secrets.token_urlsafe(24)
+        argv += ["--secret-header", f"X-Fault-Test-Key={secret}"]
+    added = run_hostapp(home, *argv, env=env)
     assert added.returncode == 0, added.stderr
+    return secret
 
 
 @pytest.fixture
@@ -331,7 +340,8 @@ def keyring_home(tmp_path: Path, keyring_env: dict[str, str]) -> tuple[Path, dic
 @pytest.mark.parametrize("case,fault,served", list(_table()), indirect=["served"])
 def test_outcome_delivered_exactly_once(case: Case, fault: str, served: Served, keyring_home) -> None:
     home, env = keyring_home
-    _configure(home, served, env)
+    header_secret = _configure(home, served, env)
+    assert header_secret is not None
     argv = ["-v", "call", "srv", case.tool, "--json", "--args", json.dumps(case.args)]
     if case.answers:
         answers = home.parent / "answers.json"
@@ -374,10 +384,11 @@ def test_outcome_delivered_exactly_once(case: Case, fault: str, served: Served, 
     assert served.executions(case.tool) == 1, detail
     values = _progress_values(events)
     assert values == sorted(values), f"progress went backwards: {values}"
+    assert any(r.headers.get("x-fault-test-key") == header_secret for r in served.proxy.requests)
     handles = issued_handles(served.proxy)
     if op["status"] == COMPLETED:  # a completed operation was carried by a handle
         assert handles, "no handle went over the wire: the secret check would prove nothing"
-    _assert_no_handle_in(home, handles)
+    _assert_no_handle_in(home, handles | {header_secret})
 
 
 @pytest.mark.parametrize("served,tool", [pytest.param("lab", "long_task_ext", id="tasks_extension"),

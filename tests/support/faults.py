@@ -329,7 +329,8 @@ class HostCall:
         self.argv = argv
         self.events: list[dict[str, Any]] = []
         self.bad_lines: list[str] = []
-        self.stderr_path = stderr_path or home / f"stderr-{argv[0]}-{time.monotonic_ns()}.txt"
+        self.command = next((a for a in argv if not a.startswith("-")), "hostapp")
+        self.stderr_path = stderr_path or home / f"stderr-{self.command}-{time.monotonic_ns()}.txt"
         self._stderr = open(self.stderr_path, "wb")  # noqa: SIM115 - open while the child lives
         self._changed = threading.Condition()
         self.proc = subprocess.Popen([sys.executable, "-m", "hostapp", *argv], cwd=REPO_ROOT,
@@ -362,7 +363,7 @@ class HostCall:
                 if value:
                     return value
                 if not self._reader.is_alive():
-                    raise AssertionError(f"hostapp {self.argv[0]} ended (rc={self.proc.poll()}) before the "
+                    raise AssertionError(f"hostapp {self.command} ended (rc={self.proc.poll()}) before the "
                                          f"expected event; events={self.events}\nstderr:\n{self.stderr}")
                 left = deadline - time.monotonic()
                 if left <= 0:
@@ -386,7 +387,7 @@ class HostCall:
             rc = self.proc.wait(timeout)
         except subprocess.TimeoutExpired:
             self.kill()
-            raise AssertionError(f"hostapp {self.argv[0]} did not end within {timeout} s; events={self.events}\n"
+            raise AssertionError(f"hostapp {self.command} did not end within {timeout} s; events={self.events}\n"
                                  f"stderr:\n{self.stderr}") from None
         self._reader.join(5)
         self._stderr.close()
