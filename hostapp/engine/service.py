@@ -57,6 +57,17 @@ def unwrap_secret(value: str | None) -> tuple[str | None, tuple[str, str] | None
         return None, None
 
 
+def outcome_message(status: str, result: dict | None, error: dict | None) -> str | None:
+    """The line a person reads for an ended operation: the error, or a failed tool's text."""
+    if error and error.get("message"):
+        return str(error["message"])
+    if status == api.FAILED and result:
+        for block in result.get("content") or []:
+            if isinstance(block, dict) and block.get("type") == "text" and block.get("text"):
+                return str(block["text"]).splitlines()[0][:300]
+    return None
+
+
 def check_question(params: dict[str, Any]) -> None:
     """Refuse an elicitation that cannot be shown to a person as MCP defines it: a form
     schema outside the allowed subset, or a URL that is not a plain http(s) address."""
@@ -264,6 +275,7 @@ class OperationRunner:
         first = await eng.journal.finish_operation(self.id, status, result=result, error=error)
         self.view.status = status
         self.view.result, self.view.error = result, error
+        self.view.message = outcome_message(status, result, error) or self.view.message
         self.view.needs_input = False
         self.view.ended_at = self.view.updated_at = eng.clock()
         if self.handle_ref is not None:
@@ -826,10 +838,13 @@ class Engine:
     # -- operations ----------------------------------------------------------------
 
     def _view_of(self, record: Any) -> api.OperationView:
+        message = record.message
+        if record.status in api.TERMINAL:
+            message = outcome_message(record.status, record.result, record.error) or message
         return api.OperationView(
             id=record.id, server=record.server, tool=record.tool, method=record.method,
             arguments=(record.params or {}).get("arguments", {}), status=record.status,
-            progress=record.progress, total=record.total, message=record.message,
+            progress=record.progress, total=record.total, message=message,
             created_at=record.created_at, updated_at=record.updated_at,
             ended_at=record.updated_at if record.status in api.TERMINAL else None,
             needs_input=record.status == api.INPUT_REQUIRED, result=record.result, error=record.error,
