@@ -58,10 +58,10 @@ def unwrap_secret(value: str | None) -> tuple[str | None, tuple[str, str] | None
 
 
 def outcome_message(status: str, result: dict | None, error: dict | None) -> str | None:
-    """The line a person reads for an ended operation: the error, or a failed tool's text."""
+    """The line a person reads for an ended operation: the error, or the result's first line."""
     if error and error.get("message"):
         return str(error["message"])
-    if status == api.FAILED and result:
+    if result:
         for block in result.get("content") or []:
             if isinstance(block, dict) and block.get("type") == "text" and block.get("text"):
                 return str(block["text"]).splitlines()[0][:300]
@@ -254,6 +254,8 @@ class OperationRunner:
         return HANDLE_PREFIX + json.dumps({"h": secret, "s": sid, "v": version})
 
     async def _set_status(self, status: str, message: str | None) -> None:
+        if message is None and status == api.INPUT_REQUIRED:
+            message = "waiting for your answer"
         if self.view.status == status:
             if message and message != self.view.message:
                 self.view.message = message
