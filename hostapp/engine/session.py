@@ -27,6 +27,7 @@ from hostapp.protocol.jsonrpc import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
     METHOD_NOT_FOUND,
+    UNSUPPORTED_PROTOCOL_VERSION,
     URL_ELICITATION_REQUIRED,
     ErrorObject,
     ErrorResponse,
@@ -194,8 +195,18 @@ class ClientSession:
         self.transport.set_protocol_version(eras.STATELESS_VERSION, stateless=True)
         self.server = ServerInfo(eras.STATELESS_VERSION, eras.STATELESS)  # so the request carries _meta
         try:
-            result = await asyncio.wait_for(
-                self.request("server/discover", {}, _allow_before_ready=True), self.discover_timeout)
+            try:
+                result = await asyncio.wait_for(
+                    self.request("server/discover", {}, _allow_before_ready=True), self.discover_timeout)
+            except RpcError as exc:
+                # -32022 names the versions the server supports: if ours is among them
+                # (the first request was refused for another reason), ask once more.
+                supported = exc.data.get("supported") if isinstance(exc.data, dict) else None
+                if exc.code != UNSUPPORTED_PROTOCOL_VERSION or not isinstance(supported, list) \
+                        or eras.STATELESS_VERSION not in supported:
+                    raise
+                result = await asyncio.wait_for(
+                    self.request("server/discover", {}, _allow_before_ready=True), self.discover_timeout)
         except (RpcError, HttpStatusError, ProtocolError, asyncio.TimeoutError) as exc:
             self.server = None
             if isinstance(exc, HttpStatusError) and exc.status in (401, 403):

@@ -25,6 +25,7 @@ INVALID_PARAMS = -32602
 INTERNAL_ERROR = -32603
 URL_ELICITATION_REQUIRED = -32042
 MISSING_REQUIRED_CAPABILITY = -32021  # tasks extension: server needs a capability
+UNSUPPORTED_PROTOCOL_VERSION = -32022  # 2026-07-28: data.supported lists the server's versions
 REQUEST_CANCELLED = -32800  # used locally for a request the client cancelled
 
 #: A message larger than this is refused before parsing (64 MiB): a server that sends
