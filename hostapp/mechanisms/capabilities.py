@@ -122,6 +122,9 @@ def start_mechanism(era: str, server_capabilities: dict[str, Any], tool: dict[st
     """A new mechanism for one call, chosen by ``choose_mechanism`` and set up for the
     era (a plain request in the stateless era does not adopt SSE resumption)."""
     cls = choose_mechanism(era, server_capabilities, tool, transport_kind)
-    if cls is DirectRequest:
+    if cls is DirectRequest or cls is TasksExtension:
+        # With the tasks extension the server decides per call whether to answer with a
+        # task; it may instead offer a resume token, an MRTR question or a plain result.
+        # A plain request adopts whichever it offers (a task included).
         return DirectRequest(method, sse_resumable=_era(era) == HANDSHAKE)
     return cls(method)

@@ -192,10 +192,6 @@ HTTP_RESUMPTION_AFTER_RESTART = (
     "server-everything: after the host restart the stream is resumed by GET with Last-Event-ID and its "
     "progress is replayed, but the original response never completes the operation: `hostapp resume "
     "--wait` hangs")
-TASKS_EXTENSION_ADOPTS_NOTHING = (
-    "stateless era: with a server that offers the tasks extension, start_mechanism starts TasksExtension, "
-    "which does not adopt what the server offers instead of a task: a result carrying nextResumeToken is "
-    "delivered as the final result (the rest of the work is lost)")
 
 CASES = [
     Case("http_resumption", "lab_handshake", "long_sse", LAB_ARGS, long_outage=True),
@@ -238,8 +234,7 @@ CASES = [
          outcomes={"server_restart": FORGOTTEN}),
 ]
 #: The stateless era's own defect, shown once (by the fault that needs no restart).
-STATELESS_RESUME_TOKEN = Case("resume_token", "lab", "long_resume_token", LAB_ARGS,
-                              known_failures={"drop": TASKS_EXTENSION_ADOPTS_NOTHING})
+STATELESS_RESUME_TOKEN = Case("resume_token", "lab", "long_resume_token", LAB_ARGS)
 
 
 def _table():
@@ -248,8 +243,7 @@ def _table():
             marks = [pytest.mark.xfail(strict=True, reason=case.known_failures[fault])] \
                 if fault in case.known_failures else []
             yield pytest.param(case, fault, case.server, id=f"{case.id}-{fault}", marks=marks)
-    yield pytest.param(STATELESS_RESUME_TOKEN, "drop", "lab", id="resume_token-lab_stateless-drop",
-                       marks=pytest.mark.xfail(strict=True, reason=TASKS_EXTENSION_ADOPTS_NOTHING))
+    yield pytest.param(STATELESS_RESUME_TOKEN, "drop", "lab", id="resume_token-lab_stateless-drop")
 
 
 #: What the server sends when it hands over the mechanism's handle. A fault before it
