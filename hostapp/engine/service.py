@@ -18,7 +18,6 @@ what makes delivery exactly-once across crashes.
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import json
 import logging
 import time
@@ -44,9 +43,6 @@ DEFAULT_DEADLINE_SECONDS = 7 * 24 * 3600
 SESSION_BOUND_MECHANISMS = frozenset({"http_resumption"})
 
 HANDLE_PREFIX = "hostapp-handle:"
-
-#: Keyring reads at start-up run this many at a time (see ``Engine._read_handles``).
-HANDLE_READERS = 16
 
 
 def unwrap_secret(value: str | None) -> tuple[str | None, tuple[str, str] | None]:
@@ -670,30 +666,9 @@ class Engine:
             if getattr(cfg, "enabled", True) and self._connect and (only is None or cfg.name in only):
                 self._supervise(cfg)
         if resume:
-            records = [r for r in journal.unfinished_operations() if only is None or r.server in only]
-            handles = await self._read_handles(records)
-            for record in records:
-                self._restore(record, handles)
-
-    async def _read_handles(self, records: list[Any]) -> dict[str, str]:
-        """The keyring values of the records' handles, read off the event loop, several at
-        a time: each read is a D-Bus round trip of milliseconds, and a thousand unfinished
-        operations read in a row held the start (and the window) for seconds. A value that
-        cannot be read is left out; ``_restore`` reads it again and says why."""
-        refs = [r.handle_ref for r in records if r.handle_ref]
-        if not refs or self.keyring_problem is not None:
-            return {}
-
-        def read(ref: str) -> str | None:
-            try:
-                return self.secrets.get(ref)
-            except Exception:  # noqa: BLE001 - _restore retries and logs it
-                return None
-
-        loop = asyncio.get_running_loop()
-        with concurrent.futures.ThreadPoolExecutor(HANDLE_READERS, thread_name_prefix="hostapp-handles") as pool:
-            values = await asyncio.gather(*(loop.run_in_executor(pool, read, ref) for ref in refs))
-        return {ref: value for ref, value in zip(refs, values) if value is not None}
+            for record in journal.unfinished_operations():
+                if only is None or record.server in only:
+                    self._restore(record)
 
     async def stop(self) -> None:
         """Quit: operations in flight stay as they are in the journal, to be resumed by
@@ -942,12 +917,12 @@ class Engine:
         caps = info.capabilities if info else {}
         return m.start_mechanism(era, caps, tool_def, conn.cfg.transport)
 
-    def _restore(self, record: Any, handles: dict[str, str] | None = None) -> None:
+    def _restore(self, record: Any) -> None:
         m = _mechanism_api()
         secret = None
         if record.handle_ref:
             try:
-                secret = (handles or {}).get(record.handle_ref) or self.secrets.get(record.handle_ref)
+                secret = self.secrets.get(record.handle_ref)
             except Exception as exc:
                 log.info("operation %s: handle unavailable: %s", record.id, exc)
         secret, http_session = unwrap_secret(secret)
