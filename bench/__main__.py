@@ -18,7 +18,7 @@ import sys
 import tempfile
 import time
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -265,8 +265,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--smoke", action="store_true", help="everything tiny: proves the benchmarks work")
     parser.add_argument("--only", action="append", choices=SECTIONS, help="run only this section (repeatable)")
     parser.add_argument("--output", type=Path, help="where to write the JSON (default bench/results/<time>.json)")
+    parser.add_argument("--resume", type=int, action="append", metavar="N",
+                        help="journal sizes for the resume benchmark (default 1,000 and 10,000)")
+    parser.add_argument("--markdown", type=Path, help="also write the table as Markdown here (bench/RESULTS.md)")
     args = parser.parse_args(argv)
     sizes = SMOKE if args.smoke else FULL
+    if args.resume:
+        sizes = replace(sizes, resume=tuple(args.resume))
     raw: dict[str, Any] = {}
     rows: list[Row] = []
     started = time.perf_counter()
@@ -292,6 +297,12 @@ def main(argv: list[str] | None = None) -> int:
     output.parent.mkdir(parents=True, exist_ok=True)
     output.write_text(json.dumps(report, indent=2))
     print(table(rows))
+    if args.markdown:
+        args.markdown.write_text(
+            f"# Benchmark results\n\n`python -m bench` (`make bench`) on {report['date']}: "
+            f"{report['machine']['platform']}, {report['machine']['cpus']} CPUs, Python "
+            f"{report['machine']['python']}. Ratios are against the baseline named in \"vs\", measured in the "
+            f"same run.\n\n{table(rows)}\n")
     print(f"\n{'smoke run' if args.smoke else 'run'} of {report['seconds']:.1f} s on {report['date']}; "
           f"JSON in {output}")
     return 1 if report["failed"] else 0
