@@ -728,10 +728,16 @@ class Engine:
             capabilities=self.capabilities(),
             on_change=self.listener.server_changed,
             on_ready=self._on_ready,
+            first_request_id=lambda: self._first_request_id(cfg.name),
         )
         self.connections[cfg.name] = conn
         conn.start()
         return conn
+
+    def _first_request_id(self, server: str) -> int:
+        """Above every integer id an unfinished operation of this server was sent under."""
+        ids = [r.record.jsonrpc_id for r in self._in_flight_of(server)]
+        return 1 + max([i for i in ids if isinstance(i, int) and not isinstance(i, bool)], default=0)
 
     def _secrets_or_none(self, cfg: Any):
         return self.secrets if (cfg.secret_headers or cfg.secret_env) else None

@@ -25,7 +25,7 @@ from hostapp.engine.connections import make_transport
 from hostapp.engine.session import ClientHandlers, ClientSession
 from hostapp.protocol import eras
 from hostapp.protocol.eras import ServerInfo
-from hostapp.protocol.jsonrpc import RpcError
+from hostapp.protocol.jsonrpc import IdAllocator, RpcError
 from hostapp.transport.base import HttpStatusError, TransportError
 
 log = logging.getLogger(__name__)
@@ -60,7 +60,8 @@ class ServerConnection:
                  capabilities: dict[str, Any],
                  on_change: Callable[[api.ServerView], None],
                  on_ready: Callable[["ServerConnection", ClientSession], Awaitable[None]],
-                 backoff: Backoff | None = None):
+                 backoff: Backoff | None = None,
+                 first_request_id: Callable[[], int] = lambda: 1):
         self.cfg = cfg
         self.secret_store = secret_store
         self.handlers_factory = handlers_factory
@@ -68,6 +69,9 @@ class ServerConnection:
         self.on_change = on_change
         self.on_ready = on_ready
         self.backoff = backoff or Backoff()
+        # Request ids of a new session start above those of operations still waiting for
+        # an answer under their original id (a resumed stream, a same-id resume).
+        self.first_request_id = first_request_id
         self.session: ClientSession | None = None
         self.info: ServerInfo | None = None
         self.tools: list[dict[str, Any]] = []
@@ -113,7 +117,8 @@ class ServerConnection:
             return session
         transport = make_transport(self.cfg, self.secret_store, session_id=session_id,
                                    protocol_version=protocol_version, standalone_stream=False)
-        session = ClientSession(transport, self.handlers_factory(self), capabilities=self.capabilities)
+        session = ClientSession(transport, self.handlers_factory(self), capabilities=self.capabilities,
+                                ids=IdAllocator(self.first_request_id()))
         await session.adopt(ServerInfo(protocol_version, eras.era_of(protocol_version)))
         self._side[session_id] = session
         return session
@@ -201,7 +206,8 @@ class ServerConnection:
         self._lost.clear()
         transport = make_transport(self.cfg, self.secret_store)
         handlers = self.handlers_factory(self)
-        session = ClientSession(transport, _LossWatcher(handlers, self), capabilities=self.capabilities)
+        session = ClientSession(transport, _LossWatcher(handlers, self), capabilities=self.capabilities,
+                                ids=IdAllocator(self.first_request_id()))
         self.session = session
         # A configured revision pins the negotiation (for a server that misbehaves in a newer era).
         self.info = await session.connect(self.cfg.protocol_version or None)

@@ -135,7 +135,10 @@ class StreamRequest(Mechanism):
             mine = [s for s in streams if isinstance(s, dict) and s.get("streamId") == self.stream_id] \
                 if isinstance(streams, list) else []
             if not mine:
-                return [Unknown("the server no longer has the request's stream (abandoned)")]
+                # poll/all may list only this connection's streams (a restarted host has a
+                # new one): the stream id itself still names it, so ask for it directly;
+                # a refusal of that is the server's word that the stream is gone.
+                return self._resume_stream(now)
             return self._on_poll(mine[0], now)
         if method == "stream/poll":
             return self._on_poll(result, now)

@@ -126,7 +126,9 @@ async def test_cancel_ends_the_operation_as_cancelled(isolated_home, lab, record
 
 
 @pytest.mark.parametrize("tool, version", [("long_task", "2025-11-25"), ("long_async", None),
-                                           ("long_sse", "2025-11-25"), ("long_task_ext", None)])
+                                           ("long_sse", "2025-11-25"), ("long_task_ext", None),
+                                           ("long_stream", "2025-11-25"), ("long_resumable", "2025-11-25"),
+                                           ("long_resume_token", "2025-11-25")])
 async def test_restart_resumes_and_delivers_once(isolated_home, lab, real_keyring, tool, version):
     first = Recorder()
     engine = await run_engine(isolated_home, first)
@@ -136,7 +138,7 @@ async def test_restart_resumes_and_delivers_once(isolated_home, lab, real_keyrin
     journal = engine.journal
     for _ in range(200):  # until the server's handle is committed (extension tasks send no progress)
         record = journal.get_operation(op.id)
-        if record.handle_ref and (first.progress_of(op.id) or tool == "long_task_ext"):
+        if record.handle_ref and (first.progress_of(op.id) or tool in ("long_task_ext", "long_resume_token")):
             break
         await asyncio.sleep(0.05)
     assert journal.get_operation(op.id).handle_ref, "no handle committed before the restart"

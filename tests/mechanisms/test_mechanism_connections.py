@@ -143,14 +143,23 @@ def test_stream_restart_polls_all_streams_first():
         SendRequest("stream/resume", {"streamId": "S-1"})]
 
 
-@pytest.mark.parametrize("listing", [
-    {"streams": [{"streamId": "S-0", "status": "live"}]},
-    {"streams": [{"streamId": "S-1", "status": "completed", "pendingMessages": False}]},
-])
-def test_stream_gone_or_drained_after_restart_is_unknown(listing):
+def test_stream_drained_after_restart_is_unknown():
     m = restart(stream())
     m.resume(now=T0 + 30)
+    listing = {"streams": [{"streamId": "S-1", "status": "completed", "pendingMessages": False}]}
     assert isinstance(m.on_result(listing, now=T0 + 31, method="stream/poll/all")[0], Unknown)
+
+
+def test_stream_not_listed_after_restart_is_asked_for_by_id_and_unknown_if_refused():
+    # poll/all may list only the new connection's streams; the id still names the stream.
+    m = restart(stream())
+    m.resume(now=T0 + 30)
+    listing = {"streams": [{"streamId": "S-0", "status": "live"}]}
+    assert m.on_result(listing, now=T0 + 31, method="stream/poll/all") == [
+        SendRequest("stream/resume", {"streamId": "S-1"})]
+    refused = m.on_error({"code": -32602, "message": "unknown or abandoned stream"}, now=T0 + 32,
+                         method="stream/resume")
+    assert isinstance(refused[0], Unknown)
 
 
 def test_stream_end_without_the_response_is_unknown_and_with_it_is_ignored():
