@@ -425,7 +425,10 @@ async def _resume(args: argparse.Namespace, home: Home) -> int:
 
     follower = CallFollower(printer_for, load_answers(args.answers))
     engine = _engine(home, follower)
-    unfinished = [r.id for r in home.journal.unfinished_operations()]
+    records = home.journal.unfinished_operations()
+    unfinished = [r.id for r in records]
+    for r in records:  # what the journal holds was shown before the restart: only news is printed
+        follower._last[r.id] = (r.progress, r.total, r.message)
     try:
         await engine.start(resume=True)
         if not unfinished:
