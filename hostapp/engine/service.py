@@ -662,13 +662,19 @@ class Engine:
         self.stopping = False
         await self._check_keyring()
         journal = self.journal
+        records: list[Any] = []
+        handles: dict[str, str] = {}
+        if resume:
+            records = [r for r in await self._read(journal.unfinished_operations)
+                       if only is None or r.server in only]
+            handles = await self._secret_call(self._load_handles, records)
+        # No await from here on: every restored runner exists before any connection is
+        # made, so a new session's request ids start above theirs.
         for cfg in journal.list_servers():
             if getattr(cfg, "enabled", True) and self._connect and (only is None or cfg.name in only):
                 self._supervise(cfg)
-        if resume:
-            for record in journal.unfinished_operations():
-                if only is None or record.server in only:
-                    self._restore(record)
+        for record in records:
+            self._restore(record, handles.get(record.id))
 
     async def stop(self) -> None:
         """Quit: operations in flight stay as they are in the journal, to be resumed by
@@ -923,14 +929,19 @@ class Engine:
         caps = info.capabilities if info else {}
         return m.start_mechanism(era, caps, tool_def, conn.cfg.transport)
 
-    def _restore(self, record: Any) -> None:
+    def _load_handles(self, records: list[Any]) -> dict[str, str]:
+        """The keyring values of the records' handles (blocking: run off the event loop)."""
+        handles: dict[str, str] = {}
+        for record in records:
+            if record.handle_ref and self.keyring_problem is None:
+                try:
+                    handles[record.id] = self.secrets.get(record.handle_ref)
+                except Exception as exc:
+                    log.info("operation %s: handle unavailable: %s", record.id, exc)
+        return handles
+
+    def _restore(self, record: Any, secret: str | None) -> None:
         m = _mechanism_api()
-        secret = None
-        if record.handle_ref:
-            try:
-                secret = self.secrets.get(record.handle_ref)
-            except Exception as exc:
-                log.info("operation %s: handle unavailable: %s", record.id, exc)
         secret, http_session = unwrap_secret(secret)
         state = dict(record.handle or {})
         if not state.get("mechanism"):
@@ -966,7 +977,8 @@ class Engine:
                 raise KeyError(f"no operation {op_id!r}")
             if record.status in api.TERMINAL:
                 return
-            self._restore(record)
+            handles = await self._secret_call(self._load_handles, [record])
+            self._restore(record, handles.get(record.id))
             runner = self.runners[op_id]
         await runner.feed(lambda: runner.mech.cancel(now=self.clock()))
 
