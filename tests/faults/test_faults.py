@@ -208,10 +208,7 @@ CASES = [
          known_failures={"server_restart": "the slice request in flight when the lab is killed ends with a "
                                            "dropped SSE answer, after which nothing is sent again (neither "
                                            "the last token nor a reconnect): the call hangs"}),
-    Case("streams", "lab_handshake", "long_stream", LAB_ARGS,
-         known_failures={"host_kill": "after the host restart the lab answers the restored stream with "
-                                      "'unknown or abandoned stream' (resumeInterval.max is an hour), so the "
-                                      "operation ends unknown instead of completed"}),
+    Case("streams", "lab_handshake", "long_stream", LAB_ARGS),
     Case("async_tool", "lab", "long_async", LAB_ARGS, long_outage=True),
     # Real peers. server-everything keeps sessions, event history and tasks in memory, and
     # binds a task to the session that created it: a restarted host opens a new session.
@@ -233,7 +230,8 @@ CASES = [
     Case("tasks_extension", "fastmcp", "slow_count", {"seconds": 3, "steps": 6},
          outcomes={"server_restart": FORGOTTEN}),
 ]
-#: The stateless era's own defect, shown once (by the fault that needs no restart).
+#: The stateless era: a plain request under the tasks extension adopts a resume token the
+#: server offers instead of a task (once it took the first slice for the whole result).
 STATELESS_RESUME_TOKEN = Case("resume_token", "lab", "long_resume_token", LAB_ARGS)
 
 
