@@ -213,9 +213,13 @@ def bench_resume(sizes: Sizes, raw: dict[str, Any]) -> list[Row]:
                 shown, attached = measured["shown_s"], measured["all_attached_s"]
                 rows.append(Row("resume", f"{count:,} unfinished ({spread}): start to all shown in the window",
                                 shown or 0.0, "s"))
+                if measured["ended_without_contact"]:
+                    rows.append(Row("resume", f"{count:,}: ended at start-up without a word from the server "
+                                    "(nothing committed to resume from)", measured["ended_without_contact"], "ops"))
                 if attached is None:
                     rows.append(Row("resume", f"{count:,}: re-attached {measured['attached']:,} of "
-                                    f"{measured['operations']:,} (not: {measured['not_attached']})",
+                                    f"{measured['operations'] - measured['ended_without_contact']:,} "
+                                    f"(not: {measured['not_attached']})",
                                     measured["median_attached_s"] or 0.0, "s (median)", met=False))
                     continue
                 linear = None

@@ -133,22 +133,28 @@ def measure(home: Path, t0: float, timeout: float) -> dict[str, Any]:
         model = host.window.ops_model
         shown_at = None
         deadline = time.monotonic() + timeout
+        ended_uncontacted: set[str] = set()
         while time.monotonic() < deadline:
             if shown_at is None and all(model.row_of(i) is not None for i in expected):
                 shown_at = time.time()
-            if shown_at is not None and expected <= set(attached):
+            # One that ended without a word from its server (e.g. "unknown": no handle was
+            # committed before the quit) has nothing to re-attach.
+            ended_uncontacted = {i for i in expected - set(attached) if i not in engine.runners}
+            if shown_at is not None and expected - ended_uncontacted <= set(attached):
                 break
             await asyncio.sleep(0.005)
+        live = expected - ended_uncontacted
         result = {
             "operations": len(expected),
             "shown_s": (shown_at - t0) if shown_at else None,
-            "attached": len(expected & set(attached)),
-            "all_attached_s": (max(attached[i] for i in expected) - t0) if expected <= set(attached) else None,
+            "ended_without_contact": len(ended_uncontacted),
+            "attached": len(live & set(attached)),
+            "all_attached_s": (max(attached[i] for i in live) - t0) if live and live <= set(attached) else None,
             "median_attached_s": (sorted(attached.values())[len(attached) // 2] - t0) if attached else None,
             "statuses": {},
             "not_attached": {},
         }
-        for i in expected - set(attached):
+        for i in live - set(attached):
             mech = engine.runners[i].mech.name if i in engine.runners else "?"
             result["not_attached"][mech] = result["not_attached"].get(mech, 0) + 1
             if os.environ.get("BENCH_DEBUG") and i in engine.runners:
