@@ -131,6 +131,11 @@ class OperationRunner:
         self.http_session: tuple[str, str] | None = None   # (session id, protocol version)
         self._stream_session: ClientSession | None = None  # an adopted earlier session
         self._committed_secret: str | None = None
+        self._expiring = False
+        self._deadline_handle: asyncio.TimerHandle | None = None
+        if record.deadline is not None:
+            delay = max(0.0, record.deadline - engine.clock())
+            self._deadline_handle = asyncio.get_running_loop().call_later(delay, self._deadline_passed)
 
     @property
     def id(self) -> str:
@@ -207,7 +212,8 @@ class OperationRunner:
             elif isinstance(action, A.Cancelled):
                 await self._finish(api.CANCELLED, error={"code": None, "message": action.message})
             elif isinstance(action, A.Unknown):
-                await self._finish(api.UNKNOWN, error={"code": None, "message": action.reason})
+                await self._finish(api.EXPIRED if self._expiring else api.UNKNOWN,
+                                   error={"code": None, "message": action.reason})
             else:  # pragma: no cover - a new action type must be handled here
                 raise TypeError(f"unhandled action {type(action).__name__}")
 
@@ -274,6 +280,8 @@ class OperationRunner:
     async def _finish(self, status: str, *, result: dict | None = None, error: dict | None = None) -> None:
         eng = self.engine
         self._cancel_wake()
+        if self._deadline_handle is not None:
+            self._deadline_handle.cancel()
         first = await eng.journal.finish_operation(self.id, status, result=result, error=error)
         self.view.status = status
         self.view.result, self.view.error = result, error
@@ -304,6 +312,11 @@ class OperationRunner:
         loop = asyncio.get_running_loop()
         delay = max(0.0, at - self.engine.clock())
         self._wake_handle = loop.call_later(delay, lambda: self.feed_soon(lambda: self.mech.wake(now=self.engine.clock())))
+
+    def _deadline_passed(self) -> None:
+        """The operation's own deadline: give it up as expired (the mechanism says how)."""
+        self._expiring = True
+        self.feed_soon(lambda: self.mech.expire(now=self.engine.clock()))
 
     def _cancel_wake(self) -> None:
         if self._wake_handle is not None:
@@ -541,6 +554,8 @@ class OperationRunner:
 
     def shutdown(self) -> None:
         self._cancel_wake()
+        if self._deadline_handle is not None:
+            self._deadline_handle.cancel()
         for task in list(self._tasks):
             task.cancel()
 
@@ -894,8 +909,10 @@ class Engine:
     def _changed(self, runner: OperationRunner, urgent: bool = False) -> None:
         self.listener.operation_changed(runner.view)
 
-    async def start_call(self, server: str, tool: str, arguments: dict[str, Any] | None = None) -> api.OperationView:
-        """Journal a new tools/call operation and start it in the background."""
+    async def start_call(self, server: str, tool: str, arguments: dict[str, Any] | None = None, *,
+                         deadline_s: float = DEFAULT_DEADLINE_SECONDS) -> api.OperationView:
+        """Journal a new tools/call operation and start it in the background; it is given
+        up as expired if no outcome came within ``deadline_s`` seconds."""
         from hostapp.store.journal import OperationRecord
 
         conn = self._connection(server)
@@ -905,7 +922,7 @@ class Engine:
             id=uuid.uuid4().hex[:12], server=server, method="tools/call",
             params={"name": tool, "arguments": arguments or {}}, tool=tool, jsonrpc_id=None,
             mechanism=None, status=api.PENDING, progress=None, total=None, message="starting",
-            created_at=now, updated_at=now, deadline=now + DEFAULT_DEADLINE_SECONDS, result=None, error=None,
+            created_at=now, updated_at=now, deadline=now + deadline_s, result=None, error=None,
             handle_ref=None, handle={}, pending_input=None, resumable=self.keyring_problem is None, delivered=False)
         await self.journal.create_operation(record)
         mech = await self._choose(conn, tool_def)

@@ -173,3 +173,16 @@ async def test_no_keyring_means_not_resumable_and_says_so(isolated_home, lab):
         assert final.status == api.COMPLETED and final.resumable is False
     finally:
         await engine.stop()
+
+
+async def test_an_operation_past_its_deadline_ends_expired(isolated_home, lab, recorder, real_keyring):
+    engine = await run_engine(isolated_home, recorder)
+    try:
+        await engine.add_server(lab_server(lab))
+        await engine.connected("lab")
+        op = await engine.start_call("lab", "long_task_ext", {"seconds": 30, "steps": 30}, deadline_s=1.5)
+        final = await finished(engine, op.id, timeout=20)
+        assert final.status == api.EXPIRED, final
+        assert final.error and final.error["message"]
+    finally:
+        await engine.stop()
