@@ -296,7 +296,11 @@ async def _tools(args: argparse.Namespace, home: Home) -> int:
     from hostapp.engine.connections import open_session
 
     cfg = home.server(args.server)
-    session, info = await open_session(cfg, secret_store=_secret_store_if_needed(cfg, home))
+    from hostapp.mechanisms import client_capabilities
+
+    # The same capabilities as a call: some servers list task tools only to clients that declare tasks.
+    session, info = await open_session(cfg, secret_store=_secret_store_if_needed(cfg, home),
+                                       capabilities=client_capabilities)
     try:
         tools = await session.list_tools()
     finally:
