@@ -948,14 +948,15 @@ class Engine:
 
     def _load_handles(self, records: list[Any]) -> dict[str, str]:
         """The keyring values of the records' handles (blocking: run off the event loop)."""
-        handles: dict[str, str] = {}
-        for record in records:
-            if record.handle_ref and self.keyring_problem is None:
-                try:
-                    handles[record.id] = self.secrets.get(record.handle_ref)
-                except Exception as exc:
-                    log.info("operation %s: handle unavailable: %s", record.id, exc)
-        return handles
+        refs = [r.handle_ref for r in records if r.handle_ref]
+        if not refs or self.keyring_problem is not None:
+            return {}
+        try:
+            values = self.secrets.get_many(refs)
+        except Exception as exc:  # the keyring failed: those operations cannot be resumed
+            log.info("operation handles unavailable: %s", exc)
+            return {}
+        return {r.id: values[r.handle_ref] for r in records if r.handle_ref in values}
 
     def _restore(self, record: Any, secret: str | None) -> None:
         m = _mechanism_api()

@@ -309,16 +309,40 @@ class SecretStore:
         _validate_ref(ref)
         backend = self.backend
         with _keyring_errors(backend):
-            first = backend.get_password(*keyring_key(self.scope, ref, 0))
-            if first is None:
-                raise SecretMissing(f"no secret stored under {ref}")
-            count, head = _parse_first(first, ref)
-            parts = [head]
-            for index in range(1, count):
-                part = backend.get_password(*keyring_key(self.scope, ref, index))
-                if part is None:
-                    raise SecretMissing(f"the secret under {ref} is incomplete (chunk {index} of {count} missing)")
-                parts.append(part)
+            return self._read(backend, ref)
+
+    def get_many(self, refs: list[str]) -> dict[str, str]:
+        """The values of several references (missing ones left out), read over one
+        connection where the backend allows it: at start-up the engine reads every
+        unfinished operation's handle, and keyring's Secret Service backend would open a
+        new D-Bus connection and session for each chunk of each one."""
+        backend = self.backend
+        values: dict[str, str] = {}
+        with _keyring_errors(backend):
+            reader = _SharedSecretService(backend) if isinstance(backend, SecretService.Keyring) else None
+            try:
+                for ref in refs:
+                    _validate_ref(ref)
+                    try:
+                        values[ref] = self._read(reader or backend, ref)
+                    except SecretMissing:
+                        pass
+            finally:
+                if reader is not None:
+                    reader.close()
+        return values
+
+    def _read(self, backend: SecretBackend, ref: str) -> str:
+        first = backend.get_password(*keyring_key(self.scope, ref, 0))
+        if first is None:
+            raise SecretMissing(f"no secret stored under {ref}")
+        count, head = _parse_first(first, ref)
+        parts = [head]
+        for index in range(1, count):
+            part = backend.get_password(*keyring_key(self.scope, ref, index))
+            if part is None:
+                raise SecretMissing(f"the secret under {ref} is incomplete (chunk {index} of {count} missing)")
+            parts.append(part)
         return "".join(parts)
 
     def delete(self, ref: str) -> None:
@@ -343,6 +367,24 @@ class SecretStore:
         if ref is not None:
             self.delete(ref)
         return new_ref
+
+
+class _SharedSecretService:
+    """Reads through keyring's Secret Service backend on one D-Bus connection (the
+    backend's own ``get_password`` opens and closes one per call)."""
+
+    def __init__(self, backend: SecretService.Keyring):
+        self._backend = backend
+        self._collection = backend.get_preferred_collection()
+
+    def get_password(self, service: str, username: str) -> str | None:
+        for item in self._collection.search_items(self._backend._query(service, username)):
+            self._backend.unlock(item)
+            return item.get_secret().decode("utf-8")
+        return None
+
+    def close(self) -> None:
+        self._collection.connection.close()
 
 
 def _locked_message(where: str) -> str:

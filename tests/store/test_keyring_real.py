@@ -123,3 +123,17 @@ async def test_no_secret_reaches_the_journal_files(real_keyring: KeyringDaemon, 
 
 def _grep(files: list[Path], needle: bytes) -> bool:
     return any(needle in path.read_bytes() for path in files)
+
+
+def test_get_many_reads_every_value_over_one_connection(real_keyring, tmp_path):
+    from hostapp.store.secrets import SecretStore
+
+    store = SecretStore(tmp_path, backend=real_keyring.backend())
+    refs = {store.put("handle", f"value-{i}" + "x" * (3000 if i == 3 else 0)): i for i in range(6)}
+    gone = store.put("handle", "deleted")
+    store.delete(gone)
+    values = store.get_many([*refs, gone])
+    assert set(values) == set(refs)
+    for ref, i in refs.items():
+        assert values[ref] == store.get(ref)
+        assert values[ref].startswith(f"value-{i}")
