@@ -16,8 +16,8 @@ from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QByteArray, QSettings, Qt, QTimer, Signal
-from PySide6.QtGui import QAction, QCloseEvent, QGuiApplication, QIcon, QKeySequence
+from PySide6.QtCore import QByteArray, QSettings, Qt, QTimer, QUrl, Signal
+from PySide6.QtGui import QAction, QCloseEvent, QDesktopServices, QGuiApplication, QIcon, QKeySequence
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QComboBox,
@@ -56,6 +56,9 @@ from hostapp.ui.servers_model import TARGET as SERVER_TARGET
 from hostapp.ui.servers_model import ServerRole, ServerTableModel
 
 log = logging.getLogger(__name__)
+
+#: How long a sign-in waits for the browser to come back before it gives up.
+SIGN_IN_TIMEOUT_SECONDS = 300.0
 
 RESOURCES = Path(__file__).resolve().parent.parent.parent / "resources"
 
@@ -136,6 +139,12 @@ class MainWindow(QMainWindow):
         self.call_dialog: StartCallDialog | None = None
         self.server_dialog: ServerDialog | None = None
         self.import_dialog: ImportDialog | None = None
+        # How a sign-in's authorization page is shown: the person's browser.
+        self.open_url = lambda url: QDesktopServices.openUrl(QUrl(url))
+        self._signing_in: set[str] = set()
+        # Servers whose last attempt was refused for want of sign-in. Kept while they retry
+        # (connecting…), so that the Sign in button does not come and go with each attempt.
+        self._needs_sign_in: set[str] = set()
         self.setObjectName("mainWindow")
         self.setWindowTitle("hostapp — MCP operations")
         self.setWindowIcon(app_icon())
@@ -190,6 +199,10 @@ class MainWindow(QMainWindow):
                                                  tip="Remove the selected server (its history stays)")
         self.reconnect_action = self._action("Re&connect", self.reconnect_server, "F5",
                                              tip="Connect the selected server now")
+        self.sign_in_action = self._action("Sign &in…", self.sign_in_server, tip="Sign in to the selected server "
+                                           "in your browser (it asks for it)", icon=S.SP_DialogYesButton)
+        self.sign_out_action = self._action("Sign o&ut", self.sign_out_server,
+                                            tip="Forget the sign-in of the selected server (its tokens leave the keyring)")
         self.import_action = self._action("&Import servers…", self.import_servers, "Ctrl+I",
                                           tip="Import servers from Claude Desktop, VS Code or Cursor")
         self.quit_action = self._action("&Quit", self.quitRequested.emit, QKeySequence.StandardKey.Quit,
@@ -208,6 +221,9 @@ class MainWindow(QMainWindow):
         server_menu = menu.addMenu("Se&rver")
         for a in (self.add_server_action, self.edit_server_action, self.reconnect_action, self.remove_server_action):
             server_menu.addAction(a)
+        server_menu.addSeparator()
+        server_menu.addAction(self.sign_in_action)
+        server_menu.addAction(self.sign_out_action)
         op_menu = menu.addMenu("&Operation")
         for a in (self.start_action, self.cancel_action, self.rerun_action, self.copy_action, self.save_action):
             op_menu.addAction(a)
@@ -250,12 +266,15 @@ class MainWindow(QMainWindow):
         slay = QVBoxLayout(servers_box)
         slay.addWidget(self.servers_table)
         srow = QHBoxLayout()
+        self.server_buttons: dict[QAction, QPushButton] = {}
         for action in (self.add_server_action, self.edit_server_action, self.reconnect_action,
-                       self.remove_server_action, self.import_action):
+                       self.sign_in_action, self.remove_server_action, self.import_action):
             button = QPushButton(action.text().replace("&", "&"))
             button.setAccessibleName(action.toolTip() or action.text())
             button.clicked.connect(action.trigger)
             action.enabledChanged.connect(button.setEnabled)
+            button.setEnabled(action.isEnabled())
+            self.server_buttons[action] = button
             srow.addWidget(button)
         srow.addStretch(1)
         slay.addLayout(srow)
@@ -370,7 +389,8 @@ class MainWindow(QMainWindow):
 
     def _servers_menu(self, pos) -> None:
         menu = QMenu(self)
-        for a in (self.edit_server_action, self.reconnect_action, self.remove_server_action):
+        for a in (self.edit_server_action, self.reconnect_action, self.sign_in_action, self.sign_out_action,
+                  self.remove_server_action):
             menu.addAction(a)
         menu.popup(self.servers_table.viewport().mapToGlobal(pos))
 
@@ -445,7 +465,9 @@ class MainWindow(QMainWindow):
 
     async def load(self) -> None:
         """Fill the window from the engine (after ``engine.start()``)."""
-        self.servers_model.set_servers(self.engine.servers())
+        servers = self.engine.servers()
+        self._needs_sign_in = {s.name for s in servers if s.state == api.NEEDS_SIGN_IN}
+        self.servers_model.set_servers(servers)
         self._servers_health()
         problem = getattr(self.engine, "keyring_problem", None)
         self.banner.set_message("keyring", f"Keyring unavailable: {problem}" if problem else None)
@@ -499,6 +521,10 @@ class MainWindow(QMainWindow):
             self.details.add_event(kind, data)
 
     def _server_changed(self, server: ServerView) -> None:
+        if server.state == api.NEEDS_SIGN_IN:
+            self._needs_sign_in.add(server.name)
+        elif server.state not in (api.CONNECTING, api.RECONNECTING):
+            self._needs_sign_in.discard(server.name)
         self.servers_model.update_server(server)
         self._servers_health()
         self._update_actions()
@@ -509,9 +535,11 @@ class MainWindow(QMainWindow):
             if s.state == api.OFFLINE:
                 lines.append(f"{s.name} is offline" + (f": {s.error}" if s.error else "") +
                              ". hostapp keeps trying; its operations continue once it is back.")
-            elif s.state == api.NEEDS_SIGN_IN:
-                lines.append(f"{s.name} needs you to sign in" + (f": {s.error}" if s.error else "."))
+            elif s.name in self._needs_sign_in:
+                lines.append(f"{s.name} needs you to sign in: select it and choose Sign in. "
+                             "Its calls wait until then.")
         self.banner.set_message("servers", "\n".join(lines) or None)
+        self.ops_model.set_awaiting_sign_in(self._needs_sign_in & {s.name for s in self.servers_model.servers()})
 
     def _problem(self, kind: str, message: str) -> None:
         if kind == "keyring":
@@ -573,6 +601,9 @@ class MainWindow(QMainWindow):
         self.start_action.setEnabled(bool(self.servers_model.rowCount()))
         for a in (self.edit_server_action, self.remove_server_action, self.reconnect_action):
             a.setEnabled(server is not None)
+        signing_in = server is not None and server.name in self._signing_in
+        self.sign_in_action.setEnabled(server is not None and server.name in self._needs_sign_in and not signing_in)
+        self.sign_out_action.setEnabled(server is not None and server.transport == "http" and not signing_in)
 
     def _update_count(self, *_: Any) -> None:
         total = self.ops_model.total
@@ -730,6 +761,47 @@ class MainWindow(QMainWindow):
         server = self.selected_server()
         if server is not None:
             self.run(self.engine.reconnect(server.name), "reconnect")
+
+    def sign_in_server(self) -> None:
+        server = self.selected_server()
+        if server is not None:
+            self.run(self.sign_in(server.name), f"sign in to {server.name}")
+
+    async def sign_in(self, name: str) -> None:
+        """Sign in to an HTTP server in the browser (OAuth), then connect it with the new tokens.
+
+        Calls already started on the server wait for its next connection, so they go on
+        from here.
+        """
+        from hostapp.auth import LoopbackRedirectListener, TokenStore, login
+
+        cfg = self.engine.journal.get_server(name)
+        if cfg is None or cfg.transport != "http" or not cfg.url:
+            raise ValueError(f"{name} is not an HTTP server")
+        self._signing_in.add(name)
+        self._update_actions()
+        self.statusBar().showMessage(f"Signing in to {name}: continue in your browser…")
+        try:
+            listener = LoopbackRedirectListener(open_url=self.open_url, timeout=SIGN_IN_TIMEOUT_SECONDS)
+            await login(name, cfg.url, TokenStore(self.engine.secrets), listener)
+        finally:
+            self._signing_in.discard(name)
+            self._update_actions()
+        self.statusBar().showMessage(f"Signed in to {name}", 5000)
+        await self.engine.reconnect(name)
+
+    def sign_out_server(self) -> None:
+        server = self.selected_server()
+        if server is not None:
+            self.run(self.sign_out(server.name), f"sign out of {server.name}")
+
+    async def sign_out(self, name: str) -> None:
+        """Forget the server's tokens; its next connection asks for sign-in again."""
+        from hostapp.auth import TokenStore, logout
+
+        await logout(name, TokenStore(self.engine.secrets))
+        self.statusBar().showMessage(f"Signed out of {name}", 5000)
+        await self.engine.reconnect(name)
 
     def import_servers(self) -> None:
         self.run(self._import_servers(), "import servers")

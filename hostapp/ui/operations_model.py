@@ -32,6 +32,8 @@ PAGE_SIZE = 200
 OperationRole = Qt.ItemDataRole.UserRole + 1
 
 TOOL, SERVER, PROGRESS, MESSAGE, STATUS, ELAPSED = range(6)
+#: The message of a call whose server needs the person to sign in first.
+WAITING_FOR_SIGN_IN = "waiting for sign-in"
 HEADERS = ("Tool", "Server", "Progress", "Latest message", "Status", "Elapsed")
 
 #: Status words a person reads.
@@ -113,6 +115,8 @@ class OperationTableModel(QAbstractTableModel):
         self._generation = 0  # a reload makes older page reads stale
         self._total = 0
         self._tasks: set[asyncio.Task] = set()
+        # Servers that need the person to sign in: their calls in flight wait for it.
+        self._awaiting_sign_in: frozenset[str] = frozenset()
         # Elapsed times and indeterminate bars move without any engine event.
         self._tick = QTimer(self)
         self._tick.setInterval(200)
@@ -358,6 +362,14 @@ class OperationTableModel(QAbstractTableModel):
             return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
         return None
 
+    def set_awaiting_sign_in(self, servers: set[str]) -> None:
+        """Name the servers that need sign-in; their operations in flight say they wait for it."""
+        servers = frozenset(servers)
+        if servers != self._awaiting_sign_in:
+            self._awaiting_sign_in = servers
+            if self.rowCount():
+                self.dataChanged.emit(self.index(0, MESSAGE), self.index(self.rowCount() - 1, MESSAGE))
+
     def _display(self, op: OperationView, col: int) -> str:
         if col == TOOL:
             return op.tool or op.method
@@ -369,6 +381,8 @@ class OperationTableModel(QAbstractTableModel):
                 return f"{fraction * 100:.0f}%"
             return "" if op.progress is None else f"{op.progress:g}"
         if col == MESSAGE:
+            if op.in_flight and op.server in self._awaiting_sign_in:
+                return WAITING_FOR_SIGN_IN
             return (op.message or "").replace("\n", " ")
         if col == STATUS:
             return status_text(op)
