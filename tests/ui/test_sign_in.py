@@ -4,7 +4,8 @@ waits for it and then runs.
 The server is tests/support/oauth_test_server.py in a subprocess: a protected MCP server
 and its authorization server, whose pages answer without a person. The person's browser
 is played by a separate process that follows the authorization URL (as in tests/auth).
-Tokens go to a private keyring. The long call is the server's ``slow`` tool: it drops
+Sign out is in the Server menu too: a call started after it waits, shown "waiting for
+sign-in", and runs once signed in again. Tokens go to a private keyring. The long call is the server's ``slow`` tool: it drops
 the call's stream and expires every token, so its answer is fetched by a resumption
 with a refreshed token.
 """
@@ -133,3 +134,40 @@ def test_calls_in_flight_on_a_server_that_needs_sign_in_say_so(host, qloop):
     assert model.data(message["op2"]) == "slow done"
     model.set_awaiting_sign_in(set())
     assert model.data(message["op1"]) == "starting"
+
+
+def test_after_sign_out_a_new_call_waits_for_sign_in(host, qloop, oauth_server):
+    """Signed out: the server needs sign-in again; a call started meanwhile is shown waiting
+    for it, and runs once the person signed in again."""
+    window = host.window
+    browser = Browser()
+    window.open_url = browser.open
+
+    async def scenario():
+        await host.start()
+        await host.engine.add_server(ServerConfig(name=SERVER, transport="http", url=oauth_server.mcp_url))
+        await until(lambda: SERVER in window._needs_sign_in, what="the server to need sign-in")
+        window.servers_table.selectRow(window.servers_model.row_of(SERVER))
+        await until(window.sign_in_action.isEnabled, what="Sign in to be offered")
+        window.sign_in_action.trigger()
+        await until(lambda: server_view(window).state == api.CONNECTED, what="the first sign-in")
+
+        window.sign_out_action.trigger()
+        await until(lambda: server_view(window).state == api.NEEDS_SIGN_IN, what="the sign-out")
+        op = await asyncio.wait_for(host.engine.start_call(SERVER, "whoami", {}), 10)
+        await until(lambda: op_of(window, op.id) is not None, what="the call in the window")
+        row = window.ops_model.row_of(op.id)
+        assert window.ops_model.data(window.ops_model.index(row, MESSAGE)) == WAITING_FOR_SIGN_IN
+        assert op_of(window, op.id).in_flight
+
+        await until(window.sign_in_action.isEnabled, what="Sign in to be offered again")
+        window.sign_in_action.trigger()
+        await until(lambda: op_of(window, op.id).status in api.TERMINAL, what="the call to finish")
+        outcome = op_of(window, op.id)
+        await host.shutdown(stop_loop=False)
+        return outcome
+
+    outcome = qloop.run_until_complete(scenario())
+    assert outcome.status == api.COMPLETED, (outcome.status, outcome.message, outcome.error)
+    assert outcome.result["content"][0]["text"] == "signed in"
+    assert len(browser.opened) == 2
