@@ -39,7 +39,7 @@ def bundle(tmp_path_factory) -> Path:
     build = subprocess.run(
         [sys.executable, "-m", "PyInstaller", "--noconfirm", "--distpath", str(out / "dist"),
          "--workpath", str(out / "work"), str(ROOT / "packaging" / "hostapp.spec")],
-        cwd=ROOT, capture_output=True, text=True, timeout=540)
+        check=False, cwd=ROOT, capture_output=True, text=True, timeout=540)
     assert build.returncode == 0, build.stderr[-4000:]
     executable = out / "dist" / "hostapp" / ("hostapp.exe" if sys.platform == "win32" else "hostapp")
     assert executable.is_file()
@@ -49,7 +49,7 @@ def bundle(tmp_path_factory) -> Path:
 def run_bundle(executable: Path, home: Path, *argv: str) -> subprocess.CompletedProcess:
     env = dict(os.environ, HOSTAPP_HOME=str(home), QT_QPA_PLATFORM="offscreen",
                PYTHON_KEYRING_BACKEND="keyring.backends.null.Keyring")
-    return subprocess.run([str(executable), *argv], env=env, capture_output=True, text=True, timeout=60,
+    return subprocess.run([str(executable), *argv], check=False, env=env, capture_output=True, text=True, timeout=60,
                           stdin=subprocess.DEVNULL)
 
 

@@ -30,12 +30,12 @@ import pytest
 
 pytest.importorskip("hostapp.store.journal", reason="the journal is needed for the window's engine")
 
-from hostapp.app import HostApp  # noqa: E402
-from hostapp.engine import api  # noqa: E402
-from hostapp.lab.state import execution_count  # noqa: E402
-from tests.support.faults import REPO_ROOT, LabProcess, run_hostapp  # noqa: E402
-from tests.support.keyring_daemon import missing_programs, private_keyring  # noqa: E402
-from tests.ui.test_window import dispose, op_of, until  # noqa: E402
+from hostapp.app import HostApp
+from hostapp.engine import api
+from hostapp.lab.state import execution_count
+from tests.support.faults import REPO_ROOT, LabProcess, run_hostapp
+from tests.support.keyring_daemon import missing_programs, private_keyring
+from tests.ui.test_window import dispose, op_of, until
 
 pytestmark = [pytest.mark.timeout(120),
               pytest.mark.skipif(bool(missing_programs()), reason="needs dbus and gnome-keyring for a private keyring")]

@@ -5,9 +5,9 @@ The server is tests/support/oauth_test_server.py in a subprocess: a protected MC
 and its authorization server, whose pages answer without a person. The person's browser
 is played by a separate process that follows the authorization URL (as in tests/auth).
 Sign out is in the Server menu too: a call started after it waits, shown "waiting for
-sign-in", and runs once signed in again. Tokens go to a private keyring. The long call is the server's ``slow`` tool: it drops
-the call's stream and expires every token, so its answer is fetched by a resumption
-with a refreshed token.
+sign-in", and runs once signed in again. Tokens go to a private keyring. The long call
+is the server's ``slow`` tool: it drops the call's stream and expires every token, so
+its answer is fetched by a resumption with a refreshed token.
 """
 
 from __future__ import annotations
@@ -21,14 +21,14 @@ from PySide6.QtCore import QSettings
 
 pytest.importorskip("hostapp.store.journal", reason="the journal is needed for the window's engine")
 
-from hostapp.app import FIRST_RUN_KEY, HostApp  # noqa: E402
-from hostapp.engine import api  # noqa: E402
-from hostapp.store.journal import ServerConfig  # noqa: E402
-from hostapp.ui.operations_model import MESSAGE, WAITING_FOR_SIGN_IN  # noqa: E402
-from tests.auth.conftest import SERVER_SCRIPT, OAuthTestServer  # noqa: E402
-from tests.auth.test_sign_in import Browser  # noqa: E402
-from tests.support.keyring_daemon import missing_programs, private_keyring  # noqa: E402
-from tests.ui.test_window import dispose, op_of, until  # noqa: E402
+from hostapp.app import FIRST_RUN_KEY, HostApp
+from hostapp.engine import api
+from hostapp.store.journal import ServerConfig
+from hostapp.ui.operations_model import MESSAGE, WAITING_FOR_SIGN_IN
+from tests.auth.conftest import SERVER_SCRIPT, OAuthTestServer
+from tests.auth.test_sign_in import Browser
+from tests.support.keyring_daemon import missing_programs, private_keyring
+from tests.ui.test_window import dispose, op_of, until
 
 pytestmark = [pytest.mark.timeout(120),
               pytest.mark.skipif(bool(missing_programs()), reason="needs dbus and gnome-keyring for a private keyring")]
