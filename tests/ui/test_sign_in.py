@@ -136,7 +136,7 @@ def test_calls_in_flight_on_a_server_that_needs_sign_in_say_so(host, qloop):
     assert model.data(message["op1"]) == "starting"
 
 
-def test_after_sign_out_a_new_call_waits_for_sign_in(host, qloop, oauth_server):
+def test_after_sign_out_a_new_call_waits_for_sign_in(host, qloop, oauth_server, tmp_path):
     """Signed out: the server needs sign-in again; a call started meanwhile is shown waiting
     for it, and runs once the person signed in again."""
     window = host.window
@@ -161,6 +161,8 @@ def test_after_sign_out_a_new_call_waits_for_sign_in(host, qloop, oauth_server):
         assert op_of(window, op.id).in_flight
 
         await until(window.sign_in_action.isEnabled, what="Sign in to be offered again")
+        window.ops_table.selectRow(row)
+        window.grab().save(str(tmp_path / "waiting-for-sign-in.png"))
         window.sign_in_action.trigger()
         await until(lambda: op_of(window, op.id).status in api.TERMINAL, what="the call to finish")
         outcome = op_of(window, op.id)
