@@ -30,7 +30,7 @@ from hostapp.engine.session import MAX_INPUT_ROUNDS, ClientHandlers, ClientSessi
 from hostapp.engine.supervisor import ServerConnection
 from hostapp.mechanisms import actions as A
 from hostapp.protocol.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, URL_ELICITATION_REQUIRED, RequestId, RpcError
-from hostapp.transport.base import ConnectionLost, SessionExpired, TransportError
+from hostapp.transport.base import ConnectionLost, HttpStatusError, TransportError
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +55,15 @@ def unwrap_secret(value: str | None) -> tuple[str | None, tuple[str, str] | None
         return data["h"], session
     except (ValueError, KeyError, TypeError):
         return None, None
+
+
+def session_refused(exc: Exception) -> bool:
+    """Did the server refuse the session or stream itself (rather than the network fail)?
+
+    404 is the spec's word for a session that is gone; some servers say 400 ("not
+    initialized") or 410. Either way, what was bound to that session cannot be resumed.
+    """
+    return isinstance(exc, HttpStatusError) and 400 <= exc.status < 500 and exc.status not in (401, 403, 408, 429)
 
 
 def outcome_message(status: str, result: dict | None, error: dict | None) -> str | None:
@@ -399,24 +408,20 @@ class OperationRunner:
             error = exc.to_error().to_obj()
             await self.feed(lambda: self.mech.on_error(error, now=eng.clock(),
                                                        method=None if original else which or method))
-        except (ConnectionLost, SessionExpired) as exc:
-            log.info("operation %s: connection lost (%s)", self.id, exc)
-            lost = isinstance(exc, SessionExpired)
+        except TransportError as exc:
+            log.info("operation %s: %s", self.id, exc)
+            lost = session_refused(exc)
             await self.feed(lambda: self.mech.on_disconnect(now=eng.clock(), session_lost=lost))
-            if lost:
-                eng._connection(self.record.server).connection_lost()  # re-initialize; resumed when ready
-            elif session.state == "ready":
-                # Only this request's stream ended (the stateless era, or a stream with no
-                # event id): the connection is fine, so the mechanism may resume at once.
+            # Only this request's stream ended (the stateless era, a stream with no event
+            # id): the connection itself is fine, so the mechanism may go on at once.
+            # Otherwise (the network, the server, a poll that found nobody, a session the
+            # server refuses) the supervisor reconnects, and the mechanism is resumed once
+            # it is back.
+            stream_only = isinstance(exc, ConnectionLost) and original and session.state == "ready"
+            if stream_only:
                 await self.feed(lambda: self.mech.resume(now=eng.clock()))
-            if not original:
-                # A poll or fetch found the server gone (a stateless-era server keeps no
-                # connection the supervisor could watch): the mechanism now waits for
-                # resume(), which only the supervisor's reconnect brings.
+            else:
                 eng._connection(self.record.server).connection_lost()
-        except TransportError:
-            await self.feed(lambda: self.mech.on_disconnect(now=eng.clock()))
-            eng._connection(self.record.server).connection_lost()
         else:
             await self.feed(lambda: self.mech.on_result(result, now=eng.clock(),
                                                         method=None if original else which or method))
@@ -507,7 +512,7 @@ class OperationRunner:
         try:
             await transport.resume_stream(rid, last_event_id)
         except TransportError as exc:
-            lost = isinstance(exc, SessionExpired)
+            lost = session_refused(exc)
             await self.feed(lambda: self.mech.on_disconnect(now=self.engine.clock(), session_lost=lost))
 
     async def _ask(self, action: A.AskInput) -> None:

@@ -549,7 +549,8 @@ class ClientSession:
     def on_request_lost(self, request_id: RequestId, error: Exception) -> None:
         pending = self._pending.get(request_id)
         if pending is not None and not pending.future.done():
-            pending.future.set_exception(error if isinstance(error, TransportError)
+            # An HTTP refusal keeps its type: the caller tells "session gone" from "network".
+            pending.future.set_exception(error if isinstance(error, (ConnectionLost, HttpStatusError))
                                          else ConnectionLost(f"the answer to {pending.method} was lost: {error}"))
 
     def on_closed(self, error: Exception | None) -> None:

@@ -215,9 +215,6 @@ CASES = [
     Case("http_resumption", "everything", "trigger-long-running-operation", {"duration": 3, "steps": 6},
          outcomes={"server_restart": LOST},
          known_failures={"host_kill": HTTP_RESUMPTION_AFTER_RESTART,
-                         "server_restart": "the restarted server-everything answers the old session with HTTP "
-                                           "400 'Server not initialized', not 404; the host does not take that "
-                                           "as the session's end and the call hangs instead of ending unknown",
                          "drop": "after the dropped connection the host resumes by GET with Last-Event-ID "
                                  "(HTTP 200) but nothing more arrives: the call hangs"}),
     Case("tasks_2025", "everything", "simulate-research-query", {"topic": "fault tolerance", "ambiguous": True},
