@@ -785,15 +785,18 @@ class Engine:
                                                                state=api.DISABLED))
         return views
 
-    async def add_server(self, cfg: Any, secrets: dict[str, dict[str, str]] | None = None) -> None:
-        """Add a server; ``secrets`` = {"headers": {...}, "env": {...}} of values for the keyring."""
-        secrets = secrets or {}
+    async def _store_server_secrets(self, cfg: Any, secrets: dict[str, dict[str, str]]) -> None:
+        """Put new secret header and environment values in the keyring; the config keeps references."""
         if secrets.get("headers") or secrets.get("env"):
             await self._secret_call(self.secrets.check)
             for name, value in (secrets.get("headers") or {}).items():
                 cfg.secret_headers[name] = await self._secret_call(self.secrets.put, "header", value)
             for name, value in (secrets.get("env") or {}).items():
                 cfg.secret_env[name] = await self._secret_call(self.secrets.put, "env", value)
+
+    async def add_server(self, cfg: Any, secrets: dict[str, dict[str, str]] | None = None) -> None:
+        """Add a server; ``secrets`` = {"headers": {...}, "env": {...}} of values for the keyring."""
+        await self._store_server_secrets(cfg, secrets or {})
         self.journal.add_server(cfg)
         if self._connect and getattr(cfg, "enabled", True):
             self._supervise(cfg)
@@ -807,13 +810,7 @@ class Engine:
         old = self.journal.get_server(cfg.name)
         if old is None:
             raise KeyError(f"no server named {cfg.name!r}")
-        secrets = secrets or {}
-        if secrets.get("headers") or secrets.get("env"):
-            await self._secret_call(self.secrets.check)
-            for name, value in (secrets.get("headers") or {}).items():
-                cfg.secret_headers[name] = await self._secret_call(self.secrets.put, "header", value)
-            for name, value in (secrets.get("env") or {}).items():
-                cfg.secret_env[name] = await self._secret_call(self.secrets.put, "env", value)
+        await self._store_server_secrets(cfg, secrets or {})
         self.journal.update_server(
             cfg.name, transport=cfg.transport, url=cfg.url, headers=cfg.headers, secret_headers=cfg.secret_headers,
             command=cfg.command, args=cfg.args, env=cfg.env, secret_env=cfg.secret_env, enabled=cfg.enabled,
