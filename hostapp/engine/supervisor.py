@@ -137,20 +137,25 @@ class ServerConnection:
         self.backoff.reset()
         self._wake.set()
         if self.session is not None:
+            self._ready.clear()  # nothing new goes out on a session about to be replaced
             self._lost.set()
 
     def connection_lost(self) -> None:
         """Called when a request on this connection failed in a way that means it is gone."""
+        self._ready.clear()
         self._lost.set()
 
     async def wait_ready(self, timeout: float | None = None) -> ClientSession:
         """The live session, waiting for the next successful connection if needed."""
-        if timeout is None:
-            await self._ready.wait()
-        else:
-            await asyncio.wait_for(self._ready.wait(), timeout)
-        assert self.session is not None
-        return self.session
+        async def ready() -> ClientSession:
+            # The session may be dropped between the event and this task waking up: wait again.
+            while True:
+                await self._ready.wait()
+                if self.session is not None and self._ready.is_set():
+                    return self.session
+                await asyncio.sleep(0)
+
+        return await (ready() if timeout is None else asyncio.wait_for(ready(), timeout))
 
     def _set(self, **fields: Any) -> None:
         for k, v in fields.items():
