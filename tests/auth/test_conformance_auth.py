@@ -8,22 +8,15 @@ in; a separate test fails when the installed suite lists other scenarios.
 
 from __future__ import annotations
 
-import json
-import re
-import subprocess
 import sys
-from concurrent.futures import Future, ThreadPoolExecutor
-from pathlib import Path
 
 import pytest
 
 from tests.support.conformance import (
-    CONFORMANCE_CLI,
     ConformanceSuiteMissing,
-    ScenarioRun,
+    list_client_scenarios,
     require_suite,
-    run_client_scenario,
-    suite_env,
+    scenario_runs_started,
 )
 
 BOTH = [
@@ -62,44 +55,12 @@ AUTH_SCENARIOS: dict[str, list[str]] = {
 CASES = [(version, scenario) for version, scenarios in AUTH_SCENARIOS.items() for scenario in scenarios]
 #: The host's one conformance client command; it hands auth/ scenarios to hostapp.auth.conformance.
 CLIENT_COMMAND = [sys.executable, "-m", "hostapp", "conformance-client"]
-PARALLEL_RUNS = 2
-
-_LINE = re.compile(r"^\s*-\s+(?P<name>auth/\S+)\s+\[(?P<tags>[^\]]*)\]\s*$")
-
-
-def listed_auth_scenarios(spec_version: str) -> list[str]:
-    """The suite's ``auth/`` client scenarios at ``spec_version`` that are not extensions."""
-    require_suite()
-    listing = subprocess.run([str(CONFORMANCE_CLI), "list", "--client", "--spec-version", spec_version],
-                             capture_output=True, text=True, env=suite_env(), timeout=60, check=True).stdout
-    names = []
-    for line in listing.splitlines():
-        match = _LINE.match(line)
-        if match and "extension" not in [t.strip() for t in match.group("tags").split(",")]:
-            names.append(match.group("name"))
-    return names
-
-
-def run_auth_scenario(scenario: str, spec_version: str, output_dir: Path) -> ScenarioRun:
-    """One run; the suite files an ``auth/x`` scenario's results under ``<output-dir>/auth/x-<time>``."""
-    run = run_client_scenario(scenario, spec_version, CLIENT_COMMAND, output_dir)
-    nested = output_dir / scenario.split("/")[0]
-    result_dirs = sorted(p for p in nested.iterdir() if p.is_dir()) if nested.is_dir() else []
-    if not run.checks and result_dirs:
-        result_dir = result_dirs[-1]
-        if (result_dir / "checks.json").exists():
-            run.checks = json.loads((result_dir / "checks.json").read_text())
-        for name in ("stdout", "stderr"):
-            path = result_dir / f"{name}.txt"
-            if path.exists():
-                setattr(run, f"client_{name}", path.read_text(errors="replace"))
-    return run
 
 
 @pytest.mark.parametrize("spec_version", ["2025-11-25", "2026-07-28"])
 def test_checked_in_auth_scenarios_match_the_installed_suite(spec_version: str) -> None:
     try:
-        listed = listed_auth_scenarios(spec_version)
+        listed = list_client_scenarios(spec_version, auth=True)
     except ConformanceSuiteMissing as exc:
         pytest.fail(str(exc), pytrace=False)
     # The suite lists older scenarios cumulatively; the back-compat ones run at 2025-03-26.
@@ -120,16 +81,12 @@ def auth_runs(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathF
         for item in request.session.items
         if getattr(item, "originalname", None) == "test_auth_scenario" and hasattr(item, "callspec")
     ]
-    runs: dict[tuple[str, str], Future[ScenarioRun]] = {}
-    with ThreadPoolExecutor(max_workers=PARALLEL_RUNS, thread_name_prefix="conformance-auth") as pool:
-        for spec_version, scenario in selected:
-            output_dir = tmp_path_factory.mktemp(f"auth-{spec_version}-{scenario.replace('/', '-')}")
-            runs[(spec_version, scenario)] = pool.submit(
-                run_auth_scenario, scenario, spec_version, output_dir
-            )
+    with scenario_runs_started(
+        selected,
+        CLIENT_COMMAND,
+        lambda spec_version, scenario: tmp_path_factory.mktemp(f"auth-{spec_version}-{scenario.replace('/', '-')}"),
+    ) as runs:
         yield runs
-        for future in runs.values():
-            future.cancel()
 
 
 @pytest.mark.parametrize(("spec_version", "scenario"), CASES, ids=[f"{v}-{s}" for v, s in CASES])

