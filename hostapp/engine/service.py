@@ -421,7 +421,7 @@ class OperationRunner:
             if stream_only:
                 await self.feed(lambda: self.mech.resume(now=eng.clock()))
             else:
-                eng._connection(self.record.server).connection_lost()
+                eng._connection(self.record.server).connection_lost(session_gone=lost)
         else:
             await self.feed(lambda: self.mech.on_result(result, now=eng.clock(),
                                                         method=None if original else which or method))
@@ -625,6 +625,8 @@ class _EngineHandlers(ClientHandlers):
     def on_closed(self, error: Exception | None) -> None:
         eng = self.engine
         for runner in eng._in_flight_of(self.conn.name):
+            if runner.session is not None and runner.session.state == "ready":
+                continue  # it works on another session of this server, which is still open
             runner.feed_soon(lambda r=runner: r.mech.on_disconnect(now=eng.clock()))
 
 
@@ -867,9 +869,15 @@ class Engine:
         self.listener.server_changed(conn.view)
 
     async def _on_ready(self, conn: ServerConnection, session: ClientSession) -> None:
+        # A session kept across a break of the network may still carry requests that never
+        # broke (a stream resumed by the transport itself): their operations go on as they are.
+        still_waiting = {owner for (server, rid), owner in self._request_owner.items()
+                         if server == conn.name and owner.session is session and session.is_pending(rid)}
         for runner in self._in_flight_of(conn.name):
             if runner.record.jsonrpc_id is None and runner.view.status == api.PENDING:
                 continue  # its start is waiting for this very connection
+            if runner in still_waiting:
+                continue
             runner._spawn(runner.attach(session, restored=True))
 
     # -- operations ----------------------------------------------------------------

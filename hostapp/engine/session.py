@@ -365,6 +365,11 @@ class ClientSession:
                 break
         return tools
 
+    def is_pending(self, request_id: RequestId) -> bool:
+        """Is an answer to this request still awaited on this session?"""
+        pending = self._pending.get(request_id)
+        return pending is not None and not pending.future.done()
+
     async def ping(self) -> None:
         await self.request("ping")
 

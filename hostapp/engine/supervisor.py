@@ -7,6 +7,12 @@ jitter, re-initializing from scratch, and tells its owner each time a new sessio
 ready so the operations of that server can be resumed on it. It never gives up: after a
 few failures the server shows as offline, and attempts continue at the longest interval.
 
+A break of the network is not the end of an HTTP session: the server may still hold the
+session and everything bound to it (tasks, streams, subscriptions). So when a request
+failed for the network's sake and the session has an id, the same session is pinged with
+the same backoff until it answers; only when the server refuses it (404 and its kin, a
+sign-in) is a new session initialized.
+
 States: offline → connecting → connected → reconnecting (waiting ``retry_in``) →
 connecting … ; disabled when stopped; needs_sign_in on HTTP 401.
 """
@@ -82,6 +88,8 @@ class ServerConnection:
         self._wake = asyncio.Event()
         self.attempted = asyncio.Event()  # set once the first connection attempt has ended
         self._side: dict[str, ClientSession] = {}
+        # Whether the session that was lost may still be alive on the server (see module doc).
+        self._may_keep = True
 
     @property
     def name(self) -> str:
@@ -138,11 +146,18 @@ class ServerConnection:
         self._wake.set()
         if self.session is not None:
             self._ready.clear()  # nothing new goes out on a session about to be replaced
+            self._may_keep = False  # the person asked for a new connection
             self._lost.set()
 
-    def connection_lost(self) -> None:
-        """Called when a request on this connection failed in a way that means it is gone."""
+    def connection_lost(self, *, session_gone: bool = True) -> None:
+        """Called when a request on this connection failed in a way that means it is gone.
+
+        ``session_gone=False``: the network failed, not the session (the server did not
+        refuse it), so the same HTTP session is tried again before a new one is made.
+        """
         self._ready.clear()
+        if session_gone:
+            self._may_keep = False
         self._lost.set()
 
     async def wait_ready(self, timeout: float | None = None) -> ClientSession:
@@ -196,9 +211,57 @@ class ServerConnection:
             first = False
             self.backoff.reset()
             self.attempted.set()
-            await self._lost.wait()
-            self._lost.clear()
+            while await self._outlive_break():
+                pass
             await self._drop_session()
+
+    async def _outlive_break(self) -> bool:
+        """Wait for the connection to break; True when the same session works again.
+
+        The session is kept only while it may still be alive on the server: an HTTP
+        session with an id, whose loss was the network's. Pings go out at once and then
+        with the backoff; an answer of any kind (even an error) means the server knows the
+        session, a refusal means it does not.
+        """
+        await self._lost.wait()
+        self._lost.clear()
+        session, may_keep = self.session, self._may_keep
+        self._may_keep = True
+        if not may_keep or session is None or not _keepable(session):
+            return False
+        delay = 0.0
+        while True:
+            if delay:
+                state = api.OFFLINE if self.backoff.failures >= OFFLINE_AFTER else api.RECONNECTING
+                self._set(state=state, retry_in=delay)
+                await self._sleep(delay)
+            if not self._may_keep or session.state != "ready":
+                return False  # the person asked for a new connection, or it closed meanwhile
+            self._set(state=api.RECONNECTING, retry_in=None)
+            try:
+                await asyncio.wait_for(session.ping(), PING_TIMEOUT_SECONDS)
+            except RpcError:
+                pass  # an answer all the same: the session is known
+            except HttpStatusError as exc:
+                if exc.status < 500:
+                    log.info("%s: the server refused the session after the break: %s", self.name, exc)
+                    return False
+                self._set(error=describe_failure(exc))
+                delay = self.backoff.next_delay()
+                continue
+            except (TransportError, asyncio.TimeoutError) as exc:
+                self._set(error=describe_failure(exc))
+                delay = self.backoff.next_delay()
+                continue
+            if session.state != "ready" or self.session is not session:
+                return False
+            log.info("%s: the connection is back; the session was kept", self.name)
+            self.backoff.reset()
+            _reopen_standalone_stream(session)
+            self._set(state=api.CONNECTED, error=None, retry_in=None)
+            self._ready.set()
+            await self.on_ready(self, session)
+            return True
 
     async def _sleep(self, delay: float) -> None:
         self._wake.clear()
@@ -225,6 +288,24 @@ class ServerConnection:
                   tools_count=len(self.tools), tools=self.tools)
         self._ready.set()
         await self.on_ready(self, session)
+
+
+#: How long a ping on a kept session may take before the network counts as still gone.
+PING_TIMEOUT_SECONDS = 10.0
+
+
+def _keepable(session: ClientSession) -> bool:
+    """Can this session outlive a break of the network (an HTTP session with an id)?"""
+    transport = session.transport
+    return (session.state == "ready" and getattr(transport, "session_id", None) is not None
+            and not getattr(transport, "stateless", True))
+
+
+def _reopen_standalone_stream(session: ClientSession) -> None:
+    # The stream for server-initiated messages may have given up during the break.
+    transport = session.transport
+    if getattr(transport, "standalone_stream", False) and hasattr(transport, "open_standalone_stream"):
+        transport.open_standalone_stream()
 
 
 class _LossWatcher(ClientHandlers):

@@ -182,8 +182,8 @@ class Mechanism(ABC):
         """The connection carrying this operation dropped while the host kept running.
         ``session_lost``: the server forgot the session (HTTP 404), so session-bound
         handles are gone."""
-        if self.phase == DONE:
-            return []
+        if self.phase in (DONE, NEW):
+            return []  # NEW: nothing left yet; the send waits for the next connection
         return self._settle(self._on_disconnect(now, session_lost))
 
     def resume(self, *, now: float) -> list[Action]:

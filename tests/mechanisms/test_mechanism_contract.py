@@ -213,3 +213,13 @@ def test_a_mechanism_journaled_before_prepare_never_sends():
 def test_restore_refuses_a_foreign_state():
     with pytest.raises(ValueError):
         Tasks2025.restore(Mrtr().state(), None)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_a_break_before_the_send_leaves_the_call_to_be_sent(name):
+    # A call waiting for its first connection has nothing in flight: a session closing
+    # meanwhile must not end it (as "unknown") before it was ever sent.
+    m = SCENARIOS[name].make()
+    assert m.on_disconnect(now=T0) == [] and m.on_disconnect(now=T0, session_lost=True) == []
+    m.prepare(dict(CALL), now=T0)
+    assert not m.done

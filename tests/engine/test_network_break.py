@@ -1,0 +1,100 @@
+"""A break of the network is not the end of an HTTP session: the supervisor keeps the
+session (what the server bound to it lives on) and makes a new one only when the server
+refuses the old one. Real lab process, real loopback proxy, real keyring."""
+
+from __future__ import annotations
+
+import asyncio
+
+import httpx
+import pytest
+
+from hostapp.engine import api
+from hostapp.engine.service import Engine
+from hostapp.lab.state import execution_count
+from hostapp.store.journal import ServerConfig
+from tests.engine.conftest import Recorder
+from tests.support.faults import LoopbackProxy
+
+pytestmark = pytest.mark.timeout(120)
+
+
+@pytest.fixture
+def proxy(lab):
+    p = LoopbackProxy(lab.port).start()
+    yield p
+    p.stop()
+
+
+def session_id_of(engine: Engine) -> str | None:
+    session = engine.connections["lab"].session
+    return getattr(session.transport, "session_id", None) if session else None
+
+
+async def start_engine(home, recorder: Recorder, proxy: LoopbackProxy) -> Engine:
+    engine = Engine(home, recorder)
+    recorder.engine = engine
+    await engine.start()
+    await engine.add_server(ServerConfig(name="lab", transport="http", url=proxy.url(),
+                                         protocol_version="2025-11-25"))
+    await engine.connected("lab")
+    return engine
+
+
+async def test_an_outage_keeps_the_session_and_its_task(isolated_home, lab, proxy, recorder, real_keyring):
+    engine = await start_engine(isolated_home, recorder, proxy)
+    try:
+        first_session = session_id_of(engine)
+        op = await engine.start_call("lab", "long_task", {"seconds": 4, "steps": 8})
+        for _ in range(200):  # until the task id is committed
+            if engine.journal.get_operation(op.id).handle_ref:
+                break
+            await asyncio.sleep(0.05)
+        await asyncio.to_thread(proxy.outage, 3)
+        final = await asyncio.wait_for(engine.wait_finished(op.id), 60)
+        assert final.status == api.COMPLETED, final.error
+        assert session_id_of(engine) == first_session
+        assert proxy.rpc_methods().count("initialize") == 1
+        states = [s.state for s in recorder.servers]
+        assert api.RECONNECTING in states and states[-1] == api.CONNECTED
+        # The kept session takes new work too.
+        again = await engine.start_call("lab", "sleep_with_progress", {"seconds": 0.2, "steps": 2})
+        assert (await asyncio.wait_for(engine.wait_finished(again.id), 30)).status == api.COMPLETED
+    finally:
+        await engine.stop()
+    assert execution_count(lab.state_file, "long_task") == 1
+
+
+async def test_a_session_the_server_forgot_is_replaced(isolated_home, lab, proxy, recorder, real_keyring):
+    engine = await start_engine(isolated_home, recorder, proxy)
+    try:
+        old_session = session_id_of(engine)
+        # The server ends the session behind the host's back (as a restarted server would
+        # forget it), then the network breaks: the ping on the old session draws a 404.
+        async with httpx.AsyncClient() as client:
+            response = await client.delete(lab.url, headers={"Mcp-Session-Id": old_session,
+                                                             "MCP-Protocol-Version": "2025-11-25"})
+            assert response.status_code == 204
+        engine.connections["lab"].connection_lost(session_gone=False)
+        op = await engine.start_call("lab", "sleep_with_progress", {"seconds": 0.2, "steps": 2})
+        final = await asyncio.wait_for(engine.wait_finished(op.id), 30)
+        assert final.status == api.COMPLETED, final.error
+        assert session_id_of(engine) not in (None, old_session)
+        assert proxy.rpc_methods().count("initialize") == 2
+    finally:
+        await engine.stop()
+
+
+async def test_reconnect_asked_by_the_person_makes_a_new_session(isolated_home, lab, proxy, recorder, real_keyring):
+    engine = await start_engine(isolated_home, recorder, proxy)
+    try:
+        old_session = session_id_of(engine)
+        await engine.reconnect("lab")
+        await engine.connected("lab")
+        for _ in range(100):
+            if session_id_of(engine) not in (None, old_session):
+                break
+            await asyncio.sleep(0.05)
+        assert session_id_of(engine) not in (None, old_session)
+    finally:
+        await engine.stop()
