@@ -1134,6 +1134,12 @@ class LabCore:
                 continue
             self._start_runner(job.key)
             resumed += 1
+        # A request answered by a coroutine of the previous process (not by a job) died
+        # with it: its stream ends, so a replay by Last-Event-ID does not wait forever.
+        answered_by_jobs = {job.out_stream for job in self.state.jobs(active_only=True) if job.out_stream}
+        for stream_id in self.state.open_streams("request"):
+            if stream_id not in answered_by_jobs:
+                self.close_stream(stream_id)
         return resumed
 
     async def shutdown(self) -> None:

@@ -245,6 +245,9 @@ class LabState:
     def close_stream(self, stream_id: str) -> None:
         self.db.execute("UPDATE streams SET closed = 1 WHERE id = ?", (stream_id,))
 
+    def open_streams(self, kind: str) -> list[str]:
+        return [r["id"] for r in self.db.execute("SELECT id FROM streams WHERE kind = ? AND NOT closed", (kind,))]
+
     def messages_after(self, stream_id: str, after_seq: int) -> list[tuple[int, dict[str, Any]]]:
         rows = self.db.execute("SELECT seq, payload FROM messages WHERE stream_id = ? AND seq > ? ORDER BY seq",
                                (stream_id, after_seq)).fetchall()

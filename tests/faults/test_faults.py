@@ -204,10 +204,7 @@ CASES = [
          outcomes={f: LOST for f in FAULTS}),
     # Resume tokens and streams are drafts of no era; the handshake era lets the plain
     # request adopt them (see the stateless-era case below).
-    Case("resume_token", "lab_handshake", "long_resume_token", LAB_ARGS,
-         known_failures={"server_restart": "the slice request in flight when the lab is killed ends with a "
-                                           "dropped SSE answer, after which nothing is sent again (neither "
-                                           "the last token nor a reconnect): the call hangs"}),
+    Case("resume_token", "lab_handshake", "long_resume_token", LAB_ARGS),
     Case("streams", "lab_handshake", "long_stream", LAB_ARGS),
     Case("async_tool", "lab", "long_async", LAB_ARGS, long_outage=True),
     # Real peers. server-everything keeps sessions, event history and tasks in memory, and
@@ -218,11 +215,9 @@ CASES = [
                          "drop": "after the dropped connection the host resumes by GET with Last-Event-ID "
                                  "(HTTP 200) but nothing more arrives: the call hangs"}),
     Case("tasks_2025", "everything", "simulate-research-query", {"topic": "fault tolerance", "ambiguous": True},
-         [ACCEPT_RESEARCH], outcomes={"host_kill": LOST, "server_restart": FORGOTTEN},
-         known_failures={"outage": "a poll fails during the outage, the supervisor ends the HTTP session and "
-                                   "initializes a new one; server-everything binds a task to its session, so "
-                                   "the new session does not know it and the outcome is unknown, although the "
-                                   "server never went away"}),
+         # Its tasks are bound to the session that created them: across the outage the
+         # supervisor keeps that session (it pings it until the network is back).
+         [ACCEPT_RESEARCH], outcomes={"host_kill": LOST, "server_restart": FORGOTTEN}),
     # fastmcp-tasks on its memory:// backend.
     Case("tasks_extension", "fastmcp", "slow_count", {"seconds": 3, "steps": 6},
          outcomes={"server_restart": FORGOTTEN}),
