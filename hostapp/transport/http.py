@@ -8,6 +8,16 @@ delay the transport reconnects with GET and ``Last-Event-ID``, and the server re
 was missed. A request is never POSTed twice. In the stateless era (2026-07-28) there is no
 session and no resumption; instead each request mirrors its method and name into headers.
 
+A resumed stream that then stays silent is asked for again: the client closes it and sends
+another GET with the newest ``Last-Event-ID``, after a silence that doubles up to
+MAX_BACKOFF_SECONDS. The specification expects the server to go on sending the request's
+later messages on the resumed connection, but some servers replay what is stored and then
+write nothing more to it (server-everything: its event store answers the replay with an
+event id where the SDK expects the stream id, so the SDK files the new connection under
+the wrong stream); what the request sends later, its response included, is only stored,
+and reaches the client by the next replay. Against a server that does deliver, the cost
+is an occasional GET while a request is silent.
+
 Secrets: the session id and the configured headers (they may hold tokens) never appear in
 exception text or logs; URLs in messages are shown without their query string.
 """
@@ -15,6 +25,7 @@ exception text or logs; URLs in messages are shown without their query string.
 from __future__ import annotations
 
 import asyncio
+import enum
 import functools
 import logging
 from collections.abc import Mapping
@@ -60,6 +71,13 @@ PROTOCOL_VERSION_META = "io.modelcontextprotocol/protocolVersion"
 DEFAULT_MAX_RESUME_ATTEMPTS = 8
 #: Upper bound of the back-off between failed reconnections, in seconds.
 MAX_BACKOFF_SECONDS = 30.0
+#: How long a resumed stream may carry no event before it is asked for again (seconds);
+#: doubled after each request that brought nothing new, up to MAX_BACKOFF_SECONDS.
+DEFAULT_RESUMED_SILENCE_SECONDS = 2.0
+#: Statuses that refuse a resumption only for now: a gateway or a restarting server, or
+#: (409) a server that still holds the stream's previous connection, which it notices
+#: is gone a moment later.
+_RESUME_LATER_STATUSES = frozenset({409, 502, 503, 504})
 #: How much of an error body is quoted in an exception.
 BODY_EXCERPT_CHARS = 300
 
@@ -80,7 +98,8 @@ class StreamableHttpTransport(Transport):
 
     States: created -> connected -> (initialized: session id known, standalone stream open)
     -> closed. Background streams: one per request answered with SSE (until its response
-    arrives, resuming by GET when the connection drops), plus the standalone GET stream.
+    arrives, resuming by GET when the connection drops, and again when a resumed
+    connection stays silent), plus the standalone GET stream.
 
     ``send`` returns once the server answered the POST's status line: for an SSE answer
     that is at once, for a JSON answer when the whole answer is there (it is handed to the
@@ -102,6 +121,7 @@ class StreamableHttpTransport(Transport):
         standalone_stream: bool = True,
         default_retry_ms: int = 1000,
         max_resume_attempts: int = DEFAULT_MAX_RESUME_ATTEMPTS,
+        resumed_silence_seconds: float | None = DEFAULT_RESUMED_SILENCE_SECONDS,
         auth: httpx.Auth | None = None,
     ):
         self.url = httpx.URL(url)
@@ -118,6 +138,8 @@ class StreamableHttpTransport(Transport):
         self.standalone_stream = standalone_stream
         self.default_retry_ms = default_retry_ms
         self.max_resume_attempts = max_resume_attempts
+        # None: a resumed stream is held however long it stays silent.
+        self.resumed_silence_seconds = resumed_silence_seconds
         self._tasks: set[asyncio.Task[None]] = set()
         self._standalone_task: asyncio.Task[None] | None = None
         self._tool_param_headers: dict[str, dict[str, tuple[str, ...]]] = {}
@@ -264,7 +286,7 @@ class StreamableHttpTransport(Transport):
             await response.aclose()
             raise TransportError(f"the server at {self._display_url} answered the resumption "
                                  "with something other than an SSE stream")
-        self._spawn(self._follow_stream(response, request_id, last_event_id=last_event_id),
+        self._spawn(self._follow_stream(response, request_id, last_event_id=last_event_id, resumed=True),
                     "sse-resume")
 
     def open_standalone_stream(self) -> None:
@@ -453,11 +475,13 @@ class StreamableHttpTransport(Transport):
     # -- SSE streams ----------------------------------------------------------------------
 
     async def _read_events(self, response: httpx.Response, request_id: RequestId | None,
-                           state: _StreamState) -> bool:
-        """Read one SSE connection to its end; True when the response to ``request_id`` came.
+                           state: _StreamState, silence: float | None = None) -> _StreamEnd:
+        """Read one SSE connection until it ends, the response to ``request_id`` comes, or
+        (with ``silence``) that many seconds pass without an event.
 
         Hot path: per event, one decoder step, one ``parse`` and one listener call; ids are
-        reported only when they change.
+        reported only when they change. Comments (keep-alives) are no event: a connection
+        the server only keeps alive is silent.
         """
         listener = self.listener
         # Messages on a request's stream belong to that request (an elicitation during a call).
@@ -465,42 +489,54 @@ class StreamableHttpTransport(Transport):
             listener.on_message, related_request_id=request_id)
         decoder = SseDecoder()
         last_id = state.last_event_id
+        loop = asyncio.get_running_loop()
         try:
-            async for chunk in response.aiter_bytes():
-                for event_id, retry, data, _type in decoder.feed(chunk):
-                    if retry is not None:
-                        state.retry_ms = retry
-                    if event_id and event_id != last_id:
-                        last_id = state.last_event_id = event_id
-                        listener.on_stream_event(request_id, event_id, state.retry_ms)
-                    if not data:
-                        continue  # a priming event
-                    try:
-                        message = parse(data)
-                    except ProtocolError as exc:
-                        listener.on_invalid(exc, data)
-                        continue
-                    if type(message) in _ANSWERS:
-                        if self._tools_list_ids and message.id in self._tools_list_ids:  # type: ignore[union-attr]
-                            self._take_tools_list(message)  # type: ignore[arg-type]
-                        on_message(message)
-                        if request_id is not None and message.id == request_id:  # type: ignore[union-attr]
-                            return True
-                    else:
-                        on_message(message)
+            async with asyncio.timeout(None if silence is None else loop.time() + silence) as quiet:
+                async for chunk in response.aiter_bytes():
+                    events = decoder.feed(chunk)
+                    if events and silence is not None:
+                        quiet.reschedule(loop.time() + silence)
+                    for event_id, retry, data, _type in events:
+                        if retry is not None:
+                            state.retry_ms = retry
+                        if event_id and event_id != last_id:
+                            last_id = state.last_event_id = event_id
+                            listener.on_stream_event(request_id, event_id, state.retry_ms)
+                        if not data:
+                            continue  # a priming event
+                        try:
+                            message = parse(data)
+                        except ProtocolError as exc:
+                            listener.on_invalid(exc, data)
+                            continue
+                        if type(message) in _ANSWERS:
+                            if self._tools_list_ids and message.id in self._tools_list_ids:  # type: ignore[union-attr]
+                                self._take_tools_list(message)  # type: ignore[arg-type]
+                            on_message(message)
+                            if request_id is not None and message.id == request_id:  # type: ignore[union-attr]
+                                return _StreamEnd.ANSWERED
+                        else:
+                            on_message(message)
+        except TimeoutError:
+            if quiet.expired():
+                return _StreamEnd.SILENT
+            raise
         except httpx.HTTPError as exc:
             log.debug("SSE connection to %s dropped: %s", self._display_url, type(exc).__name__)
         finally:
             await response.aclose()
-        return False
+        return _StreamEnd.CLOSED
 
     async def _follow_stream(self, response: httpx.Response, request_id: RequestId,
-                             last_event_id: str | None = None) -> None:
-        """Read a request's stream until its response arrives, resuming by GET on drops."""
-        state = _StreamState(last_event_id)
-        if await self._read_events(response, request_id, state):
-            return
-        if self._closing:
+                             last_event_id: str | None = None, resumed: bool = False) -> None:
+        """Read a request's stream until its response arrives, resuming by GET on drops.
+
+        ``resumed``: ``response`` is already a resumption (a GET with ``Last-Event-ID``
+        after a restart), so a silence asks for the stream again like any resumption.
+        """
+        state = _StreamState(last_event_id, self.resumed_silence_seconds)
+        end = await self._read_events(response, request_id, state, state.silence if resumed else None)
+        if end is _StreamEnd.ANSWERED or self._closing:
             return
         if self._stateless:
             self.listener.on_request_lost(request_id, ConnectionLost(
@@ -512,21 +548,26 @@ class StreamableHttpTransport(Transport):
                 "the answer stream closed before the response arrived and the server gave no "
                 "event id to resume from"))
             return
+        if end is _StreamEnd.SILENT:
+            state.quieter(brought_news=state.last_event_id != last_event_id)
         error = await self._resume_until_done(request_id, state)
         if error is not None and not self._closing:
             self.listener.on_request_lost(request_id, error)
 
-    async def _resume_until_done(self, request_id: RequestId | None, state: _StreamState) -> Exception | None:
-        """Reconnect with Last-Event-ID after each drop; None once done, else why it gave up.
+    async def _resume_until_done(self, request_id: RequestId, state: _StreamState) -> Exception | None:
+        """Reconnect with Last-Event-ID after each drop or silence; None once done, else why
+        it gave up.
 
         The server's ``retry`` is waited exactly before each reconnection; only after a
-        reconnection failed does the wait grow (doubling, up to MAX_BACKOFF_SECONDS).
+        reconnection failed does the wait grow (doubling, up to MAX_BACKOFF_SECONDS). A
+        resumed connection that stays silent is no failure (the server took it), so it is
+        asked for again without end, only less often while nothing new comes.
         """
         failures = 0
-        delay = (state.retry_ms if state.retry_ms is not None else self.default_retry_ms) / 1000
+        delay = state.retry_seconds(self.default_retry_ms)
         while not self._closing:
             await asyncio.sleep(delay)
-            retry_delay = (state.retry_ms if state.retry_ms is not None else self.default_retry_ms) / 1000
+            retry_delay = state.retry_seconds(self.default_retry_ms)
             try:
                 response = await self._open_get(state.last_event_id)
             except TransportError as exc:
@@ -539,7 +580,7 @@ class StreamableHttpTransport(Transport):
                 try:
                     await self._raise_for_status(response, "Mcp-Session-Id" in response.request.headers, None)
                 except HttpStatusError as exc:
-                    if exc.status in (502, 503, 504):  # a gateway or a restarting server: try again
+                    if exc.status in _RESUME_LATER_STATUSES:
                         failures += 1
                         if failures < self.max_resume_attempts:
                             delay = min(max(retry_delay, delay) * 2, MAX_BACKOFF_SECONDS)
@@ -550,16 +591,22 @@ class StreamableHttpTransport(Transport):
                 await response.aclose()
                 return ProtocolError("the server answered the resumption with something other than an SSE stream")
             seen_before = state.last_event_id
-            if await self._read_events(response, request_id, state):
+            end = await self._read_events(response, request_id, state, state.silence)
+            if end is _StreamEnd.ANSWERED:
                 return None
-            if state.last_event_id != seen_before:
+            brought_news = state.last_event_id != seen_before
+            if end is _StreamEnd.SILENT:
+                failures = 0
+                state.quieter(brought_news)
+                log.debug("resumed stream of %s silent; asking for it again", self._display_url)
+            elif brought_news:
                 failures = 0  # progress was made: this was a new drop, not a failing server
             else:
                 failures += 1
                 if failures >= self.max_resume_attempts:
                     return ConnectionLost(
                         f"gave up resuming the stream: {failures} reconnections in a row brought nothing new")
-            delay = (state.retry_ms if state.retry_ms is not None else self.default_retry_ms) / 1000
+            delay = state.retry_seconds(self.default_retry_ms)
         return None
 
     async def _standalone_loop(self) -> None:
@@ -596,14 +643,37 @@ class StreamableHttpTransport(Transport):
             await asyncio.sleep((state.retry_ms if state.retry_ms is not None else self.default_retry_ms) / 1000)
 
 
+class _StreamEnd(enum.Enum):
+    """How one SSE connection of a stream ended."""
+
+    ANSWERED = "the response to the stream's request came"
+    CLOSED = "the connection ended or dropped"
+    SILENT = "no event came for the allowed silence; the client let go"
+
+
 class _StreamState:
-    """Where one SSE stream stands: the last event id seen and the server's retry delay."""
+    """Where one SSE stream stands: the last event id seen, the server's retry delay, and
+    how long a resumed connection of it may stay silent (None: for ever)."""
 
-    __slots__ = ("last_event_id", "retry_ms")
+    __slots__ = ("last_event_id", "retry_ms", "silence", "_first_silence")
 
-    def __init__(self, last_event_id: str | None):
+    def __init__(self, last_event_id: str | None, silence: float | None = None):
         self.last_event_id = last_event_id
         self.retry_ms: int | None = None
+        self.silence = self._first_silence = silence
+
+    def retry_seconds(self, default_ms: int) -> float:
+        return (self.retry_ms if self.retry_ms is not None else default_ms) / 1000
+
+    def quieter(self, brought_news: bool) -> None:
+        """A resumed connection fell silent: allow the same silence again after news,
+        twice as much (up to MAX_BACKOFF_SECONDS) after none."""
+        if self.silence is None:
+            return
+        if brought_news:
+            self.silence = self._first_silence
+        else:
+            self.silence = min(max(self.silence * 2, self._first_silence or 0.0), MAX_BACKOFF_SECONDS)
 
 
 def _reason(exc: BaseException) -> str:
