@@ -188,11 +188,6 @@ LOST = frozenset({UNKNOWN})
 #: outcome is unknown (or the peer's error), never run the tool again.
 FORGOTTEN = frozenset({UNKNOWN, FAILED})
 
-HTTP_RESUMPTION_AFTER_RESTART = (
-    "server-everything: after the host restart the stream is resumed by GET with Last-Event-ID and its "
-    "progress is replayed, but the original response never completes the operation: `hostapp resume "
-    "--wait` hangs")
-
 CASES = [
     Case("http_resumption", "lab_handshake", "long_sse", LAB_ARGS, long_outage=True),
     Case("tasks_2025", "lab_handshake", "long_task", LAB_ARGS),
@@ -210,10 +205,7 @@ CASES = [
     # Real peers. server-everything keeps sessions, event history and tasks in memory, and
     # binds a task to the session that created it: a restarted host opens a new session.
     Case("http_resumption", "everything", "trigger-long-running-operation", {"duration": 3, "steps": 6},
-         outcomes={"server_restart": LOST},
-         known_failures={"host_kill": HTTP_RESUMPTION_AFTER_RESTART,
-                         "drop": "after the dropped connection the host resumes by GET with Last-Event-ID "
-                                 "(HTTP 200) but nothing more arrives: the call hangs"}),
+         outcomes={"server_restart": LOST}),
     Case("tasks_2025", "everything", "simulate-research-query", {"topic": "fault tolerance", "ambiguous": True},
          # Its tasks are bound to the session that created them: across the outage the
          # supervisor keeps that session (it pings it until the network is back).
