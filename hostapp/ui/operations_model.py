@@ -15,12 +15,13 @@ import time
 from collections.abc import Awaitable
 from typing import Any, Protocol
 
-from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, Qt, QTimer, Signal
+from PySide6.QtCore import QModelIndex, QPersistentModelIndex, Qt, QTimer, Signal
 from PySide6.QtGui import QFont
 from PySide6.QtWidgets import QApplication, QStyle
 
 from hostapp.engine import api
 from hostapp.engine.api import OperationView
+from hostapp.ui.flat_table_model import TOP_LEVEL, FlatTableModel
 from hostapp.ui.result_view import plain_tooltip
 
 log = logging.getLogger(__name__)
@@ -92,7 +93,7 @@ def elapsed_of(op: OperationView, now: float | None = None) -> float:
     return max(0.0, end - op.created_at) if op.created_at else 0.0
 
 
-class OperationTableModel(QAbstractTableModel):
+class OperationTableModel(FlatTableModel):
     """Rows: in-flight operations (newest first), then finished ones (journal order, paged).
 
     Signals:
@@ -102,6 +103,8 @@ class OperationTableModel(QAbstractTableModel):
 
     loadingChanged = Signal(bool)
     totalChanged = Signal(int)
+
+    headers = HEADERS
 
     def __init__(self, source: OperationSource, parent=None) -> None:
         super().__init__(parent)
@@ -166,10 +169,10 @@ class OperationTableModel(QAbstractTableModel):
         self._set_total(total)
         self._update_tick()
 
-    def canFetchMore(self, parent: QModelIndex | QPersistentModelIndex = QModelIndex()) -> bool:
+    def canFetchMore(self, parent: QModelIndex | QPersistentModelIndex = TOP_LEVEL) -> bool:
         return not parent.isValid() and not self._history_exhausted and not self._loading
 
-    def fetchMore(self, parent: QModelIndex | QPersistentModelIndex = QModelIndex()) -> None:
+    def fetchMore(self, parent: QModelIndex | QPersistentModelIndex = TOP_LEVEL) -> None:
         if not self.canFetchMore(parent):
             return
         try:
@@ -249,7 +252,7 @@ class OperationTableModel(QAbstractTableModel):
             return -1
         if was_live == op.in_flight:
             self._row_list(row)[self._list_pos(row)] = op
-            self.dataChanged.emit(self.index(row, 0), self.index(row, len(HEADERS) - 1))
+            self.emit_row_changed(row)
             return 0
         # It crossed between in flight and finished: move it to the head of its section.
         self._remove(row)
@@ -314,24 +317,10 @@ class OperationTableModel(QAbstractTableModel):
     def live_count(self) -> int:
         return len(self._live)
 
-    # -- QAbstractTableModel ------------------------------------------------------------
+    # -- the table ------------------------------------------------------------------------
 
-    def rowCount(self, parent: QModelIndex | QPersistentModelIndex = QModelIndex()) -> int:
-        return 0 if parent.isValid() else len(self._live) + len(self._history)
-
-    def columnCount(self, parent: QModelIndex | QPersistentModelIndex = QModelIndex()) -> int:
-        return 0 if parent.isValid() else len(HEADERS)
-
-    def headerData(self, section: int, orientation: Qt.Orientation, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
-        if orientation == Qt.Orientation.Horizontal and role == Qt.ItemDataRole.DisplayRole \
-                and 0 <= section < len(HEADERS):
-            return HEADERS[section]
-        return None
-
-    def flags(self, index: QModelIndex | QPersistentModelIndex) -> Qt.ItemFlag:
-        if not index.isValid():
-            return Qt.ItemFlag.NoItemFlags
-        return Qt.ItemFlag.ItemIsEnabled | Qt.ItemFlag.ItemIsSelectable | Qt.ItemFlag.ItemNeverHasChildren
+    def row_count(self) -> int:
+        return len(self._live) + len(self._history)
 
     def data(self, index: QModelIndex | QPersistentModelIndex, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
         if not index.isValid():
@@ -351,7 +340,7 @@ class OperationTableModel(QAbstractTableModel):
                 return plain_tooltip(str(op.error.get("message") or ""))
             return None
         if role == Qt.ItemDataRole.AccessibleTextRole:
-            return f"{HEADERS[col]}: {self._display(op, col)}"
+            return self.accessible_text(col, self._display(op, col))
         if role == Qt.ItemDataRole.DecorationRole and col == STATUS:
             return self._status_icon(op)
         if role == Qt.ItemDataRole.FontRole and col == STATUS and op.needs_input:

@@ -5,11 +5,12 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, Qt, QTimer
+from PySide6.QtCore import QModelIndex, QPersistentModelIndex, Qt, QTimer
 from PySide6.QtWidgets import QApplication, QStyle
 
 from hostapp.engine import api
 from hostapp.engine.api import ServerView
+from hostapp.ui.flat_table_model import FlatTableModel
 from hostapp.ui.result_view import plain_tooltip
 
 #: The role that carries the whole :class:`ServerView` of a row.
@@ -21,12 +22,14 @@ HEADERS = ("Name", "Transport", "Status", "Protocol", "Tools", "Command or URL")
 TRANSPORT_TEXT = {"stdio": "stdio", "http": "HTTP"}
 
 
-class ServerTableModel(QAbstractTableModel):
+class ServerTableModel(FlatTableModel):
     """One row per configured server, in the order they were first seen.
 
     ``reconnecting in N s`` counts down on a one-second timer from the delay the engine
     reported, so the engine need not tell the window every second.
     """
+
+    headers = HEADERS
 
     def __init__(self, parent=None) -> None:
         super().__init__(parent)
@@ -54,7 +57,7 @@ class ServerTableModel(QAbstractTableModel):
             self.endInsertRows()
         else:
             self._servers[row] = server
-            self.dataChanged.emit(self.index(row, 0), self.index(row, len(HEADERS) - 1))
+            self.emit_row_changed(row)
         self._update_countdown()
 
     def remove_server(self, name: str) -> None:
@@ -103,24 +106,10 @@ class ServerTableModel(QAbstractTableModel):
             if s.state == api.RECONNECTING:
                 self.dataChanged.emit(self.index(row, STATUS), self.index(row, STATUS))
 
-    # -- QAbstractTableModel ------------------------------------------------------------
+    # -- the table ------------------------------------------------------------------------
 
-    def rowCount(self, parent: QModelIndex | QPersistentModelIndex = QModelIndex()) -> int:
-        return 0 if parent.isValid() else len(self._servers)
-
-    def columnCount(self, parent: QModelIndex | QPersistentModelIndex = QModelIndex()) -> int:
-        return 0 if parent.isValid() else len(HEADERS)
-
-    def headerData(self, section: int, orientation: Qt.Orientation, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
-        if orientation == Qt.Orientation.Horizontal and role == Qt.ItemDataRole.DisplayRole \
-                and 0 <= section < len(HEADERS):
-            return HEADERS[section]
-        return None
-
-    def flags(self, index: QModelIndex | QPersistentModelIndex) -> Qt.ItemFlag:
-        if not index.isValid():
-            return Qt.ItemFlag.NoItemFlags
-        return Qt.ItemFlag.ItemIsEnabled | Qt.ItemFlag.ItemIsSelectable | Qt.ItemFlag.ItemNeverHasChildren
+    def row_count(self) -> int:
+        return len(self._servers)
 
     def data(self, index: QModelIndex | QPersistentModelIndex, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
         if not index.isValid():
@@ -136,7 +125,7 @@ class ServerTableModel(QAbstractTableModel):
         if role == Qt.ItemDataRole.ToolTipRole and col == STATUS and server.error:
             return plain_tooltip(server.error)
         if role == Qt.ItemDataRole.AccessibleTextRole:
-            return f"{HEADERS[col]}: {self._display(server, col)}"
+            return self.accessible_text(col, self._display(server, col))
         if role == Qt.ItemDataRole.DecorationRole and col == STATUS:
             style = QApplication.style()
             pixmap = {
