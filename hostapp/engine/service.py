@@ -39,8 +39,10 @@ log = logging.getLogger(__name__)
 DEFAULT_DEADLINE_SECONDS = 7 * 24 * 3600
 
 
-#: Mechanisms whose handle only works in the HTTP session that issued it.
-SESSION_BOUND_MECHANISMS = frozenset({"http_resumption"})
+#: Mechanisms whose handle only works in the HTTP session that issued it: a stream, and
+#: a 2025-11-25 task (receivers bind tasks to the session that made them, as
+#: server-everything does). After a restart they go on in that session, adopted.
+SESSION_BOUND_MECHANISMS = frozenset({"http_resumption", "tasks_2025"})
 
 HANDLE_PREFIX = "hostapp-handle:"
 
@@ -335,8 +337,18 @@ class OperationRunner:
     # -- I/O ----------------------------------------------------------------------
 
     async def _live_session(self) -> ClientSession:
+        adopted = self._stream_session
+        if adopted is not None and adopted.state == "ready":
+            return adopted  # the earlier session its handle is bound to
         conn = self.engine._connection(self.record.server)
         return await conn.wait_ready()
+
+    async def _give_up_adopted_session(self) -> None:
+        """The server refused the adopted earlier session: go on (or end) on the live one."""
+        adopted, self._stream_session = self._stream_session, None
+        if adopted is not None and self.http_session is not None:
+            sid, self.http_session = self.http_session[0], None
+            await self.engine._connection(self.record.server).release_side_session(sid)
 
     def _route_progress(self, session: ClientSession) -> None:
         self.session = session
@@ -419,6 +431,10 @@ class OperationRunner:
             # it is back.
             stream_only = isinstance(exc, ConnectionLost) and original and session.state == "ready"
             if stream_only:
+                await self.feed(lambda: self.mech.resume(now=eng.clock()))
+            elif session is self._stream_session and lost:
+                # Only the adopted earlier session is gone; the connection is fine.
+                await self._give_up_adopted_session()
                 await self.feed(lambda: self.mech.resume(now=eng.clock()))
             else:
                 eng._connection(self.record.server).connection_lost(session_gone=lost)

@@ -98,3 +98,49 @@ async def test_reconnect_asked_by_the_person_makes_a_new_session(isolated_home, 
         assert session_id_of(engine) not in (None, old_session)
     finally:
         await engine.stop()
+
+
+async def test_a_restarted_host_adopts_the_session_of_its_task(isolated_home, lab, proxy, real_keyring):
+    engine = await start_engine(isolated_home, Recorder(), proxy)
+    op = await engine.start_call("lab", "long_task", {"seconds": 3, "steps": 6})
+    for _ in range(200):
+        if engine.journal.get_operation(op.id).handle_ref:
+            break
+        await asyncio.sleep(0.05)
+    task_session = session_id_of(engine)
+    await engine.stop()  # quits with the task in flight; the session stays open on the server
+
+    engine = Engine(isolated_home, Recorder())
+    await engine.start()
+    try:
+        final = await asyncio.wait_for(engine.wait_finished(op.id), 60)
+    finally:
+        await engine.stop()
+    assert final.status == api.COMPLETED, final.error
+    # Every poll of the restarted host went out in the session that made the task.
+    polls = [r for r in proxy.requests if r.rpc_method == "tasks/get"]
+    assert polls and polls[-1].headers.get("mcp-session-id") == task_session
+    assert execution_count(lab.state_file, "long_task") == 1
+
+
+async def test_a_restarted_host_goes_on_when_that_session_is_gone(isolated_home, lab, proxy, real_keyring):
+    engine = await start_engine(isolated_home, Recorder(), proxy)
+    op = await engine.start_call("lab", "long_task", {"seconds": 3, "steps": 6})
+    for _ in range(200):
+        if engine.journal.get_operation(op.id).handle_ref:
+            break
+        await asyncio.sleep(0.05)
+    task_session = session_id_of(engine)
+    await engine.stop()
+    async with httpx.AsyncClient() as client:  # the server forgets that session
+        await client.delete(lab.url, headers={"Mcp-Session-Id": task_session, "MCP-Protocol-Version": "2025-11-25"})
+
+    engine = Engine(isolated_home, Recorder())
+    await engine.start()
+    try:
+        final = await asyncio.wait_for(engine.wait_finished(op.id), 60)
+    finally:
+        await engine.stop()
+    # The lab does not bind tasks to sessions: the task goes on in the new session.
+    assert final.status == api.COMPLETED, final.error
+    assert execution_count(lab.state_file, "long_task") == 1

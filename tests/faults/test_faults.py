@@ -203,13 +203,14 @@ CASES = [
     Case("streams", "lab_handshake", "long_stream", LAB_ARGS),
     Case("async_tool", "lab", "long_async", LAB_ARGS, long_outage=True),
     # Real peers. server-everything keeps sessions, event history and tasks in memory, and
-    # binds a task to the session that created it: a restarted host opens a new session.
+    # binds a task to the session that created it: a restarted host adopts that session.
     Case("http_resumption", "everything", "trigger-long-running-operation", {"duration": 3, "steps": 6},
          outcomes={"server_restart": LOST}),
     Case("tasks_2025", "everything", "simulate-research-query", {"topic": "fault tolerance", "ambiguous": True},
          # Its tasks are bound to the session that created them: across the outage the
-         # supervisor keeps that session (it pings it until the network is back).
-         [ACCEPT_RESEARCH], outcomes={"host_kill": LOST, "server_restart": FORGOTTEN}),
+         # supervisor keeps that session (it pings it until the network is back), and a
+         # restarted host adopts it (the session id is kept with the task id).
+         [ACCEPT_RESEARCH], outcomes={"server_restart": FORGOTTEN}),
     # fastmcp-tasks on its memory:// backend.
     Case("tasks_extension", "fastmcp", "slow_count", {"seconds": 3, "steps": 6},
          outcomes={"server_restart": FORGOTTEN}),
