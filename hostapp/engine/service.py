@@ -46,6 +46,10 @@ SESSION_BOUND_MECHANISMS = frozenset({"http_resumption", "tasks_2025"})
 
 HANDLE_PREFIX = "hostapp-handle:"
 
+#: Why an operation whose handle could not be kept ends unknown after a restart.
+HANDLE_NOT_KEPT = ("the keyring was unavailable, so what could resume this operation was not kept "
+                   "across the restart; it may or may not have run")
+
 
 def unwrap_secret(value: str | None) -> tuple[str | None, tuple[str, str] | None]:
     """Split a keyring handle value into the mechanism's secret and its HTTP session."""
@@ -1001,6 +1005,12 @@ class Engine:
         runner.http_session = http_session
         self.runners[record.id] = runner
         self._changed(runner)
+        if secret is None and not record.resumable and state.get("mechanism") != "direct" \
+                and state.get("phase") not in ("new", "done"):
+            # Its handle never reached the keyring: asking the server with nothing would
+            # draw a misleading "unknown handle" answer.
+            runner._spawn(runner._finish(api.UNKNOWN, error={"code": None, "message": HANDLE_NOT_KEPT}))
+            return
         if record.server not in self.connections:
             cfg = self.journal.get_server(record.server)
             if cfg is None:

@@ -386,6 +386,7 @@ def test_without_keyring_a_killed_call_ends_unknown_not_rerun(served: Served, to
     ops = json.loads(run_hostapp(home, "ops", "--json", env=no_keyring_env).stdout)
     detail = f"ops={ops}\nevents={call.events + resume.events}\nstderr:\n{call.stderr}\n{resume.stderr}"
     assert [o["status"] for o in ops] == [UNKNOWN], detail
+    assert "keyring" in ops[0]["error"]["message"], detail  # the reason, not a symptom
     assert not [e for e in call.events + resume.events if e.get("event") == "result"], detail
     assert served.executions(tool) == 1, detail
     _assert_no_handle_in(home, issued_handles(served.proxy))
