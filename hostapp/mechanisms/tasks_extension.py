@@ -7,7 +7,8 @@ pollIntervalMs?, ...}``. ``tasks/get`` returns the task with exactly one of ``re
 ``tasks/update {taskId, inputResponses}`` answers questions; ``tasks/cancel`` is a
 cooperative request acknowledged with an empty result. Status changes may be pushed
 as ``notifications/tasks`` on a ``subscriptions/listen`` stream; polling goes on
-regardless. There is no ``tasks/result``, no ``tasks/list`` and no task progress.
+regardless. There is no ``tasks/result``, no ``tasks/list`` and no task progress: a
+working task tells how far it got only in its ``statusMessage``, so each new one is shown.
 
 Before a task exists the server may still answer with an MRTR question, so this
 mechanism extends :class:`Mrtr`.
@@ -66,6 +67,9 @@ class TasksExtension(Mrtr):
         self.task_status: str | None = state.get("task_status")
         self.poll_seconds: float | None = state.get("poll_seconds")
         self.cancel_requested: bool = bool(state.get("cancel_requested"))
+        # The statusMessage shown last. Not journaled: after a restart the first poll shows
+        # the current one.
+        self.status_message: str | None = None
         # Keys answered since the last (re)connect: tasks/get may still show them
         # until the server has taken the update in. Not journaled on purpose: after a
         # restart an unanswered question must be asked again.
@@ -107,6 +111,10 @@ class TasksExtension(Mrtr):
             self.expires_at = now + ttl_ms / 1000  # the client's clock, not the server's
         changed = status != self.task_status
         self.task_status = status
+        message = task.get("statusMessage") if isinstance(task.get("statusMessage"), str) else None
+        message_changed = message is not None and message != self.status_message
+        if message_changed:
+            self.status_message = message
         if status == "completed":
             result = task.get("result")
             return [Deliver(result=result)] if isinstance(result, dict) else [self._get()]
@@ -128,8 +136,8 @@ class TasksExtension(Mrtr):
                 self.input_requests = fresh
                 self.phase = AWAITING_INPUT
                 actions += [self._commit(), *self._ask("task", task.get("statusMessage"))]
-        elif status == "working" and changed and self.phase != CANCELLING:
-            actions.append(MarkStatus("working", task.get("statusMessage")))
+        elif status == "working" and (changed or message_changed) and self.phase != CANCELLING:
+            actions.append(MarkStatus("working", message))
         actions.append(ScheduleWake(self._poll_at(now, self.poll_seconds), "poll tasks/get"))
         return actions
 

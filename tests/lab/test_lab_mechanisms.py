@@ -117,6 +117,25 @@ def test_long_task_ext_happy_path(lab):
     assert "error" not in done and "inputRequests" not in done
 
 
+def test_long_task_ext_tells_how_far_it_got_in_its_status_message(lab):
+    # The extension has no task progress: a working task's statusMessage is the only report.
+    client = McpClient(lab.url, stateless=True, capabilities=TASKS_EXT)
+    exchange = client.call("long_task_ext", {"seconds": 1.2, "steps": 3}, progress="p")
+    assert exchange.progress == []
+    task_id = exchange.result["taskId"]
+    messages: list[str] = []
+
+    def completed() -> bool:
+        task = client.request("tasks/get", {"taskId": task_id}).result
+        if task["status"] == "working" and task.get("statusMessage") not in (None, *messages[-1:]):
+            messages.append(task["statusMessage"])
+        return task["status"] == "completed"
+
+    wait_until(completed)
+    steps = [m for m in messages if m != "started"]
+    assert steps and set(steps) <= {"step 1/3", "step 2/3", "step 3/3"} and steps == sorted(steps), messages
+
+
 def test_long_task_ext_cancel(lab):
     client = McpClient(lab.url, stateless=True, capabilities=TASKS_EXT)
     task = client.call("long_task_ext", {"seconds": 30, "steps": 3}).result

@@ -227,6 +227,30 @@ def test_extension_detailed_results(detailed, outcome):
     assert m.on_result(detailed, now=T0 + 2, method="tasks/get") == [outcome]
 
 
+def test_extension_shows_each_new_status_message_of_a_working_task():
+    # The extension has no task progress: a working task's statusMessage says how far it got.
+    m = TasksExtension()
+    m.prepare(dict(CALL), now=T0)
+    created_ext(m)
+    polled = m.on_result(task("working", statusMessage="step 1/4"), now=T0 + 2, method="tasks/get")
+    assert MarkStatus("working", "step 1/4") in polled
+    assert of_type(m.on_result(task("working", statusMessage="step 1/4"), now=T0 + 3, method="tasks/get"),
+                   MarkStatus) == []
+    assert MarkStatus("working", "step 2/4") in m.on_result(task("working", statusMessage="step 2/4"),
+                                                            now=T0 + 4, method="tasks/get")
+    assert MarkStatus("working", "step 3/4") in m.on_notification(
+        "notifications/tasks", task("working", statusMessage="step 3/4"), now=T0 + 5)
+    # After a restart the first poll shows the task's message at once.
+    m = restart(m)
+    m.resume(now=T0 + 6)
+    assert MarkStatus("working", "step 3/4") in m.on_result(task("working", statusMessage="step 3/4"),
+                                                            now=T0 + 7, method="tasks/get")
+    # While a cancellation is pending the operation is not shown as working again.
+    m.cancel(now=T0 + 8)
+    assert of_type(m.on_result(task("working", statusMessage="step 4/4"), now=T0 + 9, method="tasks/get"),
+                   MarkStatus) == []
+
+
 def test_extension_notification_without_payload_fetches_the_task():
     m = TasksExtension()
     m.prepare(dict(CALL), now=T0)
