@@ -86,6 +86,11 @@ _ANSWERS = (Response, ErrorResponse)
 _ACCEPT_SSE = "text/event-stream"
 # Streams may stay silent for hours (a long tool call); only connecting is bounded.
 _STREAM_TIMEOUT = httpx.Timeout(30.0, read=None)
+# Every SSE stream in flight holds an HTTP/1.1 connection of its own for as long as its
+# request runs, so httpx's default cap of 100 connections would queue the 101st request
+# behind streams that last for hours (and fail it after the pool timeout). Connections
+# are not capped; idle ones are kept for the polls that follow each other (tasks/get).
+_POOL_LIMITS = httpx.Limits(max_connections=None, max_keepalive_connections=100)
 
 
 def _display_url(url: httpx.URL) -> str:
@@ -165,7 +170,7 @@ class StreamableHttpTransport(Transport):
     async def connect(self, listener: TransportListener) -> None:
         self.listener = listener
         if self._client is None:
-            self._client = httpx.AsyncClient(timeout=_STREAM_TIMEOUT, auth=self._auth)
+            self._client = httpx.AsyncClient(timeout=_STREAM_TIMEOUT, limits=_POOL_LIMITS, auth=self._auth)
             self._owns_client = True
         self._connected = True
         self._closing = False
@@ -491,7 +496,7 @@ class StreamableHttpTransport(Transport):
         last_id = state.last_event_id
         loop = asyncio.get_running_loop()
         try:
-            async with asyncio.timeout(None if silence is None else loop.time() + silence) as quiet:
+            async with asyncio.timeout_at(None if silence is None else loop.time() + silence) as quiet:
                 async for chunk in response.aiter_bytes():
                     events = decoder.feed(chunk)
                     if events and silence is not None:
@@ -655,7 +660,7 @@ class _StreamState:
     """Where one SSE stream stands: the last event id seen, the server's retry delay, and
     how long a resumed connection of it may stay silent (None: for ever)."""
 
-    __slots__ = ("last_event_id", "retry_ms", "silence", "_first_silence")
+    __slots__ = ("_first_silence", "last_event_id", "retry_ms", "silence")
 
     def __init__(self, last_event_id: str | None, silence: float | None = None):
         self.last_event_id = last_event_id

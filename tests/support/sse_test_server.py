@@ -12,6 +12,8 @@ next standalone GET stream close after its first events.
 - ``drop``: like ``sse`` but the connection is closed after each index in ``drops``
   (event counts), with ``retry: <retry>`` in the priming event; ``GET`` with
   ``Last-Event-ID`` replays the events after that id (or answers ``resume_status``).
+  With ``silent_resumes: n`` the first n resumptions send only keep-alive comments and
+  hold the connection (as server-everything does with a resumed stream), the next replays.
 - ``drop_noid``: an SSE answer without event ids that closes before the response.
 - ``bad``: an SSE answer with one malformed event between good ones.
 - ``status``: answers HTTP ``status`` with a short text body.
@@ -46,6 +48,8 @@ STREAMS: dict[str, list[tuple[str, str]]] = {}
 DROPS: dict[str, list[int]] = {}
 # stream key -> HTTP status every resumption GET of that stream gets
 RESUME_STATUS: dict[str, int] = {}
+# stream key -> how many more resumptions stay silent (keep-alive comments only)
+SILENT_RESUMES: dict[str, int] = {}
 
 
 def record(kind: str, **fields) -> None:
@@ -109,6 +113,16 @@ async def replay(key: str, start: int, first_chunk: str | None = None):
     record("end", stream=key)
 
 
+async def keep_alive_only(key: str):
+    """Hold a resumed connection open with comments only, until the client goes away."""
+    try:
+        while True:
+            yield ": keepalive\n\n"
+            await asyncio.sleep(0.1)
+    finally:
+        record("let_go", stream=key)
+
+
 async def mcp(request: Request) -> Response:
     headers = {k.lower(): v for k, v in request.headers.items()}
     session = headers.get("mcp-session-id")
@@ -129,6 +143,9 @@ async def mcp(request: Request) -> Response:
             return PlainTextResponse("unknown event id", status_code=400)
         if key in RESUME_STATUS:
             return PlainTextResponse("not now", status_code=RESUME_STATUS[key])
+        if SILENT_RESUMES.get(key):
+            SILENT_RESUMES[key] -= 1
+            return sse_response(keep_alive_only(key), session)
         return sse_response(replay(key, int(index)), session)
 
     body = json.loads(await request.body())
@@ -161,6 +178,7 @@ async def mcp(request: Request) -> Response:
         DROPS[key] = list(args.get("drops", []))
         if "resume_status" in args:
             RESUME_STATUS[key] = int(args["resume_status"])
+        SILENT_RESUMES[key] = int(args.get("silent_resumes", 0))
         priming = sse_event("", f"{key}:0", args.get("retry"))
         return sse_response(replay(key, 0, priming), session)
     if name == "drop_noid":

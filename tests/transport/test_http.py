@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import httpx
 import pytest
 
@@ -166,6 +168,41 @@ async def test_resume_stream_after_a_restart(sse_server, listener, make_listener
     [get] = [r for r in sse_server.records() if r["kind"] == "http" and r["method"] == "GET"]
     assert get["headers"]["last-event-id"] == last_event_id
     assert len(posts(sse_server, "tools/call")) == 1
+
+
+async def test_a_silent_resumed_stream_is_asked_for_again(sse_server, listener):
+    """A server may replay and then write nothing more to the resumed connection (only
+    keep-alive comments, which are no events): the client lets go after the allowed
+    silence and resumes again from the same event id; the silence doubles while nothing
+    new comes."""
+    transport = await initialized(sse_server, listener, standalone_stream=False, resumed_silence_seconds=0.3)
+    try:
+        await transport.send(call(1, "drop", count=4, drops=[2], retry=100, silent_resumes=2))
+        await listener.wait_for(lambda: listener.has_response(1), timeout=15)
+    finally:
+        await transport.close()
+    assert listener.progress_values() == [1, 2, 3, 4]
+    assert listener.lost == [] and listener.invalid == []
+    records = sse_server.records()
+    gets = [r for r in records if r["kind"] == "http" and r["method"] == "GET"]
+    assert len(gets) == 3
+    assert len({g["headers"]["last-event-id"] for g in gets}) == 1  # the silent ones brought nothing
+    assert len([r for r in records if r["kind"] == "let_go"]) == 2
+    first_wait, second_wait = (b["time"] - a["time"] for a, b in itertools.pairwise(gets))
+    assert first_wait >= 0.3 + 0.1 and second_wait >= 0.6 + 0.1
+    assert len(posts(sse_server, "tools/call")) == 1
+
+
+async def test_resumed_silence_can_be_held_for_ever(sse_server, listener):
+    transport = await initialized(sse_server, listener, standalone_stream=False, resumed_silence_seconds=None)
+    try:
+        await transport.send(call(1, "drop", count=2, drops=[1], retry=50, silent_resumes=1))
+        with pytest.raises(TimeoutError):
+            await listener.wait_for(lambda: listener.has_response(1), timeout=1.5)
+    finally:
+        await transport.close()
+    assert listener.progress_values() == [1]
+    assert len([r for r in sse_server.records() if r["kind"] == "http" and r["method"] == "GET"]) == 1
 
 
 async def test_malformed_sse_event_is_reported_and_the_stream_goes_on(sse_server, listener):
@@ -334,15 +371,17 @@ async def test_handshake_era_tools_list_is_passed_through_whole(sse_server, list
         await transport.close()
 
 
-async def test_resumption_refused_by_a_busy_server_is_retried_then_given_up(sse_server, listener):
+# 409: the server still holds the stream's previous connection (it notices the drop later)
+@pytest.mark.parametrize("status", [503, 409])
+async def test_resumption_refused_by_a_busy_server_is_retried_then_given_up(sse_server, listener, status):
     transport = await initialized(sse_server, listener, standalone_stream=False, max_resume_attempts=3)
     try:
-        await transport.send(call(1, "drop", count=3, drops=[1], retry=50, resume_status=503))
+        await transport.send(call(1, "drop", count=3, drops=[1], retry=50, resume_status=status))
         await listener.wait_for(lambda: listener.lost, timeout=15)
     finally:
         await transport.close()
     [(request_id, error)] = listener.lost
-    assert request_id == 1 and isinstance(error, HttpStatusError) and error.status == 503
+    assert request_id == 1 and isinstance(error, HttpStatusError) and error.status == status
     gets = [r for r in sse_server.records() if r["kind"] == "http" and r["method"] == "GET"]
     assert len(gets) == 3
     assert len(posts(sse_server, "tools/call")) == 1
