@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import (
     QGroupBox,
     QHBoxLayout,
@@ -21,7 +21,7 @@ from PySide6.QtWidgets import (
 
 from hostapp.engine import api
 from hostapp.engine.api import OperationView
-from hostapp.ui.operations_model import STATUS_TEXT, format_elapsed, status_text
+from hostapp.ui.operations_model import STATUS_TEXT, elapsed_of, format_elapsed, status_text
 from hostapp.ui.result_view import ResultView, plain_label, plain_tooltip
 
 #: Most timeline lines kept for one operation (a chatty server must not eat the memory).
@@ -120,6 +120,11 @@ class OperationDetails(QWidget):
         layout.addWidget(self.summary)
         layout.addLayout(actions)
         layout.addWidget(split, 1)
+        # The elapsed time of a call in flight goes on even when the server is silent.
+        self._clock = QTimer(self)
+        self._clock.setInterval(1000)
+        self._clock.timeout.connect(self._tick)
+        self._clock.start()
         self.show_operation(None)
 
     # -- content ----------------------------------------------------------------------
@@ -149,15 +154,7 @@ class OperationDetails(QWidget):
             self.result_view.show_outcome(None, None, placeholder="")
         else:
             self.title.setText(f"{op.tool or op.method} on {op.server}")
-            parts = [status_text(op)]
-            if op.fraction is not None:
-                parts.append(f"{op.fraction * 100:.0f}%")
-            parts.append(f"elapsed {format_elapsed((op.ended_at or time.time()) - op.created_at)}")
-            if op.arguments:
-                parts.append("arguments " + json.dumps(op.arguments, ensure_ascii=False)[:200])
-            if op.message:
-                parts.append(op.message)
-            self.summary.setText(" · ".join(parts))
+            self._render_summary(op)
             outcome = (op.id, op.status, id(op.result), id(op.error))
             if outcome != self._shown_outcome:
                 self._shown_outcome = outcome
@@ -170,6 +167,21 @@ class OperationDetails(QWidget):
         self.rerun_button.setEnabled(op is not None and not op.in_flight and op.tool is not None)
         self.copy_button.setEnabled(has_outcome)
         self.save_button.setEnabled(has_outcome)
+
+    def _render_summary(self, op: OperationView) -> None:
+        parts = [status_text(op)]
+        if op.fraction is not None:
+            parts.append(f"{op.fraction * 100:.0f}%")
+        parts.append(f"elapsed {format_elapsed(elapsed_of(op))}")
+        if op.arguments:
+            parts.append("arguments " + json.dumps(op.arguments, ensure_ascii=False)[:200])
+        if op.message:
+            parts.append(op.message)
+        self.summary.setText(" · ".join(parts))
+
+    def _tick(self) -> None:
+        if self.op is not None and self.op.in_flight:
+            self._render_summary(self.op)
 
     def add_event(self, kind: str, data: dict[str, Any], at: float | None = None) -> None:
         stamp = time.strftime("%H:%M:%S", time.localtime(at if at is not None else time.time()))

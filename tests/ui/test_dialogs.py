@@ -219,3 +219,25 @@ async def qtbot_wait(predicate, timeout: float = 5.0):
         if loop.time() > end:
             raise AssertionError("condition not reached in time")
         await asyncio.sleep(0.02)
+
+
+def test_details_keep_counting_the_elapsed_time_of_a_silent_call(qtbot, tmp_path):
+    import time
+
+    from hostapp.engine.api import OperationView
+    from hostapp.ui.details import OperationDetails
+
+    details = OperationDetails(tmp_path)
+    qtbot.addWidget(details)
+    started = time.time() - 65
+    op = OperationView(id="op1", server="lab", tool="slow", method="tools/call", arguments={},
+                       status="running", created_at=started, updated_at=started)
+    details.show_operation(op)
+    assert "elapsed 1:05" in details.summary.text()
+    # No update comes from the server: the clock moves on by itself.
+    qtbot.waitUntil(lambda: "elapsed 1:06" in details.summary.text() or "elapsed 1:07" in details.summary.text(),
+                    timeout=3000)
+    ended = OperationView(id="op1", server="lab", tool="slow", method="tools/call", arguments={},
+                          status="completed", created_at=started, updated_at=started, ended_at=started + 70)
+    details.update_operation(ended)
+    assert "elapsed 1:10" in details.summary.text()
