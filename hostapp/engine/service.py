@@ -387,6 +387,10 @@ class OperationRunner:
         """Prepare, commit, then send the call itself (write-ahead)."""
         eng = self.engine
         session = await self._live_session()
+        if self.done:
+            return  # cancelled while waiting for the connection
+        # Nothing has left yet: choose again now that the server (and the tool) are known.
+        self.mech = eng._choose(eng._connection(self.record.server), self.record.tool)
         params = {"name": self.record.tool, "arguments": self.record.params.get("arguments", {})}
         to_send, pre = self.mech.prepare(params, now=eng.clock())
         async with self._lock:
@@ -946,7 +950,6 @@ class Engine:
         from hostapp.store.journal import OperationRecord
 
         conn = self._connection(server)
-        tool_def: dict[str, Any] = next((t for t in conn.tools if t.get("name") == tool), {})
         now = self.clock()
         record = OperationRecord(
             id=uuid.uuid4().hex[:12], server=server, method="tools/call",
@@ -955,23 +958,20 @@ class Engine:
             created_at=now, updated_at=now, deadline=now + deadline_s, result=None, error=None,
             handle_ref=None, handle={}, pending_input=None, resumable=self.keyring_problem is None, delivered=False)
         await self.journal.create_operation(record)
-        mech = await self._choose(conn, tool_def)
-        runner = OperationRunner(self, record, mech)
+        # Chosen from what is known now, chosen again once connected (send_original): the
+        # operation is shown, and can be cancelled, before the server ever answered.
+        runner = OperationRunner(self, record, self._choose(conn, tool))
         self.runners[record.id] = runner
         self._changed(runner)
         self.listener.operation_event(record.id, "status", {"to": api.PENDING, "message": f"calling {tool} on {server}"})
         runner._spawn(runner.send_original())
         return runner.view
 
-    async def _choose(self, conn: ServerConnection, tool_def: dict[str, Any]):
+    def _choose(self, conn: ServerConnection, tool: str):
+        """The mechanism for a call of ``tool``, from what the server said it offers."""
         m = _mechanism_api()
+        tool_def: dict[str, Any] = next((t for t in conn.tools if t.get("name") == tool), {})
         info = conn.info
-        if info is None:
-            try:
-                await conn.wait_ready(30)
-                info = conn.info
-            except asyncio.TimeoutError:
-                info = None
         era = info.era if info else "handshake"
         caps = info.capabilities if info else {}
         return m.start_mechanism(era, caps, tool_def, conn.cfg.transport)

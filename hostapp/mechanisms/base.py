@@ -40,6 +40,7 @@ DONE = "done"                      # a terminal action was emitted
 PHASES = (NEW, SENT, HELD, AWAITING_INPUT, CANCELLING, DONE)
 
 NEVER_SENT = "the host stopped before the request was sent; it never ran"
+CANCELLED_BEFORE_SENT = "cancelled before the request was sent; it never ran"
 
 #: Poll delay when the server gives none, and the ceiling for error back-off (seconds).
 DEFAULT_POLL_SECONDS = 2.0
@@ -213,6 +214,8 @@ class Mechanism(ABC):
         """The person asked to cancel."""
         if self.phase in (DONE, CANCELLING):
             return []
+        if self.phase == NEW:
+            return self._settle([Cancelled(CANCELLED_BEFORE_SENT)])  # nothing left: nothing to tell the server
         return self._settle(self._cancel(now))
 
     def expire(self, *, now: float) -> list[Action]:
