@@ -8,7 +8,8 @@ people script against them.
     hostapp servers list [--json] | hostapp servers remove NAME
     hostapp servers login NAME | hostapp servers logout NAME
     hostapp tools SERVER [--json]
-    hostapp call SERVER TOOL [--args JSON] [--answers FILE] [--json]
+    hostapp call SERVER TOOL [--args JSON] [--answers FILE] [--unanswered decline|wait] [--json]
+    hostapp ops [--json] | hostapp resume [--wait] [--answers FILE] [--json] | hostapp cancel OP
     hostapp conformance-client URL
     hostapp lab serve (--http PORT | --stdio) [...]
 
@@ -101,6 +102,10 @@ def render_result_text(result: dict[str, Any]) -> str:
     if result.get("structuredContent") is not None and not lines:
         lines.append(json.dumps(result["structuredContent"], ensure_ascii=False, indent=2))
     return "\n".join(lines)
+
+
+UNANSWERED_HELP = ("a question with no scripted answer left: decline it (the default), or wait: "
+                   "leave it open, to be answered later by 'hostapp resume --answers' or in the window")
 
 
 def load_answers(path: str | None) -> list[dict[str, Any]]:
@@ -318,9 +323,13 @@ class CallFollower:
     """Engine listener for the CLI: prints the events of the operations it follows and
     answers their questions from the scripted answers."""
 
-    def __init__(self, printer_for: Callable[[str], EventPrinter], answers: list[dict[str, Any]]):
+    def __init__(self, printer_for: Callable[[str], EventPrinter], answers: list[dict[str, Any]],
+                 unanswered: str = "decline"):
         self.printer_for = printer_for
         self.answers = list(answers)
+        #: What to do with a question when no scripted answer is left: "decline" it, or
+        #: "wait": leave it open (answered later by ``hostapp resume --answers`` or the window).
+        self.unanswered = unanswered
         self.engine: Any = None
         self.follow: set[str] | None = None  # None: every operation
         self._last: dict[str, tuple] = {}
@@ -352,10 +361,17 @@ class CallFollower:
     def input_requested(self, request: Any) -> None:
         if request.operation_id is not None and not self._follows(request.operation_id):
             return
+        if not self.answers and self.unanswered == "wait":
+            fields: dict[str, Any] = {"mode": request.mode, "message": request.message, "answer": None,
+                                      "pending": True}
+            if request.mode == "url":
+                fields["url"] = request.params.get("url")
+            self.printer_for(request.operation_id).emit("elicitation", **fields)
+            return  # the question stays open in the journal
         answer = self.answers.pop(0) if self.answers else {"action": "decline"}
         if request.mode == "url":
             answer = {k: v for k, v in answer.items() if k != "content"}  # URL mode carries no content
-        fields: dict[str, Any] = {"mode": request.mode, "message": request.message}
+        fields = {"mode": request.mode, "message": request.message}
         if request.mode == "url":
             fields["url"] = request.params.get("url")
         fields["answer"] = answer.get("action")
@@ -399,7 +415,7 @@ async def _call(args: argparse.Namespace, home: Home) -> int:
     if not isinstance(arguments, dict):
         raise UsageError("--args must be a JSON object")
     printer = EventPrinter(args.json)
-    follower = CallFollower(lambda _op: printer, load_answers(args.answers))
+    follower = CallFollower(lambda _op: printer, load_answers(args.answers), args.unanswered)
     follower.follow = set()
     cfg = home.server(args.server)
     engine = _engine(home, follower)
@@ -427,7 +443,7 @@ async def _resume(args: argparse.Namespace, home: Home) -> int:
             printers[op_id] = EventPrinter(args.json, operation_id=op_id)
         return printers[op_id]
 
-    follower = CallFollower(printer_for, load_answers(args.answers))
+    follower = CallFollower(printer_for, load_answers(args.answers), args.unanswered)
     engine = _engine(home, follower)
     records = home.journal.unfinished_operations()
     unfinished = [r.id for r in records]
@@ -565,6 +581,7 @@ def build_parser() -> argparse.ArgumentParser:
     call.add_argument("tool")
     call.add_argument("--args", help="the tool's arguments as a JSON object")
     call.add_argument("--answers", metavar="FILE", help="JSON list of elicitation answers, used in order")
+    call.add_argument("--unanswered", choices=("decline", "wait"), default="decline", help=UNANSWERED_HELP)
     call.add_argument("--json", action="store_true", help="one JSON event per line")
     call.add_argument("--connect-timeout", type=float, default=60.0, help=argparse.SUPPRESS)
     call.set_defaults(func=cmd_call)
@@ -578,6 +595,7 @@ def build_parser() -> argparse.ArgumentParser:
     resume.add_argument("--wait", action="store_true", help="follow each until it ends")
     resume.add_argument("--json", action="store_true")
     resume.add_argument("--answers", metavar="FILE", help="JSON list of elicitation answers, used in order")
+    resume.add_argument("--unanswered", choices=("decline", "wait"), default="decline", help=UNANSWERED_HELP)
     resume.add_argument("--settle", type=float, default=2.0, help=argparse.SUPPRESS)
     resume.set_defaults(func=cmd_resume)
 

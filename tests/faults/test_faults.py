@@ -49,6 +49,7 @@ from tests.support.peers import EVERYTHING, NODE, Peer, require_everything
 pytestmark = pytest.mark.timeout(240)
 
 FASTMCP_SERVER = Path(__file__).with_name("fastmcp_tasks_server.py")
+SDK_MRTR_SERVER = Path(__file__).parents[1] / "support" / "sdk_mrtr_server.py"
 
 #: Long enough that a fault lands mid-call, short enough for the suite.
 LAB_ARGS = {"seconds": 3, "steps": 6}
@@ -151,6 +152,11 @@ def start_server(kind: str, tmp: Path) -> Served:
                           lambda port: {"PORT": str(port)})
     if kind == "fastmcp":
         return FastmcpServed(tmp)
+    if kind == "mcp_sdk":  # request state sealed under a key of its process only
+        return PeerServed(lambda port: [sys.executable, str(SDK_MRTR_SERVER), str(port)])
+    if kind == "mcp_sdk_shared_key":  # ... or under a key kept across restarts
+        key = secrets.token_hex(32)
+        return PeerServed(lambda port: [sys.executable, str(SDK_MRTR_SERVER), str(port), key])
     raise ValueError(kind)
 
 
@@ -193,8 +199,9 @@ CASES = [
     Case("tasks_2025", "lab_handshake", "long_task", LAB_ARGS),
     Case("resumable_requests", "lab_handshake", "long_resumable", LAB_ARGS),
     Case("tasks_extension", "lab", "long_task_ext", LAB_ARGS, long_outage=True),
-    # MRTR carries only a pending question across a break; the command line answers at
-    # once, so every fault lands on a request in flight, whose outcome cannot be known.
+    # MRTR carries only a pending question across a break; answered at once here, every
+    # fault lands on a request in flight, whose outcome cannot be known. The question left
+    # open across a fault: test_mrtr_question_left_open_is_answered_after_a_restart.
     Case("mrtr", "lab", "long_mrtr", LAB_ARGS, [ACCEPT_MRTR],
          outcomes={f: LOST for f in FAULTS}),
     # Resume tokens and streams are drafts of no era; the handshake era lets the plain
@@ -389,4 +396,54 @@ def test_without_keyring_a_killed_call_ends_unknown_not_rerun(served: Served, to
     assert "keyring" in ops[0]["error"]["message"], detail  # the reason, not a symptom
     assert not [e for e in call.events + resume.events if e.get("event") == "result"], detail
     assert served.executions(tool) == 1, detail
+    _assert_no_handle_in(home, issued_handles(served.proxy))
+
+
+CONFIRM = {"action": "accept", "content": {"confirm": True}}
+
+
+@pytest.mark.parametrize("fault", ["host_kill", "host_kill_and_server_restart"])
+# (server, tool, its arguments, the answer, the outcome when the server restarted too)
+@pytest.mark.parametrize("served,tool,args,answer,after_server_restart", [
+    pytest.param("lab", "long_mrtr", LAB_ARGS, ACCEPT_MRTR, COMPLETED, id="lab"),
+    # The SDK seals the state under a key of its process: the restarted server says the
+    # state is invalid (-32602), and the call ends failed with that reason, not re-run.
+    pytest.param("mcp_sdk", "confirm_action", {"action": "deploy"}, CONFIRM, FAILED, id="mcp_sdk"),
+    pytest.param("mcp_sdk_shared_key", "confirm_action", {"action": "deploy"}, CONFIRM, COMPLETED,
+                 id="mcp_sdk_shared_key"),
+], indirect=["served"])
+def test_mrtr_question_left_open_is_answered_after_a_restart(served: Served, tool: str, args: dict[str, Any],
+                                                             answer: dict[str, Any], after_server_restart: str,
+                                                             fault: str, keyring_home) -> None:
+    """MRTR carries a pending question across a break: the host is killed while the
+    question waits for its answer (and the server restarted meanwhile, which MRTR does not
+    mind: the request state travels with the question); the restarted host asks again, and
+    the answered call completes once."""
+    home, env = keyring_home
+    _configure(home, served, env)
+    call = HostCall(home, "-v", "call", "srv", tool, "--json", "--args", json.dumps(args),
+                    "--unanswered", "wait", env=env)
+    call.wait_for(lambda events: any(e.get("event") == "elicitation" and e.get("pending") for e in events))
+    time.sleep(COMMIT_GRACE_SECONDS)
+    call.kill()
+    if fault == "host_kill_and_server_restart":
+        served.restart()
+    answers = home.parent / "answers.json"
+    answers.write_text(json.dumps([answer]))
+    resume = HostCall(home, "-v", "resume", "--wait", "--json", "--answers", str(answers), env=env)
+    resume.wait(OUTCOME_TIMEOUT)
+
+    ops = json.loads(run_hostapp(home, "ops", "--json", env=env).stdout)
+    detail = f"ops={ops}\nevents={call.events + resume.events}\nstderr:\n{call.stderr}\n{resume.stderr}"
+    assert len(ops) == 1 and ops[0]["mechanism"] == "mrtr", detail
+    asked = [e for e in resume.events if e.get("event") == "elicitation"]
+    assert [e.get("answer") for e in asked] == ["accept"], detail
+    assert served.executions(tool) == 1, detail
+    if fault == "host_kill_and_server_restart" and after_server_restart == FAILED:
+        assert ops[0]["status"] == FAILED and ops[0]["error"]["code"] == -32602, detail
+        assert [e for e in resume.events if e.get("event") == "error"], detail
+    else:
+        assert ops[0]["status"] == COMPLETED, detail
+        assert len([e for e in resume.events if e.get("event") == "result"]) == 1, detail
+        assert "accept" in json.dumps(ops[0]["result"]), detail  # the server acted on the answer
     _assert_no_handle_in(home, issued_handles(served.proxy))

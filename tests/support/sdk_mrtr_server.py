@@ -3,7 +3,11 @@
 Its tool ``confirm_action`` asks the person a question. In the 2026-07-28 era it does so
 by multi round-trip requests (it answers ``InputRequiredResult`` and reads the answer from
 the retried request's ``inputResponses``); in the handshake era it sends
-``elicitation/create`` mid-call. Usage: ``python sdk_mrtr_server.py PORT``.
+``elicitation/create`` mid-call. Usage: ``python sdk_mrtr_server.py PORT [STATE_KEY]``.
+
+The SDK seals ``requestState`` under a key held only by the process, so a restarted
+server rejects the state it issued before; with STATE_KEY (what a deployment of several
+processes shares) a restarted one accepts it.
 """
 
 from __future__ import annotations
@@ -13,9 +17,11 @@ import sys
 from pydantic import BaseModel
 
 from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.request_state import RequestStateSecurity
 from mcp_types import CallToolResult, ElicitRequest, ElicitRequestFormParams, InputRequiredResult, TextContent
 
-server = MCPServer("sdk-mrtr-peer")
+server = MCPServer("sdk-mrtr-peer", request_state_security=RequestStateSecurity(keys=[sys.argv[2]])
+                   if len(sys.argv) > 2 else None)
 
 SCHEMA = {
     "type": "object",
