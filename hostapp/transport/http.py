@@ -629,6 +629,16 @@ class StreamableHttpTransport(Transport):
                 await asyncio.sleep(min(self.default_retry_ms / 1000 * 2 ** failures, MAX_BACKOFF_SECONDS))
                 continue
             status = response.status_code
+            if status in _RESUME_LATER_STATUSES:
+                # 409: the server allows one standalone stream per session and still holds
+                # the one that dropped (it notices a dead connection only when a write fails).
+                await response.aclose()
+                failures += 1
+                if failures >= self.max_resume_attempts:
+                    log.info("standalone stream of %s given up: HTTP %s", self._display_url, status)
+                    return
+                await asyncio.sleep(min(self.default_retry_ms / 1000 * 2 ** failures, MAX_BACKOFF_SECONDS))
+                continue
             if status >= 400:
                 await response.aclose()
                 if status == 404 and "Mcp-Session-Id" in response.request.headers:

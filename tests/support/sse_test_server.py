@@ -4,7 +4,8 @@ Run as a process: ``python tests/support/sse_test_server.py --port PORT``. Endpo
 (``/no-post`` answers 405 to everything). It records what it receives (method, headers,
 JSON-RPC method, monotonic time) and when it closes a stream; ``GET /_records`` returns
 the records, ``POST /_reset`` clears them, ``POST /_drop_standalone?retry=MS`` makes the
-next standalone GET stream close after its first events.
+next standalone GET stream close after its first events, ``POST /_busy_standalone?times=N``
+makes the next N standalone GETs answer 409 (the server still holds an earlier one).
 
 ``tools/call`` names:
 - ``json``: a JSON answer.
@@ -137,6 +138,9 @@ async def mcp(request: Request) -> Response:
         last = headers.get("last-event-id")
         record("http", method="GET", headers=headers)
         if last is None or last.startswith("standalone:"):
+            if STANDALONE_BUSY.get("times"):
+                STANDALONE_BUSY["times"] -= 1
+                return PlainTextResponse("Conflict: only one SSE stream per session", status_code=409)
             return sse_response(standalone(), session)
         key, _, index = last.rpartition(":")
         if key not in STREAMS:
@@ -205,6 +209,8 @@ async def mcp(request: Request) -> Response:
 
 # when set, the next standalone stream sends its events with this retry and closes
 STANDALONE_DROP: dict[str, int] = {}
+# "times": how many more standalone GETs answer 409
+STANDALONE_BUSY: dict[str, int] = {}
 
 
 async def standalone():
@@ -233,11 +239,17 @@ async def records(request: Request) -> Response:
 async def reset(request: Request) -> Response:
     RECORDS.clear()
     STANDALONE_DROP.clear()
+    STANDALONE_BUSY.clear()
     return JSONResponse({})
 
 
 async def drop_standalone(request: Request) -> Response:
     STANDALONE_DROP["retry"] = int(request.query_params["retry"])
+    return JSONResponse({})
+
+
+async def busy_standalone(request: Request) -> Response:
+    STANDALONE_BUSY["times"] = int(request.query_params["times"])
     return JSONResponse({})
 
 
@@ -247,6 +259,7 @@ app = Starlette(routes=[
     Route("/_records", records, methods=["GET"]),
     Route("/_reset", reset, methods=["POST"]),
     Route("/_drop_standalone", drop_standalone, methods=["POST"]),
+    Route("/_busy_standalone", busy_standalone, methods=["POST"]),
 ])
 
 

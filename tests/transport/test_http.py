@@ -422,6 +422,19 @@ async def test_standalone_stream_reconnects_after_the_server_closes_it(sse_serve
     assert (None, "standalone:0", 150) in listener.stream_events
 
 
+async def test_standalone_stream_refused_while_the_server_holds_an_earlier_one_is_tried_again(sse_server, listener):
+    async with httpx.AsyncClient() as control:
+        await control.post(f"{sse_server.base}/_busy_standalone?times=2")
+    transport = await initialized(sse_server, listener, default_retry_ms=50)
+    try:
+        await listener.wait_for(lambda: any(isinstance(m, Notification) and m.method == "notifications/message"
+                                            for m in listener.messages), timeout=10)
+    finally:
+        await transport.close()
+    gets = [r for r in sse_server.records() if r["kind"] == "http" and r["method"] == "GET"]
+    assert len(gets) == 3  # two 409s, then the stream
+
+
 async def test_adopted_session_opens_its_standalone_stream_when_the_version_is_set(sse_server, listener, make_listener):
     first = await initialized(sse_server, listener, standalone_stream=False)
     session_id = first.session_id
