@@ -417,8 +417,8 @@ def test_mrtr_question_left_open_is_answered_after_a_restart(served: Served, too
                                                              fault: str, keyring_home) -> None:
     """MRTR carries a pending question across a break: the host is killed while the
     question waits for its answer (and the server restarted meanwhile, which MRTR does not
-    mind: the request state travels with the question); the restarted host asks again, and
-    the answered call completes once."""
+    mind when it can open the request state it sealed before); the restarted host asks
+    again, and the answered call completes once, or ends failed with the server's reason."""
     home, env = keyring_home
     _configure(home, served, env)
     call = HostCall(home, "-v", "call", "srv", tool, "--json", "--args", json.dumps(args),
