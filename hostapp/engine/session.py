@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import secrets
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable
 
@@ -49,6 +50,8 @@ ProgressCallback = Callable[[float, float | None, str | None], None]
 #: How many times one call may come back asking for more input before we give up: a
 #: server that keeps asking forever must not keep the person answering forever.
 MAX_INPUT_ROUNDS = 32
+#: Server request ids remembered per session to recognise a replayed request.
+MAX_TAKEN_IDS = 4096
 
 DEFAULT_CLIENT_INFO = {"name": CLIENT_NAME, "title": "hostapp", "version": __version__}
 
@@ -147,6 +150,8 @@ class ClientSession:
         self._pending: dict[RequestId, _Pending] = {}
         self._progress: dict[str | int, _ProgressRoute] = {}
         self._served: dict[RequestId, asyncio.Task] = {}
+        # Ids of the server's requests already taken (bounded): a replayed stream may bring one again.
+        self._taken: OrderedDict[RequestId, None] = OrderedDict()
         self._closed_error: Exception | None = None
         self._token_prefix = secrets.token_hex(4)
 
@@ -508,6 +513,9 @@ class ClientSession:
                        message if isinstance(message, str) else None)
 
     def _on_request(self, message: Request, related: RequestId | None) -> None:
+        if self._taken_before(message.id):
+            log.debug("ignoring %s id %r: a replay of a request already taken", message.method, message.id)
+            return
         meta = (message.params or {}).get("_meta") or {}
         task_meta = meta.get(eras.RELATED_TASK_META_KEY) if isinstance(meta, dict) else None
         ctx = RequestContext(self, message.id, related,
@@ -515,6 +523,22 @@ class ClientSession:
         task = asyncio.get_running_loop().create_task(self._serve(message, ctx))
         self._served[message.id] = task
         task.add_done_callback(lambda _t, rid=message.id: self._served.pop(rid, None))
+
+    def _taken_before(self, request_id: RequestId) -> bool:
+        """Has this session already taken a server request with this id?
+
+        The spec forbids reusing an id within a session, so a second one is a replay (a
+        resumed SSE stream) and must not be answered again: a question would be asked
+        twice. The stateless era has no session: ids there are only unique per stream.
+        """
+        if getattr(self.transport, "stateless", False):
+            return False
+        if request_id in self._taken:
+            return True
+        self._taken[request_id] = None
+        if len(self._taken) > MAX_TAKEN_IDS:
+            self._taken.popitem(last=False)
+        return False
 
     async def _serve(self, message: Request, ctx: RequestContext) -> None:
         try:

@@ -51,7 +51,7 @@ async def test_garbage_stray_answers_and_unknown_progress_are_survived():
         assert all(isinstance(e, ProtocolError) for e in watch.errors)
         # still usable
         await session.ping()
-        assert [t["name"] for t in await session.list_tools()] == ["noisy", "bad_schema", "die"]
+        assert [t["name"] for t in await session.list_tools()] == ["noisy", "bad_schema", "die", "replayed_question"]
     finally:
         await session.close()
 
@@ -89,3 +89,14 @@ def test_server_dying_mid_call_through_the_cli(isolated_home):
     ops = json.loads(hostapp("ops", "--json", home=isolated_home).stdout)
     # Outcome unknown (it may have run), never re-run behind the person's back.
     assert [o["status"] for o in ops] == ["unknown"]
+
+
+async def test_a_replayed_server_request_is_answered_once():
+    # A server that replays its stream (server-everything replays every stream of a
+    # session) may send a question again under the id it already used: one answer only.
+    session = await open_session(Watch())
+    try:
+        result = await session.call_tool("replayed_question", {})
+        assert result["content"][0]["text"] == "answers to ask-2: 1"
+    finally:
+        await session.close()

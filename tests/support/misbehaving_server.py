@@ -4,14 +4,17 @@ Handshake era only (it answers ``server/discover`` with -32601, as a 2025 server
 Tools: ``noisy`` (a garbage line, an answer to an id nobody asked, progress for an
 unknown token and a backwards progress value, then its result), ``bad_schema`` (asks an
 elicitation whose schema is outside MCP's subset and reports what the client answered),
-``die`` (exits mid-call with a message on stderr).
+``die`` (exits mid-call with a message on stderr), ``replayed_question`` (sends one
+elicitation twice under the same id, as a replaying server does, then a ping, and reports
+how many answers the question drew before the ping's).
 """
 
 import json
 import sys
 
 TOOLS = [{"name": n, "description": d, "inputSchema": {"type": "object"}} for n, d in [
-    ("noisy", "misbehaves, then answers"), ("bad_schema", "asks an invalid question"), ("die", "exits mid-call")]]
+    ("noisy", "misbehaves, then answers"), ("bad_schema", "asks an invalid question"), ("die", "exits mid-call"),
+    ("replayed_question", "asks the same question twice")]]
 
 
 def write(obj) -> None:
@@ -59,6 +62,21 @@ def main() -> None:
                 answer = read()
             text = json.dumps({k: answer[k] for k in ("result", "error") if k in answer})
             write({"jsonrpc": "2.0", "id": rid, "result": {"content": [{"type": "text", "text": text}]}})
+        elif method == "tools/call" and params.get("name") == "replayed_question":
+            ask = {"jsonrpc": "2.0", "id": "ask-2", "method": "elicitation/create", "params": {
+                "message": "once?", "requestedSchema": {"type": "object", "properties": {}}}}
+            write(ask)
+            write(ask)  # the replay
+            write({"jsonrpc": "2.0", "id": "ask-3", "method": "ping"})
+            answers = 0
+            while True:
+                answer = read()
+                if answer.get("id") == "ask-2":
+                    answers += 1
+                elif answer.get("id") == "ask-3":
+                    break
+            write({"jsonrpc": "2.0", "id": rid, "result": {"content": [
+                {"type": "text", "text": f"answers to ask-2: {answers}"}]}})
         elif method == "tools/call" and params.get("name") == "die":
             print("fatal: out of disk space while writing the report", file=sys.stderr, flush=True)
             sys.exit(7)
