@@ -100,22 +100,31 @@ async def test_reconnect_asked_by_the_person_makes_a_new_session(isolated_home, 
         await engine.stop()
 
 
-async def test_a_restarted_host_adopts_the_session_of_its_task(isolated_home, lab, proxy, real_keyring):
-    engine = await start_engine(isolated_home, Recorder(), proxy)
+async def quit_with_a_task_in_flight(home, proxy) -> tuple[str, str]:
+    """Start a 2025-11-25 task, wait for its id to be committed, quit; (op id, its session)."""
+    engine = await start_engine(home, Recorder(), proxy)
     op = await engine.start_call("lab", "long_task", {"seconds": 3, "steps": 6})
     for _ in range(200):
         if engine.journal.get_operation(op.id).handle_ref:
             break
         await asyncio.sleep(0.05)
     task_session = session_id_of(engine)
-    await engine.stop()  # quits with the task in flight; the session stays open on the server
+    await engine.stop()  # the session stays open on the server for the operation
+    return op.id, task_session
 
-    engine = Engine(isolated_home, Recorder())
-    await engine.start()
+
+async def restart_and_finish(home, op_id: str) -> api.OperationView:
+    engine = Engine(home, Recorder())
+    await engine.start()  # resumes without being asked
     try:
-        final = await asyncio.wait_for(engine.wait_finished(op.id), 60)
+        return await asyncio.wait_for(engine.wait_finished(op_id), 60)
     finally:
         await engine.stop()
+
+
+async def test_a_restarted_host_adopts_the_session_of_its_task(isolated_home, lab, proxy, real_keyring):
+    op_id, task_session = await quit_with_a_task_in_flight(isolated_home, proxy)
+    final = await restart_and_finish(isolated_home, op_id)
     assert final.status == api.COMPLETED, final.error
     # Every poll of the restarted host went out in the session that made the task.
     polls = [r for r in proxy.requests if r.rpc_method == "tasks/get"]
@@ -124,23 +133,10 @@ async def test_a_restarted_host_adopts_the_session_of_its_task(isolated_home, la
 
 
 async def test_a_restarted_host_goes_on_when_that_session_is_gone(isolated_home, lab, proxy, real_keyring):
-    engine = await start_engine(isolated_home, Recorder(), proxy)
-    op = await engine.start_call("lab", "long_task", {"seconds": 3, "steps": 6})
-    for _ in range(200):
-        if engine.journal.get_operation(op.id).handle_ref:
-            break
-        await asyncio.sleep(0.05)
-    task_session = session_id_of(engine)
-    await engine.stop()
+    op_id, task_session = await quit_with_a_task_in_flight(isolated_home, proxy)
     async with httpx.AsyncClient() as client:  # the server forgets that session
         await client.delete(lab.url, headers={"Mcp-Session-Id": task_session, "MCP-Protocol-Version": "2025-11-25"})
-
-    engine = Engine(isolated_home, Recorder())
-    await engine.start()
-    try:
-        final = await asyncio.wait_for(engine.wait_finished(op.id), 60)
-    finally:
-        await engine.stop()
+    final = await restart_and_finish(isolated_home, op_id)
     # The lab does not bind tasks to sessions: the task goes on in the new session.
     assert final.status == api.COMPLETED, final.error
     assert execution_count(lab.state_file, "long_task") == 1
