@@ -1,0 +1,66 @@
+"""The window's event loop schedules asyncio callbacks as asyncio does, from one Qt timer."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from PySide6.QtWidgets import QApplication
+
+from hostapp.ui.event_loop import HostEventLoop
+
+
+@pytest.fixture
+def loop(qapp: QApplication):
+    loop = HostEventLoop(qapp)
+    asyncio.set_event_loop(loop)
+    yield loop
+    loop.close()
+    asyncio.set_event_loop(None)
+
+
+def test_callbacks_run_in_order_and_cancelled_ones_never(loop):
+    ran: list[str] = []
+
+    async def scenario() -> None:
+        loop.call_later(0.03, ran.append, "later")
+        loop.call_later(0.01, ran.append, "sooner")
+        loop.call_later(0.01, ran.append, "sooner, second")
+        loop.call_soon(ran.append, "soon")
+        loop.call_soon(ran.append, "soon, second")
+        loop.call_later(0.02, ran.append, "cancelled").cancel()
+        loop.call_soon(ran.append, "cancelled too").cancel()
+        await asyncio.sleep(0.06)
+
+    loop.run_until_complete(scenario())
+    assert ran == ["soon", "soon, second", "sooner", "sooner, second", "later"]
+
+
+def test_timeouts_tasks_and_executor_work(loop):
+    async def never() -> None:
+        await asyncio.Event().wait()
+
+    async def scenario() -> tuple[int, bool, int]:
+        total = sum(await asyncio.gather(*(asyncio.sleep(0.001 * (i % 5), result=i) for i in range(500))))
+        try:
+            await asyncio.wait_for(never(), 0.02)
+            timed_out = False
+        except TimeoutError:
+            timed_out = True
+        in_thread = await loop.run_in_executor(None, sum, [1, 2, 3])
+        return total, timed_out, in_thread
+
+    assert loop.run_until_complete(scenario()) == (sum(range(500)), True, 6)
+
+
+def test_cancelled_timers_do_not_pile_up(loop):
+    """Timeouts armed and cancelled at once (httpx does so around every request) are
+    dropped from the schedule instead of waiting out their delay."""
+
+    async def scenario() -> int:
+        for _ in range(20_000):
+            loop.call_later(30, lambda: None).cancel()
+        await asyncio.sleep(0.01)
+        return len(loop._timer._scheduled)
+
+    assert loop.run_until_complete(scenario()) < 4096
