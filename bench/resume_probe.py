@@ -104,13 +104,16 @@ def _watch_mechanisms(runners: dict[str, Any], attached: dict[str, float]) -> No
 
 
 def measure(home: Path, t0: float, timeout: float) -> dict[str, Any]:
-    import qasync
     from PySide6.QtWidgets import QApplication
+
+    from hostapp.app import blocking_call_executor
+    from hostapp.ui.event_loop import HostEventLoop
 
     os.environ["HOSTAPP_HOME"] = str(home)
     app = QApplication.instance() or QApplication([sys.argv[0]])
     app.setQuitOnLastWindowClosed(False)
-    loop = qasync.QEventLoop(app)
+    loop = HostEventLoop(app)  # as hostapp.app.main sets it up
+    loop.set_default_executor(blocking_call_executor())
     asyncio.set_event_loop(loop)
 
     async def scenario() -> dict[str, Any]:

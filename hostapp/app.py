@@ -1,7 +1,8 @@
 """The composition root of the desktop app: store, engine and window on one qasync loop.
 
 ``python main.py`` and ``hostapp`` without arguments come here. Start-up follows the
-qasync pattern: one :class:`qasync.QEventLoop` over the QApplication, ``run_forever``,
+qasync pattern: one qasync event loop over the QApplication (:class:`~hostapp.ui.event_loop.HostEventLoop`,
+which schedules callbacks from one Qt timer), ``run_forever``,
 and both ``sys.excepthook`` and the loop's exception handler installed so that an error
 in a slot or a task is logged and shown instead of killing the window. Quitting stops
 the engine first (every connection closed, the journal flushed), then the loop.
@@ -92,8 +93,14 @@ class HostApp:
         self.exit_code = 0
 
     async def start(self) -> None:
-        """Open the journal, connect the servers, resume operations, fill the window."""
+        """Show the journal's operations, then start the engine (keyring, connections,
+        resumption) and show the servers.
+
+        The rows come first: reading the keyring and connecting take a while with many
+        operations, and until then the window shows each as the journal left it.
+        """
         try:
+            await self.window.load_operations()
             await self.engine.start()
         except Exception as exc:
             log.exception("the engine could not start")
@@ -105,7 +112,7 @@ class HostApp:
                 await self.engine.add_server(lab_server_config())
             self.settings.setValue(FIRST_RUN_KEY, True)
             self.settings.sync()
-        await self.window.load()
+        self.window.load_servers()
 
     def request_quit(self) -> None:
         if self._stopping is None:
@@ -160,10 +167,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("-v", "--verbose", action="store_true", help="log debugging detail")
     args, qt_args = parser.parse_known_args(list(sys.argv[1:] if argv is None else argv))
 
-    import qasync
     from PySide6.QtWidgets import QApplication
 
     from hostapp.store.paths import home_dir
+    from hostapp.ui.event_loop import HostEventLoop
     from hostapp.ui.main_window import app_icon
     from hostapp.ui.theme import apply_color_scheme
 
@@ -178,7 +185,7 @@ def main(argv: list[str] | None = None) -> int:
     app.setQuitOnLastWindowClosed(False)  # quitting goes through HostApp.shutdown
     apply_color_scheme(app)
 
-    loop = qasync.QEventLoop(app)
+    loop = HostEventLoop(app)
     loop.set_default_executor(blocking_call_executor())
     asyncio.set_event_loop(loop)
     host_ref: list[HostApp] = []

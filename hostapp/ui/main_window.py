@@ -472,16 +472,27 @@ class MainWindow(QMainWindow):
 
     async def load(self) -> None:
         """Fill the window from the engine (after ``engine.start()``)."""
+        self.load_servers()
+        await self.load_operations()
+
+    async def load_operations(self) -> None:
+        """Fill the operations table from the journal. Needs no started engine: at
+        start-up the rows are shown before the keyring is read or any server connected,
+        and the engine's restored operations then update them in place."""
+        await self.ops_model.reload(self.ops_model.filter_name)
+        if self.ops_model.rowCount():
+            self.ops_table.selectRow(0)
+        self._update_count()
+
+    def load_servers(self) -> None:
+        """Fill the servers table and the keyring banner (after ``engine.start()``)."""
         servers = self.engine.servers()
         self._needs_sign_in = {s.name for s in servers if s.state == api.NEEDS_SIGN_IN}
         self.servers_model.set_servers(servers)
         self._servers_health()
         problem = getattr(self.engine, "keyring_problem", None)
         self.banner.set_message("keyring", f"Keyring unavailable: {problem}" if problem else None)
-        await self.ops_model.reload(self.ops_model.filter_name)
-        if self.ops_model.rowCount():
-            self.ops_table.selectRow(0)
-        self._update_count()
+        self._update_actions()  # Start is possible once a server is listed
 
     # -- engine events ----------------------------------------------------------------
 
