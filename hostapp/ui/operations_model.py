@@ -10,6 +10,7 @@ journal as the view scrolls (``canFetchMore``/``fetchMore``), never all at once.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import time
 from collections.abc import Awaitable
@@ -113,6 +114,9 @@ class OperationTableModel(FlatTableModel):
         self._live: list[OperationView] = []
         self._history: list[OperationView] = []
         self._known: set[str] = set()
+        # Row of each operation, rebuilt after rows move (looked up once per change: with
+        # thousands of rows in flight a scan per lookup made a batch quadratic).
+        self._row_index: dict[str, int] | None = None
         self._history_exhausted = True
         self._loading = False
         self._generation = 0  # a reload makes older page reads stale
@@ -164,6 +168,7 @@ class OperationTableModel(FlatTableModel):
         seen = {op.id for op in self._live}
         self._history = [op for op in history if op.id not in seen]
         self._known = seen | {op.id for op in self._history}
+        self._row_index = None
         self._history_exhausted = len(history) < PAGE_SIZE or not done_statuses
         self.endResetModel()
         self._set_total(total)
@@ -208,6 +213,7 @@ class OperationTableModel(FlatTableModel):
             self.beginInsertRows(QModelIndex(), first, first + len(fresh) - 1)
             self._history.extend(fresh)
             self._known.update(op.id for op in fresh)
+            self._row_index = None
             self.endInsertRows()
         return len(fresh)
 
@@ -275,12 +281,14 @@ class OperationTableModel(FlatTableModel):
         else:
             self._history.insert(row - len(self._live), op)
         self._known.add(op.id)
+        self._row_index = None
         self.endInsertRows()
 
     def _remove(self, row: int) -> None:
         self.beginRemoveRows(QModelIndex(), row, row)
         op = self._row_list(row).pop(self._list_pos(row))
         self._known.discard(op.id)
+        self._row_index = None
         self.endRemoveRows()
 
     def _update_tick(self) -> None:
@@ -298,13 +306,9 @@ class OperationTableModel(FlatTableModel):
     def row_of(self, op_id: str) -> int | None:
         if op_id not in self._known:
             return None
-        for i, op in enumerate(self._live):
-            if op.id == op_id:
-                return i
-        for i, op in enumerate(self._history):
-            if op.id == op_id:
-                return len(self._live) + i
-        return None
+        if self._row_index is None:
+            self._row_index = {op.id: row for row, op in enumerate(itertools.chain(self._live, self._history))}
+        return self._row_index.get(op_id)
 
     def operation(self, row: int) -> OperationView | None:
         if 0 <= row < len(self._live):
