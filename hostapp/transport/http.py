@@ -90,6 +90,9 @@ _STREAM_TIMEOUT = httpx.Timeout(30.0, read=None)
 # request runs, so httpx's default cap of 100 connections would queue the 101st request
 # behind streams that last for hours (and fail it after the pool timeout). Connections
 # are not capped; idle ones are kept for the polls that follow each other (tasks/get).
+# GET streams (resumptions, the standalone stream) get a pool of their own: httpx scans
+# every connection of a pool when a request starts or ends, so hundreds of held streams
+# in the pool the short requests use made each poll cost a millisecond of CPU.
 _POOL_LIMITS = httpx.Limits(max_connections=None, max_keepalive_connections=100)
 
 
@@ -138,6 +141,7 @@ class StreamableHttpTransport(Transport):
         self._stateless = stateless
         self._client = client
         self._owns_client = client is None
+        self._stream_client: httpx.AsyncClient | None = None  # made on the first GET stream
         # Signs requests in (OAuth, see hostapp.auth); only used for a client made here.
         self._auth = auth
         self.standalone_stream = standalone_stream
@@ -268,6 +272,9 @@ class StreamableHttpTransport(Transport):
         if client is not None and self._owns_client:
             await client.aclose()
             self._client = None
+        stream_client, self._stream_client = self._stream_client, None
+        if stream_client is not None:
+            await stream_client.aclose()
         was_connected, self._connected = self._connected, False
         if was_connected:
             self.listener.on_closed(None)
@@ -386,8 +393,8 @@ class StreamableHttpTransport(Transport):
             raise TransportError(f"the connection to {self._display_url} is closed")
         return self._client
 
-    async def _send_http(self, request: httpx.Request) -> httpx.Response:
-        client = self._require_client()
+    async def _send_http(self, request: httpx.Request, client: httpx.AsyncClient | None = None) -> httpx.Response:
+        client = client or self._require_client()
         try:
             return await client.send(request, stream=True)
         except httpx.ConnectError as exc:
@@ -403,8 +410,12 @@ class StreamableHttpTransport(Transport):
         if last_event_id is not None:
             headers["Last-Event-ID"] = last_event_id
         client = self._require_client()
+        if self._owns_client:
+            if self._stream_client is None:
+                self._stream_client = httpx.AsyncClient(timeout=_STREAM_TIMEOUT, limits=_POOL_LIMITS, auth=self._auth)
+            client = self._stream_client
         request = client.build_request("GET", self.url, headers=headers, timeout=_STREAM_TIMEOUT)
-        return await self._send_http(request)
+        return await self._send_http(request, client)
 
     async def _raise_for_status(self, response: httpx.Response, sent_session: bool,
                                 message: Message | None) -> None:
