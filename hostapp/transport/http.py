@@ -27,11 +27,20 @@ from __future__ import annotations
 import asyncio
 import enum
 import functools
+import importlib.util
 import logging
+import sys
 from collections.abc import Mapping
 from typing import Any
 
 import httpx
+
+if importlib.util.find_spec("sniffio") is None:
+    # httpcore asks for sniffio on every request and connection-pool change and takes
+    # asyncio when it is missing; a failed import is not remembered, so each attempt
+    # searched sys.path again (a sixth of the GUI thread with a few hundred polls a
+    # second). Recorded as absent once, the answer is the same and costs nothing.
+    sys.modules["sniffio"] = None  # type: ignore[assignment]
 
 from hostapp.protocol.jsonrpc import (
     ErrorResponse,
@@ -94,6 +103,12 @@ _STREAM_TIMEOUT = httpx.Timeout(30.0, read=None)
 # every connection of a pool when a request starts or ends, so hundreds of held streams
 # in the pool the short requests use made each poll cost a millisecond of CPU.
 _POOL_LIMITS = httpx.Limits(max_connections=None, max_keepalive_connections=100)
+#: POSTs of one transport waiting for their answer's status line at once. Each needs a
+#: connection, and httpx's pool work per request grows with the square of its idle
+#: connections: hundreds of polls started together (operations resumed at start-up)
+#: opened hundreds of connections and made every later request slow. A stream that
+#: follows the status line no longer counts.
+MAX_REQUESTS_IN_FLIGHT = 32
 
 
 def _display_url(url: httpx.URL) -> str:
@@ -150,6 +165,7 @@ class StreamableHttpTransport(Transport):
         # None: a resumed stream is held however long it stays silent.
         self.resumed_silence_seconds = resumed_silence_seconds
         self._tasks: set[asyncio.Task[None]] = set()
+        self._request_slots = asyncio.Semaphore(MAX_REQUESTS_IN_FLIGHT)
         self._standalone_task: asyncio.Task[None] | None = None
         self._tool_param_headers: dict[str, dict[str, tuple[str, ...]]] = {}
         # ids of tools/list requests in flight -> whether it asked for the first page
@@ -207,7 +223,8 @@ class StreamableHttpTransport(Transport):
         sent_session = "Mcp-Session-Id" in headers
         if isinstance(message, Request) and message.method == "tools/list":
             self._tools_list_ids[message.id] = not (message.params or {}).get("cursor")
-        response = await self._send_http(request)
+        async with self._request_slots:
+            response = await self._send_http(request)
         try:
             if response.status_code >= 400:
                 await self._raise_for_status(response, sent_session, message)
