@@ -3,8 +3,9 @@
 ``python -m bench.resume_probe prepare --home H --url U --count N`` starts ``N`` long calls
 on the lab server at ``U``, spread over the mechanisms (two server entries for the same
 lab: one pinned to 2025-11-25 for tasks and SSE resumption, one at the newest revision
-for the stateless-era mechanisms), waits until each one's handle is committed and quits
-with all of them in flight, as a person closing the window would.
+for the stateless-era mechanisms), waits until the server holds each one (its handle is
+committed and the mechanism says so) and quits with all of them in flight, as a person
+closing the window would. The calls are started through the engine, a batch at a time.
 
 ``python -m bench.resume_probe measure --home H --t0 EPOCH`` is the next start of the
 host: the real window (offscreen) over that home. It prints the time from process start
@@ -37,6 +38,18 @@ SPREAD = [("lab25", "long_task"), ("lab25", "long_sse"), ("lab", "long_async"), 
 #: Long enough never to finish during the benchmark; a progress step every half second, so
 #: a re-attached stream shows itself soon.
 ARGUMENTS = {"seconds": 3600, "steps": 7200}
+#: Above this many operations the steps are spread out, so that the lab does the same
+#: work per second whatever the count (its tools' progress steps are its own load, not
+#: the resumption measured here).
+STEPS_FULL_RATE_UP_TO = 1000
+#: Calls started together by the preparation.
+START_BATCH = 100
+
+
+def arguments_for(count: int) -> dict[str, int]:
+    """The tool arguments for a journal of ``count`` operations."""
+    steps = ARGUMENTS["steps"] * min(1, STEPS_FULL_RATE_UP_TO / max(1, count))
+    return {"seconds": ARGUMENTS["seconds"], "steps": max(1, int(steps))}
 SERVER_EVENTS = ("on_result", "on_error", "on_notification", "on_stream_event")
 
 
@@ -61,18 +74,21 @@ async def prepare(home: Path, url: str, count: int) -> dict[str, Any]:
     await engine.add_server(ServerConfig(name="lab", transport="http", url=url))
     await engine.connected("lab25")
     await engine.connected("lab")
-    ids = []
-    for i in range(count):
-        server, tool = SPREAD[i % len(SPREAD)]
-        ids.append((await engine.start_call(server, tool, dict(ARGUMENTS))).id)
+    ids: list[str] = []
+    arguments = arguments_for(count)
+    for first in range(0, count, START_BATCH):
+        batch = [SPREAD[i % len(SPREAD)] for i in range(first, min(count, first + START_BATCH))]
+        views = await asyncio.gather(*(engine.start_call(server, tool, dict(arguments)) for server, tool in batch))
+        ids += [view.id for view in views]
     deadline = time.monotonic() + 60 + count / 20
     journal = engine.journal
+    waiting = ids
     while time.monotonic() < deadline:
         await journal.flush()
-        waiting = [i for i in ids if not journal.get_operation(i).handle_ref]
+        waiting = [i for i in waiting if not _held(journal.get_operation(i))]
         if not waiting:
             break
-        await asyncio.sleep(0.2)
+        await asyncio.sleep(0.5)
     mechanisms: dict[str, int] = {}
     details = []
     for i in ids:
@@ -80,8 +96,13 @@ async def prepare(home: Path, url: str, count: int) -> dict[str, Any]:
         mechanisms[record.mechanism or "?"] = mechanisms.get(record.mechanism or "?", 0) + 1
         details.append((record.tool, record.mechanism, record.status, bool(record.handle_ref), sorted(record.handle)))
     await engine.stop()
-    return {"prepared": len(ids), "without_handle": len(waiting), "mechanisms": mechanisms,
+    return {"prepared": len(ids), "without_handle": len(waiting), "arguments": arguments, "mechanisms": mechanisms,
             "details": details if os.environ.get("BENCH_DEBUG") else None}
+
+
+def _held(record: Any) -> bool:
+    """Does the server hold this operation (a handle committed, the mechanism past sending)?"""
+    return bool(record.handle_ref) and (record.handle or {}).get("phase") == "held"
 
 
 def _watch_mechanisms(runners: dict[str, Any], attached: dict[str, float]) -> None:
