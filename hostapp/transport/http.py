@@ -99,9 +99,10 @@ _STREAM_TIMEOUT = httpx.Timeout(30.0, read=None)
 # request runs, so httpx's default cap of 100 connections would queue the 101st request
 # behind streams that last for hours (and fail it after the pool timeout). Connections
 # are not capped; idle ones are kept for the polls that follow each other (tasks/get).
-# GET streams (resumptions, the standalone stream) get a pool of their own: httpx scans
-# every connection of a pool when a request starts or ends, so hundreds of held streams
-# in the pool the short requests use made each poll cost a millisecond of CPU.
+# Streams (GET resumptions, the standalone stream, calls that may answer with a stream)
+# get a pool of their own: httpx scans every connection of a pool when a request starts
+# or ends, so hundreds of held streams in the pool the polls use made each poll cost a
+# millisecond of CPU.
 _POOL_LIMITS = httpx.Limits(max_connections=None, max_keepalive_connections=100)
 #: POSTs of one transport waiting for their answer's status line at once. Each needs a
 #: connection, and httpx's pool work per request grows with the square of its idle
@@ -109,6 +110,10 @@ _POOL_LIMITS = httpx.Limits(max_connections=None, max_keepalive_connections=100)
 #: opened hundreds of connections and made every later request slow. A stream that
 #: follows the status line no longer counts.
 MAX_REQUESTS_IN_FLIGHT = 32
+#: Requests whose answer may be a stream held as long as a tool runs: they go through the
+#: streams' connection pool too, so that polls never share a pool with hours-long streams.
+_LONG_METHODS = frozenset({"tools/call", "tasks/result", "requests/resume", "stream/resume",
+                           "subscriptions/listen"})
 
 
 def _display_url(url: httpx.URL) -> str:
@@ -218,13 +223,15 @@ class StreamableHttpTransport(Transport):
             self._session_id = None
             self._session_restored = False
         headers = self._post_headers(message)
+        if isinstance(message, Request) and message.method in _LONG_METHODS:
+            client = self._streams_client()
         request = client.build_request("POST", self.url, content=encode(message), headers=headers,
                                        timeout=_STREAM_TIMEOUT)
         sent_session = "Mcp-Session-Id" in headers
         if isinstance(message, Request) and message.method == "tools/list":
             self._tools_list_ids[message.id] = not (message.params or {}).get("cursor")
         async with self._request_slots:
-            response = await self._send_http(request)
+            response = await self._send_http(request, client)
         try:
             if response.status_code >= 400:
                 await self._raise_for_status(response, sent_session, message)
@@ -426,13 +433,18 @@ class StreamableHttpTransport(Transport):
         headers["Accept"] = _ACCEPT_SSE
         if last_event_id is not None:
             headers["Last-Event-ID"] = last_event_id
-        client = self._require_client()
-        if self._owns_client:
-            if self._stream_client is None:
-                self._stream_client = httpx.AsyncClient(timeout=_STREAM_TIMEOUT, limits=_POOL_LIMITS, auth=self._auth)
-            client = self._stream_client
+        client = self._streams_client()
         request = client.build_request("GET", self.url, headers=headers, timeout=_STREAM_TIMEOUT)
         return await self._send_http(request, client)
+
+    def _streams_client(self) -> httpx.AsyncClient:
+        """The client for long streams (the given one, when a client was given)."""
+        client = self._require_client()
+        if not self._owns_client:
+            return client
+        if self._stream_client is None:
+            self._stream_client = httpx.AsyncClient(timeout=_STREAM_TIMEOUT, limits=_POOL_LIMITS, auth=self._auth)
+        return self._stream_client
 
     async def _raise_for_status(self, response: httpx.Response, sent_session: bool,
                                 message: Message | None) -> None:
