@@ -418,7 +418,8 @@ class StreamableHttpTransport(Transport):
         return self._client
 
     async def _send_http(self, request: httpx.Request, client: httpx.AsyncClient | None = None) -> httpx.Response:
-        client = client or self._require_client()
+        # Checked again here: a request may have waited for a slot while the transport closed.
+        client = self._require_client() if client is None or self._closing else client
         try:
             return await client.send(request, stream=True)
         except httpx.ConnectError as exc:
