@@ -26,6 +26,10 @@ from hostapp.mechanisms.base import HELD, SENT, Mechanism, register
 DEFAULT_RETRY_MS = 1000
 #: Ceiling of the back-off between failed reconnects (seconds).
 MAX_RECONNECT_DELAY_SECONDS = 30.0
+#: A stream's newest event id is committed at most this often (seconds of the stream's
+#: own time). It bounds what a restart replays: a stream resumed from its first event
+#: id after an hour would replay the whole hour, for every stream, at every start-up.
+COMMIT_EVERY_SECONDS = 30.0
 
 
 @register
@@ -35,8 +39,9 @@ class HttpStreamResumption(Mechanism):
     States: ``sent`` -> ``held`` (an event id committed) -> ``done``. On a break:
     wait ``retry`` ms (doubling after failed reconnects), then ResumeSseStream.
     The first event id is committed at once; later ones are held in memory and
-    committed on a break, since replaying a little more after a crash is harmless
-    (progress stays monotonic and a result is delivered once).
+    committed on a break and every COMMIT_EVERY_SECONDS while events come, since
+    replaying a little more after a quit or a crash is harmless (progress stays
+    monotonic and a result is delivered once) and a keyring write per event is not.
     Secret: the last event id.
     """
 
@@ -47,6 +52,7 @@ class HttpStreamResumption(Mechanism):
         self.last_event_id: str | None = secret
         self.retry_ms: int | None = state.get("retry_ms")
         self.reconnect_pending = False
+        self.committed_at: float | None = None  # when this process last committed the id
 
     def _extra_state(self) -> dict[str, Any]:
         return {"retry_ms": self.retry_ms}
@@ -65,6 +71,12 @@ class HttpStreamResumption(Mechanism):
         self.reconnect_pending = False
         if first:
             self.phase = HELD
+            self.committed_at = now
+            return [self._commit()]
+        if self.committed_at is None:
+            self.committed_at = now  # restored: the journal's id is recent enough for now
+        elif now - self.committed_at >= COMMIT_EVERY_SECONDS:
+            self.committed_at = now
             return [self._commit()]
         return []
 
@@ -90,6 +102,7 @@ class HttpStreamResumption(Mechanism):
             self.failures += 1  # the reconnect itself failed
         self.reconnect_pending = True
         # The spec: wait ``retry`` before reconnecting, not less.
+        self.committed_at = now
         return [self._commit(), MarkStatus("reconnecting"), ScheduleWake(now + self._delay(), "reconnect the SSE stream")]
 
     def _wake(self, now: float) -> list[Action]:

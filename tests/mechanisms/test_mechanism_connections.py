@@ -42,6 +42,30 @@ def test_first_event_id_is_committed_later_ones_only_on_a_break():
     assert isinstance(actions[0], CommitHandle) and actions[0].secret == "ev-1"
 
 
+def test_a_long_stream_commits_its_newest_event_id_now_and_then():
+    """What a restart replays stays bounded: the newest id is committed every
+    COMMIT_EVERY_SECONDS of events, not only at the first event and on a break."""
+    m = sse()
+    m.on_stream_event("ev-0", 2000, now=T0)
+    commits = []
+    for i in range(1, 121):  # two minutes, an event every second
+        commits += of_type(m.on_stream_event(f"ev-{i}", None, now=T0 + i), CommitHandle)
+    assert [c.secret for c in commits] == ["ev-30", "ev-60", "ev-90", "ev-120"]
+
+
+def test_a_restored_stream_does_not_commit_at_its_first_replayed_event():
+    m = restart(sse_with_event())
+    assert m.on_stream_event("ev-1", None, now=T0 + 1) == []
+    [commit] = of_type(m.on_stream_event("ev-2", None, now=T0 + 31), CommitHandle)
+    assert commit.secret == "ev-2"
+
+
+def sse_with_event() -> HttpStreamResumption:
+    m = sse()
+    m.on_stream_event("ev-0", 2000, now=T0)
+    return m
+
+
 def test_reconnect_waits_the_servers_retry_then_resumes_from_the_last_event():
     m = sse()
     m.on_stream_event("ev-0", 2000, now=T0)
