@@ -5,7 +5,8 @@ on the lab server at ``U``, spread over the mechanisms (two server entries for t
 lab: one pinned to 2025-11-25 for tasks and SSE resumption, one at the newest revision
 for the stateless-era mechanisms), waits until the server holds each one (its handle is
 committed and the mechanism says so) and quits with all of them in flight, as a person
-closing the window would. The calls are started through the engine, a batch at a time.
+closing the window would. The calls are started through the engine, a batch at a time,
+and a new engine (a new lifetime of the host) for every thousand of them.
 
 ``python -m bench.resume_probe measure --home H --t0 EPOCH`` is the next start of the
 host: the real window (offscreen) over that home. It prints the time from process start
@@ -44,6 +45,8 @@ ARGUMENTS = {"seconds": 3600, "steps": 7200}
 STEPS_FULL_RATE_UP_TO = 1000
 #: Calls started together by the preparation.
 START_BATCH = 100
+#: Calls prepared by one engine (one process lifetime of the host).
+PER_ENGINE = 1000
 
 
 def arguments_for(count: int) -> dict[str, int]:
@@ -63,24 +66,38 @@ class _Quiet:
 
 
 async def prepare(home: Path, url: str, count: int) -> dict[str, Any]:
+    """Start ``count`` calls, a process lifetime (one engine) per PER_ENGINE of them."""
+    arguments = arguments_for(count)
+    result: dict[str, Any] = {"prepared": 0, "without_handle": 0, "arguments": arguments, "mechanisms": {},
+                              "details": [] if os.environ.get("BENCH_DEBUG") else None}
+    for first in range(0, count, PER_ENGINE):
+        await _prepare_some(home, url, first, min(count, first + PER_ENGINE), arguments, result)
+    return result
+
+
+async def _prepare_some(home: Path, url: str, first: int, end: int, arguments: dict[str, int],
+                        result: dict[str, Any]) -> None:
+    """Calls ``first`` to ``end`` in one engine. It resumes nothing: the calls of the
+    engines before it stay as they were left (the 1-second polls of ten thousand
+    operations are more than this machine can send while it starts more)."""
     from hostapp.engine.service import Engine
     from hostapp.store.journal import ServerConfig
 
     engine = Engine(home, _Quiet())
-    await engine.start()
+    await engine.start(resume=False)
     if engine.keyring_problem:
         raise SystemExit(f"no keyring: {engine.keyring_problem}")
-    await engine.add_server(ServerConfig(name="lab25", transport="http", url=url, protocol_version="2025-11-25"))
-    await engine.add_server(ServerConfig(name="lab", transport="http", url=url))
+    if first == 0:
+        await engine.add_server(ServerConfig(name="lab25", transport="http", url=url, protocol_version="2025-11-25"))
+        await engine.add_server(ServerConfig(name="lab", transport="http", url=url))
     await engine.connected("lab25")
     await engine.connected("lab")
     ids: list[str] = []
-    arguments = arguments_for(count)
-    for first in range(0, count, START_BATCH):
-        batch = [SPREAD[i % len(SPREAD)] for i in range(first, min(count, first + START_BATCH))]
+    for start in range(first, end, START_BATCH):
+        batch = [SPREAD[i % len(SPREAD)] for i in range(start, min(end, start + START_BATCH))]
         views = await asyncio.gather(*(engine.start_call(server, tool, dict(arguments)) for server, tool in batch))
         ids += [view.id for view in views]
-    deadline = time.monotonic() + 60 + count / 20
+    deadline = time.monotonic() + 60 + len(ids) / 20
     journal = engine.journal
     waiting = ids
     while time.monotonic() < deadline:
@@ -89,15 +106,16 @@ async def prepare(home: Path, url: str, count: int) -> dict[str, Any]:
         if not waiting:
             break
         await asyncio.sleep(0.5)
-    mechanisms: dict[str, int] = {}
-    details = []
+    mechanisms = result["mechanisms"]
     for i in ids:
         record = journal.get_operation(i)
         mechanisms[record.mechanism or "?"] = mechanisms.get(record.mechanism or "?", 0) + 1
-        details.append((record.tool, record.mechanism, record.status, bool(record.handle_ref), sorted(record.handle)))
+        if result["details"] is not None:
+            result["details"].append((record.tool, record.mechanism, record.status, bool(record.handle_ref),
+                                      sorted(record.handle)))
+    result["prepared"] += len(ids)
+    result["without_handle"] += len(waiting)
     await engine.stop()
-    return {"prepared": len(ids), "without_handle": len(waiting), "arguments": arguments, "mechanisms": mechanisms,
-            "details": details if os.environ.get("BENCH_DEBUG") else None}
 
 
 def _held(record: Any) -> bool:
