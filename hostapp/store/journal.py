@@ -586,6 +586,29 @@ class _JournalWriter(threading.Thread):
 # -- the journal ----------------------------------------------------------------------
 
 
+#: How long opening a journal waits for another process switching it to WAL at the same time.
+WAL_SWITCH_WAIT_SECONDS = 10.0
+
+
+def _enter_wal_mode(conn: sqlite3.Connection) -> str:
+    """Switch to WAL and return the journal mode now in force.
+
+    Two processes opening a brand-new journal at once (the window and a command) both ask
+    for the switch; SQLite answers the loser "database is locked" at once, without waiting
+    for its busy timeout, so the loser retries until the winner is done.
+    """
+    deadline = time.monotonic() + WAL_SWITCH_WAIT_SECONDS
+    delay = 0.005
+    while True:
+        try:
+            return conn.execute("PRAGMA journal_mode = WAL").fetchone()[0].lower()
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(delay)
+            delay = min(delay * 2, 0.2)
+
+
 class OperationJournal:
     """The SQLite journal of servers, operations and their event timelines.
 
@@ -614,7 +637,7 @@ class OperationJournal:
         writer_conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=10)
         try:
             self._write_db = sqlite_utils.Database(writer_conn)
-            if self._write_db.execute("PRAGMA journal_mode = WAL").fetchone()[0].lower() != "wal":
+            if _enter_wal_mode(writer_conn) != "wal":
                 raise sqlite3.OperationalError(f"cannot switch {self.path} to WAL mode")
             self.schema_version = migrate(self._write_db, migrations, self.path)
         except BaseException:
