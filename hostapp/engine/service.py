@@ -147,6 +147,7 @@ class OperationRunner:
         self._stream_session: ClientSession | None = None  # an adopted earlier session
         self._committed_secret: str | None = None
         self._expiring = False
+        self._stream_event: tuple[str, int | None] | None = None  # the newest, not yet fed
         self._deadline_handle: asyncio.TimerHandle | None = None
         if record.deadline is not None:
             delay = max(0.0, record.deadline - engine.clock())
@@ -176,6 +177,21 @@ class OperationRunner:
 
     def feed_soon(self, produce: Callable[[], list[A.Action]]) -> None:
         self._spawn(self.feed(produce))
+
+    def stream_event_soon(self, event_id: str, retry_ms: int | None) -> None:
+        """An SSE event id arrived. One comes with every event, thousands a second while a
+        stream is replayed after a restart, and only the newest matters: one feed is
+        queued at a time, and it hands the mechanism whatever id is newest by then."""
+        queued = self._stream_event is not None
+        self._stream_event = (event_id, retry_ms)
+        if not queued:
+            self.feed_soon(self._take_stream_event)
+
+    def _take_stream_event(self) -> list[A.Action]:
+        event, self._stream_event = self._stream_event, None
+        if event is None:
+            return []
+        return self.mech.on_stream_event(event[0], event[1], now=self.engine.clock())
 
     def _spawn(self, coro) -> None:
         task = asyncio.get_running_loop().create_task(coro)
@@ -641,7 +657,7 @@ class _EngineHandlers(ClientHandlers):
     def on_stream_event(self, request_id: RequestId | None, event_id: str, retry_ms: int | None) -> None:
         runner = self._owner(request_id)
         if runner is not None:
-            runner.feed_soon(lambda: runner.mech.on_stream_event(event_id, retry_ms, now=self.engine.clock()))
+            runner.stream_event_soon(event_id, retry_ms)
 
     def on_protocol_error(self, error: Exception) -> None:
         log.info("%s: %s", self.conn.name, error)
