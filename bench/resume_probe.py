@@ -118,6 +118,16 @@ async def _prepare_some(home: Path, url: str, first: int, end: int, arguments: d
     await engine.stop()
 
 
+def _unfinished_ids(home: Path) -> set[str]:
+    """The ids of the journal's unfinished operations, read as they are on disk."""
+    import sqlite3
+
+    from hostapp.store.paths import journal_path
+
+    with sqlite3.connect(f"file:{journal_path(home)}?mode=ro", uri=True) as db:
+        return {row[0] for row in db.execute("SELECT id FROM operations WHERE in_flight = 1")}
+
+
 def _held(record: Any) -> bool:
     """Does the server hold this operation (a handle committed, the mechanism past sending)?"""
     return bool(record.handle_ref) and (record.handle or {}).get("phase") == "held"
@@ -170,10 +180,18 @@ def measure(home: Path, t0: float, timeout: float) -> dict[str, Any]:
             _watch_mechanisms(engine.runners, attached)
 
         engine.start = start  # type: ignore[method-assign]
-        await host.start()
-        expected = set(engine.runners)
+        in_journal = _unfinished_ids(home)
         model = host.window.ops_model
         shown_at = None
+        # The window may list the operations before the engine has started: watch it
+        # from the beginning.
+        starting = asyncio.ensure_future(host.start())
+        while not starting.done():
+            if shown_at is None and all(model.row_of(i) is not None for i in in_journal):
+                shown_at = time.time()
+            await asyncio.sleep(0.005)
+        await starting
+        expected = set(engine.runners)
         deadline = time.monotonic() + timeout
         ended_uncontacted: set[str] = set()
         while time.monotonic() < deadline:
