@@ -152,12 +152,15 @@ class PaintCounter:
 
 def run_in_qt(scenario: Callable[[Any], Any]) -> dict[str, Any]:
     """Start a QApplication and a qasync loop as the app does, run ``scenario(app)``."""
-    import qasync
     from PySide6.QtWidgets import QApplication
+
+    from hostapp.app import blocking_call_executor
+    from hostapp.ui.event_loop import HostEventLoop
 
     app = QApplication.instance() or QApplication([sys.argv[0]])
     app.setQuitOnLastWindowClosed(False)
-    loop = qasync.QEventLoop(app)
+    loop = HostEventLoop(app)
+    loop.set_default_executor(blocking_call_executor())
     asyncio.set_event_loop(loop)
     with loop:
         return loop.run_until_complete(scenario(app))
