@@ -280,8 +280,9 @@ class OperationRunner:
 
     def _wrap_secret(self, secret: str) -> str:
         """The keyring value of a handle: the mechanism's secret, and the HTTP session it
-        lives in (a stream can only be resumed in its own session)."""
-        session = self.session
+        lives in (a stream can only be resumed in its own session): an adopted earlier
+        session where the handle was issued, else the live one."""
+        session = self._stream_session or self.session
         sid = getattr(session.transport, "session_id", None) if session is not None else None
         if sid is None and self.http_session is None:
             return secret

@@ -12,7 +12,8 @@ import pytest
 from hostapp.engine import api
 from hostapp.engine.service import Engine
 from hostapp.lab.state import execution_count
-from hostapp.store.journal import ServerConfig
+from hostapp.mechanisms import http_resumption
+from hostapp.store.journal import OperationJournal, ServerConfig
 from tests.engine.conftest import Recorder
 from tests.support.faults import LoopbackProxy
 
@@ -140,3 +141,43 @@ async def test_a_restarted_host_goes_on_when_that_session_is_gone(isolated_home,
     # The lab does not bind tasks to sessions: the task goes on in the new session.
     assert final.status == api.COMPLETED, final.error
     assert execution_count(lab.state_file, "long_task") == 1
+
+
+async def test_streams_adopted_after_a_restart_stay_in_their_session(isolated_home, lab, proxy, real_keyring,
+                                                                    monkeypatch):
+    # Two SSE streams of one earlier session are adopted by a restarted host; each commits
+    # its newest event id with the session the stream lives in (the adopted one, not the
+    # new host's own). So the shorter one ending leaves that session to the longer one,
+    # and another restart still finds the longer one's stream.
+    monkeypatch.setattr(http_resumption, "COMMIT_EVERY_SECONDS", 0.5)  # commit while the test runs
+    engine = await start_engine(isolated_home, Recorder(), proxy)
+    short = await engine.start_call("lab", "long_sse", {"seconds": 3, "steps": 6})
+    long = await engine.start_call("lab", "long_sse", {"seconds": 10, "steps": 20})
+    for _ in range(200):
+        if all(engine.journal.get_operation(op.id).handle_ref for op in (short, long)):
+            break
+        await asyncio.sleep(0.05)
+    await engine.stop()
+
+    recorder = Recorder()
+    engine = Engine(isolated_home, recorder)
+    await engine.start()
+    try:
+        for _ in range(200):  # both streams resumed in the adopted session
+            if recorder.progress_of(short.id) and recorder.progress_of(long.id):
+                break
+            await asyncio.sleep(0.05)
+        adopted = engine.runners[long.id].http_session
+        assert adopted is not None and adopted[0] != session_id_of(engine)
+        first = await asyncio.wait_for(engine.wait_finished(short.id), 60)
+        assert engine.runners[long.id].http_session == adopted
+        await asyncio.sleep(0.5)
+    finally:
+        await engine.stop()  # the longer one is still streaming
+    assert first.status == api.COMPLETED, first.error
+    with OperationJournal(isolated_home / "journal.sqlite3") as journal:
+        assert journal.get_operation(long.id).status not in api.TERMINAL
+
+    final = await restart_and_finish(isolated_home, long.id)
+    assert final.status == api.COMPLETED, final.error
+    assert execution_count(lab.state_file, "long_sse") == 2
