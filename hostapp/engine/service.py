@@ -46,6 +46,9 @@ SESSION_BOUND_MECHANISMS = frozenset({"http_resumption", "tasks_2025"})
 
 HANDLE_PREFIX = "hostapp-handle:"
 
+#: Longest a repeat request waits for restored operations' first contact (seconds).
+FIRST_CONTACT_PRIORITY_SECONDS = 10.0
+
 #: Why an operation whose handle could not be kept ends unknown after a restart.
 HANDLE_NOT_KEPT = ("the keyring was unavailable, so what could resume this operation was not kept "
                    "across the restart; it may or may not have run")
@@ -145,6 +148,10 @@ class OperationRunner:
         self._original_session: ClientSession | None = None
         self.http_session: tuple[str, str] | None = None   # (session id, protocol version)
         self._stream_session: ClientSession | None = None  # an adopted earlier session
+        # Restored at start-up and not yet heard from: its first request goes before the
+        # repeat polls of the others (see Engine.after_first_contacts).
+        self.awaiting_first_contact = False
+        self.restored_at_start = False
         self._committed_secret: str | None = None
         self._expiring = False
         self._stream_event: tuple[str, int | None] | None = None  # the newest, not yet fed
@@ -182,6 +189,7 @@ class OperationRunner:
         """An SSE event id arrived. One comes with every event, thousands a second while a
         stream is replayed after a restart, and only the newest matters: one feed is
         queued at a time, and it hands the mechanism whatever id is newest by then."""
+        self.engine._first_contact(self)
         queued = self._stream_event is not None
         self._stream_event = (event_id, retry_ms)
         if not queued:
@@ -431,6 +439,7 @@ class OperationRunner:
             result = await session.request(method, params, request_id=rid,
                                            progress_token=self.progress_token if original else None)
         except RpcError as exc:
+            eng._first_contact(self)
             if original and exc.code == URL_ELICITATION_REQUIRED and await self._satisfy_url_elicitations(exc):
                 # -32042 means the call did not run: after the person opened the URL(s)
                 # the spec has the client send it again, under a new id.
@@ -464,6 +473,7 @@ class OperationRunner:
             else:
                 eng._connection(self.record.server).connection_lost(session_gone=lost)
         else:
+            eng._first_contact(self)
             await self.feed(lambda: self.mech.on_result(result, now=eng.clock(),
                                                         method=None if original else which or method))
         finally:
@@ -489,6 +499,8 @@ class OperationRunner:
         return True
 
     async def _send_request(self, action: A.SendRequest) -> None:
+        if self.restored_at_start and not self.awaiting_first_contact:
+            await self.engine.after_first_contacts(self.record.server)
         try:
             session = await self._live_session()
         except asyncio.CancelledError:
@@ -557,6 +569,7 @@ class OperationRunner:
             await self.feed(lambda: self.mech.on_disconnect(now=self.engine.clock(), session_lost=lost))
 
     async def _ask(self, action: A.AskInput) -> None:
+        self.engine._first_contact(self)  # it waits for the person now, not for the server
         responses: dict[str, Any] = {}
         for key, req in action.requests.items():
             params = (req or {}).get("params") or {}
@@ -651,6 +664,7 @@ class _EngineHandlers(ClientHandlers):
         if runner is None and method == "notifications/requests/resumePolicy":
             runner = eng._request_owner.get((self.conn.name, params.get("requestId")))
         if runner is not None:
+            eng._first_contact(runner)
             runner.feed_soon(lambda: runner.mech.on_notification(method, params, now=eng.clock()))
         else:
             log.debug("%s: notification %s for no known operation", self.conn.name, method)
@@ -687,6 +701,10 @@ class Engine:
         self.runners: dict[str, OperationRunner] = {}
         self._request_owner: dict[tuple[str, RequestId], OperationRunner] = {}
         self._questions: dict[str, tuple[api.InputRequest, asyncio.Future]] = {}
+        # Per server: operations restored at start-up not yet heard from, and an event set
+        # once there are none (see after_first_contacts).
+        self._awaiting_contact: dict[str, set[str]] = {}
+        self._contacts_done: dict[str, asyncio.Event] = {}
         self._tasks: set[asyncio.Task] = set()
         self._started = False
         self.stopping = False
@@ -738,6 +756,13 @@ class Engine:
                 self._supervise(cfg)
         for record in records:
             self._restore(record, handles.get(record.id))
+        for record in records:
+            runner = self.runners.get(record.id)
+            if runner is not None and not runner.done:
+                runner.awaiting_first_contact = runner.restored_at_start = True
+                self._awaiting_contact.setdefault(record.server, set()).add(record.id)
+        for server in self._awaiting_contact:
+            self._contacts_done[server] = asyncio.Event()
 
     async def stop(self) -> None:
         """Quit: operations in flight stay as they are in the journal, to be resumed by
@@ -952,7 +977,43 @@ class Engine:
                 return runner
         return None
 
+    # -- first contact after a restart -------------------------------------------------
+
+    def _first_contact(self, runner: OperationRunner) -> None:
+        """The server said something about this operation (or it ended): it is re-attached."""
+        if not runner.awaiting_first_contact:
+            return
+        runner.awaiting_first_contact = False
+        waiting = self._awaiting_contact.get(runner.record.server)
+        if waiting is not None:
+            waiting.discard(runner.id)
+            if not waiting:
+                self._contacts_done.pop(runner.record.server).set()
+                del self._awaiting_contact[runner.record.server]
+
+    async def after_first_contacts(self, server: str) -> None:
+        """Hold a repeat request while operations restored at start-up still wait for their
+        first word from the same server.
+
+        A thousand resumed operations polling every second ask more than the host can send
+        at once: without this, the first polls of the last ones queue behind the second and
+        third polls of the first ones, and re-attaching them all takes several times longer.
+        Bounded: after FIRST_CONTACT_PRIORITY_SECONDS the ordering is given up.
+        """
+        done = self._contacts_done.get(server)
+        if done is None:
+            return
+        try:
+            await asyncio.wait_for(done.wait(), FIRST_CONTACT_PRIORITY_SECONDS)
+        except asyncio.TimeoutError:
+            if self._contacts_done.get(server) is done:  # a server that stays silent for some
+                log.info("%s: %d restored operations not heard from yet; polling the others again",
+                         server, len(self._awaiting_contact.get(server, ())))
+                self._awaiting_contact.pop(server, None)
+                self._contacts_done.pop(server).set()
+
     def _forget(self, runner: OperationRunner) -> None:
+        self._first_contact(runner)  # ended: nothing more to wait for
         self.runners.pop(runner.id, None)
         for key in [k for k, v in self._request_owner.items() if v is runner]:
             del self._request_owner[key]
