@@ -18,10 +18,11 @@ bench: setup peers sysdeps
 
 setup: $(VENV)/.installed
 
-$(VENV)/.installed: pyproject.toml
+# The packaging extra too: the suite builds the one-folder bundle and starts it.
+$(VENV)/.installed: pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[test]'
+	$(PY) -m pip install -q -e '.[test,packaging]'
 	touch $@
 
 peers: $(PEERS)/node_modules/.installed
