@@ -8,6 +8,7 @@ cleanly. Driven through the widgets a person uses (actions, dialogs, buttons).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 
 import pytest
@@ -65,15 +66,24 @@ def result_texts(window) -> list[str]:
     return [w.toPlainText() for w in window.details.result_view.findChildren(QPlainTextEdit)]
 
 
-@pytest.fixture
-def host(qtbot, qloop, isolated_home):
-    app = HostApp(isolated_home)
+@contextlib.contextmanager
+def shown_host(qloop, home):
+    """The app on ``home`` with its window shown at 1280x800; shut down and deleted after."""
+    app = HostApp(home)
     app.window.resize(1280, 800)
     app.window.show()
-    yield app
-    if not app.stopped.is_set():
-        qloop.run_until_complete(app.shutdown(stop_loop=False))
-    dispose(app.window)
+    try:
+        yield app
+    finally:
+        if not app.stopped.is_set():
+            qloop.run_until_complete(app.shutdown(stop_loop=False))
+        dispose(app.window)
+
+
+@pytest.fixture
+def host(qtbot, qloop, isolated_home):
+    with shown_host(qloop, isolated_home) as app:
+        yield app
 
 
 def test_newcomer_session(host, qloop, isolated_home):

@@ -21,14 +21,14 @@ from PySide6.QtCore import QSettings
 
 pytest.importorskip("hostapp.store.journal", reason="the journal is needed for the window's engine")
 
-from hostapp.app import FIRST_RUN_KEY, HostApp
+from hostapp.app import FIRST_RUN_KEY
 from hostapp.engine import api
 from hostapp.store.journal import ServerConfig
 from hostapp.ui.operations_model import MESSAGE, WAITING_FOR_SIGN_IN
 from tests.auth.conftest import SERVER_SCRIPT, OAuthTestServer
 from tests.auth.test_sign_in import Browser
 from tests.support.keyring_daemon import missing_programs, private_keyring
-from tests.ui.test_window import dispose, op_of, until
+from tests.ui.test_window import op_of, shown_host, until
 
 pytestmark = [pytest.mark.timeout(120),
               pytest.mark.skipif(bool(missing_programs()), reason="needs dbus and gnome-keyring for a private keyring")]
@@ -56,13 +56,8 @@ def host(qtbot, qloop, isolated_home, tmp_path):
         settings = QSettings(str(isolated_home / "hostapp.ini"), QSettings.Format.IniFormat)
         settings.setValue(FIRST_RUN_KEY, True)
         settings.sync()
-        app = HostApp(isolated_home)
-        app.window.resize(1280, 800)
-        app.window.show()
-        yield app
-        if not app.stopped.is_set():
-            qloop.run_until_complete(app.shutdown(stop_loop=False))
-        dispose(app.window)
+        with shown_host(qloop, isolated_home) as app:
+            yield app
 
 
 def server_view(window):
