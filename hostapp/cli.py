@@ -361,19 +361,15 @@ class CallFollower:
     def input_requested(self, request: Any) -> None:
         if request.operation_id is not None and not self._follows(request.operation_id):
             return
+        fields: dict[str, Any] = {"mode": request.mode, "message": request.message}
+        if request.mode == "url":
+            fields["url"] = request.params.get("url")
         if not self.answers and self.unanswered == "wait":
-            fields: dict[str, Any] = {"mode": request.mode, "message": request.message, "answer": None,
-                                      "pending": True}
-            if request.mode == "url":
-                fields["url"] = request.params.get("url")
-            self.printer_for(request.operation_id).emit("elicitation", **fields)
+            self.printer_for(request.operation_id).emit("elicitation", **fields, answer=None, pending=True)
             return  # the question stays open in the journal
         answer = self.answers.pop(0) if self.answers else {"action": "decline"}
         if request.mode == "url":
             answer = {k: v for k, v in answer.items() if k != "content"}  # URL mode carries no content
-        fields = {"mode": request.mode, "message": request.message}
-        if request.mode == "url":
-            fields["url"] = request.params.get("url")
         fields["answer"] = answer.get("action")
         self.printer_for(request.operation_id).emit("elicitation", **fields)
         self.engine.answer_input(request.id, answer)

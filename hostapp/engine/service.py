@@ -755,12 +755,9 @@ class Engine:
             if getattr(cfg, "enabled", True) and self._connect and (only is None or cfg.name in only):
                 self._supervise(cfg)
         for record in records:
-            self._restore(record, handles.get(record.id))
-        for record in records:
-            runner = self.runners.get(record.id)
-            if runner is not None and not runner.done:
-                runner.awaiting_first_contact = runner.restored_at_start = True
-                self._awaiting_contact.setdefault(record.server, set()).add(record.id)
+            runner = self._restore(record, handles.get(record.id))
+            runner.awaiting_first_contact = runner.restored_at_start = True
+            self._awaiting_contact.setdefault(record.server, set()).add(record.id)
         for server in self._awaiting_contact:
             self._contacts_done[server] = asyncio.Event()
 
@@ -1066,7 +1063,8 @@ class Engine:
             return {}
         return {r.id: values[r.handle_ref] for r in records if r.handle_ref in values}
 
-    def _restore(self, record: Any, secret: str | None) -> None:
+    def _restore(self, record: Any, secret: str | None) -> OperationRunner:
+        """A runner for an unfinished journaled operation, resumed once its server is ready."""
         m = _mechanism_api()
         secret, http_session = unwrap_secret(secret)
         state = dict(record.handle or {})
@@ -1088,18 +1086,19 @@ class Engine:
             # Its handle never reached the keyring: asking the server with nothing would
             # draw a misleading "unknown handle" answer.
             runner._spawn(runner._finish(api.UNKNOWN, error={"code": None, "message": HANDLE_NOT_KEPT}))
-            return
+            return runner
         if record.server not in self.connections:
             cfg = self.journal.get_server(record.server)
             if cfg is None:
                 runner._spawn(runner._finish(api.UNKNOWN, error={
                     "code": None, "message": f"its server {record.server!r} was removed"}))
-                return
+                return runner
             if self._connect:
                 self._supervise(cfg)
         conn = self.connections.get(record.server)
         if conn is not None and conn.session is not None and conn._ready.is_set():
             runner._spawn(runner.attach(conn.session, restored=True))
+        return runner
 
     async def cancel(self, op_id: str) -> None:
         runner = self.runners.get(op_id)
@@ -1110,8 +1109,7 @@ class Engine:
             if record.status in api.TERMINAL:
                 return
             handles = await self._secret_call(self._load_handles, [record])
-            self._restore(record, handles.get(record.id))
-            runner = self.runners[op_id]
+            runner = self._restore(record, handles.get(record.id))
         await runner.feed(lambda: runner.mech.cancel(now=self.clock()))
 
     async def rerun(self, op_id: str) -> api.OperationView:

@@ -662,21 +662,19 @@ class StreamableHttpTransport(Transport):
         while not self._closing:
             try:
                 response = await self._open_get(state.last_event_id)
+                status: int | None = response.status_code
             except TransportError:
+                status = None
+            if status is None or status in _RESUME_LATER_STATUSES:
+                # Not now: no connection, or (409) the server allows one standalone stream
+                # per session and still holds the one that dropped (it notices a dead
+                # connection only when a write fails).
+                if status is not None:
+                    await response.aclose()
                 failures += 1
                 if failures >= self.max_resume_attempts:
-                    log.info("standalone stream of %s given up", self._display_url)
-                    return
-                await asyncio.sleep(min(self.default_retry_ms / 1000 * 2 ** failures, MAX_BACKOFF_SECONDS))
-                continue
-            status = response.status_code
-            if status in _RESUME_LATER_STATUSES:
-                # 409: the server allows one standalone stream per session and still holds
-                # the one that dropped (it notices a dead connection only when a write fails).
-                await response.aclose()
-                failures += 1
-                if failures >= self.max_resume_attempts:
-                    log.info("standalone stream of %s given up: HTTP %s", self._display_url, status)
+                    log.info("standalone stream of %s given up%s", self._display_url,
+                             f": HTTP {status}" if status is not None else "")
                     return
                 await asyncio.sleep(min(self.default_retry_ms / 1000 * 2 ** failures, MAX_BACKOFF_SECONDS))
                 continue
@@ -696,7 +694,7 @@ class StreamableHttpTransport(Transport):
             await self._read_events(response, None, state)
             if self._closing:
                 return
-            await asyncio.sleep((state.retry_ms if state.retry_ms is not None else self.default_retry_ms) / 1000)
+            await asyncio.sleep(state.retry_seconds(self.default_retry_ms))
 
 
 class _StreamEnd(enum.Enum):

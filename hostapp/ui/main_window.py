@@ -470,11 +470,6 @@ class MainWindow(QMainWindow):
         self.banner.set_message("error", message)
         self.statusBar().showMessage(message, 15000)
 
-    async def load(self) -> None:
-        """Fill the window from the engine (after ``engine.start()``)."""
-        self.load_servers()
-        await self.load_operations()
-
     async def load_operations(self) -> None:
         """Fill the operations table from the journal. Needs no started engine: at
         start-up the rows are shown before the keyring is read or any server connected,
