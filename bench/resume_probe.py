@@ -191,6 +191,7 @@ def measure(home: Path, t0: float, timeout: float) -> dict[str, Any]:
                 shown_at = time.time()
             await asyncio.sleep(0.005)
         await starting
+        started_at = time.time()
         expected = set(engine.runners)
         deadline = time.monotonic() + timeout
         ended_uncontacted: set[str] = set()
@@ -210,6 +211,8 @@ def measure(home: Path, t0: float, timeout: float) -> dict[str, Any]:
             "ended_without_contact": len(ended_uncontacted),
             "attached": len(live & set(attached)),
             "all_attached_s": (max(attached[i] for i in live) - t0) if live and live <= set(attached) else None,
+            "engine_started_s": started_at - t0,
+            "first_attached_s": (min(attached.values()) - t0) if attached else None,
             "median_attached_s": (sorted(attached.values())[len(attached) // 2] - t0) if attached else None,
             "statuses": {},
             "not_attached": {},

@@ -91,7 +91,8 @@ class LoopbackRedirectListener:
         # The registered port first (a client registration lists exact redirect URIs),
         # any free port when it is taken.
         for port in ([preferred_port] if preferred_port else []) + [0]:
-            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            # IPPROTO_TCP named so that asyncio sets TCP_NODELAY on accepted connections.
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
             try:
                 sock.bind((LOOPBACK_HOST, port))
             except OSError:
