@@ -57,12 +57,16 @@ SERVER_EVENTS = ("on_result", "on_error", "on_notification", "on_stream_event")
 
 
 class _Quiet:
+    def __init__(self) -> None:
+        self.problems: list[str] = []
+
     def operation_changed(self, op: Any) -> None: ...
     def operation_event(self, op_id: str, kind: str, data: dict) -> None: ...
     def server_changed(self, server: Any) -> None: ...
     def input_requested(self, request: Any) -> None: ...
     def input_withdrawn(self, request_id: str) -> None: ...
-    def problem(self, kind: str, message: str) -> None: ...
+    def problem(self, kind: str, message: str) -> None:
+        self.problems.append(f"{kind}: {message}")
 
 
 async def prepare(home: Path, url: str, count: int) -> dict[str, Any]:
@@ -83,7 +87,8 @@ async def _prepare_some(home: Path, url: str, first: int, end: int, arguments: d
     from hostapp.engine.service import Engine
     from hostapp.store.journal import ServerConfig
 
-    engine = Engine(home, _Quiet())
+    listener = _Quiet()
+    engine = Engine(home, listener)
     await engine.start(resume=False)
     if engine.keyring_problem:
         raise SystemExit(f"no keyring: {engine.keyring_problem}")
@@ -116,6 +121,8 @@ async def _prepare_some(home: Path, url: str, first: int, end: int, arguments: d
     result["prepared"] += len(ids)
     result["without_handle"] += len(waiting)
     await engine.stop()
+    if listener.problems:
+        result.setdefault("problems", []).extend(sorted(set(listener.problems)))
 
 
 def _unfinished_ids(home: Path) -> set[str]:

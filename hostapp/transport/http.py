@@ -61,6 +61,7 @@ from hostapp.transport.base import (
     TransportError,
     TransportListener,
 )
+from hostapp.transport.pool import client_with_pool
 from hostapp.transport.http_headers import (
     InvalidHeaderAnnotation,
     header_params,
@@ -96,19 +97,17 @@ _ACCEPT_SSE = "text/event-stream"
 # Streams may stay silent for hours (a long tool call); only connecting is bounded.
 _STREAM_TIMEOUT = httpx.Timeout(30.0, read=None)
 # Every SSE stream in flight holds an HTTP/1.1 connection of its own for as long as its
-# request runs, so httpx's default cap of 100 connections would queue the 101st request
-# behind streams that last for hours (and fail it after the pool timeout). Connections
-# are not capped; idle ones are kept for the polls that follow each other (tasks/get).
-# Streams (GET resumptions, the standalone stream, calls that may answer with a stream)
-# get a pool of their own: httpx scans every connection of a pool when a request starts
-# or ends, so hundreds of held streams in the pool the polls use made each poll cost a
-# millisecond of CPU.
-_POOL_LIMITS = httpx.Limits(max_connections=None, max_keepalive_connections=100)
-#: POSTs of one transport waiting for their answer's status line at once. Each needs a
-#: connection, and httpx's pool work per request grows with the square of its idle
-#: connections: hundreds of polls started together (operations resumed at start-up)
-#: opened hundreds of connections and made every later request slow. A stream that
-#: follows the status line no longer counts.
+# request runs, so connections are not capped (httpx's default cap of 100 queued the 101st
+# request behind streams that last for hours); idle ones are kept for the polls that
+# follow each other (tasks/get). Clients send through hostapp.transport.pool, whose work
+# per request does not grow with the number of connections (httpx's own pool walks them
+# all, twice per request). Streams (GET resumptions, the standalone stream, calls that
+# may answer with a stream) still get a client of their own, so that a poll never waits
+# behind a stream's connection setup or its auth flow.
+#: POSTs of one transport waiting for their answer's status line at once: hundreds of
+#: polls started together (operations resumed at start-up) would otherwise open hundreds
+#: of connections to one server at once. A stream that follows the status line no longer
+#: counts.
 MAX_REQUESTS_IN_FLIGHT = 32
 #: Requests whose answer may be a stream held as long as a tool runs: they go through the
 #: streams' connection pool too, so that polls never share a pool with hours-long streams.
@@ -195,7 +194,7 @@ class StreamableHttpTransport(Transport):
     async def connect(self, listener: TransportListener) -> None:
         self.listener = listener
         if self._client is None:
-            self._client = httpx.AsyncClient(timeout=_STREAM_TIMEOUT, limits=_POOL_LIMITS, auth=self._auth)
+            self._client = client_with_pool(timeout=_STREAM_TIMEOUT, auth=self._auth)
             self._owns_client = True
         self._connected = True
         self._closing = False
@@ -444,7 +443,7 @@ class StreamableHttpTransport(Transport):
         if not self._owns_client:
             return client
         if self._stream_client is None:
-            self._stream_client = httpx.AsyncClient(timeout=_STREAM_TIMEOUT, limits=_POOL_LIMITS, auth=self._auth)
+            self._stream_client = client_with_pool(timeout=_STREAM_TIMEOUT, auth=self._auth)
         return self._stream_client
 
     async def _raise_for_status(self, response: httpx.Response, sent_session: bool,

@@ -1,0 +1,182 @@
+"""HTTP/1.1 keep-alive connections with constant work per request.
+
+httpx's default transport hands requests to httpcore's ``AsyncConnectionPool``, which
+walks every connection of the pool when a request starts and when it ends: it asks each
+idle one whether the server closed it (a ``getpeername`` and a ``poll`` system call
+through anyio) and, for each idle one, counts all connections again. With the hundreds
+of polls and streams that a restart resumes at once, that walk was the host's largest
+cost (a quarter of the CPU in the resume benchmark, bench/RESULTS.md). This pool keeps
+the idle connections of each origin on a stack and checks only the one it takes, so a
+request costs the same however many connections are open. Connections themselves are
+httpcore's (``AsyncHTTPConnection``: connecting, TLS, HTTP/1.1 framing); only the
+bookkeeping around them is ours.
+
+Not covered here, and left to httpx's own transport: proxies (``client_with_pool`` mounts
+httpx's proxy transports for the proxies named in the environment, as httpx does) and
+HTTP/2, which multiplexes on one connection anyway.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from typing import AsyncIterator, Iterable
+
+import httpcore
+from httpcore._async.interfaces import AsyncRequestInterface
+import httpx
+
+#: Idle connections kept per origin; beyond that a finished connection is closed.
+MAX_IDLE_PER_ORIGIN = 100
+#: Seconds an idle connection is kept (httpx's default keep-alive expiry).
+KEEPALIVE_SECONDS = 5.0
+
+_Origin = tuple[bytes, bytes, int | None]
+
+
+class KeepAlivePool(AsyncRequestInterface):
+    """httpcore's request interface over a stack of idle connections per origin."""
+
+    def __init__(self, *, ssl_context=None, keepalive_expiry: float = KEEPALIVE_SECONDS,
+                 max_idle_per_origin: int = MAX_IDLE_PER_ORIGIN,
+                 network_backend: httpcore.AsyncNetworkBackend | None = None) -> None:
+        self._ssl_context = ssl_context
+        self._keepalive_expiry = keepalive_expiry
+        self._max_idle = max_idle_per_origin
+        self._network_backend = network_backend
+        # origin -> deque of (connection, monotonic time it became idle); newest on the right
+        self._idle: dict[_Origin, deque[tuple[httpcore.AsyncHTTPConnection, float]]] = {}
+        self._open: set[httpcore.AsyncHTTPConnection] = set()
+        self._closed = False
+
+    async def handle_async_request(self, request: httpcore.Request) -> httpcore.Response:
+        if self._closed:
+            raise httpcore.ConnectError("the connection pool is closed")
+        url = request.url
+        key: _Origin = (url.scheme, url.host, url.port)
+        while True:
+            connection = await self._take_idle(key)
+            if connection is None:
+                connection = httpcore.AsyncHTTPConnection(
+                    origin=url.origin, ssl_context=self._ssl_context, keepalive_expiry=self._keepalive_expiry,
+                    network_backend=self._network_backend)
+                self._open.add(connection)
+            try:
+                response = await connection.handle_async_request(request)
+            except httpcore.ConnectionNotAvailable:
+                # An idle connection the server had just closed: take another.
+                self._open.discard(connection)
+                continue
+            except BaseException:
+                self._open.discard(connection)
+                await connection.aclose()
+                raise
+            return httpcore.Response(
+                status=response.status, headers=response.headers,
+                content=_ReleasingStream(response.stream, self, connection, key),
+                extensions=response.extensions)
+
+    async def _take_idle(self, key: _Origin) -> httpcore.AsyncHTTPConnection | None:
+        idle = self._idle.get(key)
+        if not idle:
+            return None
+        await self._drop_expired(idle)
+        while idle:
+            connection, _ = idle.pop()  # the most recently used: the least likely closed
+            if connection.is_available() and not connection.has_expired():
+                return connection
+            self._open.discard(connection)
+            await connection.aclose()
+        return None
+
+    async def _drop_expired(self, idle: deque) -> None:
+        """Close the idle connections kept longer than the keep-alive expiry (oldest on the left)."""
+        now = time.monotonic()
+        while idle and now - idle[0][1] > self._keepalive_expiry:
+            connection, _ = idle.popleft()
+            self._open.discard(connection)
+            await connection.aclose()
+
+    async def _release(self, connection: httpcore.AsyncHTTPConnection, key: _Origin) -> None:
+        """A response is closed: keep its connection for the next request, or close it."""
+        if self._closed or not connection.is_idle():
+            self._open.discard(connection)
+            await connection.aclose()
+            return
+        idle = self._idle.setdefault(key, deque())
+        idle.append((connection, time.monotonic()))
+        await self._drop_expired(idle)
+        if len(idle) > self._max_idle:
+            oldest, _ = idle.popleft()
+            self._open.discard(oldest)
+            await oldest.aclose()
+
+    @property
+    def connections(self) -> list[httpcore.AsyncHTTPConnection]:
+        """Every open connection: idle ones and those carrying a response."""
+        return list(self._open)
+
+    async def aclose(self) -> None:
+        self._closed = True
+        self._idle.clear()
+        connections, self._open = self._open, set()
+        for connection in connections:
+            await connection.aclose()
+
+    async def __aenter__(self) -> "KeepAlivePool":
+        return self
+
+    async def __aexit__(self, *exc_info) -> None:
+        await self.aclose()
+
+
+class _ReleasingStream:
+    """A response body that gives its connection back to the pool when it is closed."""
+
+    def __init__(self, stream, pool: KeepAlivePool, connection: httpcore.AsyncHTTPConnection, key: _Origin):
+        self._stream = stream
+        self._pool = pool
+        self._connection = connection
+        self._key = key
+        self._released = False
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        async for part in self._stream:
+            yield part
+
+    async def aclose(self) -> None:
+        if self._released:
+            return
+        self._released = True
+        try:
+            if hasattr(self._stream, "aclose"):
+                await self._stream.aclose()
+        finally:
+            await self._pool._release(self._connection, self._key)
+
+
+class KeepAliveTransport(httpx.AsyncHTTPTransport):
+    """httpx's transport (request conversion, error mapping) on a :class:`KeepAlivePool`."""
+
+    def __init__(self, *, verify=True, trust_env: bool = True, keepalive_expiry: float = KEEPALIVE_SECONDS) -> None:
+        super().__init__(verify=verify, trust_env=trust_env)
+        ssl_context = self._pool._ssl_context  # the context httpx built from verify/trust_env
+        # httpx's transport sends through ``_pool``; this is the one seam it offers for
+        # another pool (pinned by tests/transport/test_pool.py).
+        self._pool = KeepAlivePool(ssl_context=ssl_context, keepalive_expiry=keepalive_expiry)
+
+
+def client_with_pool(*, timeout: httpx.Timeout, auth: httpx.Auth | None = None) -> httpx.AsyncClient:
+    """An ``httpx.AsyncClient`` sending through a :class:`KeepAliveTransport`, with the
+    environment's proxies (``HTTP(S)_PROXY``, ``ALL_PROXY``, ``NO_PROXY``) mounted as
+    httpx itself would mount them: giving a transport turns httpx's own lookup off."""
+    mounts: dict[str, httpx.AsyncBaseTransport | None] = {}
+    for pattern, proxy in _environment_proxies():
+        mounts[pattern] = httpx.AsyncHTTPTransport(proxy=proxy) if proxy else None
+    return httpx.AsyncClient(timeout=timeout, auth=auth, transport=KeepAliveTransport(), mounts=mounts)
+
+
+def _environment_proxies() -> Iterable[tuple[str, str | None]]:
+    from httpx._utils import get_environment_proxies  # what httpx.AsyncClient(trust_env=True) uses
+
+    return get_environment_proxies().items()
