@@ -50,6 +50,7 @@ from hostapp.auth.discovery import (
     discover,
     display_url,
 )
+from hostapp.auth.errors import SignInRequired
 from hostapp.auth.redirect import RedirectHandler
 from hostapp.auth.tokens import OAuthClient, Tokens, TokenStore
 
@@ -59,19 +60,6 @@ log = logging.getLogger(__name__)
 MAX_STEP_UPS = 2
 OFFLINE_ACCESS = "offline_access"
 CLIENT_NAME = "hostapp"
-
-
-class SignInRequired(Exception):
-    """The server needs a person to sign in (again), and none can right now.
-
-    ``server_name`` names the configured server; ``reason`` says why, in words for a
-    person. Never carries a token.
-    """
-
-    def __init__(self, server_name: str, reason: str):
-        super().__init__(f"{server_name} needs sign-in: {reason}")
-        self.server_name = server_name
-        self.reason = reason
 
 
 @dataclass(frozen=True)

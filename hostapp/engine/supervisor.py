@@ -25,7 +25,7 @@ import random
 import time
 from typing import Any, Awaitable, Callable
 
-from hostapp.auth.oauth import SignInRequired
+from hostapp.auth.errors import SignInRequired
 from hostapp.engine import api
 from hostapp.engine.connections import make_transport
 from hostapp.engine.session import ClientHandlers, ClientSession
