@@ -17,6 +17,7 @@ sockets and painting.
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import heapq
 import itertools
@@ -129,3 +130,28 @@ class HostEventLoop(qasync.QEventLoop):
     def __init__(self, app: Any = None, set_running_loop: bool = False, already_running: bool = False):
         super().__init__(app, set_running_loop=set_running_loop, already_running=already_running)
         self._timer = CallbackScheduler()
+
+    # qasync's call_soon goes through call_later, which checks the callback with
+    # ``asyncio.iscoroutinefunction`` and formats a debug message on every call; asyncio's
+    # own loop checks callbacks only in debug mode. These run for every resumed future
+    # and every httpx timeout (a few percent of the GUI thread while a thousand
+    # operations re-attach), so they go straight to the scheduler.
+    def call_soon(self, callback, *args, context=None):
+        if self.get_debug():
+            self._check_callback(callback, "call_soon")
+        return self._timer.add_callback(asyncio.Handle(callback, args, self, context=context))
+
+    def call_later(self, delay, callback, *args, context=None):
+        if self.get_debug():
+            self._check_callback(callback, "call_later")
+        return self._timer.add_callback(asyncio.Handle(callback, args, self, context=context), delay)
+
+    def call_at(self, when, callback, *args, context=None):
+        return self.call_later(when - time.monotonic(), callback, *args, context=context)
+
+    @staticmethod
+    def _check_callback(callback: Any, method: str) -> None:
+        if asyncio.iscoroutine(callback) or asyncio.iscoroutinefunction(callback):
+            raise TypeError(f"coroutines cannot be used with {method}()")
+        if not callable(callback):
+            raise TypeError(f"a callable object was expected by {method}(), got {callback!r}")

@@ -1,4 +1,4 @@
-"""Window tests: offscreen Qt, Qt warnings fail the test, one qasync loop per test."""
+"""Window tests: offscreen Qt, Qt warnings fail the test, one event loop (the app's) per test."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import os
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 import pytest  # noqa: E402
-import qasync  # noqa: E402
 
 from hostapp.app import blocking_call_executor  # noqa: E402
+from hostapp.ui.event_loop import HostEventLoop  # noqa: E402
 
 
 def pytest_collection_modifyitems(config, items):
@@ -26,10 +26,11 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture
 def qloop(qapp):
-    """A qasync loop on the test's QApplication; run coroutines with ``qloop.run_until_complete``."""
+    """The app's event loop (qasync's, scheduling through one Qt timer) on the test's
+    QApplication; run coroutines with ``qloop.run_until_complete``."""
     # As in the app: closing the last window (a prompt) must not end the event loop.
     qapp.setQuitOnLastWindowClosed(False)
-    loop = qasync.QEventLoop(qapp, already_running=False)
+    loop = HostEventLoop(qapp, already_running=False)
     executor = blocking_call_executor()
     loop.set_default_executor(executor)
     asyncio.set_event_loop(loop)

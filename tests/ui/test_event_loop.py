@@ -64,3 +64,17 @@ def test_cancelled_timers_do_not_pile_up(loop):
         return len(loop._timer._scheduled)
 
     assert loop.run_until_complete(scenario()) < 4096
+
+
+def test_in_debug_mode_coroutines_and_non_callables_are_refused(loop):
+    async def coroutine_function() -> None: ...
+
+    loop.set_debug(True)
+    try:
+        with pytest.raises(TypeError, match="coroutines"):
+            loop.call_soon(coroutine_function)
+        with pytest.raises(TypeError, match="callable"):
+            loop.call_later(1, "not callable")
+    finally:
+        loop.set_debug(False)
+    assert isinstance(loop.call_at(loop.time() + 1, print), asyncio.Handle)
