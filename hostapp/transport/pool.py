@@ -18,9 +18,11 @@ HTTP/2, which multiplexes on one connection anyway.
 
 from __future__ import annotations
 
+import functools
+import ssl
 import time
 from collections import deque
-from typing import AsyncIterator, Iterable
+from typing import AsyncIterator, Callable, Iterable
 
 import httpcore
 from httpcore._async.interfaces import AsyncRequestInterface
@@ -37,7 +39,7 @@ _Origin = tuple[bytes, bytes, int | None]
 class KeepAlivePool(AsyncRequestInterface):
     """httpcore's request interface over a stack of idle connections per origin."""
 
-    def __init__(self, *, ssl_context=None, keepalive_expiry: float = KEEPALIVE_SECONDS,
+    def __init__(self, *, ssl_context: Callable[[], ssl.SSLContext] | None = None, keepalive_expiry: float = KEEPALIVE_SECONDS,
                  max_idle_per_origin: int = MAX_IDLE_PER_ORIGIN,
                  network_backend: httpcore.AsyncNetworkBackend | None = None) -> None:
         self._ssl_context = ssl_context
@@ -57,8 +59,9 @@ class KeepAlivePool(AsyncRequestInterface):
         while True:
             connection = await self._take_idle(key)
             if connection is None:
+                tls = self._ssl_context() if url.scheme == b"https" and self._ssl_context else None
                 connection = httpcore.AsyncHTTPConnection(
-                    origin=url.origin, ssl_context=self._ssl_context, keepalive_expiry=self._keepalive_expiry,
+                    origin=url.origin, ssl_context=tls, keepalive_expiry=self._keepalive_expiry,
                     network_backend=self._network_backend)
                 self._open.add(connection)
             try:
@@ -158,12 +161,13 @@ class _ReleasingStream:
 class KeepAliveTransport(httpx.AsyncHTTPTransport):
     """httpx's transport (request conversion, error mapping) on a :class:`KeepAlivePool`."""
 
-    def __init__(self, *, verify=True, trust_env: bool = True, keepalive_expiry: float = KEEPALIVE_SECONDS) -> None:
-        super().__init__(verify=verify, trust_env=trust_env)
-        ssl_context = self._pool._ssl_context  # the context httpx built from verify/trust_env
-        # httpx's transport sends through ``_pool``; this is the one seam it offers for
-        # another pool (pinned by tests/transport/test_pool.py).
-        self._pool = KeepAlivePool(ssl_context=ssl_context, keepalive_expiry=keepalive_expiry)
+    def __init__(self, *, verify: bool = True, trust_env: bool = True,
+                 keepalive_expiry: float = KEEPALIVE_SECONDS) -> None:
+        # Not super().__init__(): it builds httpx's pool and an SSL context (the CA bundle
+        # loaded, ~20 ms) for every client, https or not. httpx's transport sends through
+        # ``_pool`` and keeps nothing else; that seam is pinned by tests/transport/test_pool.py.
+        self._pool = KeepAlivePool(ssl_context=functools.partial(shared_ssl_context, verify, trust_env),
+                                   keepalive_expiry=keepalive_expiry)
 
 
 def client_with_pool(*, timeout: httpx.Timeout, auth: httpx.Auth | None = None) -> httpx.AsyncClient:
@@ -174,6 +178,13 @@ def client_with_pool(*, timeout: httpx.Timeout, auth: httpx.Auth | None = None) 
     for pattern, proxy in _environment_proxies():
         mounts[pattern] = httpx.AsyncHTTPTransport(proxy=proxy) if proxy else None
     return httpx.AsyncClient(timeout=timeout, auth=auth, transport=KeepAliveTransport(), mounts=mounts)
+
+
+@functools.lru_cache(maxsize=None)
+def shared_ssl_context(verify: bool = True, trust_env: bool = True) -> ssl.SSLContext:
+    """httpx's SSL context for these settings, made once per process at the first https
+    connection (an SSLContext is shared safely by connections)."""
+    return httpx.create_ssl_context(verify=verify, trust_env=trust_env)
 
 
 def _environment_proxies() -> Iterable[tuple[str, str | None]]:

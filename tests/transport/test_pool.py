@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import ssl
 
 import httpx
 import pytest
@@ -193,3 +194,50 @@ async def test_httpx_transport_sends_through_the_pool():
     transport = KeepAliveTransport()
     assert isinstance(transport._pool, KeepAlivePool)
     await transport.aclose()
+
+
+def _self_signed_server_context(tmp_path) -> ssl.SSLContext:
+    import datetime
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+            .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=1))
+            .not_valid_after(now + datetime.timedelta(hours=1))
+            .add_extension(x509.SubjectAlternativeName([x509.IPAddress(__import__("ipaddress").ip_address("127.0.0.1"))]),
+                           critical=False)
+            .sign(key, hashes.SHA256()))
+    (tmp_path / "cert.pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    (tmp_path / "key.pem").write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                                         serialization.NoEncryption()))
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(tmp_path / "cert.pem", tmp_path / "key.pem")
+    return context
+
+
+async def test_https_is_verified_with_httpx_ssl_context_made_once(tmp_path):
+    from hostapp.transport.pool import shared_ssl_context
+
+    assert shared_ssl_context(True, True) is shared_ssl_context(True, True)
+    srv = CountingServer()
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.bind(("127.0.0.1", 0))
+    srv._server = await asyncio.start_server(srv._serve, sock=sock, ssl=_self_signed_server_context(tmp_path))
+    url = f"https://127.0.0.1:{sock.getsockname()[1]}/ok"
+    try:
+        async with client_with_pool(timeout=TIMEOUT) as client:  # a certificate nobody vouches for
+            with pytest.raises(httpx.ConnectError, match="CERTIFICATE_VERIFY_FAILED"):
+                await client.get(url)
+        unverified = KeepAliveTransport(verify=False)
+        async with httpx.AsyncClient(transport=unverified, timeout=TIMEOUT) as client:
+            assert (await client.get(url)).text == "ok"
+            assert (await client.get(url)).text == "ok"
+        assert srv.connections == 1  # both over one kept connection (the refused handshake never got this far)
+    finally:
+        await srv.stop()
