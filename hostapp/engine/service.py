@@ -49,6 +49,11 @@ HANDLE_PREFIX = "hostapp-handle:"
 #: Longest a repeat request waits for restored operations' first contact (seconds).
 FIRST_CONTACT_PRIORITY_SECONDS = 10.0
 
+#: After a keyring failure, how long before the keyring is asked again whether it takes
+#: secrets (seconds); and the pause before a failed handle write is tried once more.
+KEYRING_RECHECK_SECONDS = 30.0
+KEYRING_RETRY_SECONDS = 0.5
+
 #: Why an operation whose handle could not be kept ends unknown after a restart.
 HANDLE_NOT_KEPT = ("the keyring was unavailable, so what could resume this operation was not kept "
                    "across the restart; it may or may not have run")
@@ -266,14 +271,15 @@ class OperationRunner:
         if action.secret is None:
             ref = None
             self._committed_secret = None
-        elif eng.keyring_problem is not None:
+        elif not await eng._keyring_usable():
             resumable, ref = False, None
         else:
             value = self._wrap_secret(action.secret)
             if value != self._committed_secret or ref is None:
                 try:
-                    ref = await eng._secret_call(eng.secrets.put, "handle", value)
+                    ref = await eng._put_handle(value)
                     self._committed_secret = value
+                    resumable = True  # also when it started while the keyring was failing
                 except Exception as exc:  # the keyring failed now: carry on in memory, say it
                     eng._keyring_failed(exc)
                     resumable, ref = False, None
@@ -697,6 +703,9 @@ class Engine:
         self._secrets = secrets
         self._connect = connect
         self.keyring_problem: str | None = None
+        self._keyring_failed_at = 0.0  # monotonic time keyring_problem was set
+        # server -> highest integer request id of the operations Engine.start is restoring
+        self._restoring_ids: dict[str, int] = {}
         self.connections: dict[str, ServerConnection] = {}
         self.runners: dict[str, OperationRunner] = {}
         self._request_owner: dict[tuple[str, RequestId], OperationRunner] = {}
@@ -744,16 +753,23 @@ class Engine:
         await self._check_keyring()
         journal = self.journal
         records: list[Any] = []
-        handles: dict[str, str] = {}
         if resume:
             records = [r for r in await self._read(journal.unfinished_operations)
                        if only is None or r.server in only]
-            handles = await self._secret_call(self._load_handles, records)
-        # No await from here on: every restored runner exists before any connection is
-        # made, so a new session's request ids start above theirs.
+        # The servers are connected while the keyring reads the handles (a few hundred
+        # milliseconds for a thousand operations); a new session's request ids start above
+        # those the operations about to be restored were sent under.
+        for record in records:
+            if isinstance(record.jsonrpc_id, int) and not isinstance(record.jsonrpc_id, bool):
+                known = self._restoring_ids.get(record.server, 0)
+                self._restoring_ids[record.server] = max(known, record.jsonrpc_id)
         for cfg in journal.list_servers():
             if getattr(cfg, "enabled", True) and self._connect and (only is None or cfg.name in only):
                 self._supervise(cfg)
+        handles = await self._secret_call(self._load_handles, records) if records else {}
+        # No await from here on: a server that became ready meanwhile gets each operation
+        # attached by _restore, one that is not ready yet attaches them in _on_ready.
+        self._restoring_ids.clear()
         for record in records:
             runner = self._restore(record, handles.get(record.id))
             runner.awaiting_first_contact = runner.restored_at_start = True
@@ -777,14 +793,49 @@ class Engine:
         if self._journal is not None:
             await self._journal.flush()
             self._journal.close()
+        close_secrets = getattr(self._secrets, "close", None)
+        if close_secrets is not None:  # the keyring connection kept for writes
+            try:
+                await self._secret_call(close_secrets)
+            except Exception as exc:  # noqa: BLE001 - quitting goes on regardless
+                log.info("closing the keyring connection failed: %s", type(exc).__name__)
         self._started = False
 
     async def _check_keyring(self) -> None:
+        """Ask whether the keyring takes secrets now (never prompts). A problem reported
+        before is withdrawn when it does."""
         try:
             await self._secret_call(self.secrets.check)
-            self.keyring_problem = None
         except Exception as exc:
             self._keyring_failed(exc)
+            return
+        if self.keyring_problem is not None:
+            log.info("the keyring is usable again")
+            self.listener.problem("keyring", "")
+        self.keyring_problem = None
+
+    async def _keyring_usable(self) -> bool:
+        """Whether handles go to the keyring. After a failure it is asked again every
+        KEYRING_RECHECK_SECONDS (a keyring unlocked or a daemon restarted meanwhile makes
+        later operations resumable again); until then nothing is written to it."""
+        if self.keyring_problem is None:
+            return True
+        if time.monotonic() - self._keyring_failed_at >= KEYRING_RECHECK_SECONDS:
+            self._keyring_failed_at = time.monotonic()
+            await self._check_keyring()
+        return self.keyring_problem is None
+
+    async def _put_handle(self, value: str) -> str:
+        """Write a handle to the keyring; one failure is tried again once, after a pause,
+        if the keyring says it is usable (a busy Secret Service daemon may drop a call,
+        and the operation would otherwise not survive a restart)."""
+        try:
+            return await self._secret_call(self.secrets.put, "handle", value)
+        except Exception as exc:
+            log.info("a keyring write failed (%s); trying again", type(exc).__name__)
+            await asyncio.sleep(KEYRING_RETRY_SECONDS)
+            await self._secret_call(self.secrets.check)  # raises when it is locked or gone
+            return await self._secret_call(self.secrets.put, "handle", value)
 
     async def _delete_secret(self, ref: str) -> None:
         try:
@@ -798,6 +849,7 @@ class Engine:
         message = str(exc) if isinstance(exc, KeyringUnavailable) else (
             f"the OS keyring failed ({type(exc).__name__}); operations cannot be resumed after a restart")
         self.keyring_problem = message
+        self._keyring_failed_at = time.monotonic()
         self.listener.problem("keyring", message)
 
     async def _secret_call(self, fn: Callable, *args: Any) -> Any:
@@ -828,6 +880,7 @@ class Engine:
     def _first_request_id(self, server: str) -> int:
         """Above every integer id an unfinished operation of this server was sent under."""
         ids = [r.record.jsonrpc_id for r in self._in_flight_of(server)]
+        ids.append(self._restoring_ids.get(server, 0))
         return 1 + max([i for i in ids if isinstance(i, int) and not isinstance(i, bool)], default=0)
 
     def _secrets_or_none(self, cfg: Any):

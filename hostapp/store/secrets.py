@@ -26,7 +26,7 @@ import hashlib
 import re
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import Protocol
@@ -231,6 +231,10 @@ class SecretStore:
         self.home = Path(home)
         self.scope = home_scope(self.home)
         self._backend = backend
+        # Writes through the Secret Service share one D-Bus connection and encryption
+        # session (see _SharedSecretService); opened at the first write, dropped on failure.
+        self._writer: _SharedSecretService | None = None
+        self._writer_lock = threading.Lock()
 
     @property
     def backend(self) -> SecretBackend:
@@ -290,10 +294,21 @@ class SecretStore:
             raise ValueError(f"secret kind must be a lower-case word, got {kind!r}")
         if not isinstance(value, str):
             raise TypeError("secret values are strings")
-        self.check()
         ref = f"{kind}:{uuid.uuid4().hex}"
         chunks = split_chunks(value)
         backend = self.backend
+        if isinstance(backend, SecretService.Keyring):
+            with self._writer_lock, _keyring_errors(backend):
+                writer = self._open_writer(backend)
+                try:
+                    for index in range(len(chunks) - 1, 0, -1):
+                        writer.create(*keyring_key(self.scope, ref, index), chunks[index])
+                    writer.create(*keyring_key(self.scope, ref, 0), f"{len(chunks)}{_COUNT_SEPARATOR}{chunks[0]}")
+                except BaseException:
+                    self._close_writer()
+                    raise
+            return ref
+        self.check()
         with _keyring_errors(backend):
             # Later chunks first, entry 0 last: entry 0 announces the count, so a put that
             # fails half-way never leaves a reference that reads as complete.
@@ -368,10 +383,42 @@ class SecretStore:
             parts.append(part)
         return "".join(parts)
 
+    def _open_writer(self, backend: SecretService.Keyring) -> _SharedSecretService:
+        """The shared writer (caller holds ``_writer_lock``). Opening it checks the lock
+        state first: a locked collection is refused with a clear error, never prompted for
+        from a background write."""
+        if self._writer is None:
+            self.check()
+            self._writer = _SharedSecretService(backend)
+        return self._writer
+
+    def _close_writer(self) -> None:
+        writer, self._writer = self._writer, None
+        if writer is not None:
+            try:
+                writer.close()
+            except Exception:  # noqa: BLE001 - the connection is already broken
+                pass
+
+    def close(self) -> None:
+        """Let go of the keyring connection kept for writes (a later write opens another)."""
+        with self._writer_lock:
+            self._close_writer()
+
     def delete(self, ref: str) -> None:
         """Remove the secret under ``ref``; deleting a missing secret is not an error."""
         _validate_ref(ref)
         backend = self.backend
+        if isinstance(backend, SecretService.Keyring):
+            with self._writer_lock, _keyring_errors(backend):
+                writer = self._open_writer(backend)
+                try:
+                    writer.delete_secret(lambda index: keyring_key(self.scope, ref, index),
+                                         lambda first: _parse_first(first, ref)[0])
+                except BaseException:
+                    self._close_writer()
+                    raise
+            return
         with _keyring_errors(backend):
             first = backend.get_password(*keyring_key(self.scope, ref, 0))
             if first is None:
@@ -393,8 +440,12 @@ class SecretStore:
 
 
 class _SharedSecretService:
-    """Reads many entries of keyring's Secret Service backend over one D-Bus connection
-    and one encryption session (the backend's own ``get_password`` opens both per call).
+    """Reads and writes entries of keyring's Secret Service backend over one D-Bus
+    connection and one encryption session. The backend's own calls open both per call:
+    a new bus connection, a collection lookup and a Diffie-Hellman key exchange for every
+    ``set_password`` (23 ms each with GNOME Keyring here, and the daemon slowed down
+    under a few thousand of them). Entries are written as the backend writes them (same
+    label and attributes), so ``keyring`` itself reads them back.
 
     One ``SearchItems`` finds every entry of a keyring service (one home's secrets), their
     usernames are read with pipelined property requests (one round trip per batch rather
@@ -415,6 +466,32 @@ class _SharedSecretService:
         self._collection = backend.get_preferred_collection()
         self._connection = self._collection.connection
         self._session = open_session(self._connection)
+        self._collection.session = self._session  # create_item encrypts with it
+
+    def create(self, service: str, username: str, value: str) -> None:
+        """``set_password(service, username, value)`` over the shared connection. A new
+        reference's entries exist nowhere yet, so the daemon is not asked to look for one to
+        replace (its search grows with the keyring)."""
+        attributes = self._backend._query(service, username, application=self._backend.appid)
+        self._collection.create_item(f"Password for '{username}' on '{service}'", attributes,
+                                     value.encode("utf-8"), replace=False)
+
+    def delete_secret(self, key_of: Callable[[int], tuple[str, str]], count_of: Callable[[str], int]) -> None:
+        """Delete the entries of one secret (``key_of(i)``: entry i's service and username;
+        ``count_of``: the number of entries, from entry 0's value). Entry 0 goes first: once
+        it is gone the rest no longer read as a secret. Missing entries are not an error."""
+        first = list(self._collection.search_items(self._backend._query(*key_of(0))))
+        if not first:
+            return
+        try:
+            count = count_of(first[0].get_secret().decode("utf-8"))
+        except SecretMissing:
+            count = 1
+        for item in first:
+            item.delete()
+        for index in range(1, count):
+            for item in self._collection.search_items(self._backend._query(*key_of(index))):
+                item.delete()
 
     def read_service(self, service: str) -> dict[str, str]:
         """Every entry stored under keyring service ``service``: username -> value."""
@@ -517,6 +594,10 @@ def _keyring_errors(backend: object) -> Iterator[None]:
         where = SecretStore.describe_backend(_writing_backend(backend))
         raise KeyringUnavailable(_locked_message(where)) from exc
     except Exception as exc:
+        if type(exc).__name__ == "LockedException" and _is_dbus_error(exc):
+            # secretstorage's: the collection was locked after the shared writer opened it.
+            where = SecretStore.describe_backend(_writing_backend(backend))
+            raise KeyringUnavailable(_locked_message(where)) from exc
         if not (isinstance(exc, (keyring.errors.KeyringError, OSError, RuntimeError)) or _is_dbus_error(exc)):
             raise
         where = SecretStore.describe_backend(_writing_backend(backend))

@@ -555,8 +555,8 @@ class MainWindow(QMainWindow):
         self.ops_model.set_awaiting_sign_in(self._needs_sign_in & {s.name for s in self.servers_model.servers()})
 
     def _problem(self, kind: str, message: str) -> None:
-        if kind == "keyring":
-            self.banner.set_message("keyring", f"Keyring unavailable: {message}")
+        if kind == "keyring":  # an empty message: the keyring works again
+            self.banner.set_message("keyring", f"Keyring unavailable: {message}" if message else None)
         else:
             self.banner.set_message(kind, message)
 

@@ -137,3 +137,27 @@ def test_get_many_reads_every_value_over_one_connection(real_keyring, tmp_path):
     for ref, i in refs.items():
         assert values[ref] == store.get(ref)
         assert values[ref].startswith(f"value-{i}")
+
+
+def test_writes_share_a_connection_and_a_lock_after_opening_is_reported(tmp_path: Path):
+    from tests.support.keyring_daemon import private_keyring
+
+    with private_keyring(tmp_path / "keyring") as daemon:
+        store = SecretStore(tmp_path / "home", SecretService.Keyring())
+        refs = [store.put("handle", f"{SECRET}-{i}") for i in range(3)]
+        writer = store._writer
+        assert writer is not None
+        refs.append(store.put("handle", SECRET))
+        assert store._writer is writer  # one connection and one encryption session for all
+        # Written as keyring's own backend writes: it finds them.
+        assert daemon.backend().get_password(*keyring_key(store.scope, refs[0])) == f"1:{SECRET}-0"
+        store.delete(refs[1])
+        assert store.get_many(refs) == {refs[0]: f"{SECRET}-0", refs[2]: f"{SECRET}-2", refs[3]: SECRET}
+        daemon.lock()
+        with pytest.raises(KeyringUnavailable, match="is locked") as caught:
+            store.put("handle", SECRET)
+        assert SECRET not in str(caught.value)
+        assert store._writer is None  # dropped: the next write opens (and checks) anew
+        with pytest.raises(KeyringUnavailable, match="is locked"):
+            store.put("handle", SECRET)
+        store.close()
