@@ -159,6 +159,15 @@ def _watch_mechanisms(runners: dict[str, Any], attached: dict[str, float]) -> No
             setattr(cls, name, watched)
 
 
+def _last_by_mechanism(engine: Any, attached: dict[str, float], t0: float) -> dict[str, float]:
+    last: dict[str, float] = {}
+    for op_id, at in attached.items():
+        runner = engine.runners.get(op_id)
+        name = runner.mech.name if runner is not None else "ended"
+        last[name] = round(max(last.get(name, 0.0), at - t0), 3)
+    return last
+
+
 def measure(home: Path, t0: float, timeout: float) -> dict[str, Any]:
     from PySide6.QtWidgets import QApplication
 
@@ -221,6 +230,8 @@ def measure(home: Path, t0: float, timeout: float) -> dict[str, Any]:
             "engine_started_s": started_at - t0,
             "first_attached_s": (min(attached.values()) - t0) if attached else None,
             "median_attached_s": (sorted(attached.values())[len(attached) // 2] - t0) if attached else None,
+            # per mechanism: when its last operation was re-attached
+            "all_attached_s_by_mechanism": _last_by_mechanism(engine, attached, t0),
             "statuses": {},
             "not_attached": {},
         }

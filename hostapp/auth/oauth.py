@@ -34,11 +34,9 @@ import logging
 import secrets as random_secrets
 from collections.abc import AsyncGenerator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
-from authlib.common.security import generate_token
-from authlib.integrations.httpx_client import AsyncOAuth2Client, OAuthError
 
 from hostapp.auth.discovery import (
     METADATA_TIMEOUT,
@@ -53,6 +51,12 @@ from hostapp.auth.discovery import (
 from hostapp.auth.errors import SignInRequired
 from hostapp.auth.redirect import RedirectHandler
 from hostapp.auth.tokens import OAuthClient, Tokens, TokenStore
+
+if TYPE_CHECKING:
+    from authlib.integrations.httpx_client import AsyncOAuth2Client
+# authlib (and the JOSE library under it) is imported where a token is fetched or
+# refreshed: a tenth of a second that every HTTP server's connection paid at start-up,
+# signed in or not.
 
 log = logging.getLogger(__name__)
 
@@ -267,6 +271,8 @@ class McpOAuth(httpx.Auth):
         return canonical_resource(self.server_url)
 
     def _oauth_session(self, client: OAuthClient, **kwargs: Any) -> AsyncOAuth2Client:
+        from authlib.integrations.httpx_client import AsyncOAuth2Client
+
         return AsyncOAuth2Client(
             client_id=client.client_id,
             client_secret=client.client_secret,
@@ -275,6 +281,8 @@ class McpOAuth(httpx.Auth):
         )
 
     async def _refresh(self) -> bool:
+        from authlib.integrations.httpx_client import OAuthError
+
         """Exchange the refresh token; False (tokens dropped) when the server refuses it."""
         assert self._tokens is not None and self._tokens.refresh_token
         if self._server is None or self._server.issuer != self._issuer:
@@ -312,6 +320,9 @@ class McpOAuth(httpx.Auth):
         await asyncio.to_thread(self.token_store.save_tokens, self.server_name, self._server.issuer, tokens)
 
     async def _sign_in(self, challenge: BearerChallenge, *, reason: str) -> None:
+        from authlib.common.security import generate_token
+        from authlib.integrations.httpx_client import OAuthError
+
         """The authorization code flow with PKCE, through the redirect handler."""
         if self.redirect_handler is None:
             raise SignInRequired(self.server_name, reason)

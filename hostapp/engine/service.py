@@ -49,6 +49,9 @@ HANDLE_PREFIX = "hostapp-handle:"
 #: Longest a repeat request waits for restored operations' first contact (seconds).
 FIRST_CONTACT_PRIORITY_SECONDS = 10.0
 
+#: The kind of the keyring entry holding the operations' positions at the last quit.
+POSITIONS_KIND = "positions"
+
 #: After a keyring failure, how long before the keyring is asked again whether it takes
 #: secrets (seconds); and the pause before a failed handle write is tried once more.
 KEYRING_RECHECK_SECONDS = 30.0
@@ -706,6 +709,8 @@ class Engine:
         self._keyring_failed_at = 0.0  # monotonic time keyring_problem was set
         # server -> highest integer request id of the operations Engine.start is restoring
         self._restoring_ids: dict[str, int] = {}
+        # ids of the operations restored from a position kept at the last quit
+        self._positioned: set[str] = set()
         self.connections: dict[str, ServerConnection] = {}
         self.runners: dict[str, OperationRunner] = {}
         self._request_owner: dict[tuple[str, RequestId], OperationRunner] = {}
@@ -781,6 +786,7 @@ class Engine:
         """Quit: operations in flight stay as they are in the journal, to be resumed by
         the next start; nothing they would do during the shutdown is acted on."""
         self.stopping = True
+        await self._save_positions()
         for runner in list(self.runners.values()):
             runner.shutdown()
         for conn in list(self.connections.values()):
@@ -800,6 +806,42 @@ class Engine:
             except Exception as exc:  # noqa: BLE001 - quitting goes on regardless
                 log.info("closing the keyring connection failed: %s", type(exc).__name__)
         self._started = False
+
+    async def _save_positions(self) -> None:
+        """At a clean quit, keep where each operation had got to beyond its last committed
+        handle (an SSE stream's newest event id: commits are spaced out, see
+        http_resumption.COMMIT_EVERY_SECONDS), in one keyring entry for all of them, so the
+        next start resumes from there instead of replaying what this run already saw. One
+        write whatever the number of operations: a write per operation at quit would take
+        seconds with a large keyring. Each position names the handle it extends and is
+        used only while that handle is the operation's current one."""
+        positions: dict[str, list[str]] = {}
+        for runner in self.runners.values():
+            secret = None if runner.done or runner.handle_ref is None else runner.mech.secret()
+            if secret is not None and runner._wrap_secret(secret) != runner._committed_secret:
+                positions[runner.id] = [runner.handle_ref, secret]
+        if not positions or self.keyring_problem is not None:
+            return
+        try:
+            await self._secret_call(self.secrets.put_at, self.secrets.fixed_ref(POSITIONS_KIND), json.dumps(positions))
+        except Exception as exc:  # noqa: BLE001 - the next start replays a little more
+            log.info("could not keep the operations' positions: %s", type(exc).__name__)
+
+    def _apply_positions(self, records: list[Any], handles: dict[str, str], saved: str | None) -> None:
+        """Use the positions kept at the last quit for the handles they extend."""
+        try:
+            positions = json.loads(saved) if saved else {}
+        except ValueError:
+            positions = {}
+        for record in records:
+            position = positions.get(record.id) if isinstance(positions, dict) else None
+            if (not isinstance(position, list) or len(position) != 2 or record.id not in handles
+                    or position[0] != record.handle_ref or not isinstance(position[1], str)):
+                continue
+            self._positioned.add(record.id)
+            _, http_session = unwrap_secret(handles[record.id])
+            handles[record.id] = position[1] if http_session is None else HANDLE_PREFIX + json.dumps(
+                {"h": position[1], "s": http_session[0], "v": http_session[1]})
 
     async def _check_keyring(self) -> None:
         """Ask whether the keyring takes secrets now (never prompts). A problem reported
@@ -1109,16 +1151,20 @@ class Engine:
         refs = [r.handle_ref for r in records if r.handle_ref]
         if not refs or self.keyring_problem is not None:
             return {}
+        positions_ref = self.secrets.fixed_ref(POSITIONS_KIND)
         try:
-            values = self.secrets.get_many(refs)
+            values = self.secrets.get_many([*refs, positions_ref])
         except Exception as exc:  # the keyring failed: those operations cannot be resumed
             log.info("operation handles unavailable: %s", exc)
             return {}
-        return {r.id: values[r.handle_ref] for r in records if r.handle_ref in values}
+        handles = {r.id: values[r.handle_ref] for r in records if r.handle_ref in values}
+        self._apply_positions(records, handles, values.get(positions_ref))
+        return handles
 
     def _restore(self, record: Any, secret: str | None) -> OperationRunner:
         """A runner for an unfinished journaled operation, resumed once its server is ready."""
         m = _mechanism_api()
+        stored = secret
         secret, http_session = unwrap_secret(secret)
         state = dict(record.handle or {})
         if not state.get("mechanism"):
@@ -1132,6 +1178,9 @@ class Engine:
             mech = m.restore_mechanism({"mechanism": "direct", "method": record.method, "phase": "sent"}, None)
         runner = OperationRunner(self, record, mech)
         runner.http_session = http_session
+        # What the keyring holds under its handle_ref (unknown when a position replaced it:
+        # the next quit or commit writes it anew).
+        runner._committed_secret = None if record.id in self._positioned else stored
         self.runners[record.id] = runner
         self._changed(runner)
         if secret is None and not record.resumable and state.get("mechanism") != "direct" \

@@ -7,7 +7,9 @@ version, capabilities and identity in ``_meta``). The client offers the newest r
 it speaks and falls back: ``server/discover`` first, then ``initialize`` offering
 2025-11-25 and accepting any older revision the server counter-offers.
 
-The revision lists come from ``mcp_types.version`` so they move with the official wire types.
+The revision lists and ``_meta`` keys are those of ``mcp_types`` (the official wire
+types), written out here: importing ``mcp_types`` builds its pydantic models, 0.1 s of the
+app's start-up for seven strings. tests/protocol/test_eras.py fails when they differ.
 """
 
 from __future__ import annotations
@@ -15,15 +17,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from mcp_types import (
-    CLIENT_CAPABILITIES_META_KEY,
-    CLIENT_INFO_META_KEY,
-    LOG_LEVEL_META_KEY,
-    PROTOCOL_VERSION_META_KEY,
-)
-from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION, LATEST_MODERN_VERSION
-
 from hostapp.protocol.jsonrpc import ProtocolError
+
+# As in mcp_types and mcp_types.version (checked by tests/protocol/test_eras.py).
+CLIENT_CAPABILITIES_META_KEY = "io.modelcontextprotocol/clientCapabilities"
+CLIENT_INFO_META_KEY = "io.modelcontextprotocol/clientInfo"
+LOG_LEVEL_META_KEY = "io.modelcontextprotocol/logLevel"
+PROTOCOL_VERSION_META_KEY = "io.modelcontextprotocol/protocolVersion"
+HANDSHAKE_PROTOCOL_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
+LATEST_HANDSHAKE_VERSION = "2025-11-25"
+LATEST_MODERN_VERSION = "2026-07-28"
 
 HANDSHAKE = "handshake"
 STATELESS = "stateless"

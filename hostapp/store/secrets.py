@@ -52,6 +52,8 @@ KNOWN_KINDS = (
     "last_event_id",
     "header",
     "env",
+    "handle",
+    "positions",
 )
 
 _KIND = re.compile(r"[a-z][a-z0-9_]{0,31}")
@@ -295,19 +297,38 @@ class SecretStore:
         if not isinstance(value, str):
             raise TypeError("secret values are strings")
         ref = f"{kind}:{uuid.uuid4().hex}"
-        chunks = split_chunks(value)
+        self._write(ref, value)
+        return ref
+
+    def fixed_ref(self, kind: str) -> str:
+        """A reference of ``kind`` that is the same at every start of this home (for a
+        secret the journal does not point at, such as the engine's stream positions)."""
+        if not _KIND.fullmatch(kind):
+            raise ValueError(f"secret kind must be a lower-case word, got {kind!r}")
+        return f"{kind}:{hashlib.sha256(f'{self.scope}/{kind}'.encode()).hexdigest()[:32]}"
+
+    def put_at(self, ref: str, value: str) -> None:
+        """Store ``value`` under ``ref``, replacing what was there."""
+        _validate_ref(ref)
+        if not isinstance(value, str):
+            raise TypeError("secret values are strings")
+        self.delete(ref)
+        self._write(ref, value)
+
+    def _write(self, ref: str, value: str) -> None:
         backend = self.backend
         if isinstance(backend, SecretService.Keyring):
+            # The Secret Service has no size limit to chunk for (the Credential Manager's is
+            # what CHUNK_BYTES is about): one entry, one write, in the same format.
             with self._writer_lock, _keyring_errors(backend):
                 writer = self._open_writer(backend)
                 try:
-                    for index in range(len(chunks) - 1, 0, -1):
-                        writer.create(*keyring_key(self.scope, ref, index), chunks[index])
-                    writer.create(*keyring_key(self.scope, ref, 0), f"{len(chunks)}{_COUNT_SEPARATOR}{chunks[0]}")
+                    writer.create(*keyring_key(self.scope, ref, 0), f"1{_COUNT_SEPARATOR}{value}")
                 except BaseException:
                     self._close_writer()
                     raise
-            return ref
+            return
+        chunks = split_chunks(value)
         self.check()
         with _keyring_errors(backend):
             # Later chunks first, entry 0 last: entry 0 announces the count, so a put that
@@ -317,7 +338,6 @@ class SecretStore:
             backend.set_password(
                 *keyring_key(self.scope, ref, 0), f"{len(chunks)}{_COUNT_SEPARATOR}{chunks[0]}"
             )
-        return ref
 
     def get(self, ref: str) -> str:
         """The value stored under ``ref``; :class:`SecretMissing` if there is none."""

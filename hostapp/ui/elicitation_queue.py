@@ -10,13 +10,15 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QObject, Signal
 from PySide6.QtWidgets import QWidget
 
 from hostapp.engine.api import InputRequest
-from hostapp.ui.elicitation_dialog import ElicitationPromptBase, prompt_for
+
+if TYPE_CHECKING:  # the prompts (and the form builder under them) load with the first question
+    from hostapp.ui.elicitation_dialog import ElicitationPromptBase
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +69,8 @@ class ElicitationQueue(QObject):
         request = self._queue.pop(0)
         self.current = request
         try:
+            from hostapp.ui.elicitation_dialog import prompt_for
+
             prompt = prompt_for(request, self._title(request.operation_id), self._parent_widget)
         except ValueError as exc:
             # A question that cannot be shown safely is declined, and the person is told why in the log.

@@ -14,7 +14,7 @@ import logging
 import re
 from collections.abc import Coroutine
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QByteArray, QSettings, Qt, QTimer, QUrl, Signal
 from PySide6.QtGui import (
@@ -50,7 +50,6 @@ from hostapp.engine import api
 from hostapp.engine.api import InputRequest, OperationView, ServerView
 from hostapp.ui.adapter import EngineSignals
 from hostapp.ui.async_dialog import run_dialog
-from hostapp.ui.call_dialog import StartCallDialog
 from hostapp.ui.details import OperationDetails
 from hostapp.ui.elicitation_queue import ElicitationQueue
 from hostapp.ui.operations_model import FILTERS, OperationRole, OperationTableModel
@@ -61,6 +60,9 @@ from hostapp.ui.result_view import plain_label, result_as_text
 from hostapp.ui.server_dialog import ImportDialog, ServerDialog, ServerSettings
 from hostapp.ui.servers_model import TARGET as SERVER_TARGET
 from hostapp.ui.servers_model import ServerRole, ServerTableModel
+
+if TYPE_CHECKING:
+    from hostapp.ui.call_dialog import StartCallDialog
 
 log = logging.getLogger(__name__)
 
@@ -642,6 +644,10 @@ class MainWindow(QMainWindow):
         names = [s.name for s in self.servers_model.servers()]
         current = self.selected_server()
         default_server = server or (current.name if current else None)
+        # Imported on first use: the form builder (jsonschema and its format checkers) is a
+        # sixth of the app's import time, and the window is shown without it.
+        from hostapp.ui.call_dialog import StartCallDialog
+
         dialog = StartCallDialog(names, self.engine.list_tools, self, server=default_server, tool=tool)
         self.call_dialog = dialog
         try:

@@ -46,3 +46,29 @@ def test_stateless_meta_carries_version_capabilities_and_identity():
 def test_result_type_defaults_to_complete():
     assert eras.result_type({}) == "complete"
     assert eras.result_type({"resultType": "input_required"}) == "input_required"
+
+
+def test_revisions_and_meta_keys_are_those_of_mcp_types():
+    import mcp_types
+    import mcp_types.version
+
+    from hostapp.protocol import eras
+
+    for name in ("CLIENT_CAPABILITIES_META_KEY", "CLIENT_INFO_META_KEY", "LOG_LEVEL_META_KEY",
+                 "PROTOCOL_VERSION_META_KEY"):
+        assert getattr(eras, name) == getattr(mcp_types, name), name
+    assert eras.HANDSHAKE_PROTOCOL_VERSIONS == tuple(mcp_types.version.HANDSHAKE_PROTOCOL_VERSIONS)
+    assert eras.LATEST_HANDSHAKE_VERSION == mcp_types.version.LATEST_HANDSHAKE_VERSION
+    assert eras.LATEST_MODERN_VERSION == mcp_types.version.LATEST_MODERN_VERSION
+
+
+def test_the_host_does_not_import_mcp_types_to_start():
+    import subprocess
+    import sys
+
+    code = ("import sys, hostapp.engine.service, hostapp.app, hostapp.ui.main_window;"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('mcp_types', 'authlib', 'jsonschema')))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                          env={**__import__("os").environ, "QT_QPA_PLATFORM": "offscreen"})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"

@@ -1,0 +1,88 @@
+"""A clean quit keeps each SSE stream's newest event id (in one keyring entry), so the
+next start resumes from there instead of replaying what was already seen."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from hostapp.engine import api
+from hostapp.lab.state import execution_count
+from hostapp.mechanisms import http_resumption
+from tests.engine.conftest import Recorder, lab_server
+from tests.engine.test_engine import finished, run_engine
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def stream_of(engine, op_id: str):
+    """The operation's SSE resumption (a plain call carries it once the stream has ids)."""
+    mech = engine.runners[op_id].mech
+    return getattr(mech, "carrier", None) or mech
+
+
+def seq(event_id: str) -> int:
+    return int(event_id.rsplit(":", 1)[1])  # the lab's ids: "<stream>:<seq>"
+
+
+async def test_a_clean_quit_keeps_stream_positions(isolated_home, lab, real_keyring, monkeypatch):
+    monkeypatch.setattr(http_resumption, "COMMIT_EVERY_SECONDS", 3600.0)  # only the first id is committed
+    engine = await run_engine(isolated_home, Recorder())
+    await engine.add_server(lab_server(lab, version="2025-11-25"))
+    await engine.connected("lab")
+    op = await engine.start_call("lab", "long_sse", {"seconds": 6, "steps": 24})
+    for _ in range(200):
+        mech = stream_of(engine, op.id)
+        if mech.name == "http_resumption" and mech.last_event_id and seq(mech.last_event_id) >= 6:
+            break
+        await asyncio.sleep(0.05)
+    assert mech.name == "http_resumption", mech.name
+    seen = mech.last_event_id
+    committed = unwrap(engine.secrets.get(engine.journal.get_operation(op.id).handle_ref))
+    assert seq(committed) < seq(seen), "the test needs events beyond the committed one"
+    await engine.stop()
+
+    engine = await run_engine(isolated_home, Recorder())
+    try:
+        restored = stream_of(engine, op.id).last_event_id
+        assert seq(restored) >= seq(seen), (committed, seen, restored)
+        final = await finished(engine, op.id)
+        assert final.status == api.COMPLETED
+    finally:
+        await engine.stop()
+    assert execution_count(lab.state_file, "long_sse") == 1
+
+
+async def test_a_position_for_an_older_handle_is_not_used(isolated_home, lab, real_keyring, monkeypatch):
+    """A position names the handle it extends; once the operation committed another, the
+    position no longer applies (it may belong to a stream that is gone)."""
+    import json
+
+    monkeypatch.setattr(http_resumption, "COMMIT_EVERY_SECONDS", 3600.0)
+    engine = await run_engine(isolated_home, Recorder())
+    await engine.add_server(lab_server(lab, version="2025-11-25"))
+    await engine.connected("lab")
+    op = await engine.start_call("lab", "long_sse", {"seconds": 4, "steps": 8})
+    record = None
+    for _ in range(200):
+        record = engine.journal.get_operation(op.id)
+        if record.handle_ref:
+            break
+        await asyncio.sleep(0.05)
+    await engine.stop()
+    store = engine.secrets
+    store.put_at(store.fixed_ref("positions"), json.dumps({op.id: ["handle:" + "0" * 32, "bogus:999"]}))
+
+    engine = await run_engine(isolated_home, Recorder())
+    try:
+        assert stream_of(engine, op.id).last_event_id != "bogus:999"
+        assert (await finished(engine, op.id)).status == api.COMPLETED
+    finally:
+        await engine.stop()
+
+
+def unwrap(value: str) -> str:
+    from hostapp.engine.service import unwrap_secret
+
+    return unwrap_secret(value)[0]
