@@ -463,9 +463,10 @@ class _SharedSecretService:
     """Reads and writes entries of keyring's Secret Service backend over one D-Bus
     connection and one encryption session. The backend's own calls open both per call:
     a new bus connection, a collection lookup and a Diffie-Hellman key exchange for every
-    ``set_password`` (23 ms each with GNOME Keyring here, and the daemon slowed down
-    under a few thousand of them). Entries are written as the backend writes them (same
-    label and attributes), so ``keyring`` itself reads them back.
+    ``set_password``. Entries are written as the backend writes them (same label and
+    attributes), so ``keyring`` itself reads them back. (GNOME Keyring itself rewrites its
+    whole keyring file on every change: 6 ms per write when empty, 23 ms at 1,000 items;
+    the client's own share is under a millisecond.)
 
     One ``SearchItems`` finds every entry of a keyring service (one home's secrets), their
     usernames are read with pipelined property requests (one round trip per batch rather
