@@ -822,10 +822,31 @@ class Engine:
                 positions[runner.id] = [runner.handle_ref, secret]
         if not positions or self.keyring_problem is not None:
             return
+        # Positions another process kept (a one-off command's engine holds only its own
+        # operations) stay, for the operations still unfinished in the journal.
+        others = {i for i in await self._read(self._unfinished_ids) if i not in self.runners}
         try:
-            await self._secret_call(self.secrets.put_at, self.secrets.fixed_ref(POSITIONS_KIND), json.dumps(positions))
+            await self._secret_call(self._write_positions, positions, others)
         except Exception as exc:  # noqa: BLE001 - the next start replays a little more
             log.info("could not keep the operations' positions: %s", type(exc).__name__)
+
+    def _unfinished_ids(self) -> list[str]:
+        return [r.id for r in self.journal.unfinished_operations()]
+
+    def _write_positions(self, positions: dict[str, list[str]], others: set[str]) -> None:
+        """Blocking (keyring): merge with the kept positions of ``others`` and write."""
+        from hostapp.store.secrets import SecretMissing
+
+        ref = self.secrets.fixed_ref(POSITIONS_KIND)
+        kept: Any = {}
+        if others:
+            try:
+                kept = json.loads(self.secrets.get(ref))
+            except (SecretMissing, ValueError):
+                kept = {}
+        merged = {i: p for i, p in kept.items() if i in others} if isinstance(kept, dict) else {}
+        merged.update(positions)
+        self.secrets.put_at(ref, json.dumps(merged))
 
     def _apply_positions(self, records: list[Any], handles: dict[str, str], saved: str | None) -> None:
         """Use the positions kept at the last quit for the handles they extend."""

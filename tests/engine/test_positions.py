@@ -86,3 +86,43 @@ def unwrap(value: str) -> str:
     from hostapp.engine.service import unwrap_secret
 
     return unwrap_secret(value)[0]
+
+
+async def test_positions_kept_by_another_engine_stay(isolated_home, lab, real_keyring, monkeypatch):
+    """An engine that holds only its own operations (a one-off command's) keeps the
+    positions an earlier quit wrote for the others that are still unfinished."""
+    import json
+
+    from hostapp.engine.service import Engine
+
+    monkeypatch.setattr(http_resumption, "COMMIT_EVERY_SECONDS", 3600.0)
+
+    async def one_call(engine: Engine) -> str:
+        op = await engine.start_call("lab", "long_sse", {"seconds": 8, "steps": 32})
+        for _ in range(200):
+            mech = stream_of(engine, op.id)
+            if mech.name == "http_resumption" and mech.last_event_id and seq(mech.last_event_id) >= 3:
+                return op.id
+            await asyncio.sleep(0.05)
+        raise AssertionError("no stream events")
+
+    first = await run_engine(isolated_home, Recorder())
+    await first.add_server(lab_server(lab, version="2025-11-25"))
+    await first.connected("lab")
+    one = await one_call(first)
+    await first.stop()
+
+    second = Engine(isolated_home, Recorder())
+    await second.start(resume=False)
+    await second.connected("lab")
+    two = await one_call(second)
+    await second.stop()
+
+    positions = json.loads(second.secrets.get(second.secrets.fixed_ref("positions")))
+    assert set(positions) == {one, two}
+    third = await run_engine(isolated_home, Recorder())
+    try:
+        for op_id in (one, two):
+            assert (await finished(third, op_id)).status == api.COMPLETED
+    finally:
+        await third.stop()
