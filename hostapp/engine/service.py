@@ -707,8 +707,8 @@ class Engine:
         self._connect = connect
         self.keyring_problem: str | None = None
         self._keyring_failed_at = 0.0  # monotonic time keyring_problem was set
-        # server -> highest integer request id of the operations Engine.start is restoring
-        self._restoring_ids: dict[str, int] = {}
+        # the records Engine.start is restoring (their request ids are taken)
+        self._restoring: list[Any] = []
         # ids of the operations restored from a position kept at the last quit
         self._positioned: set[str] = set()
         self.connections: dict[str, ServerConnection] = {}
@@ -764,17 +764,14 @@ class Engine:
         # The servers are connected while the keyring reads the handles (a few hundred
         # milliseconds for a thousand operations); a new session's request ids start above
         # those the operations about to be restored were sent under.
-        for record in records:
-            if isinstance(record.jsonrpc_id, int) and not isinstance(record.jsonrpc_id, bool):
-                known = self._restoring_ids.get(record.server, 0)
-                self._restoring_ids[record.server] = max(known, record.jsonrpc_id)
+        self._restoring = records
         for cfg in journal.list_servers():
             if getattr(cfg, "enabled", True) and self._connect and (only is None or cfg.name in only):
                 self._supervise(cfg)
         handles = await self._secret_call(self._load_handles, records) if records else {}
         # No await from here on: a server that became ready meanwhile gets each operation
         # attached by _restore, one that is not ready yet attaches them in _on_ready.
-        self._restoring_ids.clear()
+        self._restoring = []
         for record in records:
             runner = self._restore(record, handles.get(record.id))
             runner.awaiting_first_contact = runner.restored_at_start = True
@@ -943,7 +940,7 @@ class Engine:
     def _first_request_id(self, server: str) -> int:
         """Above every integer id an unfinished operation of this server was sent under."""
         ids = [r.record.jsonrpc_id for r in self._in_flight_of(server)]
-        ids.append(self._restoring_ids.get(server, 0))
+        ids += [r.jsonrpc_id for r in self._restoring if r.server == server]
         return 1 + max([i for i in ids if isinstance(i, int) and not isinstance(i, bool)], default=0)
 
     def _secrets_or_none(self, cfg: Any):

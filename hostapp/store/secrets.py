@@ -320,13 +320,8 @@ class SecretStore:
         if isinstance(backend, SecretService.Keyring):
             # The Secret Service has no size limit to chunk for (the Credential Manager's is
             # what CHUNK_BYTES is about): one entry, one write, in the same format.
-            with self._writer_lock, _keyring_errors(backend):
-                writer = self._open_writer(backend)
-                try:
-                    writer.create(*keyring_key(self.scope, ref, 0), f"1{_COUNT_SEPARATOR}{value}")
-                except BaseException:
-                    self._close_writer()
-                    raise
+            with self._shared_writer(backend) as writer:
+                writer.create(*keyring_key(self.scope, ref, 0), f"1{_COUNT_SEPARATOR}{value}")
             return
         chunks = split_chunks(value)
         self.check()
@@ -403,14 +398,20 @@ class SecretStore:
             parts.append(part)
         return "".join(parts)
 
-    def _open_writer(self, backend: SecretService.Keyring) -> _SharedSecretService:
-        """The shared writer (caller holds ``_writer_lock``). Opening it checks the lock
-        state first: a locked collection is refused with a clear error, never prompted for
-        from a background write."""
-        if self._writer is None:
-            self.check()
-            self._writer = _SharedSecretService(backend)
-        return self._writer
+    @contextmanager
+    def _shared_writer(self, backend: SecretService.Keyring) -> Iterator[_SharedSecretService]:
+        """The shared writer, held alone; a failure drops it (the next write opens another).
+        Opening it checks the lock state first: a locked collection is refused with a
+        clear error, never prompted for from a background write."""
+        with self._writer_lock, _keyring_errors(backend):
+            if self._writer is None:
+                self.check()
+                self._writer = _SharedSecretService(backend)
+            try:
+                yield self._writer
+            except BaseException:
+                self._close_writer()
+                raise
 
     def _close_writer(self) -> None:
         writer, self._writer = self._writer, None
@@ -430,14 +431,9 @@ class SecretStore:
         _validate_ref(ref)
         backend = self.backend
         if isinstance(backend, SecretService.Keyring):
-            with self._writer_lock, _keyring_errors(backend):
-                writer = self._open_writer(backend)
-                try:
-                    writer.delete_secret(lambda index: keyring_key(self.scope, ref, index),
-                                         lambda first: _parse_first(first, ref)[0])
-                except BaseException:
-                    self._close_writer()
-                    raise
+            with self._shared_writer(backend) as writer:
+                writer.delete_secret(lambda index: keyring_key(self.scope, ref, index),
+                                     lambda first: _parse_first(first, ref)[0])
             return
         with _keyring_errors(backend):
             first = backend.get_password(*keyring_key(self.scope, ref, 0))

@@ -71,8 +71,7 @@ class KeepAlivePool(AsyncRequestInterface):
                 self._open.discard(connection)
                 continue
             except BaseException:
-                self._open.discard(connection)
-                await connection.aclose()
+                await self._close(connection)
                 raise
             return httpcore.Response(
                 status=response.status, headers=response.headers,
@@ -88,36 +87,29 @@ class KeepAlivePool(AsyncRequestInterface):
             connection, _ = idle.pop()  # the most recently used: the least likely closed
             if connection.is_available() and not connection.has_expired():
                 return connection
-            self._open.discard(connection)
-            await connection.aclose()
+            await self._close(connection)
         return None
 
     async def _drop_expired(self, idle: deque) -> None:
         """Close the idle connections kept longer than the keep-alive expiry (oldest on the left)."""
         now = time.monotonic()
         while idle and now - idle[0][1] > self._keepalive_expiry:
-            connection, _ = idle.popleft()
-            self._open.discard(connection)
-            await connection.aclose()
+            await self._close(idle.popleft()[0])
 
     async def _release(self, connection: httpcore.AsyncHTTPConnection, key: _Origin) -> None:
         """A response is closed: keep its connection for the next request, or close it."""
         if self._closed or not connection.is_idle():
-            self._open.discard(connection)
-            await connection.aclose()
+            await self._close(connection)
             return
         idle = self._idle.setdefault(key, deque())
         idle.append((connection, time.monotonic()))
         await self._drop_expired(idle)
         if len(idle) > self._max_idle:
-            oldest, _ = idle.popleft()
-            self._open.discard(oldest)
-            await oldest.aclose()
+            await self._close(idle.popleft()[0])
 
-    @property
-    def connections(self) -> list[httpcore.AsyncHTTPConnection]:
-        """Every open connection: idle ones and those carrying a response."""
-        return list(self._open)
+    async def _close(self, connection: httpcore.AsyncHTTPConnection) -> None:
+        self._open.discard(connection)
+        await connection.aclose()
 
     async def aclose(self) -> None:
         self._closed = True
