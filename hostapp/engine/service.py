@@ -57,6 +57,9 @@ POSITIONS_KIND = "positions"
 KEYRING_RECHECK_SECONDS = 30.0
 KEYRING_RETRY_SECONDS = 0.5
 
+#: The kind of the operations' handles in the keyring.
+HANDLE_KIND = "handle"
+
 #: Why an operation whose handle could not be kept ends unknown after a restart.
 HANDLE_NOT_KEPT = ("the keyring was unavailable, so what could resume this operation was not kept "
                    "across the restart; it may or may not have run")
@@ -694,6 +697,69 @@ class _EngineHandlers(ClientHandlers):
             runner.feed_soon(lambda r=runner: r.mech.on_disconnect(now=eng.clock()))
 
 
+class _HandleWrites:
+    """Handle writes and deletes, gathered: those asked for while the keyring is busy with
+    earlier ones go to it together in one :meth:`SecretStore.write_batch` (a group commit),
+    which the Secret Service store turns into one rewrite per shard touched. Each caller
+    still waits for its own write, so the order of a commit (new handle, then the journal,
+    then the old handle's deletion) holds; only the number of keyring writes falls, from
+    one per handle to one per batch, however many operations commit at once.
+    """
+
+    #: Longest a quit waits for writes already under way (seconds).
+    SETTLE_SECONDS = 10.0
+
+    def __init__(self, engine: Engine):
+        self._engine = engine
+        self._puts: list[tuple[str, asyncio.Future]] = []
+        self._deletes: list[tuple[str, asyncio.Future]] = []
+        self._task: asyncio.Task | None = None
+
+    async def put(self, value: str) -> str:
+        """Store ``value`` as a new handle; its reference."""
+        return await self._queue(self._puts, value)
+
+    async def delete(self, ref: str) -> None:
+        await self._queue(self._deletes, ref)
+
+    def _queue(self, queue: list[tuple[str, asyncio.Future]], item: str) -> asyncio.Future:
+        loop = asyncio.get_running_loop()
+        future = loop.create_future()
+        queue.append((item, future))
+        if self._task is None:
+            self._task = loop.create_task(self._drain())
+        return future
+
+    async def _drain(self) -> None:
+        try:
+            while self._puts or self._deletes:
+                puts, self._puts = self._puts, []
+                deletes, self._deletes = self._deletes, []
+                eng = self._engine
+                try:
+                    refs = await eng._secret_call(eng.secrets.write_batch, HANDLE_KIND,
+                                                  [value for value, _ in puts], [ref for ref, _ in deletes])
+                except Exception as exc:  # noqa: BLE001 - each waiter decides what it means
+                    for _, future in (*puts, *deletes):
+                        if not future.done():
+                            future.set_exception(exc)
+                else:
+                    for (_, future), ref in zip(puts, refs):
+                        if not future.done():
+                            future.set_result(ref)
+                    for _, future in deletes:
+                        if not future.done():
+                            future.set_result(None)
+        finally:
+            self._task = None
+
+    async def settle(self) -> None:
+        """Wait (a bounded time) for the writes under way: the quit closes the keyring next."""
+        task = self._task
+        if task is not None:
+            await asyncio.wait({task}, timeout=self.SETTLE_SECONDS)
+
+
 class Engine:
     """The facade over journal, keyring, connections and operations (see module doc)."""
 
@@ -720,6 +786,7 @@ class Engine:
         self._awaiting_contact: dict[str, set[str]] = {}
         self._contacts_done: dict[str, asyncio.Event] = {}
         self._tasks: set[asyncio.Task] = set()
+        self._handle_writes = _HandleWrites(self)
         self._started = False
         self.stopping = False
 
@@ -796,6 +863,7 @@ class Engine:
         if self._journal is not None:
             await self._journal.flush()
             self._journal.close()
+        await self._handle_writes.settle()
         close_secrets = getattr(self._secrets, "close", None)
         if close_secrets is not None:  # the keyring connection kept for writes
             try:
@@ -890,16 +958,19 @@ class Engine:
         if the keyring says it is usable (a busy Secret Service daemon may drop a call,
         and the operation would otherwise not survive a restart)."""
         try:
-            return await self._secret_call(self.secrets.put, "handle", value)
+            return await self._handle_writes.put(value)
         except Exception as exc:
             log.info("a keyring write failed (%s); trying again", type(exc).__name__)
             await asyncio.sleep(KEYRING_RETRY_SECONDS)
             await self._secret_call(self.secrets.check)  # raises when it is locked or gone
-            return await self._secret_call(self.secrets.put, "handle", value)
+            return await self._handle_writes.put(value)
 
     async def _delete_secret(self, ref: str) -> None:
         try:
-            await self._secret_call(self.secrets.delete, ref)
+            if ref.startswith(HANDLE_KIND + ":"):
+                await self._handle_writes.delete(ref)
+            else:
+                await self._secret_call(self.secrets.delete, ref)
         except Exception as exc:  # a stale secret is harmless: nothing refers to it any more
             log.info("could not delete a secret from the keyring: %s", type(exc).__name__)
 

@@ -18,11 +18,20 @@ scope derived from the home's absolute path, in :func:`keyring_key` and nowhere 
 Values longer than the smallest platform limit (the Windows Credential Manager takes at
 most 2,560 bytes per entry, stored as UTF-16) are split into chunks of at most
 :data:`CHUNK_BYTES` and joined back on reading.
+
+Operation handles, one or more per operation in flight, are kept many to one entry on the
+Secret Service (see :class:`_Shards`): GNOME Keyring rewrites its whole keyring file on every
+change and looks items up in time that grows with their number, so one entry per handle made
+every write and the start-up read slower with each operation kept (23 ms per write at 1,000
+entries; tens of seconds to read 10,000). Every handle keeps its own reference; which entry
+holds it is the store's business.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
+import os
 import re
 import threading
 import uuid
@@ -55,6 +64,18 @@ KNOWN_KINDS = (
     "handle",
     "positions",
 )
+
+#: Kinds kept many to one keyring entry on the Secret Service (:class:`_Shards`).
+SHARDED_KINDS = frozenset({"handle"})
+#: The kind of the entries that hold them.
+SHARD_KIND = "handles"
+#: At most this many secrets, and about this many bytes, per shard entry: small enough that
+#: rewriting one to add or drop a handle costs little next to the daemon's own file write.
+SHARD_MAX_SECRETS = 256
+SHARD_MAX_BYTES = 64 * 1024
+#: In the home: held while a process rewrites shard entries; its text changes with every
+#: rewrite, so a process knows whether the shards it holds in memory are still current.
+SHARD_LOCK_FILE = "keyring-shards.lock"
 
 _KIND = re.compile(r"[a-z][a-z0-9_]{0,31}")
 _REF = re.compile(r"([a-z][a-z0-9_]{0,31}):([0-9a-f]{32})")
@@ -237,6 +258,8 @@ class SecretStore:
         # session (see _SharedSecretService); opened at the first write, dropped on failure.
         self._writer: _SharedSecretService | None = None
         self._writer_lock = threading.Lock()
+        # The sharded handles as last read or written (see _write_shards).
+        self._shards: _Shards | None = None
 
     @property
     def backend(self) -> SecretBackend:
@@ -292,13 +315,30 @@ class SecretStore:
 
     def put(self, kind: str, value: str) -> str:
         """Store ``value`` and return a new reference ``"<kind>:<32 hex>"`` for the journal."""
+        return self.write_batch(kind, [value])[0]
+
+    def write_batch(self, kind: str, values: list[str], deletes: list[str] = ()) -> list[str]:  # type: ignore[assignment]
+        """Store each of ``values`` under a new reference of ``kind`` (returned in order) and
+        delete the secrets under ``deletes``: for the kinds in :data:`SHARDED_KINDS`, on the
+        Secret Service, in as few keyring writes as the shards touched. Raises when a write
+        failed (the new references are then not to be used)."""
         if not _KIND.fullmatch(kind):
             raise ValueError(f"secret kind must be a lower-case word, got {kind!r}")
-        if not isinstance(value, str):
+        if not all(isinstance(value, str) for value in values):
             raise TypeError("secret values are strings")
-        ref = f"{kind}:{uuid.uuid4().hex}"
-        self._write(ref, value)
-        return ref
+        for ref in deletes:
+            _validate_ref(ref)
+        backend = self.backend
+        if kind in SHARDED_KINDS and isinstance(backend, SecretService.Keyring):
+            return self._write_shards(backend, kind, list(values), list(deletes))
+        refs = []
+        for value in values:
+            ref = f"{kind}:{uuid.uuid4().hex}"
+            self._write(ref, value)
+            refs.append(ref)
+        for ref in deletes:
+            self.delete(ref)
+        return refs
 
     def fixed_ref(self, kind: str) -> str:
         """A reference of ``kind`` that is the same at every start of this home (for a
@@ -312,6 +352,12 @@ class SecretStore:
         _validate_ref(ref)
         if not isinstance(value, str):
             raise TypeError("secret values are strings")
+        backend = self.backend
+        if isinstance(backend, SecretService.Keyring) and _kind_of(ref) not in SHARDED_KINDS:
+            # The daemon replaces the entry's secret in one step: no moment without one.
+            with self._shared_writer(backend) as writer:
+                writer.create(*keyring_key(self.scope, ref, 0), f"1{_COUNT_SEPARATOR}{value}", replace=True)
+            return
         self.delete(ref)
         self._write(ref, value)
 
@@ -338,6 +384,11 @@ class SecretStore:
         """The value stored under ``ref``; :class:`SecretMissing` if there is none."""
         _validate_ref(ref)
         backend = self.backend
+        if _kind_of(ref) in SHARDED_KINDS and isinstance(backend, SecretService.Keyring):
+            value = self.get_many([ref]).get(ref)
+            if value is None:
+                raise SecretMissing(f"no secret stored under {ref}")
+            return value
         with _keyring_errors(backend):
             return self._read(backend, ref)
 
@@ -371,8 +422,12 @@ class SecretStore:
     def _read_batch(self, reader: _SharedSecretService, refs: list[str]) -> dict[str, str]:
         service = keyring_key(self.scope, refs[0])[0] if refs else None
         entries = reader.read_service(service) if service is not None else {}
+        sharded = _Shards.parse(entries)  # the shard entries' handles, by reference
         values: dict[str, str] = {}
         for ref in refs:
+            if ref in sharded:
+                values[ref] = sharded[ref]
+                continue
             first = entries.get(keyring_key(self.scope, ref, 0)[1])
             if first is None:
                 continue
@@ -431,9 +486,11 @@ class SecretStore:
         _validate_ref(ref)
         backend = self.backend
         if isinstance(backend, SecretService.Keyring):
+            if _kind_of(ref) in SHARDED_KINDS:
+                self._write_shards(backend, _kind_of(ref), [], [ref])
+                return
             with self._shared_writer(backend) as writer:
-                writer.delete_secret(lambda index: keyring_key(self.scope, ref, index),
-                                     lambda first: _parse_first(first, ref)[0])
+                self._delete_entries(writer, ref)
             return
         with _keyring_errors(backend):
             first = backend.get_password(*keyring_key(self.scope, ref, 0))
@@ -446,6 +503,65 @@ class SecretStore:
                     backend.delete_password(*keyring_key(self.scope, ref, index))
                 except keyring.errors.PasswordDeleteError:
                     pass
+
+    def _delete_entries(self, writer: _SharedSecretService, ref: str) -> None:
+        writer.delete_secret(lambda index: keyring_key(self.scope, ref, index),
+                             lambda first: _parse_first(first, ref)[0])
+
+    # -- shards (Secret Service) ------------------------------------------------------
+
+    def _write_shards(self, backend: SecretService.Keyring, kind: str, values: list[str],
+                      deletes: list[str]) -> list[str]:
+        """:meth:`write_batch` for a sharded kind: each shard touched is rewritten once.
+
+        Under the home's shard lock (other processes of the same home write shards too),
+        the shards are read anew from the keyring unless the lock file says this process
+        wrote last. The daemon replaces an entry's secret in one step, so a crash leaves
+        every shard either as it was or as it was to become. A reference not found in any
+        shard is an entry of its own (written before shards existed) and deleted as one.
+        """
+        service = keyring_key(self.scope, f"{SHARD_KIND}:{'0' * 32}")[0]
+        with self._shared_writer(backend) as writer, _ShardLock(self.home / SHARD_LOCK_FILE) as lock:
+            shards = self._shards
+            if shards is None or shards.token is None or shards.token != lock.token:
+                shards = self._shards = _Shards(_Shards.load(writer.read_service(service)))
+            try:
+                refs: list[str] = []
+                touched: list[str] = []
+                for value in values:
+                    ref = f"{kind}:{uuid.uuid4().hex}"
+                    where = shards.place(ref, value)
+                    if where not in touched:
+                        touched.append(where)
+                    refs.append(ref)
+                separate = []
+                for ref in deletes:
+                    where = shards.remove(ref)
+                    if where is None:
+                        separate.append(ref)
+                    elif where not in touched:
+                        touched.append(where)
+                if touched:
+                    # A new token before the first write: a process that read the shards
+                    # before re-reads them even if this one stops half-way.
+                    shards.token = None
+                    token = lock.renew()
+                    for where in touched:
+                        self._write_shard(writer, where, shards.secrets.get(where))
+                    shards.token = token
+            except BaseException:
+                self._shards = None  # the keyring may differ from the copy in memory
+                raise
+            for ref in separate:
+                self._delete_entries(writer, ref)
+        return refs
+
+    def _write_shard(self, writer: _SharedSecretService, where: str, secrets: dict[str, str] | None) -> None:
+        key = keyring_key(self.scope, where, 0)
+        if secrets:
+            writer.create(*key, f"1{_COUNT_SEPARATOR}{json.dumps(secrets, separators=(',', ':'))}", replace=True)
+        else:
+            writer.delete_entry(*key)
 
     def replace(self, ref: str | None, kind: str, value: str) -> str:
         """Store ``value`` under a new reference and delete the old one (if any)."""
@@ -485,13 +601,18 @@ class _SharedSecretService:
         self._session = open_session(self._connection)
         self._collection.session = self._session  # create_item encrypts with it
 
-    def create(self, service: str, username: str, value: str) -> None:
+    def create(self, service: str, username: str, value: str, *, replace: bool = False) -> None:
         """``set_password(service, username, value)`` over the shared connection. A new
-        reference's entries exist nowhere yet, so the daemon is not asked to look for one to
-        replace (its search grows with the keyring)."""
+        reference's entries exist nowhere yet, so unless ``replace`` the daemon is not asked
+        to look for one to replace (its search grows with the keyring)."""
         attributes = self._backend._query(service, username, application=self._backend.appid)
         self._collection.create_item(f"Password for '{username}' on '{service}'", attributes,
-                                     value.encode("utf-8"), replace=False)
+                                     value.encode("utf-8"), replace=replace)
+
+    def delete_entry(self, service: str, username: str) -> None:
+        """Delete the entries named ``(service, username)``, if any."""
+        for item in self._collection.search_items(self._backend._query(service, username)):
+            item.delete()
 
     def delete_secret(self, key_of: Callable[[int], tuple[str, str]], count_of: Callable[[str], int]) -> None:
         """Delete the entries of one secret (``key_of(i)``: entry i's service and username;
@@ -571,6 +692,116 @@ class _SharedSecretService:
 
     def close(self) -> None:
         self._connection.close()
+
+
+class _Shards:
+    """Handles of a home, many to one keyring entry: entry ``handles:<hex>`` holds a JSON
+    object of reference -> value. A handle is added to the shard last added to while it
+    has room (else to any with room, else to a new one) and removed from whichever holds
+    it; an emptied shard's entry is deleted.
+    """
+
+    def __init__(self, secrets: dict[str, dict[str, str]]):
+        self.secrets = secrets
+        self.where = {ref: shard for shard, held in secrets.items() for ref in held}
+        self.size = {shard: _shard_bytes(held) for shard, held in secrets.items()}
+        self.token: str | None = None  # the shard lock's text when these were current
+        self._open: str | None = None
+
+    @staticmethod
+    def load(entries: dict[str, str]) -> dict[str, dict[str, str]]:
+        """The shard entries among a keyring service's ``username -> value`` entries."""
+        shards: dict[str, dict[str, str]] = {}
+        for username, value in entries.items():
+            if _kind_of(username) != SHARD_KIND or not is_secret_ref(username):
+                continue
+            _count, separator, text = value.partition(_COUNT_SEPARATOR)
+            try:
+                held = json.loads(text) if separator else None
+            except ValueError:
+                held = None
+            if isinstance(held, dict):
+                shards[username] = {k: v for k, v in held.items() if is_secret_ref(k) and isinstance(v, str)}
+        return shards
+
+    @classmethod
+    def parse(cls, entries: dict[str, str]) -> dict[str, str]:
+        """Every handle held in the shard entries among ``entries``, by reference."""
+        return {ref: value for held in cls.load(entries).values() for ref, value in held.items()}
+
+    def place(self, ref: str, value: str) -> str:
+        cost = len(ref) + len(value) + 8
+        shard = self._open
+        if shard is None or not self._has_room(shard, cost):
+            shard = next((s for s in self.secrets if self._has_room(s, cost)), None)
+            if shard is None:
+                shard = f"{SHARD_KIND}:{uuid.uuid4().hex}"
+                self.secrets[shard], self.size[shard] = {}, 2
+            self._open = shard
+        self.secrets[shard][ref] = value
+        self.size[shard] += cost
+        self.where[ref] = shard
+        return shard
+
+    def remove(self, ref: str) -> str | None:
+        shard = self.where.pop(ref, None)
+        if shard is None:
+            return None
+        value = self.secrets[shard].pop(ref)
+        self.size[shard] -= len(ref) + len(value) + 8
+        if not self.secrets[shard]:
+            del self.secrets[shard], self.size[shard]
+            if self._open == shard:
+                self._open = None
+        return shard
+
+    def _has_room(self, shard: str, cost: int) -> bool:
+        held = self.secrets[shard]
+        return not held or (len(held) < SHARD_MAX_SECRETS and self.size[shard] + cost <= SHARD_MAX_BYTES)
+
+
+def _shard_bytes(held: dict[str, str]) -> int:
+    return 2 + sum(len(ref) + len(value) + 8 for ref, value in held.items())
+
+
+class _ShardLock:
+    """The home's shard lock: an exclusive ``flock`` on a file whose text (a random token)
+    changes with every shard rewrite. POSIX only, as the Secret Service is."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.token: str | None = None
+        self._fd: int | None = None
+
+    def __enter__(self) -> _ShardLock:
+        import fcntl
+
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(self._fd, fcntl.LOCK_EX)
+            self.token = os.pread(self._fd, 64, 0).decode("ascii", "replace").strip() or None
+        except BaseException:
+            os.close(self._fd)
+            raise
+        return self
+
+    def renew(self) -> str:
+        token = uuid.uuid4().hex
+        assert self._fd is not None
+        os.ftruncate(self._fd, 0)
+        os.pwrite(self._fd, token.encode("ascii"), 0)
+        self.token = token
+        return token
+
+    def __exit__(self, *exc: object) -> None:
+        if self._fd is not None:
+            os.close(self._fd)  # closing releases the flock
+            self._fd = None
+
+
+def _kind_of(ref: str) -> str:
+    return ref.partition(":")[0]
 
 
 def _locked_message(where: str) -> str:

@@ -163,10 +163,10 @@ def test_writes_share_a_connection_and_a_lock_after_opening_is_reported(tmp_path
 
     with private_keyring(tmp_path / "keyring") as daemon:
         store = SecretStore(tmp_path / "home", SecretService.Keyring())
-        refs = [store.put("handle", f"{SECRET}-{i}") for i in range(3)]
+        refs = [store.put("task_id", f"{SECRET}-{i}") for i in range(3)]
         writer = store._writer
         assert writer is not None
-        refs.append(store.put("handle", SECRET))
+        refs.append(store.put("task_id", SECRET))
         assert store._writer is writer  # one connection and one encryption session for all
         # Written as keyring's own backend writes: it finds them.
         assert daemon.backend().get_password(*keyring_key(store.scope, refs[0])) == f"1:{SECRET}-0"
@@ -174,9 +174,90 @@ def test_writes_share_a_connection_and_a_lock_after_opening_is_reported(tmp_path
         assert store.get_many(refs) == {refs[0]: f"{SECRET}-0", refs[2]: f"{SECRET}-2", refs[3]: SECRET}
         daemon.lock()
         with pytest.raises(KeyringUnavailable, match="is locked") as caught:
-            store.put("handle", SECRET)
+            store.put("task_id", SECRET)
         assert SECRET not in str(caught.value)
         assert store._writer is None  # dropped: the next write opens (and checks) anew
         with pytest.raises(KeyringUnavailable, match="is locked"):
-            store.put("handle", SECRET)
+            store.put("task_id", SECRET)
         store.close()
+
+
+def _entries(store: SecretStore) -> dict[str, str]:
+    """Every keyring entry of the store's home, username -> value, as the daemon holds them."""
+    import secretstorage
+
+    service = keyring_key(store.scope, "handle:" + "0" * 32)[0]
+    connection = secretstorage.dbus_init()
+    try:
+        collection = secretstorage.get_default_collection(connection)
+        return {item.get_attributes()["username"]: item.get_secret().decode()
+                for item in collection.search_items({"service": service})}
+    finally:
+        connection.close()
+
+
+def test_handles_are_kept_many_to_an_entry(real_keyring: KeyringDaemon, tmp_path: Path):
+    from hostapp.store.secrets import SHARD_KIND, SHARD_MAX_SECRETS
+
+    store = SecretStore(tmp_path, SecretService.Keyring())
+    count = SHARD_MAX_SECRETS + 44
+    refs = store.write_batch("handle", [f"{SECRET}-{i}" for i in range(count)])
+    assert len(refs) == len(set(refs)) == count and all(r.startswith("handle:") for r in refs)
+    entries = _entries(store)
+    # Two entries hold them all, and no entry is named after a handle.
+    assert len(entries) == 2 and all(name.startswith(SHARD_KIND + ":") for name in entries)
+    # A fresh store (another process) reads them, in one batch and one by one.
+    other = SecretStore(tmp_path, SecretService.Keyring())
+    assert other.get_many(refs) == {ref: f"{SECRET}-{i}" for i, ref in enumerate(refs)}
+    assert other.get(refs[7]) == f"{SECRET}-7"
+    # Other kinds are entries of their own, as before.
+    header = store.put("header", "Bearer " + SECRET)
+    assert len(_entries(store)) == 3
+    # Deleting and adding in one batch; a deleted handle is gone for every reader.
+    new = store.write_batch("handle", ["fresh"], refs[:10])
+    assert other.get_many([*refs[:11], *new]) == {refs[10]: f"{SECRET}-10", new[0]: "fresh"}
+    with pytest.raises(SecretMissing):
+        other.get(refs[0])
+    # Emptied shards leave the keyring.
+    store.write_batch("handle", [], [*refs[10:], *new])
+    assert list(_entries(store)) == [header]
+    store.delete(header)
+    store.close()
+    other.close()
+
+
+def test_two_processes_writing_handles_lose_none_of_each_others(real_keyring: KeyringDaemon, tmp_path: Path):
+    # Two stores of one home, each with the shards it read held in memory: each write of one
+    # must see the other's (the lock file tells a store that its copy is out of date).
+    one = SecretStore(tmp_path, SecretService.Keyring())
+    two = SecretStore(tmp_path, SecretService.Keyring())
+    a = one.put("handle", "from-one-a")
+    b = two.put("handle", "from-two-b")
+    c = one.put("handle", "from-one-c")
+    two.delete(a)
+    d = one.put("handle", "from-one-d")
+    assert SecretStore(tmp_path).get_many([a, b, c, d]) == {b: "from-two-b", c: "from-one-c", d: "from-one-d"}
+    # And from a real second process, while this one keeps its copy.
+    code = ("import sys; from pathlib import Path; from hostapp.store.secrets import SecretStore; "
+            f"s = SecretStore(Path(sys.argv[1])); s.delete({c!r}); print(s.put('handle', 'from-child'))")
+    child = subprocess.run([sys.executable, "-c", code, str(tmp_path)], env={**os.environ, **real_keyring.env},
+                           capture_output=True, text=True, timeout=60, check=True)
+    e = child.stdout.strip()
+    f = one.put("handle", "from-one-f")
+    assert SecretStore(tmp_path).get_many([b, c, d, e, f]) == {
+        b: "from-two-b", d: "from-one-d", e: "from-child", f: "from-one-f"}
+    one.write_batch("handle", [], [b, d, e, f])
+    assert _entries(one) == {}
+
+
+def test_handles_kept_one_per_entry_earlier_still_read_and_delete(real_keyring: KeyringDaemon, tmp_path: Path):
+    store = SecretStore(tmp_path, SecretService.Keyring())
+    backend = real_keyring.backend()
+    old = "handle:" + "a" * 32
+    backend.set_password(*keyring_key(store.scope, old), "1:" + SECRET)
+    new = store.put("handle", "new")
+    assert store.get_many([old, new]) == {old: SECRET, new: "new"}
+    assert store.get(old) == SECRET
+    store.write_batch("handle", [], [old, new])
+    assert backend.get_password(*keyring_key(store.scope, old)) is None
+    assert _entries(store) == {}
