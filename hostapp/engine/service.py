@@ -27,7 +27,7 @@ from typing import Any, Callable
 
 from hostapp.engine import api
 from hostapp.engine.session import MAX_INPUT_ROUNDS, ClientHandlers, ClientSession, RequestContext
-from hostapp.engine.supervisor import ServerConnection
+from hostapp.engine.supervisor import ServerConnection, session_refused
 from hostapp.mechanisms import actions as A
 from hostapp.protocol.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, URL_ELICITATION_REQUIRED, RequestId, RpcError
 from hostapp.transport.base import ConnectionLost, HttpStatusError, TransportError
@@ -75,15 +75,6 @@ def unwrap_secret(value: str | None) -> tuple[str | None, tuple[str, str] | None
         return data["h"], session
     except (ValueError, KeyError, TypeError):
         return None, None
-
-
-def session_refused(exc: Exception) -> bool:
-    """Did the server refuse the session or stream itself (rather than the network fail)?
-
-    404 is the spec's word for a session that is gone; some servers say 400 ("not
-    initialized") or 410. Either way, what was bound to that session cannot be resumed.
-    """
-    return isinstance(exc, HttpStatusError) and 400 <= exc.status < 500 and exc.status not in (401, 403, 408, 429)
 
 
 def outcome_message(status: str, result: dict | None, error: dict | None) -> str | None:

@@ -243,7 +243,8 @@ class ServerConnection:
             except RpcError:
                 pass  # an answer all the same: the session is known
             except HttpStatusError as exc:
-                if exc.status < 500:
+                if exc.status < 500 and exc.status not in BUSY_STATUSES:
+                    # Refused (404 and its kin), or sign-in needed: a new connection it is.
                     log.info("%s: the server refused the session after the break: %s", self.name, exc)
                     return False
                 self._set(error=describe_failure(exc))
@@ -288,6 +289,22 @@ class ServerConnection:
                   tools_count=len(self.tools), tools=self.tools)
         self._ready.set()
         await self.on_ready(self, session)
+
+
+#: Statuses that say "not now" rather than anything about the session: a request timeout
+#: and a rate limit. Like 5xx, they are asked again after a backoff.
+BUSY_STATUSES = (408, 429)
+
+
+def session_refused(exc: Exception) -> bool:
+    """Did the server refuse the session or stream itself (rather than the network fail)?
+
+    404 is the spec's word for a session that is gone; some servers say 400 ("not
+    initialized") or 410. Either way, what was bound to that session cannot be resumed.
+    Sign-in (401, 403) and busy answers (BUSY_STATUSES) say nothing about the session.
+    """
+    return (isinstance(exc, HttpStatusError) and 400 <= exc.status < 500
+            and exc.status not in (401, 403, *BUSY_STATUSES))
 
 
 #: How long a ping on a kept session may take before the network counts as still gone.

@@ -86,6 +86,30 @@ async def test_a_session_the_server_forgot_is_replaced(isolated_home, lab, proxy
         await engine.stop()
 
 
+@pytest.mark.parametrize("status", [429, 408, 503])
+async def test_a_busy_answer_to_the_ping_keeps_the_session(isolated_home, lab, proxy, recorder, real_keyring, status):
+    # After the break, a rate limiter (429), a timeout (408) or an overloaded gateway (503)
+    # answers the first pings: the session is not refused, it is pinged again later.
+    engine = await start_engine(isolated_home, recorder, proxy)
+    try:
+        first_session = session_id_of(engine)
+        op = await engine.start_call("lab", "long_task", {"seconds": 3, "steps": 6})
+        for _ in range(200):
+            if engine.journal.get_operation(op.id).handle_ref:
+                break
+            await asyncio.sleep(0.05)
+        proxy.answer_status("ping", status, times=2)
+        engine.connections["lab"].connection_lost(session_gone=False)
+        final = await asyncio.wait_for(engine.wait_finished(op.id), 60)
+        assert final.status == api.COMPLETED, final.error
+        assert proxy.rpc_methods().count("ping") >= 3
+        assert session_id_of(engine) == first_session
+        assert proxy.rpc_methods().count("initialize") == 1
+    finally:
+        await engine.stop()
+    assert execution_count(lab.state_file, "long_task") == 1
+
+
 async def test_reconnect_asked_by_the_person_makes_a_new_session(isolated_home, lab, proxy, recorder, real_keyring):
     engine = await start_engine(isolated_home, recorder, proxy)
     try:

@@ -23,6 +23,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from http import HTTPStatus
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +35,8 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 _HEADER_END = b"\r\n\r\n"
 _DISCOVER_REFUSAL = (b"HTTP/1.1 400 Bad Request\r\nContent-Type: application/json\r\nContent-Length: %d\r\n"
                      b"\r\n%s")
+# An HTTP error status answered by the proxy itself (as a gateway or rate limiter would).
+_STATUS_ANSWER = b"HTTP/1.1 %d %s\r\nContent-Length: 0\r\nRetry-After: 1\r\n\r\n"
 
 
 class WireRequest:
@@ -95,6 +98,7 @@ class LoopbackProxy:
         self.server_bytes = bytearray()
         self.refused = 0
         self._refusing = False
+        self._answers: list[tuple[str, int]] = []  # (JSON-RPC method, HTTP status) to answer in place
         self._writers: set[asyncio.StreamWriter] = set()
         self._loop = asyncio.new_event_loop()
         self._server: asyncio.AbstractServer | None = None
@@ -132,6 +136,12 @@ class LoopbackProxy:
 
     def let_through(self) -> None:
         self._refusing = False
+
+    def answer_status(self, method: str, status: int, times: int = 1) -> None:
+        """Answer the next ``times`` requests for JSON-RPC ``method`` with HTTP ``status``
+        (and ``Retry-After: 1``) instead of passing them on, as a gateway or a rate
+        limiter in front of the server would."""
+        self._answers.extend([(method, status)] * times)
 
     def outage(self, seconds: float) -> None:
         """Refuse for ``seconds``, then let connections through again."""
@@ -199,6 +209,11 @@ class LoopbackProxy:
                     client.write(_DISCOVER_REFUSAL % (len(error), error))
                     continue
                 self.requests.append(request)
+                answer = next((a for a in self._answers if a[0] == request.rpc_method), None)
+                if answer is not None:
+                    self._answers.remove(answer)
+                    client.write(_STATUS_ANSWER % (answer[1], HTTPStatus(answer[1]).phrase.encode()))
+                    continue
                 upstream.write(raw)
             await upstream.drain()
         upstream.write_eof()
