@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from hostapp.engine import api
+from hostapp.engine.budget import POLL_METHODS, PollBudget
 from hostapp.engine.session import MAX_INPUT_ROUNDS, ClientHandlers, ClientSession, RequestContext
 from hostapp.engine.supervisor import ServerConnection, session_refused
 from hostapp.mechanisms import actions as A
@@ -504,6 +505,15 @@ class OperationRunner:
     async def _send_request(self, action: A.SendRequest) -> None:
         if self.restored_at_start and not self.awaiting_first_contact:
             await self.engine.after_first_contacts(self.record.server)
+        if action.method in POLL_METHODS and not self.awaiting_first_contact:
+            # A repeat poll: within the server's budget (see hostapp.engine.budget).
+            async with self.engine._poll_budget(self.record.server).poll():
+                if not self.done:
+                    await self._send_request_now(action)
+            return
+        await self._send_request_now(action)
+
+    async def _send_request_now(self, action: A.SendRequest) -> None:
         try:
             session = await self._live_session()
         except asyncio.CancelledError:
@@ -776,6 +786,7 @@ class Engine:
         # once there are none (see after_first_contacts).
         self._awaiting_contact: dict[str, set[str]] = {}
         self._contacts_done: dict[str, asyncio.Event] = {}
+        self._poll_budgets: dict[str, PollBudget] = {}
         self._tasks: set[asyncio.Task] = set()
         self._handle_writes = _HandleWrites(self)
         self._started = False
@@ -1162,6 +1173,12 @@ class Engine:
             if not waiting:
                 self._contacts_done.pop(runner.record.server).set()
                 del self._awaiting_contact[runner.record.server]
+
+    def _poll_budget(self, server: str) -> PollBudget:
+        budget = self._poll_budgets.get(server)
+        if budget is None:
+            budget = self._poll_budgets[server] = PollBudget()
+        return budget
 
     async def after_first_contacts(self, server: str) -> None:
         """Hold a repeat request while operations restored at start-up still wait for their
