@@ -82,7 +82,7 @@ DEFAULT_MAX_RESUME_ATTEMPTS = 8
 #: Upper bound of the back-off between failed reconnections, in seconds.
 MAX_BACKOFF_SECONDS = 30.0
 #: How long a resumed stream may carry no event before it is asked for again (seconds);
-#: doubled after each request that brought nothing new, up to MAX_BACKOFF_SECONDS.
+#: doubled after each silence, up to MAX_BACKOFF_SECONDS.
 DEFAULT_RESUMED_SILENCE_SECONDS = 2.0
 #: Statuses that refuse a resumption only for now: a gateway or a restarting server, or
 #: (409) a server that still holds the stream's previous connection, which it notices
@@ -594,7 +594,7 @@ class StreamableHttpTransport(Transport):
                 "event id to resume from"))
             return
         if end is _StreamEnd.SILENT:
-            state.quieter(brought_news=state.last_event_id != last_event_id)
+            state.quieter()
         error = await self._resume_until_done(request_id, state)
         if error is not None and not self._closing:
             self.listener.on_request_lost(request_id, error)
@@ -642,7 +642,7 @@ class StreamableHttpTransport(Transport):
             brought_news = state.last_event_id != seen_before
             if end is _StreamEnd.SILENT:
                 failures = 0
-                state.quieter(brought_news)
+                state.quieter()
                 log.debug("resumed stream of %s silent; asking for it again", self._display_url)
             elif brought_news:
                 failures = 0  # progress was made: this was a new drop, not a failing server
@@ -718,15 +718,15 @@ class _StreamState:
     def retry_seconds(self, default_ms: int) -> float:
         return (self.retry_ms if self.retry_ms is not None else default_ms) / 1000
 
-    def quieter(self, brought_news: bool) -> None:
-        """A resumed connection fell silent: allow the same silence again after news,
-        twice as much (up to MAX_BACKOFF_SECONDS) after none."""
+    def quieter(self) -> None:
+        """A resumed connection fell silent: allow twice the silence next time, up to
+        MAX_BACKOFF_SECONDS, whether or not it brought news before falling silent. (Going
+        back to the first allowance after news made a server whose events come further
+        apart than it be asked for the stream again after every event: with 2,500
+        streams of a progress step every 5 s, hundreds of reconnections a second.)"""
         if self.silence is None:
             return
-        if brought_news:
-            self.silence = self._first_silence
-        else:
-            self.silence = min(max(self.silence * 2, self._first_silence or 0.0), MAX_BACKOFF_SECONDS)
+        self.silence = min(max(self.silence * 2, self._first_silence or 0.0), MAX_BACKOFF_SECONDS)
 
 
 def _reason(exc: BaseException) -> str:

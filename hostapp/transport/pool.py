@@ -30,8 +30,11 @@ import httpx
 
 #: Idle connections kept per origin; beyond that a finished connection is closed.
 MAX_IDLE_PER_ORIGIN = 100
-#: Seconds an idle connection is kept (httpx's default keep-alive expiry).
-KEEPALIVE_SECONDS = 5.0
+#: Seconds an idle connection is kept. Below the servers' own keep-alive timeout (5 s in
+#: uvicorn and Node's http server): at the same 5 s as httpx's default, a request on a
+#: connection idle for just under 5 s met the server closing it, and failed (ReadError),
+#: dozens of times a minute with thousands of polls spaced out by the poll budget.
+KEEPALIVE_SECONDS = 4.0
 
 _Origin = tuple[bytes, bytes, int | None]
 

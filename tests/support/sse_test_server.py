@@ -15,6 +15,7 @@ makes the next N standalone GETs answer 409 (the server still holds an earlier o
   ``Last-Event-ID`` replays the events after that id (or answers ``resume_status``).
   With ``silent_resumes: n`` the first n resumptions send only keep-alive comments and
   hold the connection (as server-everything does with a resumed stream), the next replays.
+  With ``gap: seconds`` a resumption sends its events that far apart (a slow tool's steps).
 - ``drop_noid``: an SSE answer without event ids that closes before the response.
 - ``bad``: an SSE answer with one malformed event between good ones.
 - ``status``: answers HTTP ``status`` with a short text body.
@@ -51,6 +52,8 @@ DROPS: dict[str, list[int]] = {}
 RESUME_STATUS: dict[str, int] = {}
 # stream key -> how many more resumptions stay silent (keep-alive comments only)
 SILENT_RESUMES: dict[str, int] = {}
+# stream key -> seconds between the events of a resumption
+GAPS: dict[str, float] = {}
 
 
 def record(kind: str, **fields) -> None:
@@ -96,14 +99,17 @@ def sse_response(chunks, session: str | None) -> StreamingResponse:
     return StreamingResponse(chunks, media_type="text/event-stream", headers=headers)
 
 
-async def replay(key: str, start: int, first_chunk: str | None = None):
-    """Send the events of ``key`` from index ``start`` until the next drop point or the end."""
+async def replay(key: str, start: int, first_chunk: str | None = None, gap: float = 0.0):
+    """Send the events of ``key`` from index ``start`` until the next drop point or the end,
+    ``gap`` seconds apart."""
     if first_chunk is not None:
         yield first_chunk
     events = STREAMS[key]
     drops = DROPS.get(key, [])
     for index in range(start, len(events)):
         event_id, data = events[index]
+        if gap and index > start:
+            await asyncio.sleep(gap)
         yield sse_event(data, event_id)
         sent = index + 1
         if sent in drops and sent < len(events):
@@ -150,7 +156,7 @@ async def mcp(request: Request) -> Response:
         if SILENT_RESUMES.get(key):
             SILENT_RESUMES[key] -= 1
             return sse_response(keep_alive_only(key), session)
-        return sse_response(replay(key, int(index)), session)
+        return sse_response(replay(key, int(index), gap=GAPS.get(key, 0.0)), session)
 
     body = json.loads(await request.body())
     method = body.get("method")
@@ -183,6 +189,7 @@ async def mcp(request: Request) -> Response:
         if "resume_status" in args:
             RESUME_STATUS[key] = int(args["resume_status"])
         SILENT_RESUMES[key] = int(args.get("silent_resumes", 0))
+        GAPS[key] = float(args.get("gap", 0.0))
         priming = sse_event("", f"{key}:0", args.get("retry"))
         return sse_response(replay(key, 0, priming), session)
     if name == "drop_noid":

@@ -193,6 +193,23 @@ async def test_a_silent_resumed_stream_is_asked_for_again(sse_server, listener):
     assert len(posts(sse_server, "tools/call")) == 1
 
 
+async def test_a_resumed_stream_with_slow_events_is_not_asked_for_after_every_event(sse_server, listener):
+    """Events further apart than the allowed silence: each silence doubles the allowance
+    (news or not), so the client soon waits long enough instead of resuming again after
+    every event."""
+    transport = await initialized(sse_server, listener, standalone_stream=False, resumed_silence_seconds=0.2)
+    try:
+        await transport.send(call(1, "drop", count=8, drops=[1], retry=20, gap=0.5))
+        await listener.wait_for(lambda: listener.has_response(1), timeout=30)
+    finally:
+        await transport.close()
+    assert listener.progress_values() == list(range(1, 9))
+    gets = [r for r in sse_server.records() if r["kind"] == "http" and r["method"] == "GET"]
+    # 0.2 s, then 0.4 s, then 0.8 s: three resumptions, not one per event (eight).
+    assert len(gets) <= 3, len(gets)
+    assert len(posts(sse_server, "tools/call")) == 1
+
+
 async def test_resumed_silence_can_be_held_for_ever(sse_server, listener):
     transport = await initialized(sse_server, listener, standalone_stream=False, resumed_silence_seconds=None)
     try:
