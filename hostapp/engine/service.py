@@ -898,7 +898,7 @@ class Engine:
             log.info("could not keep the operations' positions: %s", type(exc).__name__)
 
     def _unfinished_ids(self) -> list[str]:
-        return [r.id for r in self.journal.unfinished_operations()]
+        return self.journal.unfinished_ids()
 
     def _write_positions(self, positions: dict[str, list[str]], others: set[str]) -> None:
         """Blocking (keyring): merge with the kept positions of ``others`` and write."""

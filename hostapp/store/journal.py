@@ -946,6 +946,10 @@ class OperationJournal:
         rows = self._read_all("SELECT * FROM operations WHERE in_flight = 1 ORDER BY created_at, id")
         return [_row_to_operation(row) for row in rows]
 
+    def unfinished_ids(self) -> list[str]:
+        """The ids of the operations not yet terminal (no record decoded)."""
+        return [row["id"] for row in self._read_all("SELECT id FROM operations WHERE in_flight = 1")]
+
     def undelivered_operations(self) -> list[OperationRecord]:
         """Terminal operations whose outcome was never marked delivered, oldest first."""
         rows = self._read_all(

@@ -176,6 +176,7 @@ async def test_undelivered_and_unfinished(journal: OperationJournal):
         await journal.create_operation(op)
     await journal.finish_operation("b", "completed")
     assert [op.id for op in journal.unfinished_operations()] == ["a", "c"]
+    assert sorted(journal.unfinished_ids()) == ["a", "c"]
     assert [op.id for op in journal.undelivered_operations()] == ["b"]
     await journal.update_operation("b", delivered=True)
     assert journal.undelivered_operations() == []
