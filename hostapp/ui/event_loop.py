@@ -48,6 +48,7 @@ class CallbackScheduler(QObject):
         self._ready: collections.deque[Any] = collections.deque()
         self._scheduled: list[tuple[float, int, Any]] = []  # (due, sequence, handle)
         self._sequence = itertools.count()
+        self._compact_at = _COMPACT_AT  # heap length at which cancelled entries are dropped
         self._timer = QTimer(self)
         self._timer.setSingleShot(True)
         self._timer.setTimerType(Qt.TimerType.PreciseTimer)
@@ -101,11 +102,14 @@ class CallbackScheduler(QObject):
                 self._run_timed(handle)
             else:
                 handle._run()
-        if len(scheduled) >= _COMPACT_AT:
+        if len(scheduled) >= self._compact_at:
+            # Looked at again only once the heap has doubled since: with thousands of live
+            # timers (one wake per operation) a scan every turn cost a sixth of the thread.
             live = [entry for entry in scheduled if not entry[2]._cancelled]
             if len(live) * 2 < len(scheduled):
                 heapq.heapify(live)
                 self._scheduled = scheduled = live
+            self._compact_at = max(_COMPACT_AT, 2 * len(live))
         if self._ready:
             self._arm(now)
         elif scheduled:

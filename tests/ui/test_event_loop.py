@@ -66,6 +66,40 @@ def test_cancelled_timers_do_not_pile_up(loop):
     assert loop.run_until_complete(scenario()) < 4096
 
 
+def test_many_live_timers_are_not_scanned_every_turn(loop):
+    """Thousands of live timers (a wake per operation) stay in the schedule; they are looked
+    through for cancelled entries again only once the schedule has doubled, not at every
+    turn of the loop (cancelled ones are still dropped once they make up most of it)."""
+    looked_at = 0
+
+    class Counted(asyncio.Handle):
+        @property
+        def _cancelled(self) -> bool:  # read by the scheduler's scan of its heap
+            nonlocal looked_at
+            looked_at += 1
+            return self.__dict__.get("cancelled_flag", False)
+
+        @_cancelled.setter
+        def _cancelled(self, value: bool) -> None:
+            self.__dict__["cancelled_flag"] = value
+
+    scheduler = loop._timer
+
+    async def scenario() -> tuple[int, int]:
+        for _ in range(5_000):
+            scheduler.add_callback(Counted(lambda: None, (), loop), 60)
+        for _ in range(3):  # the first turn past the threshold scans once
+            await asyncio.sleep(0)
+        before = looked_at
+        for _ in range(50):
+            await asyncio.sleep(0)
+        return before, looked_at - before
+
+    first, later = loop.run_until_complete(scenario())
+    assert first >= 5_000  # scanned once
+    assert later < 1_000, later  # not 50 more scans of 5,000
+
+
 def test_in_debug_mode_coroutines_and_non_callables_are_refused(loop):
     async def coroutine_function() -> None: ...
 
