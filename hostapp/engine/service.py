@@ -30,7 +30,14 @@ from hostapp.engine.budget import POLL_METHODS, PollBudget
 from hostapp.engine.session import MAX_INPUT_ROUNDS, ClientHandlers, ClientSession, RequestContext
 from hostapp.engine.supervisor import ServerConnection, session_refused
 from hostapp.mechanisms import actions as A
-from hostapp.protocol.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, URL_ELICITATION_REQUIRED, RequestId, RpcError
+from hostapp.protocol.jsonrpc import (
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    METHOD_NOT_FOUND,
+    URL_ELICITATION_REQUIRED,
+    RequestId,
+    RpcError,
+)
 from hostapp.transport.base import ConnectionLost, HttpStatusError, TransportError
 
 log = logging.getLogger(__name__)
@@ -46,6 +53,10 @@ DEFAULT_DEADLINE_SECONDS = 7 * 24 * 3600
 SESSION_BOUND_MECHANISMS = frozenset({"http_resumption", "tasks_2025"})
 
 HANDLE_PREFIX = "hostapp-handle:"
+
+#: Requests a mechanism sends for something extra (pushed task notifications) and goes on
+#: without: once a server answers "method not found", they are not sent to it again.
+OPTIONAL_METHODS = frozenset({"subscriptions/listen"})
 
 #: Longest a repeat request waits for restored operations' first contact (seconds).
 FIRST_CONTACT_PRIORITY_SECONDS = 10.0
@@ -444,6 +455,8 @@ class OperationRunner:
                                            progress_token=self.progress_token if original else None)
         except RpcError as exc:
             eng._first_contact(self)
+            if exc.code == METHOD_NOT_FOUND and method in OPTIONAL_METHODS:
+                eng._connection(self.record.server).unsupported_methods.add(method)
             if original and exc.code == URL_ELICITATION_REQUIRED and await self._satisfy_url_elicitations(exc):
                 # -32042 means the call did not run: after the person opened the URL(s)
                 # the spec has the client send it again, under a new id.
@@ -514,6 +527,9 @@ class OperationRunner:
         await self._send_request_now(action)
 
     async def _send_request_now(self, action: A.SendRequest) -> None:
+        if action.method in OPTIONAL_METHODS and \
+                action.method in self.engine._connection(self.record.server).unsupported_methods:
+            return  # the server said it has no such method: an extra, not needed to go on
         try:
             session = await self._live_session()
         except asyncio.CancelledError:

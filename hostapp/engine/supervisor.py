@@ -90,6 +90,9 @@ class ServerConnection:
         self._side: dict[str, ClientSession] = {}
         # Whether the session that was lost may still be alive on the server (see module doc).
         self._may_keep = True
+        # Optional methods the server answered "method not found" (not asked again until
+        # the next new session, which may be a newer server).
+        self.unsupported_methods: set[str] = set()
 
     @property
     def name(self) -> str:
@@ -278,6 +281,7 @@ class ServerConnection:
         session = ClientSession(transport, _LossWatcher(handlers, self), capabilities=self.capabilities,
                                 ids=IdAllocator(self.first_request_id()))
         self.session = session
+        self.unsupported_methods.clear()
         # A configured revision pins the negotiation (for a server that misbehaves in a newer era).
         self.info = await session.connect(self.cfg.protocol_version or None)
         try:

@@ -104,3 +104,24 @@ async def test_the_engine_polls_a_server_within_its_budget(isolated_home, lab, r
         await engine.stop()
         proxy.stop()
 
+
+
+async def test_an_optional_method_the_server_lacks_is_not_asked_again(isolated_home, lab, recorder, real_keyring):
+    # The lab has no subscriptions/listen (pushed task notifications): after its first
+    # "method not found", later extension tasks only poll.
+    proxy = LoopbackProxy(lab.port).start()
+    engine = await run_engine(isolated_home, recorder)
+    try:
+        await engine.add_server(ServerConfig(name="lab", transport="http", url=proxy.url()))
+        await engine.connected("lab")
+        first = await engine.start_call("lab", "long_task_ext", {"seconds": 1, "steps": 2})
+        assert (await asyncio.wait_for(engine.wait_finished(first.id), 60)).status == api.COMPLETED
+        assert proxy.rpc_methods().count("subscriptions/listen") == 1
+        more = [await engine.start_call("lab", "long_task_ext", {"seconds": 1, "steps": 2}) for _ in range(3)]
+        for op in more:
+            assert (await asyncio.wait_for(engine.wait_finished(op.id), 60)).status == api.COMPLETED
+        assert proxy.rpc_methods().count("subscriptions/listen") == 1
+        assert proxy.rpc_methods().count("tasks/get") >= 4
+    finally:
+        await engine.stop()
+        proxy.stop()
