@@ -50,6 +50,23 @@ def test_uncaught_errors_are_shown_not_fatal(qtbot, qloop, isolated_home, monkey
     host.window.close_for_good()
 
 
+def test_the_app_collects_garbage_in_a_larger_young_generation(qtbot, isolated_home):
+    import gc
+
+    from hostapp.app import GC_THRESHOLDS
+
+    before = gc.get_threshold()
+    gc.set_threshold(700, 10, 10)  # CPython's defaults
+    try:
+        host = HostApp(isolated_home)
+        qtbot.addWidget(host.window)
+        assert gc.get_threshold() == GC_THRESHOLDS
+        assert GC_THRESHOLDS[0] > 700 and gc.isenabled()
+        host.window.close_for_good()
+    finally:
+        gc.set_threshold(*before)
+
+
 def test_main_starts_and_quits_cleanly(isolated_home, tmp_path):
     """``python main.py`` opens the window on a fresh home, then quits on request with exit 0."""
     pytest.importorskip("hostapp.store.journal")
