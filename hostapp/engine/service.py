@@ -38,7 +38,7 @@ from hostapp.protocol.jsonrpc import (
     RequestId,
     RpcError,
 )
-from hostapp.transport.base import ConnectionLost, HttpStatusError, TransportError
+from hostapp.transport.base import ConnectionLost, TransportError
 
 log = logging.getLogger(__name__)
 

@@ -8,10 +8,11 @@ import asyncio
 import pytest
 
 from hostapp.engine import api
-from hostapp.store.secrets import SHARD_KIND, SecretStore, keyring_key
+from hostapp.store.secrets import SHARD_KIND, SecretStore
 from tests.engine.conftest import lab_server
 from tests.engine.test_engine import finished, run_engine
 from tests.engine.test_keyring_recovery import handle_committed
+from tests.support.keyring_daemon import home_entries
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -32,15 +33,7 @@ class CountingStore(SecretStore):
 
 
 def _keyring_entries(store: SecretStore) -> list[str]:
-    import secretstorage
-
-    service = keyring_key(store.scope, "handle:" + "0" * 32)[0]
-    connection = secretstorage.dbus_init()
-    try:
-        collection = secretstorage.get_default_collection(connection)
-        return [item.get_attributes()["username"] for item in collection.search_items({"service": service})]
-    finally:
-        connection.close()
+    return list(home_entries(store.scope))
 
 
 async def test_many_commits_at_once_are_a_few_keyring_writes(isolated_home, lab, recorder, real_keyring):

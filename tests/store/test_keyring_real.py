@@ -17,7 +17,7 @@ from hostapp.store.secrets import (
     SecretStore,
     keyring_key,
 )
-from tests.support.keyring_daemon import KeyringDaemon
+from tests.support.keyring_daemon import KeyringDaemon, home_entries
 
 SECRET = "resume-7f3e9a1c-very-private-token"
 
@@ -183,17 +183,7 @@ def test_writes_share_a_connection_and_a_lock_after_opening_is_reported(tmp_path
 
 
 def _entries(store: SecretStore) -> dict[str, str]:
-    """Every keyring entry of the store's home, username -> value, as the daemon holds them."""
-    import secretstorage
-
-    service = keyring_key(store.scope, "handle:" + "0" * 32)[0]
-    connection = secretstorage.dbus_init()
-    try:
-        collection = secretstorage.get_default_collection(connection)
-        return {item.get_attributes()["username"]: item.get_secret().decode()
-                for item in collection.search_items({"service": service})}
-    finally:
-        connection.close()
+    return home_entries(store.scope)
 
 
 def test_handles_are_kept_many_to_an_entry(real_keyring: KeyringDaemon, tmp_path: Path):

@@ -237,3 +237,17 @@ def private_keyring(base_dir: Path, password: str = DEFAULT_PASSWORD) -> Iterato
         else:
             os.environ["DBUS_SESSION_BUS_ADDRESS"] = saved_address
         daemon.stop()
+
+
+def home_entries(scope: str) -> dict[str, str]:
+    """Every keyring entry of one home (``SecretStore.scope``) in the current process's
+    Secret Service, username -> value, read directly from the daemon."""
+    import secretstorage
+
+    from hostapp.store.secrets import keyring_key
+
+    service = keyring_key(scope, "handle:" + "0" * 32)[0]
+    with closing(secretstorage.dbus_init()) as connection:
+        collection = secretstorage.get_default_collection(connection)
+        return {item.get_attributes()["username"]: item.get_secret().decode()
+                for item in collection.search_items({"service": service})}
