@@ -22,7 +22,7 @@ import functools
 import ssl
 import time
 from collections import deque
-from typing import AsyncIterator, Callable, Iterable
+from typing import Any, Callable, Iterable
 
 import httpcore
 from httpcore._async.interfaces import AsyncRequestInterface
@@ -137,16 +137,27 @@ class _ReleasingStream:
         self._connection = connection
         self._key = key
         self._released = False
+        self._parts: Any = None  # the body's iterator, once reading has begun
 
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        async for part in self._stream:
-            yield part
+    def __aiter__(self) -> _ReleasingStream:
+        # An iterator object rather than an async generator of our own, and the body's
+        # iterator (httpcore's async generator) closed in aclose: a response abandoned
+        # mid-stream (a cancelled read at quit) then leaves no suspended generator for the
+        # garbage collector to finalize after the event loop has gone.
+        self._parts = self._stream.__aiter__()
+        return self
+
+    async def __anext__(self) -> bytes:
+        return await self._parts.__anext__()
 
     async def aclose(self) -> None:
         if self._released:
             return
         self._released = True
         try:
+            parts, self._parts = self._parts, None
+            if parts is not None and hasattr(parts, "aclose"):
+                await parts.aclose()
             if hasattr(self._stream, "aclose"):
                 await self._stream.aclose()
         finally:
