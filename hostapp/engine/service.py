@@ -28,7 +28,7 @@ from typing import Any, Callable
 from hostapp.engine import api
 from hostapp.engine.budget import POLL_METHODS, PollBudget
 from hostapp.engine.session import MAX_INPUT_ROUNDS, ClientHandlers, ClientSession, RequestContext
-from hostapp.engine.supervisor import ServerConnection, session_refused
+from hostapp.engine.supervisor import BUSY_STATUSES, ServerConnection, session_refused
 from hostapp.mechanisms import actions as A
 from hostapp.protocol.jsonrpc import (
     INTERNAL_ERROR,
@@ -38,7 +38,7 @@ from hostapp.protocol.jsonrpc import (
     RequestId,
     RpcError,
 )
-from hostapp.transport.base import ConnectionLost, TransportError
+from hostapp.transport.base import ConnectionLost, HttpStatusError, TransportError
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +57,9 @@ HANDLE_PREFIX = "hostapp-handle:"
 #: Requests a mechanism sends for something extra (pushed task notifications) and goes on
 #: without: once a server answers "method not found", they are not sent to it again.
 OPTIONAL_METHODS = frozenset({"subscriptions/listen"})
+
+#: Pause before an operation asks again after its request was answered 408 or 429.
+BUSY_RETRY_SECONDS = 2.0
 
 #: Longest a repeat request waits for restored operations' first contact (seconds).
 FIRST_CONTACT_PRIORITY_SECONDS = 10.0
@@ -87,6 +90,10 @@ def unwrap_secret(value: str | None) -> tuple[str | None, tuple[str, str] | None
         return data["h"], session
     except (ValueError, KeyError, TypeError):
         return None, None
+
+
+def _busy(exc: Exception) -> bool:
+    return isinstance(exc, HttpStatusError) and exc.status in BUSY_STATUSES
 
 
 def outcome_message(status: str, result: dict | None, error: dict | None) -> str | None:
@@ -473,6 +480,12 @@ class OperationRunner:
                                                        method=None if original else which or method))
         except TransportError as exc:
             log.info("operation %s: %s", self.id, exc)
+            if not original and _busy(exc) and session.state == "ready":
+                # A rate limit or timeout on a poll says nothing about the connection:
+                # this operation asks again after a pause (within the poll budget), the
+                # others go on; no reconnect, no re-attaching of every operation.
+                self._spawn(self._resume_after(BUSY_RETRY_SECONDS))
+                return
             lost = session_refused(exc)
             await self.feed(lambda: self.mech.on_disconnect(now=eng.clock(), session_lost=lost))
             # Only this request's stream ended (the stateless era, a stream with no event
@@ -495,6 +508,10 @@ class OperationRunner:
                                                         method=None if original else which or method))
         finally:
             eng._disown_request(self, rid)
+
+    async def _resume_after(self, seconds: float) -> None:
+        await asyncio.sleep(seconds)
+        await self.feed(lambda: self.mech.resume(now=self.engine.clock()))
 
     async def _satisfy_url_elicitations(self, exc: RpcError) -> bool:
         """Ask the person to open each URL of a -32042 error; True when all were accepted."""

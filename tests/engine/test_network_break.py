@@ -110,6 +110,29 @@ async def test_a_busy_answer_to_the_ping_keeps_the_session(isolated_home, lab, p
     assert execution_count(lab.state_file, "long_task") == 1
 
 
+async def test_a_busy_answer_to_a_poll_is_asked_again_without_reconnecting(isolated_home, lab, proxy, recorder,
+                                                                          real_keyring):
+    # A rate limiter answers two polls 429: that task polls again after a pause; the
+    # connection is not treated as lost (no ping, no new session) and the task completes.
+    engine = await start_engine(isolated_home, recorder, proxy)
+    try:
+        first_session = session_id_of(engine)
+        op = await engine.start_call("lab", "long_task", {"seconds": 3, "steps": 6})
+        for _ in range(200):
+            if engine.journal.get_operation(op.id).handle_ref:
+                break
+            await asyncio.sleep(0.05)
+        proxy.answer_status("tasks/get", 429, times=2)
+        final = await asyncio.wait_for(engine.wait_finished(op.id), 60)
+        assert final.status == api.COMPLETED, final.error
+        assert proxy.rpc_methods().count("ping") == 0
+        assert proxy.rpc_methods().count("initialize") == 1 and session_id_of(engine) == first_session
+        assert api.RECONNECTING not in [s.state for s in recorder.servers]
+    finally:
+        await engine.stop()
+    assert execution_count(lab.state_file, "long_task") == 1
+
+
 async def test_reconnect_asked_by_the_person_makes_a_new_session(isolated_home, lab, proxy, recorder, real_keyring):
     engine = await start_engine(isolated_home, recorder, proxy)
     try:
