@@ -480,6 +480,13 @@ class OperationRunner:
                                                        method=None if original else which or method))
         except TransportError as exc:
             log.info("operation %s: %s", self.id, exc)
+            if original and _busy(exc):
+                # 408 and 429 refuse a request before it is processed: the call did not
+                # run, which is known (not "unknown"); running it again is the person's
+                # choice.
+                error = {"code": None, "message": f"the server did not take the call ({exc}); it did not run"}
+                await self.feed(lambda: self.mech.on_error(error, now=eng.clock(), method=None))
+                return
             if not original and _busy(exc) and session.state == "ready":
                 # A rate limit or timeout on a poll says nothing about the connection:
                 # this operation asks again after a pause (within the poll budget), the

@@ -133,6 +133,23 @@ async def test_a_busy_answer_to_a_poll_is_asked_again_without_reconnecting(isola
     assert execution_count(lab.state_file, "long_task") == 1
 
 
+async def test_a_call_refused_as_busy_fails_as_not_run(isolated_home, lab, proxy, recorder, real_keyring):
+    # 429 to the call itself: it did not run (not "unknown"), and the connection stays.
+    engine = await start_engine(isolated_home, recorder, proxy)
+    try:
+        proxy.answer_status("tools/call", 429)
+        op = await engine.start_call("lab", "long_task", {"seconds": 1, "steps": 2})
+        final = await asyncio.wait_for(engine.wait_finished(op.id), 30)
+        assert final.status == api.FAILED
+        assert "429" in final.error["message"] and "did not run" in final.error["message"]
+        assert proxy.rpc_methods().count("ping") == 0
+        again = await engine.start_call("lab", "long_task", {"seconds": 1, "steps": 2})
+        assert (await asyncio.wait_for(engine.wait_finished(again.id), 30)).status == api.COMPLETED
+    finally:
+        await engine.stop()
+    assert execution_count(lab.state_file, "long_task") == 1
+
+
 async def test_reconnect_asked_by_the_person_makes_a_new_session(isolated_home, lab, proxy, recorder, real_keyring):
     engine = await start_engine(isolated_home, recorder, proxy)
     try:
