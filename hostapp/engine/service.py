@@ -931,14 +931,11 @@ class Engine:
             return
         # Positions another process kept (a one-off command's engine holds only its own
         # operations) stay, for the operations still unfinished in the journal.
-        others = {i for i in await self._read(self._unfinished_ids) if i not in self.runners}
+        others = {i for i in await self._read(self.journal.unfinished_ids) if i not in self.runners}
         try:
             await self._secret_call(self._write_positions, positions, others)
         except Exception as exc:  # noqa: BLE001 - the next start replays a little more
             log.info("could not keep the operations' positions: %s", type(exc).__name__)
-
-    def _unfinished_ids(self) -> list[str]:
-        return self.journal.unfinished_ids()
 
     def _write_positions(self, positions: dict[str, list[str]], others: set[str]) -> None:
         """Blocking (keyring): merge with the kept positions of ``others`` and write."""

@@ -122,8 +122,12 @@ def keyring_key(scope: str, ref: str, chunk: int = 0) -> tuple[str, str]:
 
     The only place where keyring entry names are formed.
     """
-    service = f"hostapp/{scope}"
-    return service, ref if chunk == 0 else f"{ref}#{chunk}"
+    return keyring_service(scope), ref if chunk == 0 else f"{ref}#{chunk}"
+
+
+def keyring_service(scope: str) -> str:
+    """The keyring service every entry of one home (``scope``) is filed under."""
+    return f"hostapp/{scope}"
 
 
 def split_chunks(value: str, budget: int = CHUNK_BYTES) -> list[str]:
@@ -420,8 +424,7 @@ class SecretStore:
                 reader.close()
 
     def _read_batch(self, reader: _SharedSecretService, refs: list[str]) -> dict[str, str]:
-        service = keyring_key(self.scope, refs[0])[0] if refs else None
-        entries = reader.read_service(service) if service is not None else {}
+        entries = reader.read_service(keyring_service(self.scope)) if refs else {}
         sharded = _Shards.parse(entries)  # the shard entries' handles, by reference
         values: dict[str, str] = {}
         for ref in refs:
@@ -520,7 +523,7 @@ class SecretStore:
         every shard either as it was or as it was to become. A reference not found in any
         shard is an entry of its own (written before shards existed) and deleted as one.
         """
-        service = keyring_key(self.scope, f"{SHARD_KIND}:{'0' * 32}")[0]
+        service = keyring_service(self.scope)
         with self._shared_writer(backend) as writer, _ShardLock(self.home / SHARD_LOCK_FILE) as lock:
             shards = self._shards
             if shards is None or shards.token is None or shards.token != lock.token:
@@ -715,10 +718,9 @@ class _Shards:
         for username, value in entries.items():
             if _kind_of(username) != SHARD_KIND or not is_secret_ref(username):
                 continue
-            _count, separator, text = value.partition(_COUNT_SEPARATOR)
             try:
-                held = json.loads(text) if separator else None
-            except ValueError:
+                held = json.loads(_parse_first(value, username)[1])
+            except (SecretMissing, ValueError):
                 held = None
             if isinstance(held, dict):
                 shards[username] = {k: v for k, v in held.items() if is_secret_ref(k) and isinstance(v, str)}
@@ -730,7 +732,7 @@ class _Shards:
         return {ref: value for held in cls.load(entries).values() for ref, value in held.items()}
 
     def place(self, ref: str, value: str) -> str:
-        cost = len(ref) + len(value) + 8
+        cost = _entry_bytes(ref, value)
         shard = self._open
         if shard is None or not self._has_room(shard, cost):
             shard = next((s for s in self.secrets if self._has_room(s, cost)), None)
@@ -748,7 +750,7 @@ class _Shards:
         if shard is None:
             return None
         value = self.secrets[shard].pop(ref)
-        self.size[shard] -= len(ref) + len(value) + 8
+        self.size[shard] -= _entry_bytes(ref, value)
         if not self.secrets[shard]:
             del self.secrets[shard], self.size[shard]
             if self._open == shard:
@@ -761,7 +763,12 @@ class _Shards:
 
 
 def _shard_bytes(held: dict[str, str]) -> int:
-    return 2 + sum(len(ref) + len(value) + 8 for ref, value in held.items())
+    return 2 + sum(_entry_bytes(ref, value) for ref, value in held.items())
+
+
+def _entry_bytes(ref: str, value: str) -> int:
+    """About what one handle adds to its shard's JSON (quotes, colon, comma, escapes)."""
+    return len(ref) + len(value) + 8
 
 
 class _ShardLock:

