@@ -32,8 +32,12 @@ def resolve_secrets(refs: dict[str, str], secret_store: Any) -> dict[str, str]:
 
 
 def make_transport(cfg: Any, secret_store: Any = None, *, session_id: str | None = None,
-                   protocol_version: str | None = None, standalone_stream: bool = True) -> Transport:
-    """Build the transport a server configuration describes (not yet connected)."""
+                   protocol_version: str | None = None, standalone_stream: bool = True,
+                   habits: Any = None) -> Transport:
+    """Build the transport a server configuration describes (not yet connected).
+
+    ``habits``: what is known of the server's streams (``hostapp.transport.base.StreamHabits``),
+    shared by the transports of one server."""
     if cfg.transport == "stdio":
         from hostapp.transport.stdio import StdioTransport
 
@@ -46,7 +50,7 @@ def make_transport(cfg: Any, secret_store: Any = None, *, session_id: str | None
         headers = dict(cfg.headers or {})
         headers.update(resolve_secrets(dict(cfg.secret_headers or {}), secret_store))
         return StreamableHttpTransport(cfg.url, headers, session_id=session_id, protocol_version=protocol_version,
-                                       standalone_stream=standalone_stream,
+                                       standalone_stream=standalone_stream, habits=habits,
                                        auth=server_auth(cfg, headers, secret_store))
     raise TransportError(f"unknown transport {cfg.transport!r} for server {cfg.name!r}")
 

@@ -18,6 +18,7 @@ what makes delivery exactly-once across crashes.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import time
@@ -454,16 +455,17 @@ class OperationRunner:
         await self._request(session, self.mech.method, to_send, rid, original=True)
 
     async def _request(self, session: ClientSession, method: str, params: dict, rid: RequestId,
-                       *, original: bool, which: str | None = None) -> None:
+                       *, original: bool, which: str | None = None,
+                       on_accepted: Callable[[], None] | None = None) -> None:
         eng = self.engine
         self._route_progress(session)
         try:
-            result = await session.request(method, params, request_id=rid,
+            result = await session.request(method, params, request_id=rid, on_accepted=on_accepted,
                                            progress_token=self.progress_token if original else None)
         except RpcError as exc:
             eng._first_contact(self)
-            if exc.code == METHOD_NOT_FOUND and method in OPTIONAL_METHODS:
-                eng._connection(self.record.server).unsupported_methods.add(method)
+            if method in OPTIONAL_METHODS:
+                eng._connection(self.record.server).optional_verdict(method, exc.code != METHOD_NOT_FOUND)
             if original and exc.code == URL_ELICITATION_REQUIRED and await self._satisfy_url_elicitations(exc):
                 # -32042 means the call did not run: after the person opened the URL(s)
                 # the spec has the client send it again, under a new id.
@@ -511,6 +513,8 @@ class OperationRunner:
                 eng._connection(self.record.server).connection_lost(session_gone=lost)
         else:
             eng._first_contact(self)
+            if method in OPTIONAL_METHODS:
+                eng._connection(self.record.server).optional_verdict(method, True)
             await self.feed(lambda: self.mech.on_result(result, now=eng.clock(),
                                                         method=None if original else which or method))
         finally:
@@ -551,9 +555,12 @@ class OperationRunner:
         await self._send_request_now(action)
 
     async def _send_request_now(self, action: A.SendRequest) -> None:
-        if action.method in OPTIONAL_METHODS and \
-                action.method in self.engine._connection(self.record.server).unsupported_methods:
-            return  # the server said it has no such method: an extra, not needed to go on
+        probe = None
+        if action.method in OPTIONAL_METHODS:
+            turn = await self.engine._connection(self.record.server).optional_turn(action.method)
+            if turn is None:
+                return  # the server said it has no such method: an extra, not needed to go on
+            probe = turn == "probe"
         try:
             session = await self._live_session()
         except asyncio.CancelledError:
@@ -565,7 +572,15 @@ class OperationRunner:
             rid = session.ids.next()
         self.engine._own_request(self, rid)
         original = action.reuse_jsonrpc_id or action.method == self.mech.method
-        await self._request(session, action.method, action.params, rid, original=original, which=action.method)
+        if not probe:
+            await self._request(session, action.method, action.params, rid, original=original, which=action.method)
+            return
+        conn = self.engine._connection(self.record.server)
+        try:
+            await self._request(session, action.method, action.params, rid, original=original, which=action.method,
+                                on_accepted=functools.partial(conn.optional_verdict, action.method, True))
+        finally:
+            conn.optional_verdict(action.method, None)  # no answer either way: the next one asks
 
     async def _send_notification(self, method: str, params: dict) -> None:
         try:

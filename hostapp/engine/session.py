@@ -279,11 +279,15 @@ class ClientSession:
                       request_id: RequestId | None = None,
                       meta: dict[str, Any] | None = None,
                       timeout: float | None = None,
+                      on_accepted: Callable[[], None] | None = None,
                       _allow_before_ready: bool = False) -> dict[str, Any]:
         """Send one request and return its result; raise RpcError for an error answer.
 
         ``request_id`` reuses a known id (SEP-975's same-id ``requests/resume``); otherwise a
         fresh one is allocated. Cancelling the awaiting task tells the server.
+        ``on_accepted`` is called when the server has taken the request and not answered it
+        yet (a stream that will carry the answer); only on transports that can tell
+        (``Transport.acknowledges_requests``).
         """
         if self.state != "ready" and not _allow_before_ready:
             raise TransportError(f"the session is {self.state}, not ready")
@@ -304,6 +308,8 @@ class ClientSession:
         entry = self._pending[rid] = _Pending(method, future, token)
         try:
             await self.transport.send(msg)
+            if on_accepted is not None and not future.done() and self.transport.acknowledges_requests:
+                on_accepted()
             if timeout is not None:
                 return await asyncio.wait_for(asyncio.shield(future), timeout)
             return await future

@@ -32,7 +32,7 @@ from hostapp.engine.session import ClientHandlers, ClientSession
 from hostapp.protocol import eras
 from hostapp.protocol.eras import ServerInfo
 from hostapp.protocol.jsonrpc import IdAllocator, RpcError
-from hostapp.transport.base import HttpStatusError, TransportError
+from hostapp.transport.base import HttpStatusError, StreamHabits, TransportError
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +56,9 @@ class Backoff:
 
 #: Failures in a row after which a reconnecting server is shown as offline.
 OFFLINE_AFTER = 3
+#: Longest a request of an optional method waits for the server's verdict on the first
+#: one, when the transport cannot tell that a request was taken (see optional_turn).
+OPTIONAL_PROBE_SECONDS = 2.0
 
 
 class ServerConnection:
@@ -91,12 +94,53 @@ class ServerConnection:
         # Whether the session that was lost may still be alive on the server (see module doc).
         self._may_keep = True
         # Optional methods the server answered "method not found" (not asked again until
-        # the next new session, which may be a newer server).
+        # the next new session, which may be a newer server), those it took, and those
+        # whose first request is out with no verdict yet (see optional_turn).
         self.unsupported_methods: set[str] = set()
+        self.supported_methods: set[str] = set()
+        self._probes: dict[str, asyncio.Event] = {}
+        # What its transports learn about the server's streams, shared by all of them.
+        self.stream_habits = StreamHabits()
 
     @property
     def name(self) -> str:
         return self.cfg.name
+
+    async def optional_turn(self, method: str) -> str | None:
+        """May a request of the optional ``method`` go to this server now?
+
+        None: the server lacks it. "go": it has it. "probe": nobody knows yet and the caller
+        sends the first one, then gives the verdict (:meth:`optional_verdict`) as soon as the
+        server took it or refused it. The others wait for that verdict, for at most
+        OPTIONAL_PROBE_SECONDS when the transport cannot tell that a request was taken
+        (stdio); without that wait, thousands of operations resumed together would each
+        send the request before the server's first "method not found" came back.
+        """
+        while True:
+            if method in self.unsupported_methods:
+                return None
+            if method in self.supported_methods:
+                return "go"
+            probe = self._probes.get(method)
+            if probe is None:
+                self._probes[method] = asyncio.Event()
+                return "probe"
+            session = self.session
+            acknowledged = session is not None and session.transport.acknowledges_requests
+            try:
+                await asyncio.wait_for(probe.wait(), None if acknowledged else OPTIONAL_PROBE_SECONDS)
+            except asyncio.TimeoutError:
+                return "go"  # no refusal by now: most likely the server has it
+
+    def optional_verdict(self, method: str, supported: bool | None) -> None:
+        """What the server said to an optional method (None: nothing yet; the request
+        failed otherwise, and the next one asks)."""
+        if supported is not None:
+            (self.supported_methods if supported else self.unsupported_methods).add(method)
+            (self.unsupported_methods if supported else self.supported_methods).discard(method)
+        probe = self._probes.pop(method, None)
+        if probe is not None:
+            probe.set()
 
     def start(self) -> None:
         if self._task is None or self._task.done():
@@ -127,7 +171,8 @@ class ServerConnection:
         if session is not None and session.state == "ready":
             return session
         transport = make_transport(self.cfg, self.secret_store, session_id=session_id,
-                                   protocol_version=protocol_version, standalone_stream=False)
+                                   protocol_version=protocol_version, standalone_stream=False,
+                                   habits=self.stream_habits)
         session = ClientSession(transport, self.handlers_factory(self), capabilities=self.capabilities,
                                 ids=IdAllocator(self.first_request_id()))
         await session.adopt(ServerInfo(protocol_version, eras.era_of(protocol_version)))
@@ -276,12 +321,16 @@ class ServerConnection:
 
     async def _connect_once(self) -> None:
         self._lost.clear()
-        transport = make_transport(self.cfg, self.secret_store)
+        transport = make_transport(self.cfg, self.secret_store, habits=self.stream_habits)
         handlers = self.handlers_factory(self)
         session = ClientSession(transport, _LossWatcher(handlers, self), capabilities=self.capabilities,
                                 ids=IdAllocator(self.first_request_id()))
         self.session = session
         self.unsupported_methods.clear()
+        self.supported_methods.clear()
+        for probe in self._probes.values():
+            probe.set()  # its waiters ask the new session
+        self._probes.clear()
         # A configured revision pins the negotiation (for a server that misbehaves in a newer era).
         self.info = await session.connect(self.cfg.protocol_version or None)
         try:

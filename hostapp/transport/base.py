@@ -73,6 +73,17 @@ class TransportListener(Protocol):
         """A line of the server's own log (stderr of a stdio server)."""
 
 
+class StreamHabits:
+    """What has been learned about one server's streams, shared by all the transports to
+    it (its main session and the earlier sessions adopted after a restart)."""
+
+    __slots__ = ("live_after_resume",)
+
+    def __init__(self) -> None:
+        #: The server sent a live event on a resumed connection (see hostapp.transport.http).
+        self.live_after_resume = False
+
+
 class Transport(abc.ABC):
     """A connection to one MCP server.
 
@@ -82,6 +93,10 @@ class Transport(abc.ABC):
     """
 
     listener: TransportListener
+    #: Whether ``send`` returning means the server has taken a request: for Streamable HTTP
+    #: its status line came (an error it answered at once has been delivered by then); for
+    #: stdio the bytes were only written.
+    acknowledges_requests = False
 
     @abc.abstractmethod
     async def connect(self, listener: TransportListener) -> None: ...

@@ -15,8 +15,11 @@ later messages on the resumed connection, but some servers replay what is stored
 write nothing more to it (server-everything: its event store answers the replay with an
 event id where the SDK expects the stream id, so the SDK files the new connection under
 the wrong stream); what the request sends later, its response included, is only stored,
-and reaches the client by the next replay. Against a server that does deliver, the cost
-is an occasional GET while a request is silent.
+and reaches the client by the next replay. Once a server has sent an event on a resumed
+connection well after the replay (a live one), it is known to deliver, and its resumed
+streams may stay silent for LIVE_RESUMED_SILENCE_SECONDS: thousands of streams resumed
+after a restart, of a tool that reports every few seconds, are then not each asked for
+again while they wait for their next step.
 
 Secrets: the session id and the configured headers (they may hold tokens) never appear in
 exception text or logs; URLs in messages are shown without their query string.
@@ -57,6 +60,7 @@ from hostapp.transport.base import (
     ConnectionLost,
     HttpStatusError,
     SessionExpired,
+    StreamHabits,
     Transport,
     TransportError,
     TransportListener,
@@ -84,6 +88,12 @@ MAX_BACKOFF_SECONDS = 30.0
 #: How long a resumed stream may carry no event before it is asked for again (seconds);
 #: doubled after each silence, up to MAX_BACKOFF_SECONDS.
 DEFAULT_RESUMED_SILENCE_SECONDS = 2.0
+#: An event that reaches a resumed connection this long after the connection opened or
+#: after its previous event was sent live, not replayed (a replay is written at once).
+LIVE_EVENT_GAP_SECONDS = 1.0
+#: Once a server has been seen sending live events on a resumed connection, its resumed
+#: streams may stay silent this long before they are asked for again (seconds).
+LIVE_RESUMED_SILENCE_SECONDS = MAX_BACKOFF_SECONDS
 #: Statuses that refuse a resumption only for now: a gateway or a restarting server, or
 #: (409) a server that still holds the stream's previous connection, which it notices
 #: is gone a moment later.
@@ -139,6 +149,8 @@ class StreamableHttpTransport(Transport):
     answer; other error statuses raise :class:`HttpStatusError`.
     """
 
+    acknowledges_requests = True
+
     def __init__(
         self,
         url: str,
@@ -153,6 +165,7 @@ class StreamableHttpTransport(Transport):
         max_resume_attempts: int = DEFAULT_MAX_RESUME_ATTEMPTS,
         resumed_silence_seconds: float | None = DEFAULT_RESUMED_SILENCE_SECONDS,
         auth: httpx.Auth | None = None,
+        habits: StreamHabits | None = None,
     ):
         self.url = httpx.URL(url)
         self._display_url = _display_url(self.url)
@@ -171,6 +184,8 @@ class StreamableHttpTransport(Transport):
         self.max_resume_attempts = max_resume_attempts
         # None: a resumed stream is held however long it stays silent.
         self.resumed_silence_seconds = resumed_silence_seconds
+        self.live_event_gap_seconds = LIVE_EVENT_GAP_SECONDS
+        self.habits = habits or StreamHabits()
         self._tasks: set[asyncio.Task[None]] = set()
         self._request_slots = asyncio.Semaphore(MAX_REQUESTS_IN_FLIGHT)
         self._standalone_task: asyncio.Task[None] | None = None
@@ -529,7 +544,9 @@ class StreamableHttpTransport(Transport):
 
         Hot path: per event, one decoder step, one ``parse`` and one listener call; ids are
         reported only when they change. Comments (keep-alives) are no event: a connection
-        the server only keeps alive is silent.
+        the server only keeps alive is silent. The silence is watched by a timer that looks
+        at the time of the last event when it fires (cheaper than moving a timeout at every
+        event, and it sees the longer allowance once the server is known to deliver live).
         """
         listener = self.listener
         # Messages on a request's stream belong to that request (an elicitation during a call).
@@ -538,12 +555,30 @@ class StreamableHttpTransport(Transport):
         decoder = SseDecoder()
         last_id = state.last_event_id
         loop = asyncio.get_running_loop()
+        last_news = loop.time()
+        habits = self.habits
+        watchdog: asyncio.TimerHandle | None = None
         try:
-            async with asyncio.timeout_at(None if silence is None else loop.time() + silence) as quiet:
+            async with asyncio.timeout_at(None) as quiet:
+                if silence is not None:
+                    def watch() -> None:
+                        nonlocal watchdog
+                        allowed = max(silence, LIVE_RESUMED_SILENCE_SECONDS) if habits.live_after_resume \
+                            else silence
+                        if last_news + allowed > loop.time():
+                            watchdog = loop.call_at(last_news + allowed, watch)
+                        else:
+                            quiet.reschedule(loop.time())  # let the connection go now
+
+                    watchdog = loop.call_at(last_news + silence, watch)
                 async for chunk in response.aiter_bytes():
                     events = decoder.feed(chunk)
                     if events and silence is not None:
-                        quiet.reschedule(loop.time() + silence)
+                        now = loop.time()
+                        if now - last_news >= self.live_event_gap_seconds and not habits.live_after_resume:
+                            habits.live_after_resume = True
+                            log.debug("%s sends live events on resumed streams", self._display_url)
+                        last_news = now
                     for event_id, retry, data, _type in events:
                         if retry is not None:
                             state.retry_ms = retry
@@ -572,6 +607,8 @@ class StreamableHttpTransport(Transport):
         except httpx.HTTPError as exc:
             log.debug("SSE connection to %s dropped: %s", self._display_url, type(exc).__name__)
         finally:
+            if watchdog is not None:
+                watchdog.cancel()
             await response.aclose()
         return _StreamEnd.CLOSED
 

@@ -125,3 +125,123 @@ async def test_an_optional_method_the_server_lacks_is_not_asked_again(isolated_h
     finally:
         await engine.stop()
         proxy.stop()
+
+
+async def test_operations_resumed_together_ask_once_for_a_method_the_server_lacks(isolated_home, lab, recorder,
+                                                                                    real_keyring):
+    # After a restart every extension task asks for its status and its pushed
+    # notifications at once; the new session does not know yet that the lab has no
+    # subscriptions/listen. One asks; the others wait for that answer and then only poll.
+    from tests.engine.test_network_break import handle_committed
+
+    proxy = LoopbackProxy(lab.port).start()
+    engine = await run_engine(isolated_home, recorder)
+    try:
+        await engine.add_server(ServerConfig(name="lab", transport="http", url=proxy.url()))
+        await engine.connected("lab")
+        ops = await asyncio.gather(*(engine.start_call("lab", "long_task_ext", {"seconds": 60, "steps": 6})
+                                     for _ in range(12)))
+        for op in ops:
+            await handle_committed(engine, op.id)
+        await engine.stop()
+        listens_before = proxy.rpc_methods().count("subscriptions/listen")
+        polls_before = proxy.rpc_methods().count("tasks/get")
+        engine = await run_engine(isolated_home, recorder)
+        for _ in range(200):
+            if proxy.rpc_methods().count("tasks/get") - polls_before >= len(ops):
+                break
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(0.5)
+        assert proxy.rpc_methods().count("tasks/get") - polls_before >= len(ops)
+        assert proxy.rpc_methods().count("subscriptions/listen") - listens_before == 1
+        assert all(engine.runners[op.id].view.status == api.RUNNING for op in ops)
+    finally:
+        await engine.stop()
+        proxy.stop()
+
+
+async def test_tasks_created_together_on_fastmcp_ask_once_for_its_missing_listen(isolated_home, recorder, real_keyring):
+    # fastmcp's tasks extension has no subscriptions/listen either (HTTP 404 with -32601):
+    # four tasks created together send one, and all complete by polling.
+    import sys
+    from pathlib import Path
+
+    from tests.support.peers import Peer, free_port
+
+    port = free_port()
+    server = Path(__file__).parents[1] / "faults" / "fastmcp_tasks_server.py"
+    peer = Peer([sys.executable, str(server), str(port), str(isolated_home / "executions.txt")], port)
+    proxy = LoopbackProxy(port).start()
+    engine = await run_engine(isolated_home, recorder)
+    try:
+        await engine.add_server(ServerConfig(name="fastmcp", transport="http", url=proxy.url()))
+        await engine.connected("fastmcp")
+        ops = await asyncio.gather(*(engine.start_call("fastmcp", "slow_count", {"seconds": 2, "steps": 2})
+                                     for _ in range(4)))
+        for op in ops:
+            assert (await asyncio.wait_for(engine.wait_finished(op.id), 60)).status == api.COMPLETED
+        assert proxy.rpc_methods().count("subscriptions/listen") == 1
+        assert "subscriptions/listen" in engine.connections["fastmcp"].unsupported_methods
+    finally:
+        await engine.stop()
+        proxy.stop()
+        peer.stop()
+
+
+class _Transport:
+    def __init__(self, acknowledges: bool) -> None:
+        self.acknowledges_requests = acknowledges
+
+
+def _connection(acknowledges: bool = True):
+    from types import SimpleNamespace
+
+    from hostapp.engine.session import ClientHandlers
+    from hostapp.engine.supervisor import ServerConnection
+
+    cfg = ServerConfig(name="s", transport="http", url="http://127.0.0.1:9/mcp")
+    conn = ServerConnection(cfg, secret_store=None, handlers_factory=lambda c: ClientHandlers(),
+                            capabilities={}, on_change=lambda view: None, on_ready=None)  # type: ignore[arg-type]
+    conn.session = SimpleNamespace(transport=_Transport(acknowledges))  # type: ignore[assignment]
+    return conn
+
+
+async def test_an_optional_method_is_probed_by_one_request_while_the_others_wait():
+    conn = _connection()
+    assert await conn.optional_turn("subscriptions/listen") == "probe"
+    waiters = [asyncio.create_task(conn.optional_turn("subscriptions/listen")) for _ in range(3)]
+    await asyncio.sleep(0.05)
+    assert not any(w.done() for w in waiters)
+    conn.optional_verdict("subscriptions/listen", None)  # the probe failed: one of them asks
+    await asyncio.sleep(0)
+    turns = [w.result() for w in waiters if w.done()]
+    assert turns == ["probe"]
+    conn.optional_verdict("subscriptions/listen", True)  # the server took it: all go
+    assert sorted(await asyncio.gather(*waiters)) == ["go", "go", "probe"]
+    assert await conn.optional_turn("subscriptions/listen") == "go"
+    conn.optional_verdict("subscriptions/listen", False)  # a later "method not found" wins
+    assert await conn.optional_turn("subscriptions/listen") is None
+
+
+async def test_without_acknowledgements_waiters_go_after_a_while(monkeypatch):
+    from hostapp.engine import supervisor
+
+    monkeypatch.setattr(supervisor, "OPTIONAL_PROBE_SECONDS", 0.1)
+    conn = _connection(acknowledges=False)  # stdio: a written request says nothing
+    assert await conn.optional_turn("subscriptions/listen") == "probe"
+    assert await asyncio.wait_for(conn.optional_turn("subscriptions/listen"), 5) == "go"
+
+
+async def test_the_sessions_of_one_server_share_what_is_learned_about_its_streams():
+    # After a restart, each earlier session is adopted with a transport of its own; a
+    # server seen sending live events on one resumed stream is known so for all of them.
+    conn = _connection()
+    first = await conn.side_session("earlier-1", "2025-11-25")
+    second = await conn.side_session("earlier-2", "2025-11-25")
+    try:
+        assert first.transport is not second.transport
+        first.transport.habits.live_after_resume = True
+        assert second.transport.habits.live_after_resume
+    finally:
+        await first.close(end_session=False)
+        await second.close(end_session=False)

@@ -210,6 +210,28 @@ async def test_a_resumed_stream_with_slow_events_is_not_asked_for_after_every_ev
     assert len(posts(sse_server, "tools/call")) == 1
 
 
+async def test_a_server_seen_sending_live_events_on_a_resumed_stream_is_given_longer(sse_server, listener):
+    """Once a resumed connection carried an event sent well after the replay, the server is
+    known to deliver live: its resumed streams are no longer asked for again after the
+    short silence (a replay, written at once, teaches nothing: see the silent-stream test
+    above, whose allowance keeps doubling from 0.3 s)."""
+    transport = await initialized(sse_server, listener, standalone_stream=False, resumed_silence_seconds=0.8)
+    transport.live_event_gap_seconds = 0.3
+    try:
+        # Events 0.5 s apart on the resumed connection: within the allowance, and live.
+        await transport.send(call(1, "drop", count=4, drops=[1], retry=20, gap=0.5))
+        await listener.wait_for(lambda: listener.has_response(1), timeout=15)
+        assert transport.habits.live_after_resume
+        # Events 1.2 s apart: longer than the allowance, which no longer applies.
+        await transport.send(call(2, "drop", count=3, drops=[1], retry=20, gap=1.2))
+        await listener.wait_for(lambda: listener.has_response(2), timeout=15)
+    finally:
+        await transport.close()
+    gets = [r for r in sse_server.records() if r["kind"] == "http" and r["method"] == "GET"]
+    assert len(gets) == 2, len(gets)  # one resumption per dropped stream
+    assert listener.lost == []
+
+
 async def test_resumed_silence_can_be_held_for_ever(sse_server, listener):
     transport = await initialized(sse_server, listener, standalone_stream=False, resumed_silence_seconds=None)
     try:
