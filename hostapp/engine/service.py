@@ -451,7 +451,7 @@ class OperationRunner:
                                            mechanism=self.record.mechanism or self.mech.name)
         self.view.status = api.RUNNING
         eng._changed(self)
-        eng._own_request(self, rid)
+        eng._own_request(self, session, rid)
         await self._request(session, self.mech.method, to_send, rid, original=True)
 
     async def _request(self, session: ClientSession, method: str, params: dict, rid: RequestId,
@@ -469,11 +469,11 @@ class OperationRunner:
             if original and exc.code == URL_ELICITATION_REQUIRED and await self._satisfy_url_elicitations(exc):
                 # -32042 means the call did not run: after the person opened the URL(s)
                 # the spec has the client send it again, under a new id.
-                eng._disown_request(self, rid)
+                eng._disown_request(self, session, rid)
                 rid = session.ids.next()
                 self.record.jsonrpc_id = rid
                 await eng.journal.update_operation(self.id, jsonrpc_id=rid)
-                eng._own_request(self, rid)
+                eng._own_request(self, session, rid)
                 await self._set_status(api.RUNNING, "retrying after the URL was opened")
                 await self._request(session, method, params, rid, original=True)
                 return
@@ -518,7 +518,7 @@ class OperationRunner:
             await self.feed(lambda: self.mech.on_result(result, now=eng.clock(),
                                                         method=None if original else which or method))
         finally:
-            eng._disown_request(self, rid)
+            eng._disown_request(self, session, rid)
 
     async def _resume_after(self, seconds: float) -> None:
         await asyncio.sleep(seconds)
@@ -570,7 +570,7 @@ class OperationRunner:
             self._drop_original_waiter()  # this request takes the id over
         else:
             rid = session.ids.next()
-        self.engine._own_request(self, rid)
+        self.engine._own_request(self, session, rid)
         original = action.reuse_jsonrpc_id or action.method == self.mech.method
         if not probe:
             await self._request(session, action.method, action.params, rid, original=original, which=action.method)
@@ -611,7 +611,7 @@ class OperationRunner:
 
     async def _wait_original(self, session: ClientSession, rid: RequestId) -> None:
         eng = self.engine
-        eng._own_request(self, rid)
+        eng._own_request(self, session, rid)
         try:
             result = await session.await_response(rid, self.mech.method)
         except RpcError as exc:
@@ -690,14 +690,15 @@ class OperationRunner:
 class _EngineHandlers(ClientHandlers):
     """Server-to-client traffic of one connection, routed to operations."""
 
-    def __init__(self, engine: "Engine", conn: ServerConnection):
+    def __init__(self, engine: "Engine", conn: ServerConnection, scope: str | None = None):
         self.engine = engine
         self.conn = conn
+        self.scope = scope  # the ClientSession.scope of the session these handlers serve
 
     def _owner(self, ctx_request: RequestId | None) -> OperationRunner | None:
         if ctx_request is None:
             return None
-        return self.engine._request_owner.get((self.conn.name, ctx_request))
+        return self.engine._request_owner.get((self.conn.name, self.scope, ctx_request))
 
     async def elicit(self, params: dict[str, Any], ctx: RequestContext) -> dict[str, Any]:
         runner = self._owner(ctx.related_request_id)
@@ -730,7 +731,7 @@ class _EngineHandlers(ClientHandlers):
             return
         runner = self._owner(related) or eng._claimant(self.conn.name, method, params)
         if runner is None and method == "notifications/requests/resumePolicy":
-            runner = eng._request_owner.get((self.conn.name, params.get("requestId")))
+            runner = self._owner(params.get("requestId"))
         if runner is not None:
             eng._first_contact(runner)
             runner.feed_soon(lambda: runner.mech.on_notification(method, params, now=eng.clock()))
@@ -835,7 +836,8 @@ class Engine:
         self._positioned: set[str] = set()
         self.connections: dict[str, ServerConnection] = {}
         self.runners: dict[str, OperationRunner] = {}
-        self._request_owner: dict[tuple[str, RequestId], OperationRunner] = {}
+        # (server, ClientSession.scope, request id) -> the operation that sent it
+        self._request_owner: dict[tuple[str, str | None, RequestId], OperationRunner] = {}
         self._questions: dict[str, tuple[api.InputRequest, asyncio.Future]] = {}
         # Per server: operations restored at start-up not yet heard from, and an event set
         # once there are none (see after_first_contacts).
@@ -1052,7 +1054,7 @@ class Engine:
     def _supervise(self, cfg: Any) -> ServerConnection:
         conn = ServerConnection(
             cfg, secret_store=self._secrets_or_none(cfg),
-            handlers_factory=lambda c: _EngineHandlers(self, c),
+            handlers_factory=lambda c, scope=None: _EngineHandlers(self, c, scope),
             capabilities=self.capabilities(),
             on_change=self.listener.server_changed,
             on_ready=self._on_ready,
@@ -1172,7 +1174,7 @@ class Engine:
     async def _on_ready(self, conn: ServerConnection, session: ClientSession) -> None:
         # A session kept across a break of the network may still carry requests that never
         # broke (a stream resumed by the transport itself): their operations go on as they are.
-        still_waiting = {owner for (server, rid), owner in self._request_owner.items()
+        still_waiting = {owner for (server, _scope, rid), owner in self._request_owner.items()
                          if server == conn.name and owner.session is session and session.is_pending(rid)}
         for runner in self._in_flight_of(conn.name):
             if runner.record.jsonrpc_id is None and runner.view.status == api.PENDING:
@@ -1199,12 +1201,13 @@ class Engine:
     def _in_flight_of(self, server: str) -> list[OperationRunner]:
         return [r for r in self.runners.values() if r.record.server == server and not r.done]
 
-    def _own_request(self, runner: OperationRunner, rid: RequestId) -> None:
-        self._request_owner[(runner.record.server, rid)] = runner
+    def _own_request(self, runner: OperationRunner, session: ClientSession, rid: RequestId) -> None:
+        self._request_owner[(runner.record.server, session.scope, rid)] = runner
 
-    def _disown_request(self, runner: OperationRunner, rid: RequestId) -> None:
-        if self._request_owner.get((runner.record.server, rid)) is runner:
-            del self._request_owner[(runner.record.server, rid)]
+    def _disown_request(self, runner: OperationRunner, session: ClientSession, rid: RequestId) -> None:
+        key = (runner.record.server, session.scope, rid)
+        if self._request_owner.get(key) is runner:
+            del self._request_owner[key]
 
     def _claimant(self, server: str, method: str, params: dict[str, Any]) -> OperationRunner | None:
         for runner in self._in_flight_of(server):

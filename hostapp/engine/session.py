@@ -144,6 +144,10 @@ class ClientSession:
         # declare different things to handshake-era and stateless servers).
         self._capabilities = capabilities if capabilities is not None else default_capabilities()
         self.ids = ids or IdAllocator()
+        #: Which of a server's sessions this is, for telling apart requests of the same id:
+        #: None for the connection's own, the session id for an adopted earlier session
+        #: (each earlier host process numbered its requests from 1).
+        self.scope: str | None = None
         self.discover_timeout = discover_timeout
         self.server: ServerInfo | None = None
         self.state = "new"

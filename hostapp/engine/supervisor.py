@@ -65,7 +65,7 @@ class ServerConnection:
     """The supervised connection of one server."""
 
     def __init__(self, cfg: Any, *, secret_store: Any,
-                 handlers_factory: Callable[["ServerConnection"], ClientHandlers],
+                 handlers_factory: Callable[..., ClientHandlers],
                  capabilities: dict[str, Any],
                  on_change: Callable[[api.ServerView], None],
                  on_ready: Callable[["ServerConnection", ClientSession], Awaitable[None]],
@@ -173,8 +173,11 @@ class ServerConnection:
         transport = make_transport(self.cfg, self.secret_store, session_id=session_id,
                                    protocol_version=protocol_version, standalone_stream=False,
                                    habits=self.stream_habits)
-        session = ClientSession(transport, self.handlers_factory(self), capabilities=self.capabilities,
-                                ids=IdAllocator(self.first_request_id()))
+        # Its handlers and requests are told apart from the other sessions' by its id:
+        # requests of different earlier processes may share a JSON-RPC id.
+        session = ClientSession(transport, self.handlers_factory(self, scope=session_id),
+                                capabilities=self.capabilities, ids=IdAllocator(self.first_request_id()))
+        session.scope = session_id
         await session.adopt(ServerInfo(protocol_version, eras.era_of(protocol_version)))
         self._side[session_id] = session
         return session

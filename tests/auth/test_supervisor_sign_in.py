@@ -22,7 +22,7 @@ async def test_needs_sign_in_until_signed_in_then_connected(oauth_server, real_k
     async def on_ready(conn, session) -> None:
         ready.set()
 
-    conn = ServerConnection(cfg, secret_store=secrets, handlers_factory=lambda c: ClientHandlers(),
+    conn = ServerConnection(cfg, secret_store=secrets, handlers_factory=lambda c, scope=None: ClientHandlers(),
                             capabilities={}, on_change=views.append, on_ready=on_ready)
     conn.start()
     try:

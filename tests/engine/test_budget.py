@@ -200,7 +200,7 @@ def _connection(acknowledges: bool = True):
     from hostapp.engine.supervisor import ServerConnection
 
     cfg = ServerConfig(name="s", transport="http", url="http://127.0.0.1:9/mcp")
-    conn = ServerConnection(cfg, secret_store=None, handlers_factory=lambda c: ClientHandlers(),
+    conn = ServerConnection(cfg, secret_store=None, handlers_factory=lambda c, scope=None: ClientHandlers(),
                             capabilities={}, on_change=lambda view: None, on_ready=None)  # type: ignore[arg-type]
     conn.session = SimpleNamespace(transport=_Transport(acknowledges))  # type: ignore[assignment]
     return conn

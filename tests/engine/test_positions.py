@@ -11,6 +11,7 @@ from hostapp.engine import api
 from hostapp.lab.state import execution_count
 from hostapp.mechanisms import http_resumption
 from tests.engine.conftest import Recorder, lab_server
+from hostapp.engine.service import Engine
 from tests.engine.test_engine import finished, run_engine
 
 pytestmark = pytest.mark.timeout(120)
@@ -126,3 +127,48 @@ async def test_positions_kept_by_another_engine_stay(isolated_home, lab, real_ke
             assert (await finished(third, op_id)).status == api.COMPLETED
     finally:
         await third.stop()
+
+
+async def test_streams_of_two_earlier_sessions_with_the_same_request_id_stay_apart(isolated_home, lab,
+                                                                                    real_keyring):
+    """Two host lifetimes each left a stream in a session of their own, and each numbered
+    its requests from 1: both calls went out under the same JSON-RPC id. After a restart
+    each is resumed in its own adopted session, and one's events must not be taken for
+    the other's (its position would then name the other session's stream, and the next
+    start would ask the server for a stream the session does not have)."""
+    ops, rids = [], []
+    for _ in range(2):  # two lifetimes, each resuming nothing of the one before
+        engine = Engine(isolated_home, Recorder())
+        await engine.start(resume=False)
+        if not ops:
+            await engine.add_server(lab_server(lab, version="2025-11-25"))
+        await engine.connected("lab")
+        op = await engine.start_call("lab", "long_sse", {"seconds": 8, "steps": 32})
+        for _ in range(200):
+            if engine.journal.get_operation(op.id).handle_ref:
+                break
+            await asyncio.sleep(0.05)
+        ops.append(op.id)
+        rids.append(engine.journal.get_operation(op.id).jsonrpc_id)
+        await engine.stop()
+    assert rids[0] == rids[1], "the test needs the same request id twice"
+
+    engine = await run_engine(isolated_home, Recorder())
+    try:
+        for _ in range(200):  # both streams bring events after the restart
+            ended = [i for i in ops if i not in engine.runners]
+            assert not ended, [(engine.journal.get_operation(i).status, engine.journal.get_operation(i).error) for i in ended]
+            if all(seq(stream_of(engine, i).last_event_id or ":0") >= 12 for i in ops):
+                break
+            await asyncio.sleep(0.05)
+        streams = {i: stream_of(engine, i).last_event_id.rsplit(":", 1)[0] for i in ops}
+        assert len(set(streams.values())) == 2, streams
+    finally:
+        await engine.stop()  # a clean quit: each one's position is kept
+    engine = await run_engine(isolated_home, Recorder())
+    try:
+        for i in ops:
+            assert (await finished(engine, i)).status == api.COMPLETED
+    finally:
+        await engine.stop()
+    assert execution_count(lab.state_file, "long_sse") == 2
