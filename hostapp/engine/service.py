@@ -168,8 +168,9 @@ class OperationRunner:
         self._url_rounds = 0
         self._original_waiter: asyncio.Task | None = None
         self._original_session: ClientSession | None = None
-        self.http_session: tuple[str, str] | None = None   # (session id, protocol version)
+        self._http_session: tuple[str, str] | None = None   # (session id, protocol version)
         self._stream_session: ClientSession | None = None  # an adopted earlier session
+        self._owned: set[tuple[str, str | None, RequestId]] = set()  # its keys in Engine._request_owner
         # Restored at start-up and not yet heard from: its first request goes before the
         # repeat polls of the others (see Engine.after_first_contacts).
         self.awaiting_first_contact = False
@@ -185,6 +186,25 @@ class OperationRunner:
     @property
     def id(self) -> str:
         return self.record.id
+
+    @property
+    def http_session(self) -> tuple[str, str] | None:
+        """The HTTP session its handle lives in (session id, protocol version), if any."""
+        return self._http_session
+
+    @http_session.setter
+    def http_session(self, value: tuple[str, str] | None) -> None:
+        # Indexed by the engine, so that an ending operation finds the others of its
+        # session without looking at every operation.
+        users = self.engine._session_users
+        if self._http_session is not None:
+            key = (self.record.server, self._http_session[0])
+            users.get(key, set()).discard(self)
+            if not users.get(key, True):
+                del users[key]
+        self._http_session = value
+        if value is not None:
+            users.setdefault((self.record.server, value[0]), set()).add(self)
 
     @property
     def done(self) -> bool:
@@ -360,7 +380,7 @@ class OperationRunner:
             self.session.unroute_progress(self.progress_token)
         if self._stream_session is not None and self.http_session is not None:
             sid = self.http_session[0]
-            if not any(r is not self and r.http_session and r.http_session[0] == sid for r in eng.runners.values()):
+            if not any(r is not self for r in eng._session_users.get((self.record.server, sid), ())):
                 await eng._connection(self.record.server).release_side_session(sid)
         if first:
             data = {"to": status, "error": error}  # the journal records it with the change
@@ -838,6 +858,8 @@ class Engine:
         self.runners: dict[str, OperationRunner] = {}
         # (server, ClientSession.scope, request id) -> the operation that sent it
         self._request_owner: dict[tuple[str, str | None, RequestId], OperationRunner] = {}
+        # (server, HTTP session id) -> the operations whose handles live in that session
+        self._session_users: dict[tuple[str, str], set[OperationRunner]] = {}
         self._questions: dict[str, tuple[api.InputRequest, asyncio.Future]] = {}
         # Per server: operations restored at start-up not yet heard from, and an event set
         # once there are none (see after_first_contacts).
@@ -1202,10 +1224,13 @@ class Engine:
         return [r for r in self.runners.values() if r.record.server == server and not r.done]
 
     def _own_request(self, runner: OperationRunner, session: ClientSession, rid: RequestId) -> None:
-        self._request_owner[(runner.record.server, session.scope, rid)] = runner
+        key = (runner.record.server, session.scope, rid)
+        self._request_owner[key] = runner
+        runner._owned.add(key)
 
     def _disown_request(self, runner: OperationRunner, session: ClientSession, rid: RequestId) -> None:
         key = (runner.record.server, session.scope, rid)
+        runner._owned.discard(key)
         if self._request_owner.get(key) is runner:
             del self._request_owner[key]
 
@@ -1259,8 +1284,12 @@ class Engine:
     def _forget(self, runner: OperationRunner) -> None:
         self._first_contact(runner)  # ended: nothing more to wait for
         self.runners.pop(runner.id, None)
-        for key in [k for k, v in self._request_owner.items() if v is runner]:
-            del self._request_owner[key]
+        # Its own keys only: looking through every operation's made ending n of them cost n².
+        for key in runner._owned:
+            if self._request_owner.get(key) is runner:
+                del self._request_owner[key]
+        runner._owned.clear()
+        runner.http_session = None
 
     def _changed(self, runner: OperationRunner, urgent: bool = False) -> None:
         self.listener.operation_changed(runner.view)
