@@ -168,6 +168,14 @@ def _last_by_mechanism(engine: Any, attached: dict[str, float], t0: float) -> di
     return last
 
 
+def _ended_statuses(engine: Any, expected: set[str]) -> dict[str, int]:
+    ended: dict[str, int] = {}
+    for op_id in expected - set(engine.runners):
+        status = engine.journal.get_operation(op_id).status
+        ended[status] = ended.get(status, 0) + 1
+    return ended
+
+
 def measure(home: Path, t0: float, timeout: float) -> dict[str, Any]:
     from PySide6.QtWidgets import QApplication
 
@@ -234,6 +242,8 @@ def measure(home: Path, t0: float, timeout: float) -> dict[str, Any]:
             "all_attached_s_by_mechanism": _last_by_mechanism(engine, attached, t0),
             "statuses": {},
             "not_attached": {},
+            # how the operations that ended during this run ended (e.g. "unknown": lost)
+            "ended": _ended_statuses(engine, expected),
         }
         for i in live - set(attached):
             mech = engine.runners[i].mech.name if i in engine.runners else "?"
