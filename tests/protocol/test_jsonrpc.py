@@ -33,6 +33,18 @@ def test_malformed_messages_are_refused_clearly(raw, fragment):
     assert fragment in str(info.value)
 
 
+@pytest.mark.parametrize("raw, value", [
+    (b'{"jsonrpc":"2.0","method":"m","params":{"v":123456789012345678901234567890}}', 123456789012345678901234567890),
+    ('{"jsonrpc":"2.0","method":"m","params":{"v":"\\ud800"}}', "\ud800"),  # a lone surrogate
+    (b'{"jsonrpc":"2.0","method":"m","params":{"v":1.5e3,"w":"\xc3\xa9"}}', 1500.0),
+    ('{"jsonrpc":"2.0","method":"m","params":{"v":"caf\u00e9"}}', "caf\u00e9"),
+])
+def test_what_json_reads_is_read(raw, value):
+    # Integers beyond 64 bits stay exact (a faster parser tried here, orjson, turned them
+    # into floats), and what json.loads reads is read.
+    assert j.parse(raw).params["v"] == value
+
+
 def test_oversized_message_refused_before_parsing(monkeypatch):
     monkeypatch.setattr(j, "MAX_MESSAGE_BYTES", 100)
     with pytest.raises(j.ProtocolError, match="exceeds the limit"):
