@@ -26,6 +26,8 @@ def test_round_trip_of_each_kind():
     (b'{"jsonrpc":"2.0","id":1,"error":{"code":"x"}}', "integer code"),
     (b'{"jsonrpc":"2.0","id":1}', "neither a request"),
     (b"\xff\xfe", "malformed JSON"),
+    (b'{"jsonrpc":"2.0","method":"a"} {"jsonrpc":"2.0","method":"b"}', "Extra data"),
+    (b'{"jsonrpc":"2.0","method":"a"', "malformed JSON"),
 ])
 def test_malformed_messages_are_refused_clearly(raw, fragment):
     with pytest.raises(j.ProtocolError) as info:
@@ -38,6 +40,8 @@ def test_malformed_messages_are_refused_clearly(raw, fragment):
     ('{"jsonrpc":"2.0","method":"m","params":{"v":"\\ud800"}}', "\ud800"),  # a lone surrogate
     (b'{"jsonrpc":"2.0","method":"m","params":{"v":1.5e3,"w":"\xc3\xa9"}}', 1500.0),
     ('{"jsonrpc":"2.0","method":"m","params":{"v":"caf\u00e9"}}', "caf\u00e9"),
+    (b' {"jsonrpc":"2.0","method":"m","params":{"v":1}}\r\n', 1),  # whitespace around it
+    ('{"jsonrpc":"2.0","method":"m","params":{"v":2}}'.encode("utf-16"), 2),  # another encoding
 ])
 def test_what_json_reads_is_read(raw, value):
     # Integers beyond 64 bits stay exact (a faster parser tried here, orjson, turned them
