@@ -7,11 +7,19 @@ import asyncio
 
 import pytest
 
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
 from hostapp.engine import api, budget
 from hostapp.engine.budget import PollBudget
+from hostapp.engine.session import ClientHandlers
+from hostapp.engine.supervisor import ServerConnection
 from hostapp.store.journal import ServerConfig
 from tests.engine.test_engine import run_engine
+from tests.engine.test_network_break import handle_committed
 from tests.support.faults import LoopbackProxy
+from tests.support.peers import Peer, free_port
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -132,8 +140,6 @@ async def test_operations_resumed_together_ask_once_for_a_method_the_server_lack
     # After a restart every extension task asks for its status and its pushed
     # notifications at once; the new session does not know yet that the lab has no
     # subscriptions/listen. One asks; the others wait for that answer and then only poll.
-    from tests.engine.test_network_break import handle_committed
-
     proxy = LoopbackProxy(lab.port).start()
     engine = await run_engine(isolated_home, recorder)
     try:
@@ -163,11 +169,6 @@ async def test_operations_resumed_together_ask_once_for_a_method_the_server_lack
 async def test_tasks_created_together_on_fastmcp_ask_once_for_its_missing_listen(isolated_home, recorder, real_keyring):
     # fastmcp's tasks extension has no subscriptions/listen either (HTTP 404 with -32601):
     # four tasks created together send one, and all complete by polling.
-    import sys
-    from pathlib import Path
-
-    from tests.support.peers import Peer, free_port
-
     port = free_port()
     server = Path(__file__).parents[1] / "faults" / "fastmcp_tasks_server.py"
     peer = Peer([sys.executable, str(server), str(port), str(isolated_home / "executions.txt")], port)
@@ -193,12 +194,7 @@ class _Transport:
         self.acknowledges_requests = acknowledges
 
 
-def _connection(acknowledges: bool = True):
-    from types import SimpleNamespace
-
-    from hostapp.engine.session import ClientHandlers
-    from hostapp.engine.supervisor import ServerConnection
-
+def _connection(acknowledges: bool = True) -> ServerConnection:
     cfg = ServerConfig(name="s", transport="http", url="http://127.0.0.1:9/mcp")
     conn = ServerConnection(cfg, secret_store=None, handlers_factory=lambda c, scope=None: ClientHandlers(),
                             capabilities={}, on_change=lambda view: None, on_ready=None)  # type: ignore[arg-type]
@@ -224,7 +220,7 @@ async def test_an_optional_method_is_probed_by_one_request_while_the_others_wait
 
 
 async def test_without_acknowledgements_waiters_go_after_a_while(monkeypatch):
-    from hostapp.engine import supervisor
+    from hostapp.engine import supervisor  # the module, for its constant
 
     monkeypatch.setattr(supervisor, "OPTIONAL_PROBE_SECONDS", 0.1)
     conn = _connection(acknowledges=False)  # stdio: a written request says nothing
