@@ -768,6 +768,10 @@ class _EngineHandlers(ClientHandlers):
 
     def on_closed(self, error: Exception | None) -> None:
         eng = self.engine
+        if eng.stopping:
+            # Quitting closes every session; the operations stay as they are (feeding them
+            # would do nothing but cost a task per operation and session: 10,000 x 11 at 10,000).
+            return
         for runner in eng._in_flight_of(self.conn.name):
             if runner.session is not None and runner.session.state == "ready":
                 continue  # it works on another session of this server, which is still open
