@@ -91,10 +91,18 @@ def start_sdk_mrtr_server() -> Peer:
 
 def hostapp(*args: str, home: Path, timeout: float = 120, env: dict[str, str] | None = None
             ) -> subprocess.CompletedProcess:
-    """Run the real command line (a new process, as a person or a script would)."""
-    return subprocess.run([sys.executable, "-m", "hostapp", *args], capture_output=True, text=True,
-                          timeout=timeout, cwd=REPO_ROOT, stdin=subprocess.DEVNULL,
-                          env={**os.environ, "HOSTAPP_HOME": str(home), **(env or {})})
+    """Run the real command line (a new process, as a person or a script would). One that
+    does not end in time fails the test with what it had written by then."""
+    try:
+        return subprocess.run([sys.executable, "-m", "hostapp", *args], capture_output=True, text=True,
+                              timeout=timeout, cwd=REPO_ROOT, stdin=subprocess.DEVNULL,
+                              env={**os.environ, "HOSTAPP_HOME": str(home), **(env or {})})
+    except subprocess.TimeoutExpired as exc:
+        def text(data: bytes | str | None) -> str:
+            return data.decode(errors="replace") if isinstance(data, bytes) else (data or "")
+
+        raise AssertionError(f"hostapp {' '.join(args)} did not end within {timeout} s\n"
+                             f"stdout: {text(exc.stdout)[-3000:]}\nstderr: {text(exc.stderr)[-3000:]}") from None
 
 
 def events(proc: subprocess.CompletedProcess) -> list[dict]:
