@@ -199,9 +199,11 @@ class OperationRunner:
         users = self.engine._session_users
         if self._http_session is not None:
             key = (self.record.server, self._http_session[0])
-            users.get(key, set()).discard(self)
-            if not users.get(key, True):
-                del users[key]
+            peers = users.get(key)
+            if peers is not None:
+                peers.discard(self)
+                if not peers:
+                    del users[key]
         self._http_session = value
         if value is not None:
             users.setdefault((self.record.server, value[0]), set()).add(self)
@@ -575,12 +577,22 @@ class OperationRunner:
         await self._send_request_now(action)
 
     async def _send_request_now(self, action: A.SendRequest) -> None:
-        probe = None
-        if action.method in OPTIONAL_METHODS:
-            turn = await self.engine._connection(self.record.server).optional_turn(action.method)
-            if turn is None:
-                return  # the server said it has no such method: an extra, not needed to go on
-            probe = turn == "probe"
+        if action.method not in OPTIONAL_METHODS:
+            await self._send_one(action)
+            return
+        conn = self.engine._connection(self.record.server)
+        turn = await conn.optional_turn(action.method)
+        if turn is None:
+            return  # the server said it has no such method: an extra, not needed to go on
+        if turn == "go":
+            await self._send_one(action)
+            return
+        try:  # the probe: its verdict is given however it ends, so the others never wait for ever
+            await self._send_one(action, on_accepted=functools.partial(conn.optional_verdict, action.method, True))
+        finally:
+            conn.optional_verdict(action.method, None)  # no answer either way: the next one asks
+
+    async def _send_one(self, action: A.SendRequest, on_accepted: Callable[[], None] | None = None) -> None:
         try:
             session = await self._live_session()
         except asyncio.CancelledError:
@@ -592,15 +604,8 @@ class OperationRunner:
             rid = session.ids.next()
         self.engine._own_request(self, session, rid)
         original = action.reuse_jsonrpc_id or action.method == self.mech.method
-        if not probe:
-            await self._request(session, action.method, action.params, rid, original=original, which=action.method)
-            return
-        conn = self.engine._connection(self.record.server)
-        try:
-            await self._request(session, action.method, action.params, rid, original=original, which=action.method,
-                                on_accepted=functools.partial(conn.optional_verdict, action.method, True))
-        finally:
-            conn.optional_verdict(action.method, None)  # no answer either way: the next one asks
+        await self._request(session, action.method, action.params, rid, original=original, which=action.method,
+                            on_accepted=on_accepted)
 
     async def _send_notification(self, method: str, params: dict) -> None:
         try:
