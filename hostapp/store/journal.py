@@ -133,9 +133,7 @@ class OperationRecord:
     error: dict[str, Any] | None = None
     handle_ref: str | None = None
     handle: dict[str, Any] = field(default_factory=dict)
-    pending_input: dict[str, Any] | None = None
     resumable: bool = True
-    delivered: bool = False
     finished_at: float | None = None
 
     def __post_init__(self) -> None:
@@ -165,15 +163,15 @@ def new_operation_id() -> str:
     return uuid.uuid4().hex
 
 
-_JSON_OPERATION_FIELDS = ("params", "jsonrpc_id", "result", "error", "handle", "pending_input")
-_BOOL_OPERATION_FIELDS = ("resumable", "delivered")
+_JSON_OPERATION_FIELDS = ("params", "jsonrpc_id", "result", "error", "handle")
+_BOOL_OPERATION_FIELDS = ("resumable",)
 _JSON_SERVER_FIELDS = ("headers", "secret_headers", "args", "env", "secret_env")
 _OPERATION_FIELDS = tuple(f.name for f in fields(OperationRecord))
 _SERVER_FIELDS = tuple(f.name for f in fields(ServerConfig))
 # Membership tests take any string; a StrEnum's values are its members' equals.
 _STATUS_VALUES = frozenset(OperationStatus)
 # What may still change on a terminal operation: bookkeeping, never the outcome.
-_TERMINAL_MUTABLE = frozenset({"delivered", "resumable", "handle_ref", "handle", "mechanism", "pending_input"})
+_TERMINAL_MUTABLE = frozenset({"resumable", "handle_ref", "handle", "mechanism"})
 
 # -- row conversion -------------------------------------------------------------------
 
@@ -498,7 +496,7 @@ class OperationJournal:
             # The in_flight guard makes the terminal transition happen once even if two
             # writers raced; the writer thread serialises them anyway.
             changed = db.execute(
-                "UPDATE operations SET status = ?, result = ?, error = ?, pending_input = NULL, "
+                "UPDATE operations SET status = ?, result = ?, error = ?, "
                 "in_flight = 0, updated_at = ?, finished_at = ? WHERE id = ? AND in_flight = 1",
                 (status, result_json, error_json, now, now, op_id),
             ).rowcount
@@ -585,13 +583,6 @@ class OperationJournal:
     def unfinished_ids(self) -> list[str]:
         """The ids of the operations not yet terminal (no record decoded)."""
         return [row["id"] for row in self._read_all("SELECT id FROM operations WHERE in_flight = 1")]
-
-    def undelivered_operations(self) -> list[OperationRecord]:
-        """Terminal operations whose outcome was never marked delivered, oldest first."""
-        rows = self._read_all(
-            "SELECT * FROM operations WHERE in_flight = 0 AND delivered = 0 ORDER BY created_at, id"
-        )
-        return [_row_to_operation(row) for row in rows]
 
     def events(self, op_id: str, limit: int | None = None) -> list[OperationEvent]:
         """The operation's timeline, oldest first; with ``limit``, only the newest ``limit``."""

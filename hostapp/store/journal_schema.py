@@ -99,6 +99,15 @@ def _create_schema_1_0(db: sqlite_utils.Database) -> None:
     )
 
 
+def _drop_unused_operation_columns_2_0(db: sqlite_utils.Database) -> None:
+    # No hostapp ever set them: an outcome is delivered once through the terminal
+    # transition itself (finish_operation), and no question was kept in the journal. A
+    # major step, because a 1.x hostapp writes both columns with every new operation.
+    # (ALTER TABLE ... DROP COLUMN needs SQLite 3.35; neither column is in an index.)
+    db.execute("ALTER TABLE operations DROP COLUMN delivered")
+    db.execute("ALTER TABLE operations DROP COLUMN pending_input")
+
+
 @dataclass(frozen=True)
 class Migration:
     """One step of the schema: brings a journal to ``version`` by calling ``apply``."""
@@ -111,7 +120,10 @@ class Migration:
 #: Every schema step, oldest first. Append new ones; never edit a released one. A step
 #: that only adds (columns, tables, indexes) bumps the minor version; anything an older
 #: hostapp could misread bumps the major version.
-MIGRATIONS: tuple[Migration, ...] = (Migration((1, 0), "servers, operations, events", _create_schema_1_0),)
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration((1, 0), "servers, operations, events", _create_schema_1_0),
+    Migration((2, 0), "operations without delivered and pending_input", _drop_unused_operation_columns_2_0),
+)
 
 #: The schema this code writes: (major, minor).
 SCHEMA_VERSION: tuple[int, int] = MIGRATIONS[-1].version

@@ -65,7 +65,7 @@ async def test_update_checks_the_transition_and_keeps_a_timeline(journal: Operat
     updated = await journal.update_operation(op.id, status="running", jsonrpc_id=3, mechanism="tasks_2025")
     assert updated.status == "running" and updated.mechanism == "tasks_2025"
     assert committed_row(journal.path, op.id)["jsonrpc_id"] == "3"
-    await journal.update_operation(op.id, status="input_required", pending_input={"message": "which?"})
+    await journal.update_operation(op.id, status="input_required")
     with pytest.raises(StatusTransitionError, match="input_required to pending"):
         await journal.update_operation(op.id, status="pending")
     assert journal.get_operation(op.id).status == "input_required"
@@ -138,22 +138,19 @@ async def test_a_terminal_outcome_never_changes(journal: OperationJournal):
     for change in ({"status": "running"}, {"result": {"x": 1}}, {"progress": 5.0}, {"status": "completed"}):
         with pytest.raises(StatusTransitionError):
             await journal.update_operation(op.id, **change)
-    # bookkeeping may still change: delivery, and dropping the handle's secret
-    marked = await journal.update_operation(op.id, delivered=True, handle_ref=None, status="unknown")
-    assert marked.delivered and marked.status == "unknown"
+    # bookkeeping may still change: resumability, and dropping the handle's secret
+    marked = await journal.update_operation(op.id, resumable=False, handle_ref=None, status="unknown")
+    assert not marked.resumable and marked.status == "unknown"
     assert journal.get_operation(op.id).error == {"message": "the server restarted"}
 
 
-async def test_undelivered_and_unfinished(journal: OperationJournal):
+async def test_unfinished(journal: OperationJournal):
     a, b, c = record("a", created_at=1.0), record("b", created_at=2.0), record("c", created_at=3.0)
     for op in (a, b, c):
         await journal.create_operation(op)
     await journal.finish_operation("b", "completed")
     assert [op.id for op in journal.unfinished_operations()] == ["a", "c"]
     assert sorted(journal.unfinished_ids()) == ["a", "c"]
-    assert [op.id for op in journal.undelivered_operations()] == ["b"]
-    await journal.update_operation("b", delivered=True)
-    assert journal.undelivered_operations() == []
 
 
 async def test_list_puts_in_flight_first_then_newest(journal: OperationJournal):
