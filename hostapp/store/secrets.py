@@ -32,7 +32,7 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import closing, contextmanager
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, TypeAlias
 
 import keyring
 import keyring.errors
@@ -479,6 +479,10 @@ class SecretStore:
         return new_ref
 
 
+#: A Secret Service ``Secret`` struct: (session path, parameters, value, content type).
+_SecretStruct: TypeAlias = tuple[str, bytes, bytes, str]
+
+
 class _SharedSecretService:
     """Reads and writes entries of keyring's Secret Service backend over one D-Bus
     connection and one encryption session. The backend's own calls open both per call:
@@ -559,7 +563,7 @@ class _SharedSecretService:
         from secretstorage.defines import SS_PREFIX
         from secretstorage.util import DBusAddressWrapper
 
-        pending = {}
+        pending: dict[int, str] = {}  # request serial -> item path
         for path in paths:
             serial = next(self._connection.outgoing_serial)
             pending[serial] = path
@@ -568,23 +572,25 @@ class _SharedSecretService:
         usernames: dict[str, str] = {}
         while pending:
             reply = self._connection.receive(timeout=30)
-            path = pending.pop(reply.header.fields.get(HeaderFields.reply_serial, -1), None)
-            if path is None or reply.header.message_type == MessageType.error:
+            reply_to: int = reply.header.fields.get(HeaderFields.reply_serial, -1)
+            answered = pending.pop(reply_to, None)
+            if answered is None or reply.header.message_type == MessageType.error:
                 continue  # a signal; or an item deleted meanwhile
             (_signature, attributes) = reply.body[0]
             if "username" in attributes:
-                usernames[path] = attributes["username"]
+                usernames[answered] = attributes["username"]
         return usernames
 
-    def _get_secrets(self, paths: list[str]) -> dict[str, tuple]:
+    def _get_secrets(self, paths: list[str]) -> dict[str, _SecretStruct]:
         from secretstorage.defines import SS_PATH
         from secretstorage.util import SERVICE_IFACE, DBusAddressWrapper
 
         service = DBusAddressWrapper(SS_PATH, SERVICE_IFACE, self._connection)
+        secrets: dict[str, _SecretStruct]
         (secrets,) = service.call("GetSecrets", "aoo", paths, self._session.object_path)
         return secrets
 
-    def _decrypt(self, secret: tuple) -> str:
+    def _decrypt(self, secret: _SecretStruct) -> str:
         """A Secret Service ``Secret`` struct (session, parameters, value, content type)
         as text: AES-128-CBC with PKCS#7 padding under the session's key, or plain."""
         _session, parameters, value, _content_type = secret
@@ -593,7 +599,9 @@ class _SharedSecretService:
         from cryptography.hazmat.primitives import padding
         from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
-        decryptor = Cipher(algorithms.AES(self._session.aes_key), modes.CBC(bytes(parameters))).decryptor()
+        key = self._session.aes_key
+        assert key is not None  # an encrypted session has its key
+        decryptor = Cipher(algorithms.AES(key), modes.CBC(bytes(parameters))).decryptor()
         unpadder = padding.PKCS7(128).unpadder()
         padded = decryptor.update(bytes(value)) + decryptor.finalize()
         return (unpadder.update(padded) + unpadder.finalize()).decode("utf-8")
