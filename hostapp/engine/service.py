@@ -1316,7 +1316,7 @@ class Engine:
             params={"name": tool, "arguments": arguments or {}}, tool=tool, jsonrpc_id=None,
             mechanism=None, status=api.PENDING, progress=None, total=None, message="starting",
             created_at=now, updated_at=now, deadline=now + deadline_s, result=None, error=None,
-            handle_ref=None, handle={}, pending_input=None, resumable=self.keyring_problem is None, delivered=False)
+            handle_ref=None, handle={}, resumable=self.keyring_problem is None)
         await self.journal.create_operation(record)
         # Chosen from what is known now, chosen again once connected (send_original): the
         # operation is shown, and can be cancelled, before the server ever answered.

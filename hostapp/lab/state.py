@@ -257,6 +257,12 @@ class LabState:
         self.db.execute("UPDATE streams SET delivered_seq = MAX(delivered_seq, ?), touched_at = ? WHERE id = ?",
                         (seq, time.time(), stream_id))
 
+    def adopt_stream(self, stream_id: str | None, kind: str, handle: str, max_idle: float | None) -> None:
+        """Give a request's stream a handle the client can come back with (a draft stream,
+        a resumable request), and how long it may go untouched."""
+        self.db.execute("UPDATE streams SET kind = ?, handle_key = ?, max_idle = ? WHERE id = ?",
+                        (kind, handle_key(handle), max_idle, stream_id))
+
     def touch_stream(self, stream_id: str) -> None:
         self.db.execute("UPDATE streams SET touched_at = ? WHERE id = ?", (time.time(), stream_id))
 

@@ -62,15 +62,6 @@ class ServerInfo:
     def name(self) -> str:
         return str(self.server_info.get("name") or "")
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "protocolVersion": self.protocol_version,
-            "era": self.era,
-            "capabilities": self.capabilities,
-            "serverInfo": self.server_info,
-            "instructions": self.instructions,
-        }
-
 
 def initialize_params(client_info: dict[str, Any], capabilities: dict[str, Any],
                       version: str = HANDSHAKE_OFFER) -> dict[str, Any]:

@@ -1,11 +1,12 @@
-"""The operation journal: every long request as a durable row in SQLite.
+"""The operation journal: every long request as a durable row in SQLite, and its queries.
 
 An operation row is committed before its request leaves the process, and a server-issued
 handle (its secret in the keyring, only a reference here) is committed before the host
 acts on it. After a crash the journal alone says what to do: resume, poll, or show the
 outcome as unknown.
 
-Writes go through one writer thread that owns the only writing connection:
+Writes go through one writer thread that owns the only writing connection
+(:mod:`hostapp.store.journal_writer`):
 
 * write-ahead writes (:meth:`OperationJournal.create_operation`, ``update_operation``,
   ``finish_operation``, server changes) are committed with ``synchronous=FULL`` before
@@ -18,9 +19,9 @@ Writes go through one writer thread that owns the only writing connection:
 
 Reads use a second connection; WAL lets them run while the writer commits.
 
-The schema version lives in ``PRAGMA user_version`` as ``major << 16 | minor``. A
-newer minor version only adds things an older hostapp may ignore; a newer major version
-is refused with :class:`JournalTooNew`.
+The schema, its versions and migrations are in :mod:`hostapp.store.journal_schema`; the
+operation statuses and their lifecycle in :mod:`hostapp.store.status`. The names other
+layers use from those modules are importable from here too.
 """
 
 from __future__ import annotations
@@ -28,81 +29,58 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import json
-import logging
-import queue
 import sqlite3
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any, Literal, Self
+from typing import Any, Literal, Self, TypeVar
 
 import sqlite_utils
 
+from hostapp.store.journal_schema import (
+    MIGRATIONS,
+    SCHEMA_VERSION,
+    WAL_SWITCH_WAIT_SECONDS,
+    JournalTooNew,
+    Migration,
+    decode_user_version,
+    encode_user_version,
+    enter_wal_mode,
+    migrate,
+)
+from hostapp.store.journal_writer import JournalStats, JournalWriter
 from hostapp.store.secrets import is_secret_ref
+from hostapp.store.status import (
+    IN_FLIGHT,
+    TERMINAL,
+    OperationStatus,
+    StatusTransitionError,
+    check_transition,
+)
 
-log = logging.getLogger(__name__)
+__all__ = [
+    "MIGRATIONS",
+    "SCHEMA_VERSION",
+    "WAL_SWITCH_WAIT_SECONDS",
+    "JournalStats",
+    "JournalTooNew",
+    "Migration",
+    "OperationEvent",
+    "OperationJournal",
+    "OperationRecord",
+    "ServerConfig",
+    "decode_user_version",
+    "encode_user_version",
+    "migrate",
+    "new_operation_id",
+]
 
-# -- statuses -------------------------------------------------------------------------
-
-PENDING = "pending"  # row written, request not yet sent
-RUNNING = "running"
-INPUT_REQUIRED = "input_required"
-COMPLETED = "completed"
-FAILED = "failed"
-CANCELLED = "cancelled"
-EXPIRED = "expired"
-UNKNOWN = "unknown"  # the call may have run and its outcome cannot be learnt: never re-run silently
-
-STATUSES = (PENDING, RUNNING, INPUT_REQUIRED, COMPLETED, FAILED, CANCELLED, EXPIRED, UNKNOWN)
-# ``unknown`` is an outcome too: running the call again is the person's choice and
-# makes a new operation, so the old one ends there.
-TERMINAL_STATUSES = frozenset({COMPLETED, FAILED, CANCELLED, EXPIRED, UNKNOWN})
-IN_FLIGHT_STATUSES = frozenset(STATUSES) - TERMINAL_STATUSES
-
-# Allowed changes between different statuses. Nothing leaves a terminal status, and
-# nothing goes back to ``pending``, whose meaning is "never sent".
-_TRANSITIONS: dict[str, frozenset[str]] = {
-    PENDING: frozenset({RUNNING, INPUT_REQUIRED}) | TERMINAL_STATUSES,
-    RUNNING: frozenset({INPUT_REQUIRED}) | TERMINAL_STATUSES,
-    INPUT_REQUIRED: frozenset({RUNNING}) | TERMINAL_STATUSES,
-}
-
-
-class StatusTransitionError(Exception):
-    """An operation was asked to change status in a way the lifecycle forbids."""
-
-
-class JournalTooNew(Exception):
-    """The journal file was written by a newer hostapp with an incompatible schema."""
-
-
-def check_transition(old: str, new: str) -> None:
-    """Raise :class:`StatusTransitionError` unless an operation may go from ``old`` to ``new``.
-
-    The one place where the operation lifecycle is decided. Staying in the same
-    non-terminal status is allowed (nothing changes); a terminal status never changes
-    again, which is what makes delivery of an outcome happen exactly once.
-    """
-    if new not in STATUSES:
-        raise StatusTransitionError(f"unknown operation status {new!r}")
-    if old in TERMINAL_STATUSES:
-        raise StatusTransitionError(f"operation is already {old}; it cannot become {new}")
-    if old == new:
-        return
-    if new not in _TRANSITIONS.get(old, frozenset()):
-        raise StatusTransitionError(f"an operation cannot go from {old} to {new}")
-
-
-def is_terminal(status: str) -> bool:
-    return status in TERMINAL_STATUSES
-
+_T = TypeVar("_T")
 
 # -- records --------------------------------------------------------------------------
-
 
 @dataclass
 class ServerConfig:
@@ -144,7 +122,7 @@ class OperationRecord:
     tool: str | None = None
     jsonrpc_id: int | str | None = None
     mechanism: str | None = None
-    status: str = PENDING
+    status: str = OperationStatus.PENDING  # an OperationStatus; read back as one
     progress: float | None = None
     total: float | None = None
     message: str | None = None
@@ -155,9 +133,7 @@ class OperationRecord:
     error: dict[str, Any] | None = None
     handle_ref: str | None = None
     handle: dict[str, Any] = field(default_factory=dict)
-    pending_input: dict[str, Any] | None = None
     resumable: bool = True
-    delivered: bool = False
     finished_at: float | None = None
 
     def __post_init__(self) -> None:
@@ -166,7 +142,7 @@ class OperationRecord:
 
     @property
     def terminal(self) -> bool:
-        return self.status in TERMINAL_STATUSES
+        return self.status in TERMINAL
 
 
 @dataclass(frozen=True)
@@ -180,16 +156,6 @@ class OperationEvent:
     data: dict[str, Any]
 
 
-@dataclass
-class JournalStats:
-    """Counters of the writer thread, for tests and the benchmark."""
-
-    batches: int = 0  # committed transactions
-    durable_batches: int = 0  # of which committed with synchronous=FULL
-    rows_written: int = 0  # rows inserted, updated or deleted
-    progress_received: int = 0  # record_progress calls accepted
-    events_received: int = 0  # append_event calls accepted
-    dropped: int = 0  # hot-path writes after close, or lost to a failed batch
 
 
 def new_operation_id() -> str:
@@ -197,173 +163,15 @@ def new_operation_id() -> str:
     return uuid.uuid4().hex
 
 
-# -- schema ---------------------------------------------------------------------------
-
-#: The schema this code writes: (major, minor).
-SCHEMA_VERSION = (1, 0)
-
-_JSON_OPERATION_FIELDS = ("params", "jsonrpc_id", "result", "error", "handle", "pending_input")
-_BOOL_OPERATION_FIELDS = ("resumable", "delivered")
+_JSON_OPERATION_FIELDS = ("params", "jsonrpc_id", "result", "error", "handle")
+_BOOL_OPERATION_FIELDS = ("resumable",)
 _JSON_SERVER_FIELDS = ("headers", "secret_headers", "args", "env", "secret_env")
 _OPERATION_FIELDS = tuple(f.name for f in fields(OperationRecord))
 _SERVER_FIELDS = tuple(f.name for f in fields(ServerConfig))
+# Membership tests take any string; a StrEnum's values are its members' equals.
+_STATUS_VALUES = frozenset(OperationStatus)
 # What may still change on a terminal operation: bookkeeping, never the outcome.
-_TERMINAL_MUTABLE = frozenset({"delivered", "resumable", "handle_ref", "handle", "mechanism", "pending_input"})
-
-
-def _create_schema_1_0(db: sqlite_utils.Database) -> None:
-    db["servers"].create(
-        {
-            "name": str,
-            "transport": str,
-            "url": str,
-            "headers": str,
-            "secret_headers": str,
-            "command": str,
-            "args": str,
-            "env": str,
-            "secret_env": str,
-            "enabled": int,
-            "protocol_version": str,
-            "session_ref": str,
-            "last_seen": float,
-        },
-        pk="name",
-        not_null={"transport", "enabled"},
-    )
-    db["operations"].create(
-        {
-            "id": str,
-            "server": str,
-            "method": str,
-            "params": str,
-            "tool": str,
-            "jsonrpc_id": str,
-            "mechanism": str,
-            "status": str,
-            "progress": float,
-            "total": float,
-            "message": str,
-            "created_at": float,
-            "updated_at": float,
-            "deadline": float,
-            "result": str,
-            "error": str,
-            "handle_ref": str,
-            "handle": str,
-            "pending_input": str,
-            "resumable": int,
-            "delivered": int,
-            "finished_at": float,
-            # 1 while not terminal: lets the history list "in flight first, then newest"
-            # straight from an index.
-            "in_flight": int,
-        },
-        pk="id",
-        not_null={"server", "method", "params", "status", "created_at", "updated_at", "in_flight"},
-    )
-    operations = db["operations"]
-    operations.create_index(["in_flight", "created_at", "id"], index_name="operations_by_list_order")
-    operations.create_index(["status", "created_at", "id"], index_name="operations_by_status")
-    operations.create_index(["server", "created_at"], index_name="operations_by_server")
-    db["events"].create(
-        {"seq": int, "op_id": str, "at": float, "kind": str, "data": str},
-        pk="seq",
-        not_null={"op_id", "at", "kind"},
-    )
-    db["events"].create_index(["op_id", "seq"], index_name="events_by_operation")
-    db.execute(
-        "CREATE TRIGGER events_append_only BEFORE UPDATE ON events "
-        "BEGIN SELECT RAISE(ABORT, 'the event timeline is append-only'); END"
-    )
-
-
-@dataclass(frozen=True)
-class Migration:
-    """One step of the schema: brings a journal to ``version`` by calling ``apply``."""
-
-    version: tuple[int, int]
-    description: str
-    apply: Callable[[sqlite_utils.Database], None]
-
-
-#: Every schema step, oldest first. Append new ones; never edit a released one. A step
-#: that only adds (columns, tables, indexes) bumps the minor version; anything an older
-#: hostapp could misread bumps the major version.
-MIGRATIONS: tuple[Migration, ...] = (Migration((1, 0), "servers, operations, events", _create_schema_1_0),)
-
-
-def encode_user_version(version: tuple[int, int]) -> int:
-    major, minor = version
-    if not (0 <= major < 0x7FFF and 0 <= minor <= 0xFFFF):
-        raise ValueError(f"schema version out of range: {version}")
-    return major << 16 | minor
-
-
-def decode_user_version(value: int) -> tuple[int, int]:
-    return value >> 16, value & 0xFFFF
-
-
-@contextmanager
-def _write_transaction(conn: sqlite3.Connection) -> Iterator[None]:
-    """One transaction that holds the write lock from its start.
-
-    ``BEGIN IMMEDIATE`` waits (busy timeout) for another process's writer instead of
-    failing half-way, when a read inside the transaction turns into a write.
-    """
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        yield
-    except BaseException:
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
-        raise
-    try:
-        conn.execute("COMMIT")
-    except BaseException:
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
-        raise
-
-
-def _schema_version(db: sqlite_utils.Database, target: tuple[int, int], path: Path | str | None) -> tuple[int, int]:
-    current = decode_user_version(db.execute("PRAGMA user_version").fetchone()[0])
-    if current[0] > target[0]:
-        where = f" at {path}" if path is not None else ""
-        raise JournalTooNew(
-            f"this journal{where} was written by a newer hostapp (schema {current[0]}.{current[1]}); "
-            f"this hostapp understands schema {target[0]}.x only. Update hostapp, or set "
-            "HOSTAPP_HOME to another directory to start a separate journal."
-        )
-    return current
-
-
-def migrate(
-    db: sqlite_utils.Database,
-    migrations: Sequence[Migration] = MIGRATIONS,
-    path: Path | str | None = None,
-) -> tuple[int, int]:
-    """Bring the database up to the newest step of ``migrations``; return its version.
-
-    Each step runs in its own transaction together with its ``user_version`` bump, so an
-    interrupted upgrade restarts cleanly at the step that did not finish, and a second
-    process opening the same journal at the same moment waits and then skips the step.
-    """
-    target = migrations[-1].version if migrations else (0, 0)
-    current = _schema_version(db, target, path)
-    for step in migrations:
-        if step.version <= current:
-            continue
-        with _write_transaction(db.conn):
-            current = _schema_version(db, target, path)  # another process may have been first
-            if step.version <= current:
-                continue
-            step.apply(db)
-            db.execute(f"PRAGMA user_version = {encode_user_version(step.version)}")
-            current = step.version
-        log.info("journal schema migrated to %d.%d (%s)", *step.version, step.description)
-    return current
-
+_TERMINAL_MUTABLE = frozenset({"resumable", "handle_ref", "handle", "mechanism"})
 
 # -- row conversion -------------------------------------------------------------------
 
@@ -382,16 +190,17 @@ def _operation_to_row(record: OperationRecord) -> dict[str, Any]:
         row[name] = _dumps(row[name])
     for name in _BOOL_OPERATION_FIELDS:
         row[name] = int(bool(row[name]))
-    row["in_flight"] = int(record.status not in TERMINAL_STATUSES)
+    row["in_flight"] = int(record.status not in TERMINAL)
     return row
 
 
-def _row_to_operation(row: sqlite3.Row) -> OperationRecord:
+def _row_to_operation(row: sqlite3.Row | Mapping[str, Any]) -> OperationRecord:
     values = {name: row[name] for name in _OPERATION_FIELDS}
     for name in _JSON_OPERATION_FIELDS:
         values[name] = _loads(values[name])
     for name in _BOOL_OPERATION_FIELDS:
         values[name] = bool(values[name])
+    values["status"] = OperationStatus(values["status"])
     if values["handle"] is None:
         values["handle"] = {}
     return OperationRecord(**values)
@@ -405,7 +214,7 @@ def _server_to_row(config: ServerConfig) -> dict[str, Any]:
     return row
 
 
-def _row_to_server(row: sqlite3.Row) -> ServerConfig:
+def _row_to_server(row: sqlite3.Row | Mapping[str, Any]) -> ServerConfig:
     values = {name: row[name] for name in _SERVER_FIELDS}
     for name in _JSON_SERVER_FIELDS:
         values[name] = _loads(values[name]) or ({} if name != "args" else [])
@@ -434,186 +243,15 @@ def _validate_operation_fields(values: dict[str, Any]) -> None:
     if ref is not None and not is_secret_ref(ref):
         raise ValueError("handle_ref must be a keyring reference")
     status = values.get("status")
-    if status is not None and status not in STATUSES:
+    if status is not None and status not in _STATUS_VALUES:
         raise StatusTransitionError(f"unknown operation status {status!r}")
-
-
-# -- the writer thread ----------------------------------------------------------------
-
-
-@dataclass
-class _WriteAhead:
-    apply: Callable[[sqlite_utils.Database], Any]
-    future: concurrent.futures.Future
-
-
-@dataclass
-class _Barrier:
-    """Resolved once everything queued before it is committed; ``stop`` ends the thread."""
-
-    future: concurrent.futures.Future
-    stop: bool = False
-
-
-_PROGRESS = "progress"
-_EVENT = "event"
-
-
-class _JournalWriter(threading.Thread):
-    """The only thread that writes; one transaction per batch of queued writes."""
-
-    def __init__(self, db: sqlite_utils.Database, stats: JournalStats, interval: float, max_items: int):
-        super().__init__(name="hostapp-journal-writer", daemon=True)
-        self.db = db
-        self.stats = stats
-        self.interval = interval
-        self.max_items = max_items
-        self.queue: queue.SimpleQueue = queue.SimpleQueue()
-        self._synchronous: str | None = None
-
-    def run(self) -> None:
-        stopping = False
-        while not stopping:
-            batch = self._gather()
-            stopping = any(isinstance(item, _Barrier) and item.stop for item in batch)
-            self._commit(batch)
-        # Anything that slipped in behind the stop request is refused, not left hanging.
-        while True:
-            try:
-                item = self.queue.get_nowait()
-            except queue.Empty:
-                break
-            future = getattr(item, "future", None)
-            if future is not None and future.set_running_or_notify_cancel():
-                future.set_exception(RuntimeError("the operation journal is closed"))
-            elif future is None:
-                self.stats.dropped += 1
-
-    def _gather(self) -> list:
-        """Block for one item, then collect more until ~interval passed or one must commit now."""
-        first = self.queue.get()
-        batch = [first]
-        urgent = not isinstance(first, tuple)
-        deadline = time.monotonic() + self.interval
-        while len(batch) < self.max_items:
-            try:
-                timeout = 0.0 if urgent else deadline - time.monotonic()
-                item = self.queue.get(timeout=timeout) if timeout > 0 else self.queue.get_nowait()
-            except queue.Empty:
-                break
-            batch.append(item)
-            urgent = urgent or not isinstance(item, tuple)
-        return batch
-
-    def _set_synchronous(self, mode: str) -> None:
-        if self._synchronous != mode:
-            self.db.execute(f"PRAGMA synchronous = {mode}")
-            self._synchronous = mode
-
-    def _commit(self, batch: list) -> None:
-        conn = self.db.conn
-        durable = any(isinstance(item, _WriteAhead) for item in batch)
-        outcomes: list[tuple[concurrent.futures.Future, Any, BaseException | None]] = []
-        progress: dict[str, tuple] = {}
-        events: list[tuple] = []
-        changes_before = conn.total_changes
-
-        def write_hot_path() -> None:
-            if progress:
-                conn.executemany(
-                    "UPDATE operations SET progress = ?, total = ?, message = COALESCE(?, message), "
-                    "updated_at = ? WHERE id = ? AND in_flight = 1",
-                    [(p, t, m, at, op_id) for (_, op_id, p, t, m, at) in progress.values()],
-                )
-                progress.clear()
-            if events:
-                conn.executemany(
-                    "INSERT INTO events (op_id, at, kind, data) VALUES (?, ?, ?, ?)",
-                    [(op_id, at, kind, data) for (_, op_id, kind, data, at) in events],
-                )
-                events.clear()
-
-        try:
-            self._set_synchronous("FULL" if durable else "NORMAL")
-            with _write_transaction(conn):
-                for item in batch:
-                    if isinstance(item, tuple):
-                        if item[0] == _PROGRESS:
-                            # Coalesce: only the newest value per operation is written,
-                            # with the newest message seen (a value may come without one).
-                            earlier = progress.get(item[1])
-                            if item[4] is None and earlier is not None and earlier[4] is not None:
-                                item = (*item[:4], earlier[4], item[5])
-                            progress[item[1]] = item
-                        else:
-                            events.append(item)
-                    elif isinstance(item, _WriteAhead):
-                        if not item.future.set_running_or_notify_cancel():
-                            continue  # the caller gave up before the write began
-                        # Keep order: earlier progress and events land before this write.
-                        write_hot_path()
-                        try:
-                            with self.db.atomic():  # a savepoint: a failed write undoes only itself
-                                outcomes.append((item.future, item.apply(self.db), None))
-                        except Exception as exc:  # noqa: BLE001 - handed to the caller
-                            outcomes.append((item.future, None, exc))
-                    else:
-                        write_hot_path()
-                        item.future.set_running_or_notify_cancel()
-                        outcomes.append((item.future, None, None))
-                write_hot_path()
-        except Exception as exc:
-            log.exception("journal batch of %d writes failed and was rolled back", len(batch))
-            self.stats.dropped += sum(1 for item in batch if isinstance(item, tuple))
-            for item in batch:
-                future = getattr(item, "future", None)
-                if future is None or future.done():
-                    continue
-                if future.running() or future.set_running_or_notify_cancel():
-                    future.set_exception(exc)
-            return
-        self.stats.batches += 1
-        self.stats.durable_batches += int(durable)
-        self.stats.rows_written += conn.total_changes - changes_before
-        # Only now, after the commit, may callers act on what they wrote.
-        for future, result, error in outcomes:
-            if error is not None:
-                future.set_exception(error)
-            else:
-                future.set_result(result)
-
-
-# -- the journal ----------------------------------------------------------------------
-
-
-#: How long opening a journal waits for another process switching it to WAL at the same time.
-WAL_SWITCH_WAIT_SECONDS = 10.0
-
-
-def _enter_wal_mode(conn: sqlite3.Connection) -> str:
-    """Switch to WAL and return the journal mode now in force.
-
-    Two processes opening a brand-new journal at once (the window and a command) both ask
-    for the switch; SQLite answers the loser "database is locked" at once, without waiting
-    for its busy timeout, so the loser retries until the winner is done.
-    """
-    deadline = time.monotonic() + WAL_SWITCH_WAIT_SECONDS
-    delay = 0.005
-    while True:
-        try:
-            return conn.execute("PRAGMA journal_mode = WAL").fetchone()[0].lower()
-        except sqlite3.OperationalError as exc:
-            if "locked" not in str(exc) or time.monotonic() > deadline:
-                raise
-            time.sleep(delay)
-            delay = min(delay * 2, 0.2)
 
 
 class OperationJournal:
     """The SQLite journal of servers, operations and their event timelines.
 
     Operation states: pending -> running <-> input_required -> completed, failed,
-    cancelled, expired or unknown (terminal; see :func:`check_transition`).
+    cancelled, expired or unknown (terminal; see :func:`hostapp.store.status.check_transition`).
 
     Thread use: the async write-ahead methods are awaited on the event loop; the
     ``*_sync`` twins and the server methods block the calling thread until committed;
@@ -637,7 +275,7 @@ class OperationJournal:
         writer_conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=10)
         try:
             self._write_db = sqlite_utils.Database(writer_conn)
-            if _enter_wal_mode(writer_conn) != "wal":
+            if enter_wal_mode(writer_conn) != "wal":
                 raise sqlite3.OperationalError(f"cannot switch {self.path} to WAL mode")
             self.schema_version = migrate(self._write_db, migrations, self.path)
         except BaseException:
@@ -648,7 +286,7 @@ class OperationJournal:
         self._read_conn.row_factory = sqlite3.Row
         self._read_lock = threading.Lock()
 
-        self._writer = _JournalWriter(self._write_db, self.stats, batch_interval, batch_max_items)
+        self._writer = JournalWriter(self._write_db, self.stats, batch_interval, batch_max_items)
         self._writer.start()
 
     # -- lifecycle ----------------------------------------------------------------------
@@ -658,10 +296,9 @@ class OperationJournal:
         with self._close_lock:
             if self._closed:
                 return
-            barrier = _Barrier(concurrent.futures.Future(), stop=True)
-            self._writer.queue.put(barrier)
+            stopped = self._writer.barrier(stop=True)
             self._closed = True
-        barrier.future.result()
+        stopped.result()
         self._writer.join()
         with self._read_lock:
             self._read_conn.close()
@@ -677,28 +314,21 @@ class OperationJournal:
     def closed(self) -> bool:
         return self._closed
 
-    def _submit(self, apply: Callable[[sqlite_utils.Database], Any]) -> concurrent.futures.Future:
+    def _submit(self, apply: Callable[[sqlite_utils.Database], _T]) -> concurrent.futures.Future[_T]:
         if self._closed:
             raise RuntimeError("the operation journal is closed")
-        future: concurrent.futures.Future = concurrent.futures.Future()
-        self._writer.queue.put(_WriteAhead(apply, future))
-        return future
+        return self._writer.write_ahead(apply)
 
     def flush(self) -> asyncio.Future[None]:
         """Await to wait until everything queued before this call is committed."""
         return asyncio.wrap_future(self._barrier())
 
-    def flush_sync(self) -> None:
-        self._barrier().result()
-
-    def _barrier(self) -> concurrent.futures.Future:
+    def _barrier(self) -> concurrent.futures.Future[None]:
         if self._closed:
-            done: concurrent.futures.Future = concurrent.futures.Future()
+            done: concurrent.futures.Future[None] = concurrent.futures.Future()
             done.set_result(None)
             return done
-        barrier = _Barrier(concurrent.futures.Future())
-        self._writer.queue.put(barrier)
-        return barrier.future
+        return self._writer.barrier()
 
     # -- servers (blocking: configuration changes are rare) -------------------------------
 
@@ -709,7 +339,7 @@ class OperationJournal:
 
         def apply(db: sqlite_utils.Database) -> None:
             try:
-                db["servers"].insert(row)
+                db.table("servers").insert(row)
             except sqlite3.IntegrityError:
                 raise ValueError(f"a server named {config.name!r} already exists") from None
 
@@ -741,7 +371,7 @@ class OperationJournal:
             config = ServerConfig(**{**current, **changes})
             _validate_server(config)
             updates = {key: value for key, value in _server_to_row(config).items() if key in changes}
-            db["servers"].update(name, updates)
+            db.table("servers").update(name, updates)
             return config
 
         return self._submit(apply).result()
@@ -803,22 +433,22 @@ class OperationJournal:
     ) -> bool:
         return self._submit_finish(op_id, status, result, error).result()
 
-    def _submit_create(self, record: OperationRecord) -> concurrent.futures.Future:
+    def _submit_create(self, record: OperationRecord) -> concurrent.futures.Future[None]:
         _validate_operation_fields({"handle_ref": record.handle_ref, "status": record.status})
         row = _operation_to_row(record)
-        if record.status in TERMINAL_STATUSES and row["finished_at"] is None:
+        if record.status in TERMINAL and row["finished_at"] is None:
             row["finished_at"] = row["updated_at"]
 
         def apply(db: sqlite_utils.Database) -> None:
             try:
-                db["operations"].insert(row)
+                db.table("operations").insert(row)
             except sqlite3.IntegrityError:
                 raise ValueError(f"operation {record.id} already exists") from None
             _insert_event(db, record.id, row["created_at"], "status", {"to": record.status})
 
         return self._submit(apply)
 
-    def _submit_update(self, op_id: str, changes: dict[str, Any]) -> concurrent.futures.Future:
+    def _submit_update(self, op_id: str, changes: dict[str, Any]) -> concurrent.futures.Future[OperationRecord]:
         unknown = set(changes) - set(_OPERATION_FIELDS) | ({"id", "created_at", "finished_at"} & set(changes))
         if unknown:
             raise TypeError(f"cannot update operation field(s): {', '.join(sorted(unknown))}")
@@ -836,11 +466,11 @@ class OperationJournal:
                 check_transition(current.status, new_status)
             now = time.time()
             merged = OperationRecord(**{**asdict(current), **changes, "updated_at": now})
-            if new_status in TERMINAL_STATUSES and not current.terminal:
+            if new_status in TERMINAL and not current.terminal:
                 merged.finished_at = now
             row = _operation_to_row(merged)
             updates = {key: row[key] for key in (*changes, "updated_at", "in_flight", "finished_at")}
-            db["operations"].update(op_id, updates)
+            db.table("operations").update(op_id, updates)
             if new_status != current.status:
                 data = {"from": current.status, "to": new_status}
                 if changes.get("message"):
@@ -851,9 +481,9 @@ class OperationJournal:
         return self._submit(apply)
 
     def _submit_finish(
-        self, op_id: str, status: str, result: dict | None, error: dict | None
-    ) -> concurrent.futures.Future:
-        if status not in TERMINAL_STATUSES:
+        self, op_id: str, status: str, result: dict[str, Any] | None, error: dict[str, Any] | None
+    ) -> concurrent.futures.Future[bool]:
+        if status not in TERMINAL:
             raise ValueError(f"finish_operation needs a terminal status, not {status!r}")
         result_json, error_json = _dumps(result), _dumps(error)
 
@@ -866,7 +496,7 @@ class OperationJournal:
             # The in_flight guard makes the terminal transition happen once even if two
             # writers raced; the writer thread serialises them anyway.
             changed = db.execute(
-                "UPDATE operations SET status = ?, result = ?, error = ?, pending_input = NULL, "
+                "UPDATE operations SET status = ?, result = ?, error = ?, "
                 "in_flight = 0, updated_at = ?, finished_at = ? WHERE id = ? AND in_flight = 1",
                 (status, result_json, error_json, now, now, op_id),
             ).rowcount
@@ -892,7 +522,7 @@ class OperationJournal:
             self.stats.dropped += 1
             return
         self.stats.progress_received += 1
-        self._writer.queue.put((_PROGRESS, op_id, progress, total, message, time.time()))
+        self._writer.progress(op_id, progress, total, message, time.time())
 
     def append_event(self, op_id: str, kind: str, data: dict[str, Any] | None = None) -> None:
         """Queue one entry for the operation's timeline (``data`` must be JSON). Never blocks."""
@@ -900,7 +530,7 @@ class OperationJournal:
             self.stats.dropped += 1
             return
         self.stats.events_received += 1
-        self._writer.queue.put((_EVENT, op_id, kind, _dumps(data if data is not None else {}), time.time()))
+        self._writer.event(op_id, kind, _dumps(data if data is not None else {}), time.time())
 
     # -- reads ------------------------------------------------------------------------------
 
@@ -910,7 +540,8 @@ class OperationJournal:
 
     def _read_one(self, sql: str, params: Iterable[Any] = ()) -> sqlite3.Row | None:
         with self._read_lock:
-            return self._reader().execute(sql, tuple(params)).fetchone()
+            row: sqlite3.Row | None = self._reader().execute(sql, tuple(params)).fetchone()
+            return row
 
     def _reader(self) -> sqlite3.Connection:
         if self._closed:
@@ -927,7 +558,7 @@ class OperationJournal:
         """A page of operations: those in flight first, then the newest first."""
         where, params = _status_filter(statuses)
         order = "in_flight DESC, created_at DESC, id DESC"
-        if params and (set(params) <= TERMINAL_STATUSES or set(params) <= IN_FLIGHT_STATUSES):
+        if params and (set(params) <= TERMINAL or set(params) <= IN_FLIGHT):
             # in_flight is the same for every row here; leaving it out lets a one-status
             # page come straight from the status index instead of sorting the history.
             order = "created_at DESC, id DESC"
@@ -939,7 +570,10 @@ class OperationJournal:
 
     def count_operations(self, statuses: Iterable[str] | None = None) -> int:
         where, params = _status_filter(statuses)
-        return self._read_one(f"SELECT COUNT(*) FROM operations {where}", params)[0]
+        row = self._read_one(f"SELECT COUNT(*) FROM operations {where}", params)
+        assert row is not None  # COUNT(*) always has a row
+        count: int = row[0]
+        return count
 
     def unfinished_operations(self) -> list[OperationRecord]:
         """Operations not yet terminal, oldest first: what to resume, poll or flag on start-up."""
@@ -949,13 +583,6 @@ class OperationJournal:
     def unfinished_ids(self) -> list[str]:
         """The ids of the operations not yet terminal (no record decoded)."""
         return [row["id"] for row in self._read_all("SELECT id FROM operations WHERE in_flight = 1")]
-
-    def undelivered_operations(self) -> list[OperationRecord]:
-        """Terminal operations whose outcome was never marked delivered, oldest first."""
-        rows = self._read_all(
-            "SELECT * FROM operations WHERE in_flight = 0 AND delivered = 0 ORDER BY created_at, id"
-        )
-        return [_row_to_operation(row) for row in rows]
 
     def events(self, op_id: str, limit: int | None = None) -> list[OperationEvent]:
         """The operation's timeline, oldest first; with ``limit``, only the newest ``limit``."""
@@ -974,7 +601,7 @@ def _status_filter(statuses: Iterable[str] | None) -> tuple[str, tuple[str, ...]
         return "", ()
     wanted = tuple(dict.fromkeys(statuses))
     for status in wanted:
-        if status not in STATUSES:
+        if status not in _STATUS_VALUES:
             raise ValueError(f"unknown operation status {status!r}")
     if not wanted:
         return "WHERE 0", ()
@@ -990,5 +617,5 @@ def _read_operation(db: sqlite_utils.Database, op_id: str) -> OperationRecord:
     return _row_to_operation(dict(zip(columns, found)))
 
 
-def _insert_event(db: sqlite_utils.Database, op_id: str, at: float, kind: str, data: dict) -> None:
+def _insert_event(db: sqlite_utils.Database, op_id: str, at: float, kind: str, data: dict[str, Any]) -> None:
     db.execute("INSERT INTO events (op_id, at, kind, data) VALUES (?, ?, ?, ?)", (op_id, at, kind, _dumps(data)))

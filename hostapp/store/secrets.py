@@ -20,81 +20,76 @@ most 2,560 bytes per entry, stored as UTF-16) are split into chunks of at most
 :data:`CHUNK_BYTES` and joined back on reading.
 
 Operation handles, one or more per operation in flight, are kept many to one entry on the
-Secret Service (see :class:`_Shards`): GNOME Keyring rewrites its whole keyring file on every
-change and looks items up in time that grows with their number, so one entry per handle made
-every write and the start-up read slower with each operation kept (23 ms per write at 1,000
-entries; tens of seconds to read 10,000). Every handle keeps its own reference; which entry
-holds it is the store's business.
+Secret Service: :mod:`hostapp.store.secret_shards`. References, entry names and the entry
+format are in :mod:`hostapp.store.secret_refs`; the names other modules use from both are
+importable from here.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
-import os
-import re
 import threading
-import uuid
 from collections.abc import Callable, Iterator
 from contextlib import closing, contextmanager
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, TypeAlias
 
 import keyring
 import keyring.errors
 from keyring.backend import KeyringBackend
 from keyring.backends import SecretService, chainer, fail, null
 
-#: Budget for one keyring entry, in bytes, in both UTF-8 and UTF-16 (Windows stores
-#: UTF-16): well under the 2,560-byte Credential Manager limit, header included.
-CHUNK_BYTES = 1024
-
-#: Kinds of secret the host stores. Any lower-case word is accepted as a kind; these
-#: are the ones the protocol mechanisms use, named here so everyone spells them alike.
-KNOWN_KINDS = (
-    "resume_token",
-    "stream_id",
-    "task_id",
-    "operation_token",
-    "request_state",
-    "session_id",
-    "last_event_id",
-    "header",
-    "env",
-    "handle",
-    "positions",
+from hostapp.store.secret_refs import (
+    CHUNK_BYTES,
+    KNOWN_KINDS,
+    SecretMissing,
+    first_entry,
+    home_scope,
+    is_secret_ref,
+    keyring_key,
+    keyring_service,
+    kind_of,
+    new_ref,
+    parse_first_entry,
+    split_chunks,
+    validate_kind,
+    validate_ref,
+)
+from hostapp.store.secret_shards import (
+    SHARD_KIND,
+    SHARD_LOCK_FILE,
+    SHARD_MAX_BYTES,
+    SHARD_MAX_SECRETS,
+    SHARDED_KINDS,
+    HandleShards,
+    ShardedHandles,
 )
 
-#: Kinds kept many to one keyring entry on the Secret Service (:class:`_Shards`).
-SHARDED_KINDS = frozenset({"handle"})
-#: The kind of the entries that hold them.
-SHARD_KIND = "handles"
-#: At most this many secrets, and about this many bytes, per shard entry: small enough that
-#: rewriting one to add or drop a handle costs little next to the daemon's own file write.
-SHARD_MAX_SECRETS = 256
-SHARD_MAX_BYTES = 64 * 1024
-#: In the home: held while a process rewrites shard entries; its text changes with every
-#: rewrite, so a process knows whether the shards it holds in memory are still current.
-SHARD_LOCK_FILE = "keyring-shards.lock"
-
-_KIND = re.compile(r"[a-z][a-z0-9_]{0,31}")
-_REF = re.compile(r"([a-z][a-z0-9_]{0,31}):([0-9a-f]{32})")
-# Entry 0 of a secret starts with the number of chunks, then this separator.
-_COUNT_SEPARATOR = ":"
-
+__all__ = [
+    "CHUNK_BYTES",
+    "KNOWN_KINDS",
+    "SHARDED_KINDS",
+    "SHARD_KIND",
+    "SHARD_LOCK_FILE",
+    "SHARD_MAX_BYTES",
+    "SHARD_MAX_SECRETS",
+    "InMemoryKeyring",
+    "KeyringUnavailable",
+    "SecretBackend",
+    "SecretMissing",
+    "SecretStore",
+    "home_scope",
+    "is_secret_ref",
+    "keyring_key",
+    "keyring_service",
+    "split_chunks",
+]
 
 class KeyringUnavailable(Exception):
     """No usable OS keyring (missing, locked, or only a plaintext/null backend).
 
     The message is meant for a person and says what to do; it never contains a secret.
     """
-
-
-class SecretMissing(KeyError):
-    """A reference points to no (or an incomplete) keyring entry."""
-
-    def __str__(self) -> str:  # KeyError would quote the whole message
-        return str(self.args[0]) if self.args else "secret missing"
 
 
 class SecretBackend(Protocol):
@@ -105,48 +100,6 @@ class SecretBackend(Protocol):
     def set_password(self, service: str, username: str, password: str) -> None: ...
 
     def delete_password(self, service: str, username: str) -> None: ...
-
-
-def home_scope(home: Path) -> str:
-    """A short, stable name for one home directory, used to keep homes' secrets apart.
-
-    Derived from the absolute path (not from a file inside the home) so that a copied
-    home directory does not share, and then delete, the original's secrets.
-    """
-    resolved = str(Path(home).expanduser().resolve())
-    return hashlib.sha256(resolved.encode("utf-8")).hexdigest()[:16]
-
-
-def keyring_key(scope: str, ref: str, chunk: int = 0) -> tuple[str, str]:
-    """The keyring ``(service, username)`` of chunk ``chunk`` of secret ``ref`` in ``scope``.
-
-    The only place where keyring entry names are formed.
-    """
-    return keyring_service(scope), ref if chunk == 0 else f"{ref}#{chunk}"
-
-
-def keyring_service(scope: str) -> str:
-    """The keyring service every entry of one home (``scope``) is filed under."""
-    return f"hostapp/{scope}"
-
-
-def split_chunks(value: str, budget: int = CHUNK_BYTES) -> list[str]:
-    """Split ``value`` into pieces of at most ``budget`` bytes in UTF-8 and in UTF-16."""
-    if value.isascii():
-        # UTF-16 doubles ASCII, so half the budget in characters fits both encodings.
-        step = budget // 2
-        return [value[i : i + step] for i in range(0, len(value), step)] or [""]
-    chunks: list[str] = []
-    start, used = 0, 0
-    for index, char in enumerate(value):
-        code = ord(char)
-        cost = max(len(char.encode("utf-8", "surrogatepass")), 4 if code > 0xFFFF else 2)
-        if used + cost > budget:
-            chunks.append(value[start:index])
-            start, used = index, 0
-        used += cost
-    chunks.append(value[start:])
-    return chunks
 
 
 class InMemoryKeyring:
@@ -262,8 +215,8 @@ class SecretStore:
         # session (see _SharedSecretService); opened at the first write, dropped on failure.
         self._writer: _SharedSecretService | None = None
         self._writer_lock = threading.Lock()
-        # The sharded handles as last read or written (see _write_shards).
-        self._shards: _Shards | None = None
+        # The sharded handles, as last read or written by this process.
+        self._sharded = ShardedHandles(self.home, self.scope)
 
     @property
     def backend(self) -> SecretBackend:
@@ -326,18 +279,17 @@ class SecretStore:
         delete the secrets under ``deletes``: for the kinds in :data:`SHARDED_KINDS`, on the
         Secret Service, in as few keyring writes as the shards touched. Raises when a write
         failed (the new references are then not to be used)."""
-        if not _KIND.fullmatch(kind):
-            raise ValueError(f"secret kind must be a lower-case word, got {kind!r}")
+        validate_kind(kind)
         if not all(isinstance(value, str) for value in values):
             raise TypeError("secret values are strings")
         for ref in deletes:
-            _validate_ref(ref)
+            validate_ref(ref)
         backend = self.backend
         if kind in SHARDED_KINDS and isinstance(backend, SecretService.Keyring):
             return self._write_shards(backend, kind, list(values), list(deletes))
         refs = []
         for value in values:
-            ref = f"{kind}:{uuid.uuid4().hex}"
+            ref = new_ref(kind)
             self._write(ref, value)
             refs.append(ref)
         for ref in deletes:
@@ -347,20 +299,19 @@ class SecretStore:
     def fixed_ref(self, kind: str) -> str:
         """A reference of ``kind`` that is the same at every start of this home (for a
         secret the journal does not point at, such as the engine's stream positions)."""
-        if not _KIND.fullmatch(kind):
-            raise ValueError(f"secret kind must be a lower-case word, got {kind!r}")
+        validate_kind(kind)
         return f"{kind}:{hashlib.sha256(f'{self.scope}/{kind}'.encode()).hexdigest()[:32]}"
 
     def put_at(self, ref: str, value: str) -> None:
         """Store ``value`` under ``ref``, replacing what was there."""
-        _validate_ref(ref)
+        validate_ref(ref)
         if not isinstance(value, str):
             raise TypeError("secret values are strings")
         backend = self.backend
-        if isinstance(backend, SecretService.Keyring) and _kind_of(ref) not in SHARDED_KINDS:
+        if isinstance(backend, SecretService.Keyring) and kind_of(ref) not in SHARDED_KINDS:
             # The daemon replaces the entry's secret in one step: no moment without one.
             with self._shared_writer(backend) as writer:
-                writer.create(*keyring_key(self.scope, ref, 0), f"1{_COUNT_SEPARATOR}{value}", replace=True)
+                writer.create(*keyring_key(self.scope, ref, 0), first_entry(1, value), replace=True)
             return
         self.delete(ref)
         self._write(ref, value)
@@ -371,7 +322,7 @@ class SecretStore:
             # The Secret Service has no size limit to chunk for (the Credential Manager's is
             # what CHUNK_BYTES is about): one entry, one write, in the same format.
             with self._shared_writer(backend) as writer:
-                writer.create(*keyring_key(self.scope, ref, 0), f"1{_COUNT_SEPARATOR}{value}")
+                writer.create(*keyring_key(self.scope, ref, 0), first_entry(1, value))
             return
         chunks = split_chunks(value)
         self.check()
@@ -381,14 +332,14 @@ class SecretStore:
             for index in range(len(chunks) - 1, 0, -1):
                 backend.set_password(*keyring_key(self.scope, ref, index), chunks[index])
             backend.set_password(
-                *keyring_key(self.scope, ref, 0), f"{len(chunks)}{_COUNT_SEPARATOR}{chunks[0]}"
+                *keyring_key(self.scope, ref, 0), first_entry(len(chunks), chunks[0])
             )
 
     def get(self, ref: str) -> str:
         """The value stored under ``ref``; :class:`SecretMissing` if there is none."""
-        _validate_ref(ref)
+        validate_ref(ref)
         backend = self.backend
-        if _kind_of(ref) in SHARDED_KINDS and isinstance(backend, SecretService.Keyring):
+        if kind_of(ref) in SHARDED_KINDS and isinstance(backend, SecretService.Keyring):
             value = self.get_many([ref]).get(ref)
             if value is None:
                 raise SecretMissing(f"no secret stored under {ref}")
@@ -405,7 +356,7 @@ class SecretStore:
         the lookups go out pipelined and the secrets come back in one ``GetSecrets`` call.
         """
         for ref in refs:
-            _validate_ref(ref)
+            validate_ref(ref)
         backend = self.backend
         if not isinstance(backend, SecretService.Keyring):
             values: dict[str, str] = {}
@@ -425,7 +376,7 @@ class SecretStore:
 
     def _read_batch(self, reader: _SharedSecretService, refs: list[str]) -> dict[str, str]:
         entries = reader.read_service(keyring_service(self.scope)) if refs else {}
-        sharded = _Shards.parse(entries)  # the shard entries' handles, by reference
+        sharded = HandleShards.parse(entries)  # the shard entries' handles, by reference
         values: dict[str, str] = {}
         for ref in refs:
             if ref in sharded:
@@ -435,7 +386,7 @@ class SecretStore:
             if first is None:
                 continue
             try:
-                count, head = _parse_first(first, ref)
+                count, head = parse_first_entry(first, ref)
             except SecretMissing:
                 continue
             chunks = [head, *(entries.get(keyring_key(self.scope, ref, index)[1]) for index in range(1, count))]
@@ -447,7 +398,7 @@ class SecretStore:
         first = backend.get_password(*keyring_key(self.scope, ref, 0))
         if first is None:
             raise SecretMissing(f"no secret stored under {ref}")
-        count, head = _parse_first(first, ref)
+        count, head = parse_first_entry(first, ref)
         parts = [head]
         for index in range(1, count):
             part = backend.get_password(*keyring_key(self.scope, ref, index))
@@ -486,11 +437,11 @@ class SecretStore:
 
     def delete(self, ref: str) -> None:
         """Remove the secret under ``ref``; deleting a missing secret is not an error."""
-        _validate_ref(ref)
+        validate_ref(ref)
         backend = self.backend
         if isinstance(backend, SecretService.Keyring):
-            if _kind_of(ref) in SHARDED_KINDS:
-                self._write_shards(backend, _kind_of(ref), [], [ref])
+            if kind_of(ref) in SHARDED_KINDS:
+                self._write_shards(backend, kind_of(ref), [], [ref])
                 return
             with self._shared_writer(backend) as writer:
                 self._delete_entries(writer, ref)
@@ -499,7 +450,7 @@ class SecretStore:
             first = backend.get_password(*keyring_key(self.scope, ref, 0))
             if first is None:
                 return
-            count, _ = _parse_first(first, ref)
+            count, _ = parse_first_entry(first, ref)
             # Entry 0 first: once it is gone the rest can no longer be read as a secret.
             for index in range(count):
                 try:
@@ -509,62 +460,16 @@ class SecretStore:
 
     def _delete_entries(self, writer: _SharedSecretService, ref: str) -> None:
         writer.delete_secret(lambda index: keyring_key(self.scope, ref, index),
-                             lambda first: _parse_first(first, ref)[0])
+                             lambda first: parse_first_entry(first, ref)[0])
 
     # -- shards (Secret Service) ------------------------------------------------------
 
     def _write_shards(self, backend: SecretService.Keyring, kind: str, values: list[str],
                       deletes: list[str]) -> list[str]:
-        """:meth:`write_batch` for a sharded kind: each shard touched is rewritten once.
-
-        Under the home's shard lock (other processes of the same home write shards too),
-        the shards are read anew from the keyring unless the lock file says this process
-        wrote last. The daemon replaces an entry's secret in one step, so a crash leaves
-        every shard either as it was or as it was to become. A reference not found in any
-        shard is an entry of its own (written before shards existed) and deleted as one.
-        """
-        service = keyring_service(self.scope)
-        with self._shared_writer(backend) as writer, _ShardLock(self.home / SHARD_LOCK_FILE) as lock:
-            shards = self._shards
-            if shards is None or shards.token is None or shards.token != lock.token:
-                shards = self._shards = _Shards(_Shards.load(writer.read_service(service)))
-            try:
-                refs: list[str] = []
-                touched: list[str] = []
-                for value in values:
-                    ref = f"{kind}:{uuid.uuid4().hex}"
-                    where = shards.place(ref, value)
-                    if where not in touched:
-                        touched.append(where)
-                    refs.append(ref)
-                separate = []
-                for ref in deletes:
-                    where = shards.remove(ref)
-                    if where is None:
-                        separate.append(ref)
-                    elif where not in touched:
-                        touched.append(where)
-                if touched:
-                    # A new token before the first write: a process that read the shards
-                    # before re-reads them even if this one stops half-way.
-                    shards.token = None
-                    token = lock.renew()
-                    for where in touched:
-                        self._write_shard(writer, where, shards.secrets.get(where))
-                    shards.token = token
-            except BaseException:
-                self._shards = None  # the keyring may differ from the copy in memory
-                raise
-            for ref in separate:
-                self._delete_entries(writer, ref)
-        return refs
-
-    def _write_shard(self, writer: _SharedSecretService, where: str, secrets: dict[str, str] | None) -> None:
-        key = keyring_key(self.scope, where, 0)
-        if secrets:
-            writer.create(*key, f"1{_COUNT_SEPARATOR}{json.dumps(secrets, separators=(',', ':'))}", replace=True)
-        else:
-            writer.delete_entry(*key)
+        """:meth:`write_batch` for a sharded kind (see :class:`ShardedHandles`)."""
+        with self._shared_writer(backend) as writer:
+            return self._sharded.write(writer, kind, values, deletes,
+                                       lambda ref: self._delete_entries(writer, ref))
 
     def replace(self, ref: str | None, kind: str, value: str) -> str:
         """Store ``value`` under a new reference and delete the old one (if any)."""
@@ -572,6 +477,10 @@ class SecretStore:
         if ref is not None:
             self.delete(ref)
         return new_ref
+
+
+#: A Secret Service ``Secret`` struct: (session path, parameters, value, content type).
+_SecretStruct: TypeAlias = tuple[str, bytes, bytes, str]
 
 
 class _SharedSecretService:
@@ -654,7 +563,7 @@ class _SharedSecretService:
         from secretstorage.defines import SS_PREFIX
         from secretstorage.util import DBusAddressWrapper
 
-        pending = {}
+        pending: dict[int, str] = {}  # request serial -> item path
         for path in paths:
             serial = next(self._connection.outgoing_serial)
             pending[serial] = path
@@ -663,23 +572,25 @@ class _SharedSecretService:
         usernames: dict[str, str] = {}
         while pending:
             reply = self._connection.receive(timeout=30)
-            path = pending.pop(reply.header.fields.get(HeaderFields.reply_serial, -1), None)
-            if path is None or reply.header.message_type == MessageType.error:
+            reply_to: int = reply.header.fields.get(HeaderFields.reply_serial, -1)
+            answered = pending.pop(reply_to, None)
+            if answered is None or reply.header.message_type == MessageType.error:
                 continue  # a signal; or an item deleted meanwhile
             (_signature, attributes) = reply.body[0]
             if "username" in attributes:
-                usernames[path] = attributes["username"]
+                usernames[answered] = attributes["username"]
         return usernames
 
-    def _get_secrets(self, paths: list[str]) -> dict[str, tuple]:
+    def _get_secrets(self, paths: list[str]) -> dict[str, _SecretStruct]:
         from secretstorage.defines import SS_PATH
         from secretstorage.util import SERVICE_IFACE, DBusAddressWrapper
 
         service = DBusAddressWrapper(SS_PATH, SERVICE_IFACE, self._connection)
+        secrets: dict[str, _SecretStruct]
         (secrets,) = service.call("GetSecrets", "aoo", paths, self._session.object_path)
         return secrets
 
-    def _decrypt(self, secret: tuple) -> str:
+    def _decrypt(self, secret: _SecretStruct) -> str:
         """A Secret Service ``Secret`` struct (session, parameters, value, content type)
         as text: AES-128-CBC with PKCS#7 padding under the session's key, or plain."""
         _session, parameters, value, _content_type = secret
@@ -688,7 +599,9 @@ class _SharedSecretService:
         from cryptography.hazmat.primitives import padding
         from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
-        decryptor = Cipher(algorithms.AES(self._session.aes_key), modes.CBC(bytes(parameters))).decryptor()
+        key = self._session.aes_key
+        assert key is not None  # an encrypted session has its key
+        decryptor = Cipher(algorithms.AES(key), modes.CBC(bytes(parameters))).decryptor()
         unpadder = padding.PKCS7(128).unpadder()
         padded = decryptor.update(bytes(value)) + decryptor.finalize()
         return (unpadder.update(padded) + unpadder.finalize()).decode("utf-8")
@@ -697,145 +610,12 @@ class _SharedSecretService:
         self._connection.close()
 
 
-class _Shards:
-    """Handles of a home, many to one keyring entry: entry ``handles:<hex>`` holds a JSON
-    object of reference -> value. A handle is added to the shard last added to while it
-    has room (else to any with room, else to a new one) and removed from whichever holds
-    it; an emptied shard's entry is deleted.
-    """
-
-    def __init__(self, secrets: dict[str, dict[str, str]]):
-        self.secrets = secrets
-        self.where = {ref: shard for shard, held in secrets.items() for ref in held}
-        self.size = {shard: _shard_bytes(held) for shard, held in secrets.items()}
-        self.token: str | None = None  # the shard lock's text when these were current
-        self._open: str | None = None
-
-    @staticmethod
-    def load(entries: dict[str, str]) -> dict[str, dict[str, str]]:
-        """The shard entries among a keyring service's ``username -> value`` entries."""
-        shards: dict[str, dict[str, str]] = {}
-        for username, value in entries.items():
-            if _kind_of(username) != SHARD_KIND or not is_secret_ref(username):
-                continue
-            try:
-                held = json.loads(_parse_first(value, username)[1])
-            except (SecretMissing, ValueError):
-                held = None
-            if isinstance(held, dict):
-                shards[username] = {k: v for k, v in held.items() if is_secret_ref(k) and isinstance(v, str)}
-        return shards
-
-    @classmethod
-    def parse(cls, entries: dict[str, str]) -> dict[str, str]:
-        """Every handle held in the shard entries among ``entries``, by reference."""
-        return {ref: value for held in cls.load(entries).values() for ref, value in held.items()}
-
-    def place(self, ref: str, value: str) -> str:
-        cost = _entry_bytes(ref, value)
-        shard = self._open
-        if shard is None or not self._has_room(shard, cost):
-            shard = next((s for s in self.secrets if self._has_room(s, cost)), None)
-            if shard is None:
-                shard = f"{SHARD_KIND}:{uuid.uuid4().hex}"
-                self.secrets[shard], self.size[shard] = {}, 2
-            self._open = shard
-        self.secrets[shard][ref] = value
-        self.size[shard] += cost
-        self.where[ref] = shard
-        return shard
-
-    def remove(self, ref: str) -> str | None:
-        shard = self.where.pop(ref, None)
-        if shard is None:
-            return None
-        value = self.secrets[shard].pop(ref)
-        self.size[shard] -= _entry_bytes(ref, value)
-        if not self.secrets[shard]:
-            del self.secrets[shard], self.size[shard]
-            if self._open == shard:
-                self._open = None
-        return shard
-
-    def _has_room(self, shard: str, cost: int) -> bool:
-        held = self.secrets[shard]
-        return not held or (len(held) < SHARD_MAX_SECRETS and self.size[shard] + cost <= SHARD_MAX_BYTES)
-
-
-def _shard_bytes(held: dict[str, str]) -> int:
-    return 2 + sum(_entry_bytes(ref, value) for ref, value in held.items())
-
-
-def _entry_bytes(ref: str, value: str) -> int:
-    """About what one handle adds to its shard's JSON (quotes, colon, comma, escapes)."""
-    return len(ref) + len(value) + 8
-
-
-class _ShardLock:
-    """The home's shard lock: an exclusive ``flock`` on a file whose text (a random token)
-    changes with every shard rewrite. POSIX only, as the Secret Service is."""
-
-    def __init__(self, path: Path):
-        self.path = path
-        self.token: str | None = None
-        self._fd: int | None = None
-
-    def __enter__(self) -> _ShardLock:
-        import fcntl
-
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            fcntl.flock(self._fd, fcntl.LOCK_EX)
-            self.token = os.pread(self._fd, 64, 0).decode("ascii", "replace").strip() or None
-        except BaseException:
-            os.close(self._fd)
-            raise
-        return self
-
-    def renew(self) -> str:
-        token = uuid.uuid4().hex
-        assert self._fd is not None
-        os.ftruncate(self._fd, 0)
-        os.pwrite(self._fd, token.encode("ascii"), 0)
-        self.token = token
-        return token
-
-    def __exit__(self, *exc: object) -> None:
-        if self._fd is not None:
-            os.close(self._fd)  # closing releases the flock
-            self._fd = None
-
-
-def _kind_of(ref: str) -> str:
-    return ref.partition(":")[0]
-
-
 def _locked_message(where: str) -> str:
     return (
         f"The keyring in {where} is locked. Unlock it (for example by logging in to the "
         "desktop session, or with your keyring's unlock dialog) and try again. Until then, "
         "operations that need a server-issued token cannot be resumed after a restart."
     )
-
-
-def is_secret_ref(text: object) -> bool:
-    """Whether ``text`` has the shape of a reference returned by :meth:`SecretStore.put`."""
-    return isinstance(text, str) and _REF.fullmatch(text) is not None
-
-
-def _validate_ref(ref: str) -> None:
-    if not is_secret_ref(ref):
-        # The text is not echoed: a caller that mixes up a value and its reference
-        # would otherwise print the secret.
-        raise ValueError("not a secret reference (expected '<kind>:<32 hex digits>')")
-
-
-def _parse_first(first: str, ref: str) -> tuple[int, str]:
-    count_text, separator, head = first.partition(_COUNT_SEPARATOR)
-    if not separator or not count_text.isdigit() or int(count_text) < 1:
-        raise SecretMissing(f"the keyring entry for {ref} was not written by hostapp")
-    return int(count_text), head
 
 
 @contextmanager

@@ -56,27 +56,29 @@ def test_reopening_keeps_data_and_runs_no_step_twice(tmp_path: Path):
 def test_migrations_run_in_order_from_any_older_version(tmp_path: Path):
     applied: list[str] = []
 
+    major = SCHEMA_VERSION[0]
+
     def add_notes(db: sqlite_utils.Database) -> None:
-        applied.append("1.1")
+        applied.append("x.1")
         db["operations"].add_column("note", str)
 
     def add_tags(db: sqlite_utils.Database) -> None:
-        applied.append("1.2")
+        applied.append("x.2")
         db["tags"].create({"op_id": str, "tag": str})
 
-    steps = (*MIGRATIONS, Migration((1, 1), "notes", add_notes), Migration((1, 2), "tags", add_tags))
+    steps = (*MIGRATIONS, Migration((major, 1), "notes", add_notes), Migration((major, 2), "tags", add_tags))
     path = tmp_path / "journal.sqlite3"
-    OperationJournal(path).close()  # a journal at 1.0, as an older hostapp left it
+    OperationJournal(path).close()  # a journal at x.0, as an older hostapp left it
     with OperationJournal(path, migrations=steps) as journal:
-        assert journal.schema_version == (1, 2)
-    assert applied == ["1.1", "1.2"]
-    assert user_version(path) == (1, 2)
+        assert journal.schema_version == (major, 2)
+    assert applied == ["x.1", "x.2"]
+    assert user_version(path) == (major, 2)
     db = sqlite_utils.Database(path)
     assert "note" in db["operations"].columns_dict and db["tags"].exists()
     db.close()
     with OperationJournal(path, migrations=steps):
         pass
-    assert applied == ["1.1", "1.2"]  # nothing runs again
+    assert applied == ["x.1", "x.2"]  # nothing runs again
 
 
 def test_a_failing_migration_leaves_the_previous_version(tmp_path: Path):
@@ -87,8 +89,8 @@ def test_a_failing_migration_leaves_the_previous_version(tmp_path: Path):
     path = tmp_path / "journal.sqlite3"
     OperationJournal(path).close()
     with pytest.raises(RuntimeError, match="disk on fire"):
-        OperationJournal(path, migrations=(*MIGRATIONS, Migration((1, 1), "broken", broken)))
-    assert user_version(path) == (1, 0)
+        OperationJournal(path, migrations=(*MIGRATIONS, Migration((SCHEMA_VERSION[0], 1), "broken", broken)))
+    assert user_version(path) == SCHEMA_VERSION
     db = sqlite_utils.Database(path)
     assert "half_done" not in db["operations"].columns_dict
     db.close()
@@ -157,7 +159,6 @@ def test_a_history_of_100000_operations_pages_from_indexes(tmp_path: Path):
                 "created_at": base + i,
                 "updated_at": base + i,
                 "resumable": 1,
-                "delivered": 1,
                 "in_flight": 0,
             }
             for i in range(100_000)
@@ -189,3 +190,47 @@ def test_a_history_of_100000_operations_pages_from_indexes(tmp_path: Path):
         for plan in statement_plans:
             assert "USING INDEX" in plan or "USING COVERING INDEX" in plan, (name, plan)
             assert "TEMP B-TREE" not in plan, (name, plan)
+
+
+def _journal_1_0(path: Path) -> None:
+    """A journal file exactly as hostapp wrote it at schema 1.0 (a server, five operations
+    in every state, with a handle, a question and a delivered outcome, and their events)."""
+    conn = sqlite3.connect(path)
+    try:
+        conn.executescript((Path(__file__).parent / "data" / "journal_1_0.sql").read_text())
+    finally:
+        conn.close()
+
+
+def test_a_journal_of_schema_1_0_opens_upgraded_and_keeps_working(tmp_path: Path):
+    path = tmp_path / "journal.sqlite3"
+    _journal_1_0(path)
+    assert user_version(path) == (1, 0)
+    with OperationJournal(path) as journal:
+        assert journal.schema_version == SCHEMA_VERSION == (2, 0)
+        assert [s.name for s in journal.list_servers()] == ["lab"]
+        ops = {op.id: op for op in journal.list_operations()}
+        assert {op_id: op.status for op_id, op in ops.items()} == {
+            "op-1": "pending", "op-2": "running", "op-3": "input_required",
+            "op-4": "completed", "op-5": "unknown",
+        }
+        running = ops["op-2"]
+        assert running.handle_ref == "task_id:" + "ab" * 16 and running.handle == {"poll_ms": 500}
+        assert (running.progress, running.total, running.message) == (3.0, 10.0, "step 3/10")
+        assert ops["op-4"].result == {"content": [{"type": "text", "text": "done"}]}
+        assert not ops["op-5"].resumable and ops["op-5"].error == {"message": "the server restarted"}
+        assert [op.id for op in journal.unfinished_operations()] == ["op-1", "op-2", "op-3"]
+        assert [e.kind for e in journal.events("op-2")] == ["status", "status", "progress"]
+        # and it goes on: the old rows change and end, new ones are written
+        assert journal.update_operation_sync("op-3", status="running").status == "running"
+        assert journal.finish_operation_sync("op-3", "completed", result={"ok": True})
+        journal.create_operation_sync(OperationRecord("op-6", "lab", "tools/call", {}))
+        assert journal.count_operations(["pending"]) == 2
+    with sqlite3.connect(path) as conn:
+        columns = {row[1] for row in conn.execute("PRAGMA table_info(operations)")}
+        indexes = {row[1] for row in conn.execute("PRAGMA index_list(operations)")}
+    assert "delivered" not in columns and "pending_input" not in columns
+    assert {"operations_by_list_order", "operations_by_status", "operations_by_server"} <= indexes
+    assert user_version(path) == (2, 0)
+    with OperationJournal(path) as journal:  # opening it again changes nothing
+        assert journal.schema_version == (2, 0) and journal.count_operations() == 6

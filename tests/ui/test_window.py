@@ -341,7 +341,7 @@ def test_history_of_100000_operations_is_paged_from_the_journal(qtbot, qloop, is
         id="template", server="lab", method="tools/call", params={"name": "lab_stats", "arguments": {}},
         tool="lab_stats", jsonrpc_id=None, mechanism=None, status=api.PENDING, progress=None, total=None,
         message=None, created_at=now, updated_at=now, deadline=None, result=None, error=None, handle_ref=None,
-        handle={}, pending_input=None, resumable=True, delivered=False))
+        handle={}, resumable=True))
     journal.update_operation_sync("template", status=api.RUNNING)
     journal.finish_operation_sync("template", api.COMPLETED, result={"content": [{"type": "text", "text": "ok"}]})
     journal.close()
