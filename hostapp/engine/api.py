@@ -16,17 +16,35 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from hostapp.store.journal import ServerConfig
 from hostapp.store.status import IN_FLIGHT, TERMINAL, OperationStatus
 
+if TYPE_CHECKING:
+    from hostapp.store.journal import ServerConfig
+
 __all__ = [
-    "EngineApi", "EngineListener", "JsonObject", "ServerSecrets", "ServerConfig",
-    "OperationStatus", "TERMINAL", "IN_FLIGHT", "ServerState",
-    "OperationView", "ServerView", "InputRequest",
-    "EngineError", "NoSuchServer", "NoSuchOperation", "ServerUnavailable", "ServerError",
-    "SignInRequired", "SignInFailed", "KeyringUnavailable",
+    "IN_FLIGHT",
+    "TERMINAL",
+    "EngineApi",
+    "EngineError",
+    "EngineListener",
+    "EngineTimeout",
+    "InputRequest",
+    "JsonObject",
+    "KeyringUnavailable",
+    "NoSuchOperation",
+    "NoSuchServer",
+    "OperationStatus",
+    "OperationView",
+    "ServerConfig",
+    "ServerError",
+    "ServerSecrets",
+    "ServerState",
+    "ServerUnavailable",
+    "ServerView",
+    "SignInFailed",
+    "SignInRequired",
 ]
 
 #: A JSON object as the server sent it (tool arguments and results, elicitation params,
@@ -65,6 +83,18 @@ RECONNECTING = ServerState.RECONNECTING
 OFFLINE = ServerState.OFFLINE
 NEEDS_SIGN_IN = ServerState.NEEDS_SIGN_IN
 DISABLED = ServerState.DISABLED
+
+
+def __getattr__(name: str) -> Any:
+    # ServerConfig, the definition of a server a client passes in, is the journal's own
+    # class, loaded on first use: the journal's modules take a large part of a second to
+    # import, and a CLI command that never touches a configuration (``lab serve``) or the
+    # window's first paint should not wait for them.
+    if name == "ServerConfig":
+        from hostapp.store.journal import ServerConfig
+
+        return ServerConfig
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 # -- views: immutable; a change is a new copy (dataclasses.replace) ---------------------
@@ -177,6 +207,10 @@ class KeyringUnavailable(EngineError):
     """The OS keyring cannot take or give secrets; the message says what to do."""
 
 
+class EngineTimeout(EngineError, TimeoutError):
+    """What was awaited did not happen in time (still a ``TimeoutError``)."""
+
+
 # -- the listener contract: what the engine tells its clients ---------------------------
 
 class EngineListener(Protocol):
@@ -278,6 +312,10 @@ class EngineApi(Protocol):
 
     async def unfinished_operations(self) -> list[OperationView]:
         """The operations the journal holds in flight (those a start resumes)."""
+
+    async def operation_rows(self, limit: int = 200) -> list[JsonObject]:
+        """The newest operations as the journal stores them (``hostapp ops``): id, server,
+        tool, mechanism, status, progress, total, message, created_at, result, error."""
 
     async def events(self, op_id: str) -> list[JsonObject]:
         """The operation's timeline: ``{"at", "kind", "data"}`` objects, oldest first."""

@@ -27,7 +27,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable
 
-from hostapp.engine import api
+from hostapp.engine import accounts, api, diagnostics
 from hostapp.engine.budget import POLL_METHODS, PollBudget
 from hostapp.engine.session import MAX_INPUT_ROUNDS, ClientHandlers, ClientSession, RequestContext
 from hostapp.engine.supervisor import BUSY_STATUSES, ServerConnection, session_refused
@@ -1488,3 +1488,52 @@ class Engine:
 
     def open_questions(self) -> list[api.InputRequest]:
         return [req for req, _ in self._questions.values()]
+
+    # -- facade additions --
+    # Thin entry points for hostapp.engine.api.EngineApi; the substance is in
+    # hostapp.engine.accounts and hostapp.engine.diagnostics.
+
+    @property
+    def sign_ins(self) -> accounts.SignIns:
+        """The sign-ins under way (made on first use)."""
+        if self.__dict__.get("_sign_ins") is None:
+            self._sign_ins = accounts.SignIns(self)
+        return self._sign_ins
+
+    def server_configs(self) -> list[api.ServerConfig]:
+        return self.journal.list_servers()
+
+    def server_config(self, name: str) -> api.ServerConfig | None:
+        return self.journal.get_server(name)
+
+    async def replace_server(self, old_name: str, cfg: api.ServerConfig,
+                             secrets: dict[str, dict[str, str]] | None = None) -> None:
+        await accounts.replace_server(self, old_name, cfg, secrets)
+
+    async def forget_server(self, name: str) -> list[str]:
+        return await accounts.forget_server(self, name)
+
+    async def begin_sign_in(self, name: str, timeout: float | None = None) -> str:
+        return await self.sign_ins.begin(name, timeout)
+
+    async def finish_sign_in(self, name: str) -> None:
+        await self.sign_ins.finish(name)
+
+    async def sign_out(self, name: str) -> None:
+        await self.sign_ins.sign_out(name)
+
+    async def probe_tools(self, name: str) -> list[dict[str, Any]]:
+        return await diagnostics.probe_tools(self, name)
+
+    async def operation_rows(self, limit: int = 200) -> list[dict[str, Any]]:
+        return await diagnostics.operation_rows(self, limit)
+
+    async def operation(self, op_id: str) -> api.OperationView | None:
+        runner = self.runners.get(op_id)
+        if runner is not None:
+            return runner.view
+        record = await self._read(self.journal.get_operation, op_id)
+        return None if record is None else self._view_of(record)
+
+    async def unfinished_operations(self) -> list[api.OperationView]:
+        return [self._view_of(r) for r in await self._read(self.journal.unfinished_operations)]
