@@ -16,13 +16,13 @@ import dataclasses
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from hostapp.engine.api import ServerSecrets
+
 if TYPE_CHECKING:
     from hostapp.engine.service import Engine
     from hostapp.store.journal import ServerConfig
 
 T = TypeVar("T")
-
-ServerSecrets = dict[str, dict[str, str]]
 
 
 async def off_loop(fn: Callable[..., T], *args: Any) -> T:
