@@ -12,11 +12,19 @@ import asyncio
 import json
 import logging
 import re
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from PySide6.QtCore import QByteArray, QSettings, Qt, QTimer, Signal
+from PySide6.QtCore import (
+    QAbstractItemModel,
+    QByteArray,
+    QPoint,
+    QSettings,
+    Qt,
+    QTimer,
+    Signal,
+)
 from PySide6.QtGui import (
     QAction,
     QCloseEvent,
@@ -174,7 +182,7 @@ class MainWindow(QMainWindow):
 
     # -- construction -----------------------------------------------------------------
 
-    def _action(self, text: str, slot, shortcut: QKeySequence | str | None = None, *, tip: str = "",
+    def _action(self, text: str, slot: Callable[..., object], shortcut: QKeySequence | str | None = None, *, tip: str = "",
                 icon: QStyle.StandardPixmap | None = None) -> QAction:
         action = QAction(text, self)
         if shortcut is not None:
@@ -252,7 +260,7 @@ class MainWindow(QMainWindow):
             toolbar.addAction(a)
         self.addToolBar(toolbar)
 
-    def _table(self, model, name: str) -> QTableView:
+    def _table(self, model: QAbstractItemModel, name: str) -> QTableView:
         table = QTableView()
         table.setModel(model)
         table.setAccessibleName(name)
@@ -393,13 +401,13 @@ class MainWindow(QMainWindow):
         self.ops_table.customContextMenuRequested.connect(self._ops_menu)
         self.servers_table.customContextMenuRequested.connect(self._servers_menu)
 
-    def _ops_menu(self, pos) -> None:
+    def _ops_menu(self, pos: QPoint) -> None:
         menu = QMenu(self)
         for a in (self.cancel_action, self.rerun_action, self.copy_action, self.save_action):
             menu.addAction(a)
         menu.popup(self.ops_table.viewport().mapToGlobal(pos))
 
-    def _servers_menu(self, pos) -> None:
+    def _servers_menu(self, pos: QPoint) -> None:
         menu = QMenu(self)
         for a in (self.edit_server_action, self.reconnect_action, self.sign_in_action, self.sign_out_action,
                   self.remove_server_action):

@@ -61,7 +61,7 @@ FILTERS: dict[str, tuple[str, frozenset[str] | None]] = {
 
 
 class OperationSource(Protocol):
-    """Where the model reads operations: the engine (``Engine`` has exactly these)."""
+    """Where the model reads operations: the engine's facade (``EngineApi`` has these)."""
 
     def operations(self, statuses: set[str] | None = None, limit: int = 200,
                    offset: int = 0) -> Awaitable[list[OperationView]]: ...
