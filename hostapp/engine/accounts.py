@@ -95,11 +95,6 @@ class SignIns:
 
         await logout(name, TokenStore(self._engine.secrets))
 
-    def cancel_all(self) -> None:
-        for task in self._pending.values():
-            task.cancel()
-        self._pending.clear()
-
 
 async def replace_server(engine: Engine, old_name: str, cfg: ServerConfig,
                          secrets: ServerSecrets | None = None) -> None:
