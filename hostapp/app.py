@@ -22,7 +22,11 @@ import sys
 import traceback
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from hostapp.engine.service import Engine
+    from hostapp.store.journal import ServerConfig
 
 log = logging.getLogger("hostapp.app")
 
@@ -39,7 +43,7 @@ def lab_command() -> tuple[str, list[str]]:
     return sys.executable, ["-m", "hostapp", "lab", "serve", "--stdio"]
 
 
-def lab_server_config():
+def lab_server_config() -> ServerConfig:
     from hostapp.store.journal import ServerConfig
 
     command, args = lab_command()
@@ -87,9 +91,10 @@ class HostApp:
     States: built → started (engine running, window filled) → stopped.
     """
 
-    def __init__(self, home: Path, *, engine: Any = None) -> None:
+    def __init__(self, home: Path, *, engine: Engine | None = None) -> None:
         from PySide6.QtCore import QSettings
 
+        from hostapp.engine.facade import LocalEngine
         from hostapp.engine.service import Engine
         from hostapp.ui.adapter import EngineSignals
         from hostapp.ui.main_window import MainWindow
@@ -101,7 +106,8 @@ class HostApp:
         self.engine = engine or Engine(self.home, self.signals)
         if engine is not None:
             engine.listener = self.signals
-        self.window = MainWindow(self.engine, self.signals, self.settings, self.home)
+        # The window is a client of the engine: it sees the facade only.
+        self.window = MainWindow(LocalEngine(self.engine), self.signals, self.settings, self.home)
         self.window.quitRequested.connect(self.request_quit)
         self.started = False
         self.stopped = asyncio.Event()
@@ -128,7 +134,7 @@ class HostApp:
                 await self.engine.add_server(lab_server_config())
             self.settings.setValue(FIRST_RUN_KEY, True)
             self.settings.sync()
-        self.window.load_servers()
+        await self.window.load_servers()
 
     def request_quit(self) -> None:
         if self._stopping is None:

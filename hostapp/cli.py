@@ -22,14 +22,33 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import inspect
 import json
 import logging
 import sys
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, TextIO
 
-from hostapp.protocol.jsonrpc import RpcError
-from hostapp.transport.base import TransportError
+from hostapp.engine import api, open_engine
+from hostapp.engine.api import (
+    TERMINAL,
+    EngineApi,
+    EngineError,
+    EngineListener,
+    InputRequest,
+    JsonObject,
+    OperationView,
+    ServerUnavailable,
+    ServerView,
+    SignInRequired,
+)
+from hostapp.protocol.eras import era_of
+from hostapp.protocol.jsonrpc import ProtocolError
+
+if TYPE_CHECKING:
+    from hostapp.engine.api import ServerConfig
 
 log = logging.getLogger("hostapp")
 
@@ -45,7 +64,7 @@ class UsageError(Exception):
 class EventPrinter:
     """Prints call events as JSON lines (``--json``) or as short human lines."""
 
-    def __init__(self, as_json: bool, stream=None, operation_id: str | None = None):
+    def __init__(self, as_json: bool, stream: TextIO | None = None, operation_id: str | None = None):
         self.as_json = as_json
         self.stream = stream or sys.stdout
         self.operation_id = operation_id
@@ -81,7 +100,7 @@ class EventPrinter:
         return f"{prefix}{event}: {json.dumps(f, ensure_ascii=False)}"
 
 
-def render_result_text(result: dict[str, Any]) -> str:
+def render_result_text(result: JsonObject) -> str:
     """A CallToolResult as plain text for a terminal."""
     lines: list[str] = []
     if result.get("isError"):
@@ -108,7 +127,7 @@ UNANSWERED_HELP = ("a question with no scripted answer left: decline it (the def
                    "leave it open, to be answered later by 'hostapp resume --answers' or in the window")
 
 
-def load_answers(path: str | None) -> list[dict[str, Any]]:
+def load_answers(path: str | None) -> list[JsonObject]:
     if not path:
         return []
     try:
@@ -132,91 +151,60 @@ def parse_pairs(pairs: list[str] | None, what: str) -> dict[str, str]:
     return out
 
 
-# -- state ----------------------------------------------------------------------------
+# -- the engine -----------------------------------------------------------------------
 
-class Home:
-    """The state of one HOSTAPP_HOME, opened lazily: the journal and the secret store."""
+@contextlib.asynccontextmanager
+async def opened_engine(listener: EngineListener | None = None, *, connect: bool = False) -> AsyncIterator[EngineApi]:
+    """The engine of this HOSTAPP_HOME for one command, stopped (journal closed) at its end."""
+    engine = open_engine(None, listener, connect=connect)
+    try:
+        yield engine
+    finally:
+        await engine.stop()
 
-    def __init__(self) -> None:
-        from hostapp.store.paths import home_dir
 
-        self.path = home_dir()
-        self._journal = None
-        self._secrets = None
-
-    @property
-    def journal(self):
-        if self._journal is None:
-            from hostapp.store.journal import OperationJournal
-            from hostapp.store.paths import journal_path
-
-            self._journal = OperationJournal(journal_path(self.path))
-        return self._journal
-
-    @property
-    def secrets(self):
-        if self._secrets is None:
-            from hostapp.store.secrets import SecretStore
-
-            self._secrets = SecretStore(self.path)
-        return self._secrets
-
-    def server(self, name: str):
-        cfg = self.journal.get_server(name)
-        if cfg is None:
-            known = ", ".join(s.name for s in self.journal.list_servers()) or "none"
-            raise UsageError(f"no server named {name!r} (configured: {known}); add one with 'hostapp servers add'")
-        return cfg
-
-    def close(self) -> None:
-        if self._journal is not None:
-            self._journal.close()
+async def configured_server(engine: EngineApi, name: str) -> ServerConfig:
+    cfg = await engine.server_config(name)
+    if cfg is None:
+        known = ", ".join(s.name for s in await engine.server_configs()) or "none"
+        raise UsageError(f"no server named {name!r} (configured: {known}); add one with 'hostapp servers add'")
+    return cfg
 
 
 # -- commands -------------------------------------------------------------------------
 
-def cmd_servers_add(args: argparse.Namespace, home: Home) -> int:
-    from hostapp.store.journal import ServerConfig
-
+async def cmd_servers_add(args: argparse.Namespace) -> int:
     if bool(args.url) == bool(args.command):
         raise UsageError("give exactly one of --url URL (Streamable HTTP) or --command CMD (stdio)")
     secret_headers = parse_pairs(args.secret_header, "--secret-header")
     secret_env = parse_pairs(args.secret_env, "--secret-env")
     if args.url and not args.url.startswith(("http://", "https://")):
         raise UsageError(f"--url must be an http:// or https:// URL, got {args.url!r}")
-    if home.journal.get_server(args.name) is not None:
-        raise UsageError(f"a server named {args.name!r} already exists; remove it first")
-    refs: dict[str, dict[str, str]] = {"headers": {}, "env": {}}
-    if secret_headers or secret_env:
-        home.secrets.check()
-        refs["headers"] = {k: home.secrets.put("header", v) for k, v in secret_headers.items()}
-        refs["env"] = {k: home.secrets.put("env", v) for k, v in secret_env.items()}
-    cfg = ServerConfig(
-        name=args.name,
-        transport="http" if args.url else "stdio",
-        url=args.url,
-        headers=parse_pairs(args.header, "--header"),
-        secret_headers=refs["headers"],
-        command=args.command,
-        args=list(args.arg or []),
-        env=parse_pairs(args.env, "--env"),
-        secret_env=refs["env"],
-        protocol_version=args.protocol_version,
-    )
-    if args.protocol_version:
-        from hostapp.protocol.eras import era_of
-        from hostapp.protocol.jsonrpc import ProtocolError
-
-        try:
-            era_of(args.protocol_version)
-        except ProtocolError as exc:
-            raise UsageError(str(exc)) from None
-    home.journal.add_server(cfg)
+    async with opened_engine() as engine:
+        if await engine.server_config(args.name) is not None:
+            raise UsageError(f"a server named {args.name!r} already exists; remove it first")
+        cfg = api.ServerConfig(
+            name=args.name,
+            transport="http" if args.url else "stdio",
+            url=args.url,
+            headers=parse_pairs(args.header, "--header"),
+            command=args.command,
+            args=list(args.arg or []),
+            env=parse_pairs(args.env, "--env"),
+            protocol_version=args.protocol_version,
+        )
+        if args.protocol_version:
+            try:
+                era_of(args.protocol_version)
+            except ProtocolError as exc:
+                raise UsageError(str(exc)) from None
+        # The secret values go to the keyring; the journal keeps references to them.
+        await engine.add_server(cfg, {"headers": secret_headers, "env": secret_env})
     print(f"added {cfg.name} ({cfg.transport}: {cfg.url or cfg.command})")
     return EXIT_OK
 
 
-def server_summary(cfg: Any) -> dict[str, Any]:
+def server_summary(cfg: ServerConfig) -> dict[str, Any]:
     return {
         "name": cfg.name,
         "transport": cfg.transport,
@@ -228,8 +216,9 @@ def server_summary(cfg: Any) -> dict[str, Any]:
     }
 
 
-def cmd_servers_list(args: argparse.Namespace, home: Home) -> int:
-    servers = [server_summary(s) for s in home.journal.list_servers()]
+async def cmd_servers_list(args: argparse.Namespace) -> int:
+    async with opened_engine() as engine:
+        servers = [server_summary(s) for s in await engine.server_configs()]
     if args.json:
         print(json.dumps(servers, ensure_ascii=False))
     elif not servers:
@@ -241,75 +230,43 @@ def cmd_servers_list(args: argparse.Namespace, home: Home) -> int:
     return EXIT_OK
 
 
-def cmd_servers_remove(args: argparse.Namespace, home: Home) -> int:
-    cfg = home.server(args.name)
-    home.journal.remove_server(cfg.name)
-    if cfg.transport == "http":
-        from hostapp.auth import TokenStore
-
-        try:  # a removed server keeps no sign-in behind
-            TokenStore(home.secrets).forget(cfg.name)
-        except Exception as exc:
-            print(f"warning: could not remove the sign-in of {cfg.name} from the keyring: {type(exc).__name__}",
-                  file=sys.stderr)
-    for ref in [*(cfg.secret_headers or {}).values(), *(cfg.secret_env or {}).values()]:
-        try:
-            home.secrets.delete(ref)
-        except Exception as exc:  # the server is gone either way; say what was left behind
-            print(f"warning: could not remove a secret of {cfg.name} from the keyring: {type(exc).__name__}",
-                  file=sys.stderr)
+async def cmd_servers_remove(args: argparse.Namespace) -> int:
+    async with opened_engine() as engine:
+        cfg = await configured_server(engine, args.name)
+        # The server is gone either way; what the keyring kept is said.
+        for left_behind in await engine.forget_server(cfg.name):
+            print(f"warning: {left_behind}", file=sys.stderr)
     print(f"removed {cfg.name}")
     return EXIT_OK
 
 
-def cmd_servers_login(args: argparse.Namespace, home: Home) -> int:
+async def cmd_servers_login(args: argparse.Namespace) -> int:
     """Sign in to an HTTP server: print the authorization URL, wait for the browser's redirect."""
-    from hostapp.auth import LoopbackRedirectListener, TokenStore, login
-
-    cfg = home.server(args.name)
-    if cfg.transport != "http":
-        raise UsageError(f"{cfg.name} is a stdio server; only HTTP servers sign in")
-    home.secrets.check()
-
-    def show(url: str) -> None:
-        print(f"Open this address in a browser to sign in to {cfg.name}:\n\n  {url}\n", flush=True)
-        print("Waiting for the browser to come back...", file=sys.stderr, flush=True)
-
-    listener = LoopbackRedirectListener(open_url=show)
-    asyncio.run(login(cfg.name, cfg.url, TokenStore(home.secrets), listener))
+    async with opened_engine() as engine:
+        cfg = await configured_server(engine, args.name)
+        if cfg.transport != "http":
+            raise UsageError(f"{cfg.name} is a stdio server; only HTTP servers sign in")
+        url = await engine.begin_sign_in(cfg.name)
+        if url:
+            print(f"Open this address in a browser to sign in to {cfg.name}:\n\n  {url}\n", flush=True)
+            print("Waiting for the browser to come back...", file=sys.stderr, flush=True)
+        await engine.finish_sign_in(cfg.name)
     print(f"signed in to {cfg.name}")
     return EXIT_OK
 
 
-def cmd_servers_logout(args: argparse.Namespace, home: Home) -> int:
-    from hostapp.auth import TokenStore, logout
-
-    cfg = home.server(args.name)
-    asyncio.run(logout(cfg.name, TokenStore(home.secrets)))
+async def cmd_servers_logout(args: argparse.Namespace) -> int:
+    async with opened_engine() as engine:
+        cfg = await configured_server(engine, args.name)
+        await engine.sign_out(cfg.name)
     print(f"signed out of {cfg.name}")
     return EXIT_OK
 
 
-def _secret_store_if_needed(cfg: Any, home: Home):
-    if cfg.secret_headers or cfg.secret_env:
-        home.secrets.check()
-        return home.secrets
-    return None
-
-
-async def _tools(args: argparse.Namespace, home: Home) -> int:
-    from hostapp.engine.connections import open_session
-
-    cfg = home.server(args.server)
-    from hostapp.mechanisms import client_capabilities
-
-    # The same capabilities as a call: some servers list task tools only to clients that declare tasks.
-    session, info = await open_session(cfg, secret_store=_secret_store_if_needed(cfg, home),
-                                       capabilities=client_capabilities)
-    try:
-        tools = await session.list_tools()
-    finally:
-        await session.close()
+async def cmd_tools(args: argparse.Namespace) -> int:
+    async with opened_engine() as engine:
+        cfg = await configured_server(engine, args.server)
+        tools = await engine.probe_tools(cfg.name)
     if args.json:
         print(json.dumps(tools, ensure_ascii=False))
     else:
@@ -323,30 +280,35 @@ class CallFollower:
     """Engine listener for the CLI: prints the events of the operations it follows and
     answers their questions from the scripted answers."""
 
-    def __init__(self, printer_for: Callable[[str], EventPrinter], answers: list[dict[str, Any]],
+    def __init__(self, printer_for: Callable[[str | None], EventPrinter], answers: list[JsonObject],
                  unanswered: str = "decline"):
         self.printer_for = printer_for
         self.answers = list(answers)
         #: What to do with a question when no scripted answer is left: "decline" it, or
         #: "wait": leave it open (answered later by ``hostapp resume --answers`` or the window).
         self.unanswered = unanswered
-        self.engine: Any = None
+        self.engine: EngineApi | None = None
         self.follow: set[str] | None = None  # None: every operation
-        self._last: dict[str, tuple] = {}
+        self._last: dict[str, tuple[float | None, float | None, str | None]] = {}
+        self._answering: set[asyncio.Task[None]] = set()
 
     def _follows(self, op_id: str | None) -> bool:
         return op_id is not None and (self.follow is None or op_id in self.follow)
 
-    def operation_changed(self, op: Any) -> None:
+    def seen(self, op: OperationView) -> None:
+        """What ``op`` showed before: only news about it is printed."""
+        self._last[op.id] = (op.progress, op.total, op.message)
+
+    def operation_changed(self, op: OperationView) -> None:
         if not self._follows(op.id):
             return
         key = (op.progress, op.total, op.message)
-        if op.progress is not None and self._last.get(op.id) != key and op.status not in TERMINAL_STATUSES:
+        if op.progress is not None and self._last.get(op.id) != key and op.status not in TERMINAL:
             self._last[op.id] = key
             self.printer_for(op.id).emit("progress", progress=op.progress, total=op.total, message=op.message)
 
-    def operation_event(self, op_id: str, kind: str, data: dict[str, Any]) -> None:
-        if kind == "status" and self._follows(op_id) and data.get("to") not in TERMINAL_STATUSES:
+    def operation_event(self, op_id: str, kind: str, data: JsonObject) -> None:
+        if kind == "status" and self._follows(op_id) and data.get("to") not in TERMINAL:
             fields = {"status": data.get("to")}
             if data.get("message"):
                 fields["message"] = data["message"]
@@ -355,10 +317,10 @@ class CallFollower:
             op = next(iter(self.follow)) if self.follow else None
             self.printer_for(op).emit("log", level=data.get("level"), logger=data.get("logger"), data=data.get("data"))
 
-    def server_changed(self, server: Any) -> None:
+    def server_changed(self, server: ServerView) -> None:
         pass
 
-    def input_requested(self, request: Any) -> None:
+    def input_requested(self, request: InputRequest) -> None:
         if request.operation_id is not None and not self._follows(request.operation_id):
             return
         fields: dict[str, Any] = {"mode": request.mode, "message": request.message}
@@ -372,7 +334,11 @@ class CallFollower:
             answer = {k: v for k, v in answer.items() if k != "content"}  # URL mode carries no content
         fields["answer"] = answer.get("action")
         self.printer_for(request.operation_id).emit("elicitation", **fields)
-        self.engine.answer_input(request.id, answer)
+        assert self.engine is not None
+        # Listener calls return at once; the answer goes to the engine as its own request.
+        task = asyncio.ensure_future(self.engine.answer_input(request.id, answer))
+        self._answering.add(task)
+        task.add_done_callback(self._answering.discard)
 
     def input_withdrawn(self, request_id: str) -> None:
         pass
@@ -381,10 +347,7 @@ class CallFollower:
         print(f"hostapp: {message}", file=sys.stderr)
 
 
-TERMINAL_STATUSES = {"completed", "failed", "cancelled", "expired", "unknown"}
-
-
-def emit_outcome(printer: EventPrinter, op: Any) -> int:
+def emit_outcome(printer: EventPrinter, op: OperationView) -> int:
     """The last lines of a followed operation; the exit status it deserves."""
     printer.emit("status", status=op.status)
     if op.result is not None:
@@ -395,15 +358,12 @@ def emit_outcome(printer: EventPrinter, op: Any) -> int:
     return EXIT_ERROR
 
 
-def _engine(home: Home, follower: CallFollower):
-    from hostapp.engine.service import Engine
-
-    engine = Engine(home.path, follower, journal=home.journal)
-    follower.engine = engine
-    return engine
+def following(follower: CallFollower) -> contextlib.AbstractAsyncContextManager[EngineApi]:
+    """An engine that connects servers and tells ``follower`` what happens."""
+    return opened_engine(follower, connect=True)
 
 
-async def _call(args: argparse.Namespace, home: Home) -> int:
+async def cmd_call(args: argparse.Namespace) -> int:
     try:
         arguments = json.loads(args.args) if args.args else {}
     except ValueError as exc:
@@ -413,13 +373,13 @@ async def _call(args: argparse.Namespace, home: Home) -> int:
     printer = EventPrinter(args.json)
     follower = CallFollower(lambda _op: printer, load_answers(args.answers), args.unanswered)
     follower.follow = set()
-    cfg = home.server(args.server)
-    engine = _engine(home, follower)
-    try:
-        await engine.start(resume=False, only={cfg.name})
+    async with following(follower) as engine:
+        follower.engine = engine
+        cfg = await configured_server(engine, args.server)
+        await engine.start(resume=False, only=frozenset({cfg.name}))
         try:
-            await engine.connected(cfg.name, timeout=args.connect_timeout)
-        except (TransportError, asyncio.TimeoutError) as exc:
+            await engine.wait_connected(cfg.name, timeout=args.connect_timeout)
+        except (ServerUnavailable, TimeoutError) as exc:
             printer.emit("error", code=None, message=str(exc) or f"cannot connect to {cfg.name}: timed out")
             return EXIT_ERROR
         op = await engine.start_call(cfg.name, args.tool, arguments)
@@ -427,11 +387,9 @@ async def _call(args: argparse.Namespace, home: Home) -> int:
         printer.emit("status", status="running")
         final = await engine.wait_finished(op.id)
         return emit_outcome(printer, final)
-    finally:
-        await engine.stop()
 
 
-async def _resume(args: argparse.Namespace, home: Home) -> int:
+async def cmd_resume(args: argparse.Namespace) -> int:
     printers: dict[str | None, EventPrinter] = {}
 
     def printer_for(op_id: str | None) -> EventPrinter:
@@ -440,12 +398,12 @@ async def _resume(args: argparse.Namespace, home: Home) -> int:
         return printers[op_id]
 
     follower = CallFollower(printer_for, load_answers(args.answers), args.unanswered)
-    engine = _engine(home, follower)
-    records = home.journal.unfinished_operations()
-    unfinished = [r.id for r in records]
-    for r in records:  # what the journal holds was shown before the restart: only news is printed
-        follower._last[r.id] = (r.progress, r.total, r.message)
-    try:
+    async with following(follower) as engine:
+        follower.engine = engine
+        before = await engine.unfinished_operations()
+        unfinished = [op.id for op in before]
+        for op in before:  # what the journal holds was shown before the restart: only news is printed
+            follower.seen(op)
         await engine.start(resume=True)
         if not unfinished:
             if not args.json:
@@ -462,15 +420,11 @@ async def _resume(args: argparse.Namespace, home: Home) -> int:
             final = await engine.wait_finished(op_id)
             codes.append(emit_outcome(printer_for(op_id), final))
         return max(codes, default=EXIT_OK)
-    finally:
-        await engine.stop()
 
 
-def cmd_ops(args: argparse.Namespace, home: Home) -> int:
-    records = home.journal.list_operations(limit=args.limit)
-    rows = [{"id": r.id, "server": r.server, "tool": r.tool, "mechanism": r.mechanism, "status": r.status,
-             "progress": r.progress, "total": r.total, "message": r.message, "created_at": r.created_at,
-             "result": r.result, "error": r.error} for r in records]
+async def cmd_ops(args: argparse.Namespace) -> int:
+    async with opened_engine() as engine:
+        rows = await engine.operation_rows(limit=args.limit)
     if args.json:
         print(json.dumps(rows, ensure_ascii=False))
         return EXIT_OK
@@ -483,44 +437,26 @@ def cmd_ops(args: argparse.Namespace, home: Home) -> int:
     return EXIT_OK
 
 
-async def _cancel(args: argparse.Namespace, home: Home) -> int:
-    record = home.journal.get_operation(args.op)
-    if record is None:
-        raise UsageError(f"no operation {args.op!r}; 'hostapp ops' lists them")
-    if record.status in TERMINAL_STATUSES:
-        print(f"{args.op} already ended: {record.status}")
-        return EXIT_OK
+async def cmd_cancel(args: argparse.Namespace) -> int:
     printer = EventPrinter(False, operation_id=args.op)
     follower = CallFollower(lambda _op: printer, [])
     follower.follow = {args.op}
-    engine = _engine(home, follower)
-    try:
-        await engine.start(resume=True, only={record.server})
+    async with following(follower) as engine:
+        follower.engine = engine
+        op = await engine.operation(args.op)
+        if op is None:
+            raise UsageError(f"no operation {args.op!r}; 'hostapp ops' lists them")
+        if op.status in TERMINAL:
+            print(f"{args.op} already ended: {op.status}")
+            return EXIT_OK
+        await engine.start(resume=True, only=frozenset({op.server}))
         await engine.cancel(args.op)
         final = await asyncio.wait_for(engine.wait_finished(args.op), args.timeout)
         print(f"{args.op}: {final.status}")
-        return EXIT_OK if final.status in TERMINAL_STATUSES else EXIT_ERROR
-    finally:
-        await engine.stop()
+        return EXIT_OK if final.status in TERMINAL else EXIT_ERROR
 
 
-def cmd_tools(args: argparse.Namespace, home: Home) -> int:
-    return asyncio.run(_tools(args, home))
-
-
-def cmd_call(args: argparse.Namespace, home: Home) -> int:
-    return asyncio.run(_call(args, home))
-
-
-def cmd_resume(args: argparse.Namespace, home: Home) -> int:
-    return asyncio.run(_resume(args, home))
-
-
-def cmd_cancel(args: argparse.Namespace, home: Home) -> int:
-    return asyncio.run(_cancel(args, home))
-
-
-def cmd_conformance(args: argparse.Namespace, home: Home | None) -> int:
+def cmd_conformance(args: argparse.Namespace) -> int:
     from hostapp.conformance import main as conformance_main
 
     return conformance_main([args.url])
@@ -602,7 +538,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     conf = sub.add_parser("conformance-client", help="client for the official MCP conformance suite")
     conf.add_argument("url")
-    conf.set_defaults(func=cmd_conformance, needs_home=False)
+    conf.set_defaults(func=cmd_conformance)
 
     lab = sub.add_parser("lab", help="the built-in lab server (run 'hostapp lab serve --help')", add_help=False)
     lab.add_argument("lab_args", nargs=argparse.REMAINDER)
@@ -634,34 +570,17 @@ def main(argv: list[str] | None = None) -> int:
         from hostapp.app import main as gui_main
 
         return gui_main([])
-    home = None
     try:
-        if getattr(args, "needs_home", True):
-            home = Home()
-        return args.func(args, home)
+        outcome = args.func(args)
+        return asyncio.run(outcome) if inspect.iscoroutine(outcome) else outcome
     except UsageError as exc:
         print(f"hostapp: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    except (TransportError, RpcError) as exc:
+    except SignInRequired as exc:
+        print(f"hostapp: {exc}; run 'hostapp servers login {exc.server_name}'", file=sys.stderr)
+        return EXIT_ERROR
+    except (EngineError, TimeoutError) as exc:
         print(f"hostapp: {exc}", file=sys.stderr)
         return EXIT_ERROR
     except KeyboardInterrupt:
         return 130
-    except Exception as exc:
-        from hostapp.store.secrets import KeyringUnavailable
-
-        from hostapp.auth import AuthorizationError, SignInRequired
-
-        if isinstance(exc, KeyringUnavailable):
-            print(f"hostapp: {exc}", file=sys.stderr)
-            return EXIT_ERROR
-        if isinstance(exc, SignInRequired):
-            print(f"hostapp: {exc}; run 'hostapp servers login {exc.server_name}'", file=sys.stderr)
-            return EXIT_ERROR
-        if isinstance(exc, (AuthorizationError, TimeoutError)):
-            print(f"hostapp: {exc}", file=sys.stderr)
-            return EXIT_ERROR
-        raise
-    finally:
-        if home is not None:
-            home.close()

@@ -251,7 +251,7 @@ TRANSPORT_OPTIONS: dict[str, dict[str, Any]] = {
 async def run_scenario(url: str, scenario: str, context: dict, protocol_version: str | None = None) -> int:
     """Play ``scenario`` against the suite's server at ``url``; the exit code of the command."""
     if scenario.startswith("auth/"):
-        from hostapp.auth.conformance import run_auth_scenario
+        from hostapp.conformance_auth import run_auth_scenario
 
         return await run_auth_scenario(url, scenario, context, protocol_version)
     play = SCENARIOS.get(scenario)

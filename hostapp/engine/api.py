@@ -1,38 +1,105 @@
-"""What the engine shows the layers above it (the window and the CLI).
+"""The engine's facade: everything the window, the CLI and the conformance client may do.
 
-Plain data and one listener protocol: the window's Qt adapter implements
-:class:`EngineListener` and re-emits each call as a signal; the CLI prints them. Nothing
-here names a mechanism's internals: an operation is an operation, whatever carries it.
+:class:`EngineApi` is the contract. The in-process engine implements it
+(:class:`hostapp.engine.facade.LocalEngine`, made by :func:`hostapp.engine.open_engine`);
+a proxy over a local socket will implement it for clients of a background agent. So every
+method takes and returns plain data (strings, numbers, JSON objects, the frozen views
+below) and is awaitable, and what the engine tells its clients goes through one listener
+contract, :class:`EngineListener`.
+
+Nothing here names a mechanism's internals: an operation is an operation, whatever
+carries it. The clients catch only the exceptions declared here; the engine translates
+the transport's, the keyring's and the sign-in's failures into them.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any, Protocol
 
-# Operation statuses (the journal checks the transitions).
-PENDING = "pending"            # written, request not yet sent
-RUNNING = "running"
-INPUT_REQUIRED = "input_required"
-COMPLETED = "completed"
-FAILED = "failed"
-CANCELLED = "cancelled"
-EXPIRED = "expired"
-UNKNOWN = "unknown"            # the host cannot know whether the call ran; never re-run silently
+from hostapp.store.status import IN_FLIGHT, TERMINAL, OperationStatus
 
-IN_FLIGHT = frozenset({PENDING, RUNNING, INPUT_REQUIRED})
-TERMINAL = frozenset({COMPLETED, FAILED, CANCELLED, EXPIRED, UNKNOWN})
+if TYPE_CHECKING:
+    from hostapp.store.journal import ServerConfig
 
-# Server connection states.
-CONNECTING = "connecting"
-CONNECTED = "connected"
-RECONNECTING = "reconnecting"
-OFFLINE = "offline"
-NEEDS_SIGN_IN = "needs_sign_in"
-DISABLED = "disabled"
+__all__ = [
+    "IN_FLIGHT",
+    "TERMINAL",
+    "EngineApi",
+    "EngineError",
+    "EngineListener",
+    "EngineTimeout",
+    "InputRequest",
+    "JsonObject",
+    "KeyringUnavailable",
+    "NoSuchOperation",
+    "NoSuchServer",
+    "OperationStatus",
+    "OperationView",
+    "ServerConfig",
+    "ServerError",
+    "ServerSecrets",
+    "ServerState",
+    "ServerUnavailable",
+    "ServerView",
+    "SignInFailed",
+    "SignInRequired",
+]
+
+#: A JSON object as the server sent it (tool arguments and results, elicitation params,
+#: event data): the only untyped values of the facade.
+JsonObject = dict[str, Any]
+
+#: Secret values of a server for the keyring, apart from its configuration:
+#: ``{"headers": {name: value}, "env": {name: value}}``.
+ServerSecrets = dict[str, dict[str, str]]
 
 
-@dataclass(slots=True)
+class ServerState(StrEnum):
+    """A configured server's connection state (a ``str``, compared and sent as its value)."""
+
+    CONNECTING = "connecting"
+    CONNECTED = "connected"
+    RECONNECTING = "reconnecting"
+    OFFLINE = "offline"
+    NEEDS_SIGN_IN = "needs_sign_in"
+    DISABLED = "disabled"
+
+
+# Module-level names of the members, for the engine's own modules, which read them as
+# ``api.RUNNING``; they are the enum members themselves, not a second vocabulary.
+PENDING = OperationStatus.PENDING
+RUNNING = OperationStatus.RUNNING
+INPUT_REQUIRED = OperationStatus.INPUT_REQUIRED
+COMPLETED = OperationStatus.COMPLETED
+FAILED = OperationStatus.FAILED
+CANCELLED = OperationStatus.CANCELLED
+EXPIRED = OperationStatus.EXPIRED
+UNKNOWN = OperationStatus.UNKNOWN
+CONNECTING = ServerState.CONNECTING
+CONNECTED = ServerState.CONNECTED
+RECONNECTING = ServerState.RECONNECTING
+OFFLINE = ServerState.OFFLINE
+NEEDS_SIGN_IN = ServerState.NEEDS_SIGN_IN
+DISABLED = ServerState.DISABLED
+
+
+def __getattr__(name: str) -> Any:
+    # ServerConfig, the definition of a server a client passes in, is the journal's own
+    # class, loaded on first use: the journal's modules take a large part of a second to
+    # import, and a CLI command that never touches a configuration (``lab serve``) or the
+    # window's first paint should not wait for them.
+    if name == "ServerConfig":
+        from hostapp.store.journal import ServerConfig
+
+        return ServerConfig
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+# -- views: immutable; a change is a new copy (dataclasses.replace) ---------------------
+
+@dataclass(frozen=True, slots=True)
 class OperationView:
     """A snapshot of one operation, as a person sees it."""
 
@@ -40,8 +107,8 @@ class OperationView:
     server: str
     tool: str | None
     method: str
-    arguments: dict[str, Any]
-    status: str
+    arguments: JsonObject
+    status: str  # an OperationStatus value
     progress: float | None = None
     total: float | None = None
     message: str | None = None
@@ -49,8 +116,8 @@ class OperationView:
     updated_at: float = 0.0
     ended_at: float | None = None
     needs_input: bool = False
-    result: dict[str, Any] | None = None
-    error: dict[str, Any] | None = None
+    result: JsonObject | None = None
+    error: JsonObject | None = None
     resumable: bool = True
 
     @property
@@ -65,22 +132,22 @@ class OperationView:
         return None
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class ServerView:
     """A configured server and its live connection state."""
 
     name: str
     transport: str
     target: str
-    state: str = OFFLINE
+    state: str = ServerState.OFFLINE  # a ServerState value
     protocol_version: str | None = None
     tools_count: int | None = None
     retry_in: float | None = None      # seconds until the next reconnect attempt
     error: str | None = None           # the last failure, in plain words
-    tools: list[dict[str, Any]] = field(default_factory=list)
+    tools: tuple[JsonObject, ...] = ()
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class InputRequest:
     """A question a server asks on behalf of an operation (form or URL elicitation)."""
 
@@ -89,15 +156,69 @@ class InputRequest:
     server: str
     mode: str                  # "form" | "url"
     message: str
-    params: dict[str, Any]     # the elicitation params as the server sent them
+    params: JsonObject         # the elicitation params as the server sent them
 
+
+# -- errors the clients catch ---------------------------------------------------------
+
+class EngineError(Exception):
+    """A request to the engine failed; the message is for a person and holds no secret."""
+
+
+class NoSuchServer(EngineError, KeyError):
+    """No server is configured under that name."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0]) if self.args else "no such server"
+
+
+class NoSuchOperation(EngineError, KeyError):
+    """No operation (or no open question) has that id."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else "no such operation"
+
+
+class ServerUnavailable(EngineError):
+    """The server could not be reached, or its connection broke."""
+
+
+class ServerError(EngineError):
+    """The server answered with a JSON-RPC error (``code`` is its error code)."""
+
+    def __init__(self, message: str, code: int | None = None):
+        super().__init__(message)
+        self.code = code
+
+
+class SignInRequired(ServerUnavailable):
+    """The server needs a person to sign in (``hostapp servers login``, or Sign in)."""
+
+    def __init__(self, message: str, server_name: str):
+        super().__init__(message)
+        self.server_name = server_name
+
+
+class SignInFailed(EngineError):
+    """Signing in did not complete (refused, timed out, or the server offers no sign-in)."""
+
+
+class KeyringUnavailable(EngineError):
+    """The OS keyring cannot take or give secrets; the message says what to do."""
+
+
+class EngineTimeout(EngineError, TimeoutError):
+    """What was awaited did not happen in time (still a ``TimeoutError``)."""
+
+
+# -- the listener contract: what the engine tells its clients ---------------------------
 
 class EngineListener(Protocol):
     """Called on the event loop thread; implementations must return quickly."""
 
     def operation_changed(self, op: OperationView) -> None: ...
 
-    def operation_event(self, op_id: str, kind: str, data: dict[str, Any]) -> None: ...
+    def operation_event(self, op_id: str, kind: str, data: JsonObject) -> None: ...
 
     def server_changed(self, server: ServerView) -> None: ...
 
@@ -107,3 +228,102 @@ class EngineListener(Protocol):
 
     def problem(self, kind: str, message: str) -> None:
         """A banner-worthy condition: kind is "keyring", "server", "journal"."""
+
+
+# -- the facade -------------------------------------------------------------------------
+
+class EngineApi(Protocol):
+    """What a client may ask of the engine. Every method is awaitable and takes and
+    returns plain data; failures are the exceptions of this module."""
+
+    # lifecycle (the owner of the home starts and stops it)
+    async def start(self, *, resume: bool = True, only: frozenset[str] | None = None) -> None:
+        """Check the keyring, connect the servers (``only`` those), resume operations."""
+
+    async def stop(self) -> None:
+        """Quit: operations in flight stay in the journal, to be resumed by the next start."""
+
+    async def keyring_problem(self) -> str | None:
+        """Why the keyring takes no secrets right now, or None when it does."""
+
+    # servers
+    async def servers(self) -> list[ServerView]:
+        """Every configured server with its connection state."""
+
+    async def server_configs(self) -> list[ServerConfig]:
+        """Every configured server's definition (secret values are keyring references)."""
+
+    async def server_config(self, name: str) -> ServerConfig | None:
+        """One server's definition, or None."""
+
+    async def add_server(self, cfg: ServerConfig, secrets: ServerSecrets | None = None) -> None:
+        """Configure a server; ``secrets`` go to the keyring, the journal keeps references."""
+
+    async def update_server(self, cfg: ServerConfig, secrets: ServerSecrets | None = None) -> None:
+        """Change a server in place (same name); its history stays attached."""
+
+    async def replace_server(self, old_name: str, cfg: ServerConfig, secrets: ServerSecrets | None = None) -> None:
+        """Replace ``old_name`` by ``cfg`` under another name; kept secret references move along."""
+
+    async def remove_server(self, name: str) -> None:
+        """Remove a server and its secret values; its history and sign-in stay."""
+
+    async def forget_server(self, name: str) -> list[str]:
+        """Remove a server with its secret values and its sign-in; what the keyring kept
+        although asked to delete it, in plain words."""
+
+    async def reconnect(self, name: str) -> None:
+        """Connect the server now instead of waiting for the next retry."""
+
+    async def wait_connected(self, name: str, timeout: float = 60.0) -> ServerView:
+        """Until the server's first connection attempt ended; ServerUnavailable if it failed."""
+
+    async def list_tools(self, server: str, timeout: float = 30.0) -> list[JsonObject]:
+        """The tools of a connected server (waits for its connection)."""
+
+    async def probe_tools(self, server: str) -> list[JsonObject]:
+        """Connect once, list the tools, disconnect: a failure is raised, not retried."""
+
+    async def begin_sign_in(self, server: str, timeout: float | None = None) -> str:
+        """Start signing in to an HTTP server; the authorization URL for the browser."""
+
+    async def finish_sign_in(self, server: str) -> None:
+        """Until the browser came back and the tokens are in the keyring."""
+
+    async def sign_out(self, server: str) -> None:
+        """Forget the server's tokens; its next connection asks for sign-in again."""
+
+    # operations
+    async def start_call(self, server: str, tool: str, arguments: JsonObject | None = None) -> OperationView:
+        """Journal a tools/call operation and start it in the background."""
+
+    async def cancel(self, op_id: str) -> None: ...
+
+    async def rerun(self, op_id: str) -> OperationView:
+        """Run an ended call again, as a new operation."""
+
+    async def operation(self, op_id: str) -> OperationView | None: ...
+
+    async def operations(self, statuses: set[str] | None = None, limit: int = 200,
+                         offset: int = 0) -> list[OperationView]:
+        """Newest first; ``statuses`` filters."""
+
+    async def count_operations(self, statuses: set[str] | None = None) -> int: ...
+
+    async def unfinished_operations(self) -> list[OperationView]:
+        """The operations the journal holds in flight (those a start resumes)."""
+
+    async def operation_rows(self, limit: int = 200) -> list[JsonObject]:
+        """The newest operations as the journal stores them (``hostapp ops``): id, server,
+        tool, mechanism, status, progress, total, message, created_at, result, error."""
+
+    async def events(self, op_id: str) -> list[JsonObject]:
+        """The operation's timeline: ``{"at", "kind", "data"}`` objects, oldest first."""
+
+    async def wait_finished(self, op_id: str) -> OperationView:
+        """Until the operation has a terminal status."""
+
+    # questions to the person
+    async def answer_input(self, request_id: str, answer: JsonObject) -> None: ...
+
+    async def open_questions(self) -> list[InputRequest]: ...

@@ -23,10 +23,11 @@ import json
 import logging
 import time
 import uuid
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable
 
-from hostapp.engine import api
+from hostapp.engine import accounts, api, diagnostics
 from hostapp.engine.budget import POLL_METHODS, PollBudget
 from hostapp.engine.session import MAX_INPUT_ROUNDS, ClientHandlers, ClientSession, RequestContext
 from hostapp.engine.supervisor import BUSY_STATUSES, ServerConnection, session_refused
@@ -323,7 +324,7 @@ class OperationRunner:
                     eng._keyring_failed(exc)
                     resumable, ref = False, None
         self.handle_ref = ref
-        self.view.resumable = resumable
+        self.view = replace(self.view, resumable=resumable)
         mechanism = action.state.get("mechanism")
         self.record.mechanism = mechanism
         await eng.journal.update_operation(self.id, handle=action.state, handle_ref=ref,
@@ -349,15 +350,13 @@ class OperationRunner:
             message = "waiting for your answer"
         if self.view.status == status:
             if message and message != self.view.message:
-                self.view.message = message
+                self.view = replace(self.view, message=message)
                 self.engine._changed(self)
             return
         old = self.view.status
         await self.engine.journal.update_operation(self.id, status=status, message=message)
-        self.view.status = status
-        self.view.needs_input = status == api.INPUT_REQUIRED
-        self.view.message = message or self.view.message
-        self.view.updated_at = self.engine.clock()
+        self.view = replace(self.view, status=status, needs_input=status == api.INPUT_REQUIRED,
+                            message=message or self.view.message, updated_at=self.engine.clock())
         data = {"from": old, "to": status, "message": message}  # the journal records it with the change
         self.engine.listener.operation_event(self.id, "status", data)
         self.engine._changed(self)
@@ -368,11 +367,10 @@ class OperationRunner:
         if self._deadline_handle is not None:
             self._deadline_handle.cancel()
         first = await eng.journal.finish_operation(self.id, status, result=result, error=error)
-        self.view.status = status
-        self.view.result, self.view.error = result, error
-        self.view.message = outcome_message(status, result, error) or self.view.message
-        self.view.needs_input = False
-        self.view.ended_at = self.view.updated_at = eng.clock()
+        ended = eng.clock()
+        self.view = replace(self.view, status=status, result=result, error=error,
+                            message=outcome_message(status, result, error) or self.view.message,
+                            needs_input=False, ended_at=ended, updated_at=ended)
         if self.handle_ref is not None:
             await eng._delete_secret(self.handle_ref)
         for qid in list(self._questions):
@@ -444,12 +442,9 @@ class OperationRunner:
         beyond the one shown is dropped, so progress never moves backwards."""
         if self.view.progress is not None and action.progress <= self.view.progress:
             return
-        self.view.progress = action.progress
-        if action.total is not None:
-            self.view.total = action.total
-        if action.message:
-            self.view.message = action.message
-        self.view.updated_at = self.engine.clock()
+        self.view = replace(self.view, progress=action.progress,
+                            total=self.view.total if action.total is None else action.total,
+                            message=action.message or self.view.message, updated_at=self.engine.clock())
         self.engine.journal.record_progress(self.id, action.progress, action.total, action.message)
         self.engine._changed(self)
 
@@ -471,7 +466,7 @@ class OperationRunner:
         self.record.jsonrpc_id = rid
         await eng.journal.update_operation(self.id, jsonrpc_id=rid, status=api.RUNNING,
                                            mechanism=self.record.mechanism or self.mech.name)
-        self.view.status = api.RUNNING
+        self.view = replace(self.view, status=api.RUNNING)
         eng._changed(self)
         eng._own_request(self, session, rid)
         await self._request(session, self.mech.method, to_send, rid, original=True)
@@ -1199,7 +1194,7 @@ class Engine:
         except (RpcError, TransportError) as exc:
             log.info("%s: tools/list failed: %s", conn.name, exc)
             return
-        conn.view.tools, conn.view.tools_count = conn.tools, len(conn.tools)
+        conn.view = replace(conn.view, tools=tuple(conn.tools), tools_count=len(conn.tools))
         self.listener.server_changed(conn.view)
 
     async def _on_ready(self, conn: ServerConnection, session: ClientSession) -> None:
@@ -1493,3 +1488,52 @@ class Engine:
 
     def open_questions(self) -> list[api.InputRequest]:
         return [req for req, _ in self._questions.values()]
+
+    # -- facade additions --
+    # Thin entry points for hostapp.engine.api.EngineApi; the substance is in
+    # hostapp.engine.accounts and hostapp.engine.diagnostics.
+
+    @property
+    def sign_ins(self) -> accounts.SignIns:
+        """The sign-ins under way (made on first use)."""
+        if self.__dict__.get("_sign_ins") is None:
+            self._sign_ins = accounts.SignIns(self)
+        return self._sign_ins
+
+    def server_configs(self) -> list[api.ServerConfig]:
+        return self.journal.list_servers()
+
+    def server_config(self, name: str) -> api.ServerConfig | None:
+        return self.journal.get_server(name)
+
+    async def replace_server(self, old_name: str, cfg: api.ServerConfig,
+                             secrets: dict[str, dict[str, str]] | None = None) -> None:
+        await accounts.replace_server(self, old_name, cfg, secrets)
+
+    async def forget_server(self, name: str) -> list[str]:
+        return await accounts.forget_server(self, name)
+
+    async def begin_sign_in(self, name: str, timeout: float | None = None) -> str:
+        return await self.sign_ins.begin(name, timeout)
+
+    async def finish_sign_in(self, name: str) -> None:
+        await self.sign_ins.finish(name)
+
+    async def sign_out(self, name: str) -> None:
+        await self.sign_ins.sign_out(name)
+
+    async def probe_tools(self, name: str) -> list[dict[str, Any]]:
+        return await diagnostics.probe_tools(self, name)
+
+    async def operation_rows(self, limit: int = 200) -> list[dict[str, Any]]:
+        return await diagnostics.operation_rows(self, limit)
+
+    async def operation(self, op_id: str) -> api.OperationView | None:
+        runner = self.runners.get(op_id)
+        if runner is not None:
+            return runner.view
+        record = await self._read(self.journal.get_operation, op_id)
+        return None if record is None else self._view_of(record)
+
+    async def unfinished_operations(self) -> list[api.OperationView]:
+        return [self._view_of(r) for r in await self._read(self.journal.unfinished_operations)]

@@ -20,6 +20,7 @@ connecting … ; disabled when stopped; needs_sign_in on HTTP 401.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import random
 import time
@@ -224,8 +225,7 @@ class ServerConnection:
         return await (ready() if timeout is None else asyncio.wait_for(ready(), timeout))
 
     def _set(self, **fields: Any) -> None:
-        for k, v in fields.items():
-            setattr(self.view, k, v)
+        self.view = dataclasses.replace(self.view, **fields)  # views are immutable snapshots
         self.on_change(self.view)
 
     async def _drop_session(self, *, end_session: bool = True) -> None:

@@ -12,15 +12,22 @@ import asyncio
 import json
 import logging
 import re
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from PySide6.QtCore import QByteArray, QSettings, Qt, QTimer, QUrl, Signal
+from PySide6.QtCore import (
+    QAbstractItemModel,
+    QByteArray,
+    QPoint,
+    QSettings,
+    Qt,
+    QTimer,
+    Signal,
+)
 from PySide6.QtGui import (
     QAction,
     QCloseEvent,
-    QDesktopServices,
     QGuiApplication,
     QIcon,
     QKeySequence,
@@ -46,8 +53,16 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from hostapp.engine import api
-from hostapp.engine.api import InputRequest, OperationView, ServerView
+from hostapp.engine.api import (
+    TERMINAL,
+    EngineApi,
+    InputRequest,
+    JsonObject,
+    OperationStatus,
+    OperationView,
+    ServerState,
+    ServerView,
+)
 from hostapp.ui.adapter import EngineSignals
 from hostapp.ui.async_dialog import run_dialog
 from hostapp.ui.details import OperationDetails
@@ -57,7 +72,7 @@ from hostapp.ui.operations_model import MESSAGE as OP_MESSAGE
 from hostapp.ui.operations_model import PROGRESS as OP_PROGRESS
 from hostapp.ui.progress_delegate import ProgressDelegate
 from hostapp.ui.result_view import plain_label, result_as_text
-from hostapp.ui.server_dialog import ImportDialog, ServerDialog, ServerSettings
+from hostapp.ui.server_actions import ServerActions
 from hostapp.ui.servers_model import TARGET as SERVER_TARGET
 from hostapp.ui.servers_model import ServerRole, ServerTableModel
 
@@ -65,9 +80,6 @@ if TYPE_CHECKING:
     from hostapp.ui.call_dialog import StartCallDialog
 
 log = logging.getLogger(__name__)
-
-#: How long a sign-in waits for the browser to come back before it gives up.
-SIGN_IN_TIMEOUT_SECONDS = 300.0
 
 RESOURCES = Path(__file__).resolve().parent.parent.parent / "resources"
 
@@ -134,7 +146,7 @@ class MainWindow(QMainWindow):
     quitRequested = Signal()
     notified = Signal(str, str)
 
-    def __init__(self, engine: Any, signals: EngineSignals, settings: QSettings, home: Path) -> None:
+    def __init__(self, engine: EngineApi, signals: EngineSignals, settings: QSettings, home: Path) -> None:
         super().__init__()
         self.engine = engine
         self.signals = signals
@@ -144,13 +156,8 @@ class MainWindow(QMainWindow):
         self._last_status: dict[str, str] = {}
         self._closing = False
         self._file_dialog: QFileDialog | None = None
-        # The dialogs open right now (None when closed): the window drives them, tests inspect them.
+        # The dialog open right now (None when closed): the window drives it, tests inspect it.
         self.call_dialog: StartCallDialog | None = None
-        self.server_dialog: ServerDialog | None = None
-        self.import_dialog: ImportDialog | None = None
-        # How a sign-in's authorization page is shown: the person's browser.
-        self.open_url = lambda url: QDesktopServices.openUrl(QUrl(url))
-        self._signing_in: set[str] = set()
         # Servers whose last attempt was refused for want of sign-in. Kept while they retry
         # (connecting…), so that the Sign in button does not come and go with each attempt.
         self._needs_sign_in: set[str] = set()
@@ -159,6 +166,8 @@ class MainWindow(QMainWindow):
         self.setWindowIcon(app_icon())
 
         self.servers_model = ServerTableModel(self)
+        self.server_actions = ServerActions(engine, self.servers_model, self, run=self.run,
+                                            selected=self.selected_server)
         self.ops_model = OperationTableModel(engine, self)
         self.banner = Banner()
         self.details = OperationDetails(self.home / "attachments")
@@ -173,7 +182,7 @@ class MainWindow(QMainWindow):
 
     # -- construction -----------------------------------------------------------------
 
-    def _action(self, text: str, slot, shortcut: QKeySequence | str | None = None, *, tip: str = "",
+    def _action(self, text: str, slot: Callable[..., object], shortcut: QKeySequence | str | None = None, *, tip: str = "",
                 icon: QStyle.StandardPixmap | None = None) -> QAction:
         action = QAction(text, self)
         if shortcut is not None:
@@ -200,19 +209,19 @@ class MainWindow(QMainWindow):
                                         tip="Copy the result of the selected operation")
         self.save_action = self._action("Sa&ve result…", self.save_selected, QKeySequence.StandardKey.Save,
                                         tip="Save the result of the selected operation", icon=S.SP_DialogSaveButton)
-        self.add_server_action = self._action("&Add server…", self.add_server, "Ctrl+Shift+N",
+        self.add_server_action = self._action("&Add server…", self.server_actions.add_server, "Ctrl+Shift+N",
                                               tip="Configure a new MCP server", icon=S.SP_FileDialogNewFolder)
-        self.edit_server_action = self._action("&Edit server…", self.edit_server, "F2",
+        self.edit_server_action = self._action("&Edit server…", self.server_actions.edit_server, "F2",
                                                tip="Change the selected server")
-        self.remove_server_action = self._action("Re&move server", self.remove_server, "Ctrl+Shift+Delete",
+        self.remove_server_action = self._action("Re&move server", self.server_actions.remove_server, "Ctrl+Shift+Delete",
                                                  tip="Remove the selected server (its history stays)")
-        self.reconnect_action = self._action("Re&connect", self.reconnect_server, "F5",
+        self.reconnect_action = self._action("Re&connect", self.server_actions.reconnect_server, "F5",
                                              tip="Connect the selected server now")
-        self.sign_in_action = self._action("Sign &in…", self.sign_in_server, tip="Sign in to the selected server "
+        self.sign_in_action = self._action("Sign &in…", self.server_actions.sign_in_server, tip="Sign in to the selected server "
                                            "in your browser (it asks for it)", icon=S.SP_DialogYesButton)
-        self.sign_out_action = self._action("Sign o&ut", self.sign_out_server,
+        self.sign_out_action = self._action("Sign o&ut", self.server_actions.sign_out_server,
                                             tip="Forget the sign-in of the selected server (its tokens leave the keyring)")
-        self.import_action = self._action("&Import servers…", self.import_servers, "Ctrl+I",
+        self.import_action = self._action("&Import servers…", self.server_actions.import_servers, "Ctrl+I",
                                           tip="Import servers from Claude Desktop, VS Code or Cursor")
         self.quit_action = self._action("&Quit", self.quitRequested.emit, QKeySequence.StandardKey.Quit,
                                         tip="Quit hostapp (running operations resume next time)")
@@ -251,7 +260,7 @@ class MainWindow(QMainWindow):
             toolbar.addAction(a)
         self.addToolBar(toolbar)
 
-    def _table(self, model, name: str) -> QTableView:
+    def _table(self, model: QAbstractItemModel, name: str) -> QTableView:
         table = QTableView()
         table.setModel(model)
         table.setAccessibleName(name)
@@ -366,6 +375,8 @@ class MainWindow(QMainWindow):
         s.inputRequested.connect(self._input_requested)
         s.inputWithdrawn.connect(self.elicitations.withdraw)
         s.problemReported.connect(self._problem)
+        self.server_actions.changed.connect(self._servers_edited)
+        self.server_actions.status.connect(lambda text, ms: self.statusBar().showMessage(text, ms))
         self.ops_table.selectionModel().currentRowChanged.connect(lambda *_: self._selection_changed())
         self.ops_model.modelReset.connect(self._selection_changed)
         # Rows move between "in flight" and "finished": re-check what the actions apply to once the model settled.
@@ -380,7 +391,7 @@ class MainWindow(QMainWindow):
         self.ops_model.rowsInserted.connect(lambda *_: self._update_count())
         self.ops_model.rowsRemoved.connect(lambda *_: self._update_count())
         self.servers_table.selectionModel().currentRowChanged.connect(lambda *_: self._update_actions())
-        self.servers_table.doubleClicked.connect(lambda *_: self.edit_server())
+        self.servers_table.doubleClicked.connect(lambda *_: self.server_actions.edit_server())
         self.filter_box.currentIndexChanged.connect(lambda _: self.set_filter(self.filter_box.currentData()))
         self.details.cancelRequested.connect(lambda _id: self.cancel_selected())
         self.details.rerunRequested.connect(lambda _id: self.rerun_selected())
@@ -390,13 +401,13 @@ class MainWindow(QMainWindow):
         self.ops_table.customContextMenuRequested.connect(self._ops_menu)
         self.servers_table.customContextMenuRequested.connect(self._servers_menu)
 
-    def _ops_menu(self, pos) -> None:
+    def _ops_menu(self, pos: QPoint) -> None:
         menu = QMenu(self)
         for a in (self.cancel_action, self.rerun_action, self.copy_action, self.save_action):
             menu.addAction(a)
         menu.popup(self.ops_table.viewport().mapToGlobal(pos))
 
-    def _servers_menu(self, pos) -> None:
+    def _servers_menu(self, pos: QPoint) -> None:
         menu = QMenu(self)
         for a in (self.edit_server_action, self.reconnect_action, self.sign_in_action, self.sign_out_action,
                   self.remove_server_action):
@@ -451,7 +462,7 @@ class MainWindow(QMainWindow):
 
     # -- async plumbing ---------------------------------------------------------------
 
-    def run(self, coro: Coroutine[Any, Any, Any], what: str) -> asyncio.Task:
+    def run(self, coro: Coroutine[Any, Any, Any], what: str) -> asyncio.Task[Any]:
         """Run an engine call in the background; a failure is shown, never raised into Qt."""
         task = asyncio.ensure_future(coro)
         self._tasks.add(task)
@@ -481,13 +492,13 @@ class MainWindow(QMainWindow):
             self.ops_table.selectRow(0)
         self._update_count()
 
-    def load_servers(self) -> None:
+    async def load_servers(self) -> None:
         """Fill the servers table and the keyring banner (after ``engine.start()``)."""
-        servers = self.engine.servers()
-        self._needs_sign_in = {s.name for s in servers if s.state == api.NEEDS_SIGN_IN}
+        servers = await self.engine.servers()
+        self._needs_sign_in = {s.name for s in servers if s.state == ServerState.NEEDS_SIGN_IN}
         self.servers_model.set_servers(servers)
         self._servers_health()
-        problem = getattr(self.engine, "keyring_problem", None)
+        problem = await self.engine.keyring_problem()
         self.banner.set_message("keyring", f"Keyring unavailable: {problem}" if problem else None)
         self._update_actions()  # Start is possible once a server is listed
 
@@ -507,14 +518,14 @@ class MainWindow(QMainWindow):
     def _maybe_notify(self, op: OperationView) -> None:
         before = self._last_status.get(op.id)
         self._last_status[op.id] = op.status
-        if before == op.status or before is None and op.status not in api.TERMINAL | {api.INPUT_REQUIRED}:
+        if before == op.status or before is None and op.status not in TERMINAL | {OperationStatus.INPUT_REQUIRED}:
             return
-        if before is not None and before in api.TERMINAL:
+        if before is not None and before in TERMINAL:
             return
         tool = op.tool or op.method
-        if op.status == api.COMPLETED:
+        if op.status == OperationStatus.COMPLETED:
             self.notify("Operation finished", f"{tool} on {op.server} finished.")
-        elif op.status in (api.FAILED, api.EXPIRED, api.UNKNOWN):
+        elif op.status in (OperationStatus.FAILED, OperationStatus.EXPIRED, OperationStatus.UNKNOWN):
             why = (op.error or {}).get("message") or op.message or ""
             self.notify("Operation failed", f"{tool} on {op.server} failed.", detail=why)
         # "Input needed" is announced with the question itself (see _input_requested).
@@ -531,23 +542,27 @@ class MainWindow(QMainWindow):
         self.statusBar().showMessage(f"{title}: {text}" + (f" {detail}" if detail else ""), 10000)
         self.notified.emit(title, text)
 
-    def _operation_event(self, op_id: str, kind: str, data: dict[str, Any]) -> None:
+    def _operation_event(self, op_id: str, kind: str, data: JsonObject) -> None:
         if self.details.op is not None and op_id == self.details.op.id:
             self.details.add_event(kind, data)
 
     def _server_changed(self, server: ServerView) -> None:
-        if server.state == api.NEEDS_SIGN_IN:
+        if server.state == ServerState.NEEDS_SIGN_IN:
             self._needs_sign_in.add(server.name)
-        elif server.state not in (api.CONNECTING, api.RECONNECTING):
+        elif server.state not in (ServerState.CONNECTING, ServerState.RECONNECTING):
             self._needs_sign_in.discard(server.name)
         self.servers_model.update_server(server)
+        self._servers_health()
+        self._update_actions()
+
+    def _servers_edited(self) -> None:
         self._servers_health()
         self._update_actions()
 
     def _servers_health(self) -> None:
         lines = []
         for s in self.servers_model.servers():
-            if s.state == api.OFFLINE:
+            if s.state == ServerState.OFFLINE:
                 lines.append(f"{s.name} is offline" + (f": {s.error}" if s.error else "") +
                              ". hostapp keeps trying; its operations continue once it is back.")
             elif s.name in self._needs_sign_in:
@@ -567,8 +582,8 @@ class MainWindow(QMainWindow):
         self.notify("Input needed", f"{request.server} asks for your input about {title}.", detail=request.message)
         self.elicitations.enqueue(request)
 
-    def _answer_question(self, request_id: str, answer: dict[str, Any]) -> None:
-        self.engine.answer_input(request_id, answer)
+    def _answer_question(self, request_id: str, answer: JsonObject) -> None:
+        self.run(self.engine.answer_input(request_id, answer), "answer the question")
 
     def _operation_title(self, op_id: str | None) -> str | None:
         if op_id is None:
@@ -616,7 +631,7 @@ class MainWindow(QMainWindow):
         self.start_action.setEnabled(bool(self.servers_model.rowCount()))
         for a in (self.edit_server_action, self.remove_server_action, self.reconnect_action):
             a.setEnabled(server is not None)
-        signing_in = server is not None and server.name in self._signing_in
+        signing_in = server is not None and server.name in self.server_actions.signing_in
         self.sign_in_action.setEnabled(server is not None and server.name in self._needs_sign_in and not signing_in)
         self.sign_out_action.setEnabled(server is not None and server.transport == "http" and not signing_in)
 
@@ -713,131 +728,3 @@ class MainWindow(QMainWindow):
             self.show_error(f"Could not save the result: {exc.strerror or exc}")
             return
         self.statusBar().showMessage(f"Saved to {path}", 5000)
-
-    # -- server actions ---------------------------------------------------------------
-
-    def _config_of(self, name: str):
-        journal = getattr(self.engine, "journal", None)
-        return journal.get_server(name) if journal is not None else None
-
-    def add_server(self) -> None:
-        self.run(self._edit_server(None), "add the server")
-
-    def edit_server(self) -> None:
-        server = self.selected_server()
-        if server is not None:
-            self.run(self._edit_server(server.name), "change the server")
-
-    async def _edit_server(self, name: str | None, imported=None) -> None:
-        existing = self._config_of(name) if name else None
-        dialog = ServerDialog(self, existing=existing, taken_names={s.name for s in self.servers_model.servers()})
-        if imported is not None:
-            dialog.fill_imported(imported)
-        self.server_dialog = dialog
-        try:
-            if await run_dialog(dialog) != ServerDialog.DialogCode.Accepted or dialog.result_settings is None:
-                return
-            await self._save_server(dialog.result_settings, replacing=name)
-        finally:
-            self.server_dialog = None
-            dialog.deleteLater()
-
-    async def _save_server(self, settings: ServerSettings, replacing: str | None = None) -> None:
-        cfg = settings.to_config()
-        update = getattr(self.engine, "update_server", None)
-        if replacing is not None and replacing == settings.name and update is not None:
-            await update(cfg, settings.secrets)
-        else:
-            if replacing is not None:
-                await self._carry_kept_secrets(settings)
-                await self.engine.remove_server(replacing)
-                self.servers_model.remove_server(replacing)
-            await self.engine.add_server(cfg, settings.secrets)
-        self.servers_model.set_servers(self.engine.servers())
-        self._servers_health()
-        self._update_actions()
-
-    async def _carry_kept_secrets(self, settings: ServerSettings) -> None:
-        """Removing a server deletes its keyring entries: read the unchanged ones first and store them anew."""
-        for kind in ("env", "headers"):
-            for name, ref in list(settings.kept_secrets[kind].items()):
-                settings.secrets[kind][name] = await asyncio.to_thread(self.engine.secrets.get, ref)
-                del settings.kept_secrets[kind][name]
-
-    def remove_server(self) -> None:
-        server = self.selected_server()
-        if server is not None:
-            self.run(self._remove_server(server.name), "remove the server")
-
-    async def _remove_server(self, name: str) -> None:
-        await self.engine.remove_server(name)
-        self.servers_model.remove_server(name)
-        self._servers_health()
-        self._update_actions()
-        self.statusBar().showMessage(f"Removed {name}; its operations stay in the history", 5000)
-
-    def reconnect_server(self) -> None:
-        server = self.selected_server()
-        if server is not None:
-            self.run(self.engine.reconnect(server.name), "reconnect")
-
-    def sign_in_server(self) -> None:
-        server = self.selected_server()
-        if server is not None:
-            self.run(self.sign_in(server.name), f"sign in to {server.name}")
-
-    async def sign_in(self, name: str) -> None:
-        """Sign in to an HTTP server in the browser (OAuth), then connect it with the new tokens.
-
-        Calls already started on the server wait for its next connection, so they go on
-        from here.
-        """
-        from hostapp.auth import LoopbackRedirectListener, TokenStore, login
-
-        cfg = self.engine.journal.get_server(name)
-        if cfg is None or cfg.transport != "http" or not cfg.url:
-            raise ValueError(f"{name} is not an HTTP server")
-        self._signing_in.add(name)
-        self._update_actions()
-        self.statusBar().showMessage(f"Signing in to {name}: continue in your browser…")
-        try:
-            listener = LoopbackRedirectListener(open_url=self.open_url, timeout=SIGN_IN_TIMEOUT_SECONDS)
-            await login(name, cfg.url, TokenStore(self.engine.secrets), listener)
-        finally:
-            self._signing_in.discard(name)
-            self._update_actions()
-        self.statusBar().showMessage(f"Signed in to {name}", 5000)
-        await self.engine.reconnect(name)
-
-    def sign_out_server(self) -> None:
-        server = self.selected_server()
-        if server is not None:
-            self.run(self.sign_out(server.name), f"sign out of {server.name}")
-
-    async def sign_out(self, name: str) -> None:
-        """Forget the server's tokens; its next connection asks for sign-in again."""
-        from hostapp.auth import TokenStore, logout
-
-        await logout(name, TokenStore(self.engine.secrets))
-        self.statusBar().showMessage(f"Signed out of {name}", 5000)
-        await self.engine.reconnect(name)
-
-    def import_servers(self) -> None:
-        self.run(self._import_servers(), "import servers")
-
-    async def _import_servers(self, dialog: ImportDialog | None = None) -> int:
-        dialog = dialog or ImportDialog(self, taken_names={s.name for s in self.servers_model.servers()})
-        self.import_dialog = dialog
-        try:
-            if await run_dialog(dialog) != ImportDialog.DialogCode.Accepted:
-                return 0
-            chosen = dialog.chosen()
-        finally:
-            self.import_dialog = None
-            dialog.deleteLater()
-        added = 0
-        for imported in chosen:
-            await self._save_server(ServerSettings.from_imported(imported))
-            added += 1
-        self.statusBar().showMessage(f"Imported {added} server{'s' if added != 1 else ''}", 5000)
-        return added

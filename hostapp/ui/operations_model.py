@@ -40,28 +40,28 @@ HEADERS = ("Tool", "Server", "Progress", "Latest message", "Status", "Elapsed")
 
 #: Status words a person reads.
 STATUS_TEXT = {
-    api.PENDING: "Starting",
-    api.RUNNING: "Running",
-    api.INPUT_REQUIRED: "Needs your input",
-    api.COMPLETED: "Completed",
-    api.FAILED: "Failed",
-    api.CANCELLED: "Cancelled",
-    api.EXPIRED: "Expired",
-    api.UNKNOWN: "Outcome unknown",
+    api.OperationStatus.PENDING: "Starting",
+    api.OperationStatus.RUNNING: "Running",
+    api.OperationStatus.INPUT_REQUIRED: "Needs your input",
+    api.OperationStatus.COMPLETED: "Completed",
+    api.OperationStatus.FAILED: "Failed",
+    api.OperationStatus.CANCELLED: "Cancelled",
+    api.OperationStatus.EXPIRED: "Expired",
+    api.OperationStatus.UNKNOWN: "Outcome unknown",
 }
 
 #: Filter name -> (label, statuses it shows; None = all).
 FILTERS: dict[str, tuple[str, frozenset[str] | None]] = {
     "all": ("All", None),
     "in_flight": ("In flight", api.IN_FLIGHT),
-    "needs_input": ("Needs input", frozenset({api.INPUT_REQUIRED})),
-    "finished": ("Finished", frozenset({api.COMPLETED, api.CANCELLED})),
-    "failed": ("Failed", frozenset({api.FAILED, api.EXPIRED, api.UNKNOWN})),
+    "needs_input": ("Needs input", frozenset({api.OperationStatus.INPUT_REQUIRED})),
+    "finished": ("Finished", frozenset({api.OperationStatus.COMPLETED, api.OperationStatus.CANCELLED})),
+    "failed": ("Failed", frozenset({api.OperationStatus.FAILED, api.OperationStatus.EXPIRED, api.OperationStatus.UNKNOWN})),
 }
 
 
 class OperationSource(Protocol):
-    """Where the model reads operations: the engine (``Engine`` has exactly these)."""
+    """Where the model reads operations: the engine's facade (``EngineApi`` has these)."""
 
     def operations(self, statuses: set[str] | None = None, limit: int = 200,
                    offset: int = 0) -> Awaitable[list[OperationView]]: ...
@@ -386,11 +386,11 @@ class OperationTableModel(FlatTableModel):
     def _status_icon(self, op: OperationView):
         style = QApplication.style()
         pixmap = {
-            api.INPUT_REQUIRED: QStyle.StandardPixmap.SP_MessageBoxQuestion,
-            api.FAILED: QStyle.StandardPixmap.SP_MessageBoxCritical,
-            api.UNKNOWN: QStyle.StandardPixmap.SP_MessageBoxWarning,
-            api.EXPIRED: QStyle.StandardPixmap.SP_MessageBoxWarning,
-            api.COMPLETED: QStyle.StandardPixmap.SP_DialogApplyButton,
-            api.CANCELLED: QStyle.StandardPixmap.SP_DialogCancelButton,
+            api.OperationStatus.INPUT_REQUIRED: QStyle.StandardPixmap.SP_MessageBoxQuestion,
+            api.OperationStatus.FAILED: QStyle.StandardPixmap.SP_MessageBoxCritical,
+            api.OperationStatus.UNKNOWN: QStyle.StandardPixmap.SP_MessageBoxWarning,
+            api.OperationStatus.EXPIRED: QStyle.StandardPixmap.SP_MessageBoxWarning,
+            api.OperationStatus.COMPLETED: QStyle.StandardPixmap.SP_DialogApplyButton,
+            api.OperationStatus.CANCELLED: QStyle.StandardPixmap.SP_DialogCancelButton,
         }.get(op.status)
         return style.standardIcon(pixmap) if pixmap is not None and style is not None else None

@@ -58,13 +58,13 @@ class ProgressDelegate(QStyledItemDelegate):
         if fraction is not None:
             bar.progress = round(fraction * 1000)
             bar.text = f"{fraction * 100:.0f}%"
-        elif op.status == api.COMPLETED:
+        elif op.status == api.OperationStatus.COMPLETED:
             bar.progress, bar.text = 1000, "100%"
         else:
             bar.progress, bar.text = 0, ""
         style.drawControl(QStyle.ControlElement.CE_ProgressBar, bar, painter, widget)
         # A call waiting for the person is not working: no motion that suggests otherwise.
-        if fraction is None and op.in_flight and op.status != api.INPUT_REQUIRED:
+        if fraction is None and op.in_flight and op.status != api.OperationStatus.INPUT_REQUIRED:
             self._paint_sliding_chunk(painter, bar)
 
     def _paint_sliding_chunk(self, painter: QPainter, bar: QStyleOptionProgressBar) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (
@@ -33,8 +34,12 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from hostapp.engine import api
 from hostapp.ui.config_import import ImportedServer, known_config_files, read_config
 from hostapp.ui.result_view import plain_label
+
+if TYPE_CHECKING:
+    from hostapp.engine.api import ServerConfig
 
 #: Shown in place of a secret value already in the keyring.
 KEPT_IN_KEYRING = "(kept in the keyring; type to replace)"
@@ -54,11 +59,9 @@ class ServerSettings:
     secrets: dict[str, dict[str, str]] = field(default_factory=lambda: {"env": {}, "headers": {}})
     kept_secrets: dict[str, dict[str, str]] = field(default_factory=lambda: {"env": {}, "headers": {}})
 
-    def to_config(self):
-        """A ``ServerConfig`` for the journal (secret references are filled in by the engine)."""
-        from hostapp.store.journal import ServerConfig
-
-        return ServerConfig(name=self.name, transport=self.transport, url=self.url, headers=dict(self.headers),
+    def to_config(self) -> ServerConfig:
+        """The server's definition for the engine (secret references are filled in by the engine)."""
+        return api.ServerConfig(name=self.name, transport=self.transport, url=self.url, headers=dict(self.headers),
                             secret_headers=dict(self.kept_secrets["headers"]), command=self.command,
                             args=list(self.args), env=dict(self.env), secret_env=dict(self.kept_secrets["env"]))
 
@@ -129,7 +132,8 @@ class PairsTable(QTableWidget):
 class ServerDialog(QDialog):
     """Add or edit one server (stdio command or Streamable HTTP URL)."""
 
-    def __init__(self, parent: QWidget | None = None, *, existing=None, taken_names: set[str] = frozenset()) -> None:
+    def __init__(self, parent: QWidget | None = None, *, existing: ServerConfig | None = None,
+                 taken_names: set[str] = frozenset()) -> None:
         super().__init__(parent)
         self.setWindowTitle("Edit server" if existing else "Add server")
         self.taken_names = set(taken_names) - ({existing.name} if existing else set())
@@ -207,7 +211,7 @@ class ServerDialog(QDialog):
         lay.addLayout(row)
         return box
 
-    def _fill(self, cfg) -> None:
+    def _fill(self, cfg: ServerConfig) -> None:
         self.name_edit.setText(cfg.name)
         self.transport.setCurrentIndex(0 if cfg.transport == "stdio" else 1)
         self.command_edit.setText(cfg.command or "")

@@ -82,20 +82,20 @@ class ServerTableModel(FlatTableModel):
         return list(self._servers)
 
     def status_text(self, server: ServerView) -> str:
-        if server.state == api.RECONNECTING and server.retry_in is not None:
+        if server.state == api.ServerState.RECONNECTING and server.retry_in is not None:
             left = server.retry_in - (time.monotonic() - self._seen_at.get(server.name, time.monotonic()))
             return f"reconnecting in {max(0, round(left))} s"
         return {
-            api.CONNECTING: "connecting",
-            api.CONNECTED: "connected",
-            api.RECONNECTING: "reconnecting",
-            api.OFFLINE: "offline",
-            api.NEEDS_SIGN_IN: "needs sign-in",
-            api.DISABLED: "disabled",
+            api.ServerState.CONNECTING: "connecting",
+            api.ServerState.CONNECTED: "connected",
+            api.ServerState.RECONNECTING: "reconnecting",
+            api.ServerState.OFFLINE: "offline",
+            api.ServerState.NEEDS_SIGN_IN: "needs sign-in",
+            api.ServerState.DISABLED: "disabled",
         }.get(server.state, server.state)
 
     def _update_countdown(self) -> None:
-        waiting = any(s.state == api.RECONNECTING for s in self._servers)
+        waiting = any(s.state == api.ServerState.RECONNECTING for s in self._servers)
         if waiting and not self._countdown.isActive():
             self._countdown.start()
         elif not waiting:
@@ -103,7 +103,7 @@ class ServerTableModel(FlatTableModel):
 
     def _refresh_countdowns(self) -> None:
         for row, s in enumerate(self._servers):
-            if s.state == api.RECONNECTING:
+            if s.state == api.ServerState.RECONNECTING:
                 self.dataChanged.emit(self.index(row, STATUS), self.index(row, STATUS))
 
     # -- the table ------------------------------------------------------------------------
@@ -129,11 +129,11 @@ class ServerTableModel(FlatTableModel):
         if role == Qt.ItemDataRole.DecorationRole and col == STATUS:
             style = QApplication.style()
             pixmap = {
-                api.CONNECTED: QStyle.StandardPixmap.SP_DialogApplyButton,
-                api.OFFLINE: QStyle.StandardPixmap.SP_MessageBoxCritical,
-                api.NEEDS_SIGN_IN: QStyle.StandardPixmap.SP_MessageBoxWarning,
-                api.RECONNECTING: QStyle.StandardPixmap.SP_BrowserReload,
-                api.CONNECTING: QStyle.StandardPixmap.SP_BrowserReload,
+                api.ServerState.CONNECTED: QStyle.StandardPixmap.SP_DialogApplyButton,
+                api.ServerState.OFFLINE: QStyle.StandardPixmap.SP_MessageBoxCritical,
+                api.ServerState.NEEDS_SIGN_IN: QStyle.StandardPixmap.SP_MessageBoxWarning,
+                api.ServerState.RECONNECTING: QStyle.StandardPixmap.SP_BrowserReload,
+                api.ServerState.CONNECTING: QStyle.StandardPixmap.SP_BrowserReload,
             }.get(server.state)
             return style.standardIcon(pixmap) if pixmap is not None and style is not None else None
         if role == Qt.ItemDataRole.TextAlignmentRole and col == TOOLS:

@@ -53,7 +53,7 @@ AUTH_SCENARIOS: dict[str, list[str]] = {
     ],
 }
 CASES = [(version, scenario) for version, scenarios in AUTH_SCENARIOS.items() for scenario in scenarios]
-#: The host's one conformance client command; it hands auth/ scenarios to hostapp.auth.conformance.
+#: The host's one conformance client command; it hands auth/ scenarios to hostapp.conformance_auth.
 CLIENT_COMMAND = [sys.executable, "-m", "hostapp", "conformance-client"]
 
 

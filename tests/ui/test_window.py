@@ -233,8 +233,8 @@ def test_secret_header_goes_to_the_keyring_and_offline_server_is_a_banner(host, 
         await host.start()
         assert window.banner.message("keyring") is None
         window.add_server_action.trigger()
-        await until(lambda: window.server_dialog is not None)
-        dialog = window.server_dialog
+        await until(lambda: window.server_actions.server_dialog is not None)
+        dialog = window.server_actions.server_dialog
         dialog.name_edit.setText("remote")
         dialog.transport.setCurrentIndex(1)
         dialog.url_edit.setText("http://127.0.0.1:9/mcp")   # nothing listens there
@@ -278,7 +278,7 @@ def test_import_servers_from_another_client(host, qloop, tmp_path):
         await host.start()
         dialog = ImportDialog(window, taken_names={"lab"}, search_home=tmp_path / "nobody", search_cwd=tmp_path)
         dialog.add_file(config, "VS Code")
-        task = asyncio.ensure_future(window._import_servers(dialog))
+        task = asyncio.ensure_future(window.server_actions.import_from(dialog))
         await until(lambda: dialog.isVisible())
         dialog.import_button.click()
         assert await task == 1
@@ -388,10 +388,10 @@ def test_edit_server_keeps_its_secret_and_reconnects(host, qloop, tmp_path):
         window.servers_table.selectRow(window.servers_model.row_of("lab"))
         await until(lambda: window.edit_server_action.isEnabled())
         window.edit_server_action.trigger()
-        await until(lambda: window.server_dialog is not None)
-        change(window.server_dialog)
-        window.server_dialog.buttons.accepted.emit()
-        await until(lambda: window.server_dialog is None, what="the edit to be saved")
+        await until(lambda: window.server_actions.server_dialog is not None)
+        change(window.server_actions.server_dialog)
+        window.server_actions.server_dialog.buttons.accepted.emit()
+        await until(lambda: window.server_actions.server_dialog is None, what="the edit to be saved")
 
     async def scenario():
         await host.start()

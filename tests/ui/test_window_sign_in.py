@@ -71,7 +71,7 @@ def server_view(window):
 def test_sign_in_from_the_window_then_the_waiting_call_runs(host, qloop, oauth_server, tmp_path):
     window = host.window
     browser = Browser()
-    window.open_url = browser.open   # the test's browser instead of the person's
+    window.server_actions.open_url = browser.open   # the test's browser instead of the person's
     sign_in_button = window.server_buttons[window.sign_in_action]
 
     async def scenario():
@@ -140,7 +140,7 @@ def test_after_sign_out_a_new_call_waits_for_sign_in(host, qloop, oauth_server, 
     for it, and runs once the person signed in again."""
     window = host.window
     browser = Browser()
-    window.open_url = browser.open
+    window.server_actions.open_url = browser.open
 
     async def scenario():
         await host.start()

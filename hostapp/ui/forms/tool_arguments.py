@@ -1,395 +1,47 @@
-"""Qt widgets for the two kinds of form a server asks the person to fill in.
+"""The form of a tool's arguments: the tree its ``inputSchema`` becomes.
 
-:class:`ElicitationForm` renders the flat fields of a form-mode elicitation
-(:mod:`hostapp.protocol.elicitation`); :class:`ToolArgumentsForm` renders the tree a tool's
-``inputSchema`` becomes (:mod:`hostapp.protocol.schema_form`), with a "Raw JSON" switch for
-whatever the widgets cannot express. Both only collect and show; what is valid is decided
-by the protocol layer, so the rules live in one place.
-
-Every text that comes from a server (titles, descriptions, option labels, messages) is
-shown as plain text: a server must not be able to style, link or hide parts of a prompt
-with markup.
+:class:`ToolArgumentsForm` renders the nodes :mod:`hostapp.protocol.schema_form` builds,
+with a "Raw JSON" switch for whatever the widgets cannot express. It only collects and
+shows; what is valid is decided by the protocol layer.
 """
 
 from __future__ import annotations
 
 import json
-import math
-from typing import Any, Callable, Sequence
+from typing import Any
 
-from PySide6.QtCore import QDate, QDateTime, Qt, Signal
-from PySide6.QtGui import QColor, QPalette
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
-    QAbstractSpinBox,
     QCheckBox,
     QComboBox,
-    QDateEdit,
-    QDateTimeEdit,
-    QDoubleSpinBox,
     QFormLayout,
     QGroupBox,
     QHBoxLayout,
-    QLabel,
     QLineEdit,
     QListWidget,
     QListWidgetItem,
     QPlainTextEdit,
     QPushButton,
     QSizePolicy,
-    QSpinBox,
     QVBoxLayout,
     QWidget,
 )
 
-from hostapp.protocol.elicitation import Field, default_content, validate_content
-from hostapp.protocol.schema_form import FormNode, build_form, defaults, validate_arguments
-
-#: Marker for "the person gave no value"; ``None`` cannot serve, it is a JSON value.
-NOT_SET = object()
-
-_INT_LIMIT = 2**31 - 1  # QSpinBox holds a C int
-_ERROR_COLOUR = QColor("#b3261e")
-
-
-def plain_label(text: str, *, wrap: bool = True, parent: QWidget | None = None) -> QLabel:
-    """A label that shows ``text`` literally, never as rich text, and can be selected."""
-    label = QLabel(parent)
-    label.setTextFormat(Qt.TextFormat.PlainText)
-    label.setText(text)
-    label.setWordWrap(wrap)
-    label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-    return label
-
-
-def _hint_label(text: str) -> QLabel:
-    label = plain_label(text)
-    font = label.font()
-    font.setPointSizeF(max(font.pointSizeF() * 0.9, 7.0))
-    label.setFont(font)
-    palette = label.palette()
-    palette.setColor(QPalette.ColorRole.WindowText, palette.color(QPalette.ColorRole.PlaceholderText))
-    label.setPalette(palette)
-    return label
-
-
-def _error_label() -> QLabel:
-    label = plain_label("")
-    label.setObjectName("fieldError")
-    palette = label.palette()
-    palette.setColor(QPalette.ColorRole.WindowText, _ERROR_COLOUR)
-    label.setPalette(palette)
-    label.hide()
-    return label
-
-
-def _show_error(label: QLabel, message: str | None) -> None:
-    label.setText(message or "")
-    label.setVisible(bool(message))
-
-
-def _caption(title: str, required: bool) -> str:
-    return f"{title} *" if required else title
-
-
-def _list_height(widget: QListWidget, rows: int) -> None:
-    """Size a list to show its rows (up to six) without a scroll bar for short lists."""
-    row = widget.sizeHintForRow(0) if widget.count() else widget.fontMetrics().height() + 4
-    widget.setFixedHeight(row * max(1, min(rows, 6)) + 2 * widget.frameWidth() + 8)
-    widget.setSpacing(1)
-    widget.setMinimumWidth(120)  # its default size hint is wide enough to push the label aside
-    widget.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
-
-
-# =========================================================================== elicitation
-
-
-class _FieldEditor:
-    """The widget(s) for one elicitation field, with a uniform get/set/changed surface."""
-
-    def __init__(self, f: Field):
-        self.field = f
-        self.widget: QWidget
-        self._optional_toggle: QCheckBox | None = None
-        self.value_widget: QWidget = self._make()
-
-    # -- construction -------------------------------------------------------------------
-
-    def _make(self) -> QWidget:
-        f = self.field
-        if f.kind == "string" and f.format == "date":
-            editor = QDateEdit()
-            editor.setDisplayFormat("yyyy-MM-dd")
-            editor.setCalendarPopup(True)
-            editor.setDate(QDate.currentDate())
-            return self._maybe_optional(editor)
-        if f.kind == "string" and f.format == "date-time":
-            editor = QDateTimeEdit()
-            editor.setDisplayFormat("yyyy-MM-dd HH:mm:ss")
-            editor.setCalendarPopup(True)
-            editor.setDateTime(QDateTime.currentDateTime())
-            return self._maybe_optional(editor)
-        if f.kind == "string":
-            editor = QLineEdit()
-            if f.max_length is not None:
-                editor.setMaxLength(max(f.max_length, 1))
-            editor.setPlaceholderText(
-                {"email": "name@example.com", "uri": "https://…"}.get(f.format or "", "")
-            )
-            self.widget = editor
-            return editor
-        if f.kind == "integer":
-            editor = QSpinBox()
-            editor.setRange(
-                int(max(f.minimum if f.minimum is not None else -_INT_LIMIT, -_INT_LIMIT)),
-                int(min(f.maximum if f.maximum is not None else _INT_LIMIT, _INT_LIMIT)),
-            )
-            editor.setValue(int(min(max(0, editor.minimum()), editor.maximum())))
-            return self._maybe_optional(editor)
-        if f.kind == "number":
-            editor = QDoubleSpinBox()
-            editor.setDecimals(_decimals_for(f))
-            editor.setRange(
-                float(f.minimum) if f.minimum is not None else -1e15,
-                float(f.maximum) if f.maximum is not None else 1e15,
-            )
-            editor.setStepType(QAbstractSpinBox.StepType.AdaptiveDecimalStepType)
-            editor.setValue(min(max(0.0, editor.minimum()), editor.maximum()))
-            return self._maybe_optional(editor)
-        if f.kind == "boolean":
-            editor = QCheckBox(f.title)  # a check box's own text is always plain
-            self.widget = editor
-            return editor
-        if f.kind == "single_select":
-            editor = QComboBox()
-            # A visible empty entry: the person must choose, nothing is chosen for them.
-            editor.addItem("— choose —" if f.required else "(none)", NOT_SET)
-            for option in f.options:
-                editor.addItem(option.title, option.value)
-            self.widget = editor
-            return editor
-        editor = QListWidget()  # multi_select
-        for option in f.options:
-            item = QListWidgetItem(option.title)
-            item.setData(Qt.ItemDataRole.UserRole, option.value)
-            item.setFlags(Qt.ItemFlag.ItemIsEnabled | Qt.ItemFlag.ItemIsUserCheckable)
-            item.setCheckState(Qt.CheckState.Unchecked)
-            editor.addItem(item)
-        _list_height(editor, editor.count())
-        self.widget = editor
-        return editor
-
-    def _maybe_optional(self, editor: QWidget) -> QWidget:
-        """Spin boxes and date editors cannot be empty; an optional one gets a switch."""
-        if self.field.required:
-            self.widget = editor
-            return editor
-        box = QWidget()
-        row = QHBoxLayout(box)
-        row.setContentsMargins(0, 0, 0, 0)
-        toggle = QCheckBox("Give a value")
-        toggle.toggled.connect(editor.setEnabled)
-        editor.setEnabled(False)
-        row.addWidget(toggle)
-        row.addWidget(editor, 1)
-        self._optional_toggle = toggle
-        self.widget = box
-        return editor
-
-    # -- value --------------------------------------------------------------------------
-
-    def value(self) -> Any:
-        """The value entered, or :data:`NOT_SET`."""
-        f, w = self.field, self.value_widget
-        if self._optional_toggle is not None and not self._optional_toggle.isChecked():
-            return NOT_SET
-        if isinstance(w, QDateTimeEdit) and f.format == "date-time":
-            return _iso_with_offset(w.dateTime())
-        if isinstance(w, QDateEdit):
-            return w.date().toString("yyyy-MM-dd")
-        if isinstance(w, QLineEdit):
-            return w.text() if w.text().strip() else NOT_SET
-        if isinstance(w, (QSpinBox, QDoubleSpinBox)):
-            return w.value()
-        if isinstance(w, QCheckBox):
-            return w.isChecked()
-        if isinstance(w, QComboBox):
-            return w.currentData()
-        assert isinstance(w, QListWidget)
-        chosen = [
-            w.item(i).data(Qt.ItemDataRole.UserRole)
-            for i in range(w.count())
-            if w.item(i).checkState() == Qt.CheckState.Checked
-        ]
-        return chosen if chosen else NOT_SET
-
-    def set_value(self, value: Any) -> None:
-        f, w = self.field, self.value_widget
-        if self._optional_toggle is not None:
-            self._optional_toggle.setChecked(value is not NOT_SET and value is not None)
-            if value is NOT_SET or value is None:
-                return
-        if (value is NOT_SET or value is None) and isinstance(w, (QDateTimeEdit, QSpinBox, QDoubleSpinBox)):
-            return  # these always hold a value; a required one keeps its starting value
-        if isinstance(w, QDateTimeEdit) and f.format == "date-time":
-            parsed = QDateTime.fromString(str(value), Qt.DateFormat.ISODate)
-            if parsed.isValid():
-                w.setDateTime(parsed.toLocalTime())
-        elif isinstance(w, QDateEdit):
-            parsed_date = QDate.fromString(str(value), "yyyy-MM-dd")
-            if parsed_date.isValid():
-                w.setDate(parsed_date)
-        elif isinstance(w, QLineEdit):
-            w.setText("" if value is NOT_SET or value is None else str(value))
-        elif isinstance(w, QSpinBox):
-            w.setValue(int(value))
-        elif isinstance(w, QDoubleSpinBox):
-            w.setValue(float(value))
-        elif isinstance(w, QCheckBox):
-            w.setChecked(bool(value))
-        elif isinstance(w, QComboBox):
-            index = w.findData(value) if value is not NOT_SET else 0
-            w.setCurrentIndex(max(index, 0))
-        elif isinstance(w, QListWidget):
-            wanted = set(value) if isinstance(value, (list, tuple)) else set()
-            for i in range(w.count()):
-                item = w.item(i)
-                checked = item.data(Qt.ItemDataRole.UserRole) in wanted
-                item.setCheckState(Qt.CheckState.Checked if checked else Qt.CheckState.Unchecked)
-
-    def connect_changed(self, slot: Callable[[], None]) -> None:
-        w = self.value_widget
-        if self._optional_toggle is not None:
-            self._optional_toggle.toggled.connect(lambda _=None: slot())
-        if isinstance(w, QLineEdit):
-            w.textEdited.connect(lambda _=None: slot())
-        elif isinstance(w, QDateTimeEdit):  # also QDateEdit
-            w.dateTimeChanged.connect(lambda _=None: slot())
-        elif isinstance(w, (QSpinBox, QDoubleSpinBox)):
-            w.valueChanged.connect(lambda _=None: slot())
-        elif isinstance(w, QCheckBox):
-            w.toggled.connect(lambda _=None: slot())
-        elif isinstance(w, QComboBox):
-            w.currentIndexChanged.connect(lambda _=None: slot())
-        elif isinstance(w, QListWidget):
-            w.itemChanged.connect(lambda _=None: slot())
-
-
-def _decimals_for(f: Field) -> int:
-    """Enough decimals for the bounds and default the server gave (2 at least, 10 at most)."""
-    decimals = 2
-    for number in (f.minimum, f.maximum, f.default):
-        if isinstance(number, float) and math.isfinite(number):
-            text = repr(number)
-            if "e" not in text and "." in text:
-                decimals = max(decimals, len(text.split(".", 1)[1]))
-    return min(decimals, 10)
-
-
-def _iso_with_offset(moment: QDateTime) -> str:
-    """RFC 3339 text of a local date-time, with the offset the date-time format requires."""
-    local = moment.toLocalTime()
-    offset = local.offsetFromUtc()
-    sign = "+" if offset >= 0 else "-"
-    hours, minutes = divmod(abs(offset) // 60, 60)
-    return local.toString("yyyy-MM-ddTHH:mm:ss") + f"{sign}{hours:02d}:{minutes:02d}"
-
-
-class ElicitationForm(QWidget):
-    """Widgets for the fields of a form-mode elicitation, defaults filled in.
-
-    Signals:
-        contentChanged(): the person changed a value.
-
-    :meth:`content` returns what was entered (blank fields left out); :meth:`validate`
-    shows a message under each field that is wrong and returns them by field name.
-    """
-
-    contentChanged = Signal()
-
-    def __init__(self, fields: Sequence[Field], parent: QWidget | None = None):
-        super().__init__(parent)
-        self._fields = list(fields)
-        self._editors: dict[str, _FieldEditor] = {}
-        self._errors: dict[str, QLabel] = {}
-        layout = QFormLayout(self)
-        layout.setRowWrapPolicy(QFormLayout.RowWrapPolicy.DontWrapRows)
-        layout.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.ExpandingFieldsGrow)
-        for f in self._fields:
-            editor = _FieldEditor(f)
-            self._editors[f.name] = editor
-            column = QWidget()
-            stack = QVBoxLayout(column)
-            stack.setContentsMargins(0, 0, 0, 0)
-            stack.setSpacing(2)
-            stack.addWidget(editor.widget)
-            if f.description:
-                stack.addWidget(_hint_label(f.description))
-            error = _error_label()
-            stack.addWidget(error)
-            self._errors[f.name] = error
-            if f.kind == "boolean":  # the check box carries the title; the row marks "required"
-                label = plain_label("*" if f.required else "")
-            else:
-                label = plain_label(_caption(f.title, f.required))
-            label.setBuddy(editor.value_widget)
-            layout.addRow(label, column)
-            editor.connect_changed(lambda name=f.name: self._on_changed(name))
-        self.set_content(default_content(self._fields))
-
-    # -- public API ---------------------------------------------------------------------
-
-    @property
-    def fields(self) -> list[Field]:
-        return list(self._fields)
-
-    def editor(self, name: str) -> QWidget:
-        """The widget that holds ``name``'s value (for focus, tests and accessibility)."""
-        return self._editors[name].value_widget
-
-    def optional_toggle(self, name: str) -> QCheckBox | None:
-        """The "Give a value" switch of an optional number or date field, if it has one."""
-        return self._editors[name]._optional_toggle
-
-    def content(self) -> dict[str, Any]:
-        """What the person entered, by field name; fields left blank are absent."""
-        values = {}
-        for name, editor in self._editors.items():
-            value = editor.value()
-            if value is not NOT_SET:
-                values[name] = value
-        return values
-
-    def set_content(self, content: dict[str, Any]) -> None:
-        for name, editor in self._editors.items():
-            editor.set_value(content.get(name, NOT_SET))
-        self.clear_errors()
-
-    def validate(self) -> dict[str, str]:
-        """Check :meth:`content`, show each problem under its field, and return them."""
-        errors = validate_content(self._fields, self.content())
-        for name, label in self._errors.items():
-            _show_error(label, errors.get(name))
-        first = next((name for name in self._editors if name in errors), None)
-        if first is not None:
-            self._editors[first].value_widget.setFocus()
-        return errors
-
-    def error_text(self, name: str) -> str:
-        """The message shown under ``name`` ("" when none is shown)."""
-        label = self._errors[name]
-        return label.text() if not label.isHidden() else ""
-
-    def clear_errors(self) -> None:
-        for label in self._errors.values():
-            _show_error(label, None)
-
-    def _on_changed(self, name: str) -> None:
-        # The message described the old value; it goes as soon as the person acts on it.
-        _show_error(self._errors[name], None)
-        self.contentChanged.emit()
-
-
-# =========================================================================== tool arguments
+from hostapp.protocol.schema_form import (
+    FormNode,
+    build_form,
+    defaults,
+    validate_arguments,
+)
+from hostapp.ui.forms.widgets import (
+    NOT_SET,
+    caption,
+    error_label,
+    hint_label,
+    list_height,
+    plain_label,
+    show_error,
+)
 
 
 class _NodeEditor:
@@ -398,7 +50,7 @@ class _NodeEditor:
     def __init__(self, node: FormNode):
         self.node = node
         self.widget: QWidget = QWidget()
-        self.error = _error_label()
+        self.error = error_label()
 
     def value(self) -> Any:  # NOT_SET or a JSON value; raises ValueError for bad text
         raise NotImplementedError
@@ -493,7 +145,7 @@ class _CheckEditor(_NodeEditor):
 
     def __init__(self, node: FormNode):
         super().__init__(node)
-        self.check = QCheckBox(_caption(node.title, node.required))
+        self.check = QCheckBox(caption(node.title, node.required))
         self.widget = self.check
 
     def value(self) -> Any:
@@ -517,7 +169,7 @@ class _MultiChoiceEditor(_NodeEditor):
             item.setFlags(Qt.ItemFlag.ItemIsEnabled | Qt.ItemFlag.ItemIsUserCheckable)
             item.setCheckState(Qt.CheckState.Unchecked)
             self.list.addItem(item)
-        _list_height(self.list, self.list.count())
+        list_height(self.list, self.list.count())
         self.widget = self.list
 
     def value(self) -> Any:
@@ -599,7 +251,7 @@ class _ObjectEditor(_NodeEditor):
         if root:
             container = QWidget()
         else:
-            container = QGroupBox(_caption(node.title, node.required))  # group titles are plain
+            container = QGroupBox(caption(node.title, node.required))  # group titles are plain
             if not node.required:
                 # An optional object is sent only when the person asks for it.
                 container.setCheckable(True)
@@ -610,7 +262,7 @@ class _ObjectEditor(_NodeEditor):
         if root:
             layout.setContentsMargins(0, 0, 0, 0)
         if not root and node.description:
-            layout.addRow(_hint_label(node.description))
+            layout.addRow(hint_label(node.description))
         self.children: list[_NodeEditor] = []
         for child in node.properties:
             editor = make_node_editor(child)
@@ -621,12 +273,12 @@ class _ObjectEditor(_NodeEditor):
             stack.setSpacing(2)
             stack.addWidget(editor.widget)
             if child.description and child.kind != "object":
-                stack.addWidget(_hint_label(child.description))
+                stack.addWidget(hint_label(child.description))
             stack.addWidget(editor.error)
             if isinstance(editor, (_ObjectEditor, _CheckEditor)):
                 layout.addRow(column)  # carries its own title
             else:
-                label = plain_label(_caption(child.title, child.required))
+                label = plain_label(caption(child.title, child.required))
                 label.setBuddy(editor.widget)
                 layout.addRow(label, column)
         self.box = container if isinstance(container, QGroupBox) else None
@@ -783,7 +435,7 @@ class ToolArgumentsForm(QWidget):
         self.raw_text.hide()
         layout.addWidget(self.raw_text)
 
-        self.errors = _error_label()
+        self.errors = error_label()
         layout.addWidget(self.errors)
         layout.addStretch(1)
 
@@ -826,17 +478,17 @@ class ToolArgumentsForm(QWidget):
     def validate(self) -> list[str]:
         """Problems with the arguments (also shown in the form); ``[]`` when they can be sent."""
         for editor in self._by_path.values():
-            _show_error(editor.error, None)
+            show_error(editor.error, None)
         try:
             messages = self._text_problems() or validate_arguments(self._schema, self.arguments())
         except ValueError as exc:
             messages = [f"$: {exc}"]
-        _show_error(self.errors, "\n".join(messages))
+        show_error(self.errors, "\n".join(messages))
         if not self.is_raw():
             for message in messages:
                 editor = self._editor_for(message.split(":", 1)[0])
                 if editor is not None:
-                    _show_error(editor.error, message.split(": ", 1)[1] if ": " in message else message)
+                    show_error(editor.error, message.split(": ", 1)[1] if ": " in message else message)
         return messages
 
     def error_text(self) -> str:
@@ -886,7 +538,7 @@ class ToolArgumentsForm(QWidget):
                     raise ValueError("the arguments must be a JSON object")
             except ValueError as exc:
                 message = exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc)
-                _show_error(self.errors, f"Cannot show this as a form: {message}")
+                show_error(self.errors, f"Cannot show this as a form: {message}")
                 self.raw_toggle.blockSignals(True)
                 self.raw_toggle.setChecked(True)
                 self.raw_toggle.blockSignals(False)
@@ -895,5 +547,5 @@ class ToolArgumentsForm(QWidget):
             self.raw_text.hide()
             if self.tree.properties:
                 self._root.widget.show()
-            _show_error(self.errors, None)
+            show_error(self.errors, None)
         self.rawModeChanged.emit(self.is_raw())

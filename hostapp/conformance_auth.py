@@ -8,10 +8,11 @@ does not follow the redirect, and reads the code (and ``state``, ``iss``) from i
 HTTP transport's client, a :class:`TokenStore` (over a keyring held in memory, since a
 scenario run is thrown away), and the engine's :class:`ClientSession`.
 
-The host's conformance client (``hostapp conformance-client``) hands ``auth/`` scenarios
-to :func:`run_auth_scenario`; ``python -m hostapp.auth.conformance URL`` runs them alone.
-Like that client, this module is a command on top of the engine (it drives a
-``ClientSession``); nothing else in :mod:`hostapp.auth` imports it.
+The host's conformance client (:mod:`hostapp.conformance`, ``hostapp conformance-client``)
+hands ``auth/`` scenarios to :func:`run_auth_scenario`; ``python -m hostapp.conformance_auth
+URL`` runs them alone. Like that client, this module is a command on top of the engine (it
+drives a ``ClientSession``), which is why it sits beside it at the top of the package and
+not in :mod:`hostapp.auth`, which the engine itself imports.
 """
 
 from __future__ import annotations
@@ -111,7 +112,7 @@ async def run_auth_scenario(url: str, scenario: str, context: dict, protocol_ver
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m hostapp.auth.conformance",
+    parser = argparse.ArgumentParser(prog="python -m hostapp.conformance_auth",
                                      description="Client for the conformance suite's auth/ scenarios.")
     parser.add_argument("url")
     args = parser.parse_args(argv)

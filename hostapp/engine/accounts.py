@@ -1,0 +1,140 @@
+"""A server's sign-in and secret values, as the engine's facade offers them.
+
+Signing in (OAuth, :mod:`hostapp.auth`) runs in the engine, not in its clients: the tokens
+land in the keyring the engine reads, and a client that only speaks to the engine over a
+socket can still sign in. So a sign-in is two awaitable steps of plain data:
+:meth:`SignIns.begin` returns the authorization URL for the person's browser (the loopback
+redirect listener is already waiting), :meth:`SignIns.finish` waits for the browser to come
+back. Also here: replacing a server under a new name with its kept secret values, and
+removing a server with everything the keyring holds for it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from hostapp.engine.api import ServerSecrets
+
+if TYPE_CHECKING:
+    from hostapp.engine.service import Engine
+    from hostapp.store.journal import ServerConfig
+
+T = TypeVar("T")
+
+
+async def off_loop(fn: Callable[..., T], *args: Any) -> T:
+    # Keyring calls go over D-Bus and may block: never on the event loop thread.
+    return await asyncio.get_running_loop().run_in_executor(None, fn, *args)
+
+
+def configured(engine: Engine, name: str) -> ServerConfig:
+    cfg = engine.journal.get_server(name)
+    if cfg is None:
+        raise KeyError(f"no server named {name!r}")
+    return cfg
+
+
+class NotSignable(ValueError):
+    """The server is not one a person signs in to (a stdio server, an HTTP one without URL)."""
+
+
+class SignIns:
+    """The sign-ins under way, one per server: the login task and the URL it showed."""
+
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
+        self._pending: dict[str, asyncio.Task[None]] = {}
+
+    async def begin(self, name: str, timeout: float | None = None) -> str:
+        """Start signing in; the authorization URL to open ("" when none was needed)."""
+        from hostapp.auth import LoopbackRedirectListener, TokenStore, login
+
+        cfg = configured(self._engine, name)
+        if cfg.transport != "http" or not cfg.url:
+            raise NotSignable(f"{name} is not an HTTP server")
+        if name in self._pending:
+            raise NotSignable(f"a sign-in to {name} is already under way")
+        await off_loop(self._engine.secrets.check)
+        loop = asyncio.get_running_loop()
+        shown: asyncio.Future[str] = loop.create_future()
+
+        def show(url: str) -> None:
+            if not shown.done():
+                shown.set_result(url)
+
+        options: dict[str, Any] = {} if timeout is None else {"timeout": timeout}
+        listener = LoopbackRedirectListener(open_url=show, **options)
+        task = loop.create_task(login(name, cfg.url, TokenStore(self._engine.secrets), listener))
+        self._pending[name] = task
+        await asyncio.wait({task, shown}, return_when=asyncio.FIRST_COMPLETED)
+        if shown.done():
+            return shown.result()
+        shown.cancel()
+        if task.exception() is not None:  # failed before a browser was needed
+            del self._pending[name]
+            task.result()
+        return ""
+
+    async def finish(self, name: str) -> None:
+        """Until the browser came back and the tokens are in the keyring."""
+        task = self._pending.get(name)
+        if task is None:
+            raise NotSignable(f"no sign-in to {name} is under way")
+        try:
+            await asyncio.shield(task)  # a client that stops waiting does not end the sign-in
+        finally:
+            if task.done():
+                self._pending.pop(name, None)
+
+    async def sign_out(self, name: str) -> None:
+        """Forget the server's tokens and client secret (they leave the keyring)."""
+        from hostapp.auth import TokenStore, logout
+
+        await logout(name, TokenStore(self._engine.secrets))
+
+
+async def replace_server(engine: Engine, old_name: str, cfg: ServerConfig,
+                         secrets: ServerSecrets | None = None) -> None:
+    """Put ``cfg`` (a new name) in place of ``old_name``.
+
+    Removing a server deletes its keyring entries, so the values of the references
+    ``cfg`` kept unchanged are read first and stored anew under the new server.
+    """
+    values: ServerSecrets = {"env": dict((secrets or {}).get("env") or {}),
+                             "headers": dict((secrets or {}).get("headers") or {})}
+    for kind, refs in (("env", cfg.secret_env), ("headers", cfg.secret_headers)):
+        for name, ref in (refs or {}).items():
+            values[kind][name] = await off_loop(engine.secrets.get, ref)
+    fresh = dataclasses.replace(cfg, secret_env={}, secret_headers={})
+    await engine.remove_server(old_name)
+    await engine.add_server(fresh, values)
+
+
+async def forget_server(engine: Engine, name: str) -> list[str]:
+    """Remove a server, its secret values and its sign-in; its history stays.
+
+    Returns what the keyring could not delete, in plain words: the server is gone either
+    way, and the person is told what was left behind.
+    """
+    from hostapp.auth import TokenStore
+
+    cfg = configured(engine, name)
+    conn = engine.connections.pop(name, None)
+    if conn is not None:
+        await conn.stop()
+    engine.journal.remove_server(name)
+    left: list[str] = []
+    if cfg.transport == "http":
+        try:  # a removed server keeps no sign-in behind
+            await off_loop(TokenStore(engine.secrets).forget, name)
+        except Exception as exc:  # noqa: BLE001 - reported, the removal stands
+            left.append(f"could not remove the sign-in of {name} from the keyring: {type(exc).__name__}")
+    for ref in [*(cfg.secret_headers or {}).values(), *(cfg.secret_env or {}).values()]:
+        try:
+            await off_loop(engine.secrets.delete, ref)
+        except Exception as exc:  # noqa: BLE001 - reported, the removal stands
+            left.append(f"could not remove a secret of {name} from the keyring: {type(exc).__name__}")
+    return left

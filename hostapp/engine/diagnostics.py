@@ -1,0 +1,42 @@
+"""What the one-off commands ask of a server or the journal without running operations.
+
+``hostapp tools`` connects once, lists the tools and disconnects: unlike the supervised
+connection (which retries with backoff and waits for a sign-in), a failure is the
+command's answer. ``hostapp ops`` lists the journal's rows as they are stored, with the
+mechanism that carries each operation, which the window never shows.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from hostapp.engine.accounts import configured, off_loop
+
+if TYPE_CHECKING:
+    from hostapp.engine.service import Engine
+
+
+async def probe_tools(engine: Engine, name: str) -> list[dict[str, Any]]:
+    """The tools a server lists to a client that declares everything the host supports."""
+    from hostapp.engine.connections import open_session
+    from hostapp.mechanisms import client_capabilities
+
+    cfg = configured(engine, name)
+    secret_store = None
+    if cfg.secret_headers or cfg.secret_env:
+        await off_loop(engine.secrets.check)
+        secret_store = engine.secrets
+    # The same capabilities as a call: some servers list task tools only to clients that declare tasks.
+    session, _info = await open_session(cfg, secret_store=secret_store, capabilities=client_capabilities)
+    try:
+        return await session.list_tools()
+    finally:
+        await session.close()
+
+
+async def operation_rows(engine: Engine, limit: int = 200) -> list[dict[str, Any]]:
+    """The newest operations as the journal stores them, one JSON object each."""
+    records = await off_loop(lambda: engine.journal.list_operations(limit=limit))
+    return [{"id": r.id, "server": r.server, "tool": r.tool, "mechanism": r.mechanism, "status": r.status,
+             "progress": r.progress, "total": r.total, "message": r.message, "created_at": r.created_at,
+             "result": r.result, "error": r.error} for r in records]

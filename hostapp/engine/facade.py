@@ -1,0 +1,187 @@
+"""The in-process implementation of :class:`hostapp.engine.api.EngineApi`.
+
+:class:`LocalEngine` hands each request to an :class:`~hostapp.engine.service.Engine` in
+the same process and translates what fails below the engine (transport, JSON-RPC,
+keyring, sign-in) into the facade's exceptions, so that the window and the CLI catch
+those only. A proxy over a local socket is the other implementation to come; both are
+made by :func:`hostapp.engine.open_engine`.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Awaitable
+from typing import TYPE_CHECKING, TypeVar
+
+from hostapp.engine import api
+from hostapp.engine.accounts import NotSignable
+from hostapp.engine.api import (
+    InputRequest,
+    JsonObject,
+    OperationView,
+    ServerSecrets,
+    ServerView,
+)
+
+if TYPE_CHECKING:
+    from hostapp.engine.api import ServerConfig
+    from hostapp.engine.service import Engine
+
+T = TypeVar("T")
+
+
+def _loaded(module: str, name: str) -> type[BaseException] | None:
+    # Only modules already imported can have raised their exceptions: checking them this
+    # way keeps the OAuth client (slow to import) out of processes that never used it.
+    mod = sys.modules.get(module)
+    return getattr(mod, name, None) if mod is not None else None
+
+
+def translate(exc: BaseException, missing: type[api.EngineError] = api.NoSuchServer) -> BaseException:
+    """The facade exception for a failure below the engine (``exc`` itself when none applies)."""
+    from hostapp.protocol.jsonrpc import RpcError
+    from hostapp.transport.base import TransportError
+
+    if isinstance(exc, api.EngineError):
+        return exc
+    sign_in_required = _loaded("hostapp.auth.errors", "SignInRequired")
+    if sign_in_required is not None and isinstance(exc, sign_in_required):
+        return api.SignInRequired(str(exc), getattr(exc, "server_name", ""))
+    keyring = _loaded("hostapp.store.secrets", "KeyringUnavailable")
+    if keyring is not None and isinstance(exc, keyring):
+        return api.KeyringUnavailable(str(exc))
+    authorization = _loaded("hostapp.auth.discovery", "AuthorizationError")
+    if isinstance(exc, NotSignable) or authorization is not None and isinstance(exc, authorization):
+        return api.SignInFailed(str(exc))
+    if isinstance(exc, TransportError):
+        return api.ServerUnavailable(str(exc))
+    if isinstance(exc, RpcError):
+        return api.ServerError(str(exc), exc.code)
+    if isinstance(exc, TimeoutError):
+        return api.EngineTimeout(str(exc))
+    if isinstance(exc, KeyError):
+        return missing(exc.args[0] if exc.args else "")
+    return exc
+
+
+async def _call(awaitable: Awaitable[T], missing: type[api.EngineError] = api.NoSuchServer) -> T:
+    try:
+        return await awaitable
+    except Exception as exc:
+        translated = translate(exc, missing)
+        if translated is exc:
+            raise
+        raise translated from exc
+
+
+def _sync(fn, *args, missing: type[api.EngineError] = api.NoSuchServer):  # type: ignore[no-untyped-def]
+    try:
+        return fn(*args)
+    except Exception as exc:
+        translated = translate(exc, missing)
+        if translated is exc:
+            raise
+        raise translated from exc
+
+
+class LocalEngine:
+    """:class:`~hostapp.engine.api.EngineApi` over an engine in this process."""
+
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
+
+    # lifecycle
+    async def start(self, *, resume: bool = True, only: frozenset[str] | None = None) -> None:
+        await _call(self._engine.start(resume=resume, only=None if only is None else set(only)))
+
+    async def stop(self) -> None:
+        await _call(self._engine.stop())
+
+    async def keyring_problem(self) -> str | None:
+        return self._engine.keyring_problem
+
+    # servers
+    async def servers(self) -> list[ServerView]:
+        return _sync(self._engine.servers)
+
+    async def server_configs(self) -> list[ServerConfig]:
+        return _sync(self._engine.server_configs)
+
+    async def server_config(self, name: str) -> ServerConfig | None:
+        return _sync(self._engine.server_config, name)
+
+    async def add_server(self, cfg: ServerConfig, secrets: ServerSecrets | None = None) -> None:
+        await _call(self._engine.add_server(cfg, secrets))
+
+    async def update_server(self, cfg: ServerConfig, secrets: ServerSecrets | None = None) -> None:
+        await _call(self._engine.update_server(cfg, secrets))
+
+    async def replace_server(self, old_name: str, cfg: ServerConfig, secrets: ServerSecrets | None = None) -> None:
+        await _call(self._engine.replace_server(old_name, cfg, secrets))
+
+    async def remove_server(self, name: str) -> None:
+        await _call(self._engine.remove_server(name))
+
+    async def forget_server(self, name: str) -> list[str]:
+        return await _call(self._engine.forget_server(name))
+
+    async def reconnect(self, name: str) -> None:
+        await _call(self._engine.reconnect(name))
+
+    async def wait_connected(self, name: str, timeout: float = 60.0) -> ServerView:
+        conn = await _call(self._engine.connected(name, timeout))
+        return conn.view
+
+    async def list_tools(self, server: str, timeout: float = 30.0) -> list[JsonObject]:
+        return await _call(self._engine.list_tools(server, timeout))
+
+    async def probe_tools(self, server: str) -> list[JsonObject]:
+        return await _call(self._engine.probe_tools(server))
+
+    async def begin_sign_in(self, server: str, timeout: float | None = None) -> str:
+        return await _call(self._engine.begin_sign_in(server, timeout))
+
+    async def finish_sign_in(self, server: str) -> None:
+        await _call(self._engine.finish_sign_in(server))
+
+    async def sign_out(self, server: str) -> None:
+        await _call(self._engine.sign_out(server))
+
+    # operations
+    async def start_call(self, server: str, tool: str, arguments: JsonObject | None = None) -> OperationView:
+        return await _call(self._engine.start_call(server, tool, arguments))
+
+    async def cancel(self, op_id: str) -> None:
+        await _call(self._engine.cancel(op_id), api.NoSuchOperation)
+
+    async def rerun(self, op_id: str) -> OperationView:
+        return await _call(self._engine.rerun(op_id), api.NoSuchOperation)
+
+    async def operation(self, op_id: str) -> OperationView | None:
+        return await _call(self._engine.operation(op_id))
+
+    async def operations(self, statuses: set[str] | None = None, limit: int = 200,
+                         offset: int = 0) -> list[OperationView]:
+        return await _call(self._engine.operations(statuses, limit, offset))
+
+    async def count_operations(self, statuses: set[str] | None = None) -> int:
+        return await _call(self._engine.count_operations(statuses))
+
+    async def unfinished_operations(self) -> list[OperationView]:
+        return await _call(self._engine.unfinished_operations())
+
+    async def operation_rows(self, limit: int = 200) -> list[JsonObject]:
+        return await _call(self._engine.operation_rows(limit))
+
+    async def events(self, op_id: str) -> list[JsonObject]:
+        return await _call(self._engine.events(op_id), api.NoSuchOperation)
+
+    async def wait_finished(self, op_id: str) -> OperationView:
+        return await _call(self._engine.wait_finished(op_id), api.NoSuchOperation)
+
+    # questions
+    async def answer_input(self, request_id: str, answer: JsonObject) -> None:
+        _sync(self._engine.answer_input, request_id, answer, missing=api.NoSuchOperation)
+
+    async def open_questions(self) -> list[InputRequest]:
+        return self._engine.open_questions()

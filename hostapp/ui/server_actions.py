@@ -1,0 +1,179 @@
+"""What the window does to servers: add, edit, remove, import, reconnect, sign in and out.
+
+The window owns the actions (menus, buttons, shortcuts) and the servers table; this object
+carries them out through the engine's facade, opening the server and import dialogs as
+awaitable dialogs. Secret values the person typed go to the engine apart from the
+configuration, and from there to the keyring only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+from PySide6.QtCore import QObject, QUrl, Signal
+from PySide6.QtGui import QDesktopServices
+from PySide6.QtWidgets import QWidget
+
+from hostapp.engine.api import EngineApi, ServerView
+from hostapp.ui.async_dialog import run_dialog
+from hostapp.ui.config_import import ImportedServer
+from hostapp.ui.server_dialog import ImportDialog, ServerDialog, ServerSettings
+from hostapp.ui.servers_model import ServerTableModel
+
+#: How long a sign-in waits for the browser to come back before it gives up.
+SIGN_IN_TIMEOUT_SECONDS = 300.0
+
+#: Runs an engine call in the background and shows its failure (MainWindow.run).
+Runner = Callable[[Coroutine[Any, Any, Any], str], "asyncio.Task[Any]"]
+
+
+class ServerActions(QObject):
+    """The server actions of the main window.
+
+    Signals:
+        changed(): the configured servers or a sign-in under way changed; the window
+            re-checks its banner and which actions apply.
+        status(str, int): a line for the status bar, and how long to show it (ms; 0: until replaced).
+    """
+
+    changed = Signal()
+    status = Signal(str, int)
+
+    def __init__(self, engine: EngineApi, servers_model: ServerTableModel, parent: QWidget, *,
+                 run: Runner, selected: Callable[[], ServerView | None]) -> None:
+        super().__init__(parent)
+        self.engine = engine
+        self.servers_model = servers_model
+        self._parent = parent
+        self._run = run
+        self._selected = selected
+        # The dialogs open right now (None when closed): the window drives them, tests inspect them.
+        self.server_dialog: ServerDialog | None = None
+        self.import_dialog: ImportDialog | None = None
+        # How a sign-in's authorization page is shown: the person's browser.
+        self.open_url: Callable[[str], object] = lambda url: QDesktopServices.openUrl(QUrl(url))
+        #: Servers with a sign-in under way (one at a time per server).
+        self.signing_in: set[str] = set()
+
+    def _taken_names(self) -> set[str]:
+        return {s.name for s in self.servers_model.servers()}
+
+    # -- add, edit, remove ------------------------------------------------------------
+
+    def add_server(self) -> None:
+        self._run(self.edit(None), "add the server")
+
+    def edit_server(self) -> None:
+        server = self._selected()
+        if server is not None:
+            self._run(self.edit(server.name), "change the server")
+
+    async def edit(self, name: str | None, imported: ImportedServer | None = None) -> None:
+        """Open the server dialog (for ``name``, or a new server) and save what it produced."""
+        existing = await self.engine.server_config(name) if name else None
+        dialog = ServerDialog(self._parent, existing=existing, taken_names=self._taken_names())
+        if imported is not None:
+            dialog.fill_imported(imported)
+        self.server_dialog = dialog
+        try:
+            if await run_dialog(dialog) != ServerDialog.DialogCode.Accepted or dialog.result_settings is None:
+                return
+            await self.save(dialog.result_settings, replacing=name)
+        finally:
+            self.server_dialog = None
+            dialog.deleteLater()
+
+    async def save(self, settings: ServerSettings, replacing: str | None = None) -> None:
+        cfg = settings.to_config()
+        if replacing is not None and replacing == settings.name:
+            await self.engine.update_server(cfg, settings.secrets)
+        elif replacing is not None:
+            # Renamed: the engine carries the kept secret values over to the new name.
+            await self.engine.replace_server(replacing, cfg, settings.secrets)
+            self.servers_model.remove_server(replacing)
+        else:
+            await self.engine.add_server(cfg, settings.secrets)
+        self.servers_model.set_servers(await self.engine.servers())
+        self.changed.emit()
+
+    def remove_server(self) -> None:
+        server = self._selected()
+        if server is not None:
+            self._run(self.remove(server.name), "remove the server")
+
+    async def remove(self, name: str) -> None:
+        await self.engine.remove_server(name)
+        self.servers_model.remove_server(name)
+        self.changed.emit()
+        self.status.emit(f"Removed {name}; its operations stay in the history", 5000)
+
+    def reconnect_server(self) -> None:
+        server = self._selected()
+        if server is not None:
+            self._run(self.engine.reconnect(server.name), "reconnect")
+
+    # -- sign in and out --------------------------------------------------------------
+
+    def sign_in_server(self) -> None:
+        server = self._selected()
+        if server is not None:
+            self._run(self.sign_in(server.name), f"sign in to {server.name}")
+
+    async def sign_in(self, name: str) -> None:
+        """Sign in to an HTTP server in the browser (OAuth), then connect it with the new tokens.
+
+        Calls already started on the server wait for its next connection, so they go on
+        from here.
+        """
+        cfg = await self.engine.server_config(name)
+        if cfg is None or cfg.transport != "http" or not cfg.url:
+            raise ValueError(f"{name} is not an HTTP server")
+        self.signing_in.add(name)
+        self.changed.emit()
+        self.status.emit(f"Signing in to {name}: continue in your browser…", 0)
+        try:
+            url = await self.engine.begin_sign_in(name, timeout=SIGN_IN_TIMEOUT_SECONDS)
+            if url:
+                self.open_url(url)
+            await self.engine.finish_sign_in(name)
+        finally:
+            self.signing_in.discard(name)
+            self.changed.emit()
+        self.status.emit(f"Signed in to {name}", 5000)
+        await self.engine.reconnect(name)
+
+    def sign_out_server(self) -> None:
+        server = self._selected()
+        if server is not None:
+            self._run(self.sign_out(server.name), f"sign out of {server.name}")
+
+    async def sign_out(self, name: str) -> None:
+        """Forget the server's tokens; its next connection asks for sign-in again."""
+        await self.engine.sign_out(name)
+        self.status.emit(f"Signed out of {name}", 5000)
+        await self.engine.reconnect(name)
+
+    # -- import -----------------------------------------------------------------------
+
+    def import_servers(self) -> None:
+        self._run(self.import_from(), "import servers")
+
+    async def import_from(self, dialog: ImportDialog | None = None) -> int:
+        """Let the person pick servers configured in other clients; add the chosen ones."""
+        dialog = dialog or ImportDialog(self._parent, taken_names=self._taken_names())
+        self.import_dialog = dialog
+        try:
+            if await run_dialog(dialog) != ImportDialog.DialogCode.Accepted:
+                return 0
+            chosen = dialog.chosen()
+        finally:
+            self.import_dialog = None
+            dialog.deleteLater()
+        added = 0
+        for imported in chosen:
+            await self.save(ServerSettings.from_imported(imported))
+            added += 1
+        self.status.emit(f"Imported {added} server{'s' if added != 1 else ''}", 5000)
+        return added
