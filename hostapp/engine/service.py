@@ -336,7 +336,7 @@ class OperationRunner:
         lives in (a stream can only be resumed in its own session): an adopted earlier
         session where the handle was issued, else the live one."""
         session = self._stream_session or self.session
-        sid = getattr(session.transport, "session_id", None) if session is not None else None
+        sid = session.transport.session_id if session is not None else None
         if sid is None and self.http_session is None:
             return secret
         if sid is not None and session.server is not None:
@@ -651,7 +651,7 @@ class OperationRunner:
         session = self._stream_session or await self._live_session()
         rid = self.record.jsonrpc_id
         transport = session.transport
-        if rid is None or not hasattr(transport, "resume_stream"):
+        if rid is None or not transport.can_resume_streams:
             await self.feed(lambda: self.mech.on_disconnect(now=self.engine.clock(), session_lost=True))
             return
         self._ensure_original_waiter(session)
@@ -693,7 +693,7 @@ class OperationRunner:
         if self.http_session is None or self.mech.name not in SESSION_BOUND_MECHANISMS:
             return None
         sid, version = self.http_session
-        if getattr(live.transport, "session_id", None) == sid:
+        if live.transport.session_id == sid:
             return None
         conn = self.engine._connection(self.record.server)
         try:

@@ -309,7 +309,7 @@ class ServerConnection:
                 return False
             log.info("%s: the connection is back; the session was kept", self.name)
             self.backoff.reset()
-            _reopen_standalone_stream(session)
+            session.transport.reopen_standalone_stream()
             self._set(state=api.CONNECTED, error=None, retry_in=None)
             self._ready.set()
             await self.on_ready(self, session)
@@ -370,15 +370,7 @@ PING_TIMEOUT_SECONDS = 10.0
 def _keepable(session: ClientSession) -> bool:
     """Can this session outlive a break of the network (an HTTP session with an id)?"""
     transport = session.transport
-    return (session.state == "ready" and getattr(transport, "session_id", None) is not None
-            and not getattr(transport, "stateless", True))
-
-
-def _reopen_standalone_stream(session: ClientSession) -> None:
-    # The stream for server-initiated messages may have given up during the break.
-    transport = session.transport
-    if getattr(transport, "standalone_stream", False) and hasattr(transport, "open_standalone_stream"):
-        transport.open_standalone_stream()
+    return session.state == "ready" and transport.session_id is not None and not transport.stateless
 
 
 class _LossWatcher(ClientHandlers):
