@@ -23,7 +23,7 @@ import asyncio
 import logging
 import random
 import time
-from typing import Any, Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 from hostapp.auth.errors import SignInRequired
 from hostapp.engine import api
@@ -33,6 +33,10 @@ from hostapp.protocol import eras
 from hostapp.protocol.eras import ServerInfo
 from hostapp.protocol.jsonrpc import IdAllocator, RpcError
 from hostapp.transport.base import HttpStatusError, StreamHabits, TransportError
+
+if TYPE_CHECKING:
+    from hostapp.store.journal import ServerConfig
+    from hostapp.store.secrets import SecretStore
 
 log = logging.getLogger(__name__)
 
@@ -64,9 +68,9 @@ OPTIONAL_PROBE_SECONDS = 2.0
 class ServerConnection:
     """The supervised connection of one server."""
 
-    def __init__(self, cfg: Any, *, secret_store: Any,
+    def __init__(self, cfg: ServerConfig, *, secret_store: SecretStore | None,
                  handlers_factory: Callable[..., ClientHandlers],
-                 capabilities: dict[str, Any],
+                 capabilities: dict[str, Any] | Callable[[str], dict[str, Any]],
                  on_change: Callable[[api.ServerView], None],
                  on_ready: Callable[["ServerConnection", ClientSession], Awaitable[None]],
                  backoff: Backoff | None = None,
@@ -105,6 +109,11 @@ class ServerConnection:
     @property
     def name(self) -> str:
         return self.cfg.name
+
+    @property
+    def is_ready(self) -> bool:
+        """Is the session ready for requests now (connected, not being replaced)?"""
+        return self._ready.is_set()
 
     async def optional_turn(self, method: str) -> str | None:
         """May a request of the optional ``method`` go to this server now?
