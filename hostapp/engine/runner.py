@@ -288,11 +288,8 @@ class OperationRunner:
                 ctx.journal.append_event(self.id, "partial_result", {"result": action.result})
                 ctx.operation_event(self.id, "partial_result", {"result": action.result})
             elif isinstance(action, A.Deliver):
-                status = OperationStatus.COMPLETED
-                if action.error is not None:
-                    status = OperationStatus.FAILED
-                elif (action.result or {}).get("isError"):
-                    status = OperationStatus.FAILED
+                failed = action.error is not None or (action.result or {}).get("isError")
+                status = OperationStatus.FAILED if failed else OperationStatus.COMPLETED
                 await self.finish(status, result=action.result, error=action.error)
             elif isinstance(action, A.Cancelled):
                 await self.finish(OperationStatus.CANCELLED, error={"code": None, "message": action.message})
@@ -604,10 +601,7 @@ class OperationRunner:
             conn.optional_verdict(action.method, None)  # no answer either way: the next one asks
 
     async def _send_one(self, action: A.SendRequest, on_accepted: Callable[[], None] | None = None) -> None:
-        try:
-            session = await self._live_session()
-        except asyncio.CancelledError:
-            raise
+        session = await self._live_session()
         if action.reuse_jsonrpc_id and self.record.jsonrpc_id is not None:
             rid = self.record.jsonrpc_id
             self._drop_original_waiter()  # this request takes the id over

@@ -144,8 +144,9 @@ class FakeServer:
         elif method == "tools/call" and params.get("name") in self.tools:
             call = ToolCall(self, link, rid, params)
             task = asyncio.get_running_loop().create_task(self._run(link, call))
-            self._calls[(id(link), rid)] = task
-            task.add_done_callback(lambda _t, key=(id(link), rid): self._calls.pop(key, None))
+            key = (id(link), rid)
+            self._calls[key] = task
+            task.add_done_callback(lambda _t: self._calls.pop(key, None))
         else:
             link.to_client(ErrorResponse(rid, ErrorObject(METHOD_NOT_FOUND, f"no method {method}")))
 
