@@ -8,16 +8,22 @@ read here, handed to the transport, and never logged or put in an exception.
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hostapp.engine.session import ClientHandlers, ClientSession
 from hostapp.protocol.eras import ServerInfo
-from hostapp.transport.base import Transport, TransportError
+from hostapp.transport.base import StreamHabits, Transport, TransportError
+
+if TYPE_CHECKING:
+    import httpx
+
+    from hostapp.store.journal import ServerConfig
+    from hostapp.store.secrets import SecretStore
 
 log = logging.getLogger(__name__)
 
 
-def resolve_secrets(refs: dict[str, str], secret_store: Any) -> dict[str, str]:
+def resolve_secrets(refs: dict[str, str], secret_store: SecretStore | None) -> dict[str, str]:
     """Read each referenced secret from the keyring; a missing one is a clear error."""
     values: dict[str, str] = {}
     for name, ref in refs.items():
@@ -31,9 +37,9 @@ def resolve_secrets(refs: dict[str, str], secret_store: Any) -> dict[str, str]:
     return values
 
 
-def make_transport(cfg: Any, secret_store: Any = None, *, session_id: str | None = None,
+def make_transport(cfg: ServerConfig, secret_store: SecretStore | None = None, *, session_id: str | None = None,
                    protocol_version: str | None = None, standalone_stream: bool = True,
-                   habits: Any = None) -> Transport:
+                   habits: StreamHabits | None = None) -> Transport:
     """Build the transport a server configuration describes (not yet connected).
 
     ``habits``: what is known of the server's streams (``hostapp.transport.base.StreamHabits``),
@@ -55,7 +61,7 @@ def make_transport(cfg: Any, secret_store: Any = None, *, session_id: str | None
     raise TransportError(f"unknown transport {cfg.transport!r} for server {cfg.name!r}")
 
 
-def server_auth(cfg: Any, headers: dict[str, str], secret_store: Any = None) -> Any:
+def server_auth(cfg: ServerConfig, headers: dict[str, str], secret_store: SecretStore | None = None) -> httpx.Auth | None:
     """The OAuth sign-in of an HTTP server (hostapp.auth), unless it has its own Authorization header.
 
     Not interactive: a server that needs a person to sign in raises
@@ -71,10 +77,11 @@ def server_auth(cfg: Any, headers: dict[str, str], secret_store: Any = None) -> 
     from hostapp.store.secrets import SecretStore
 
     store = secret_store if secret_store is not None else SecretStore(home_dir())
-    return McpOAuth(cfg.name, cfg.url, TokenStore(store), protocol_version=getattr(cfg, "protocol_version", None))
+    return McpOAuth(cfg.name, cfg.url, TokenStore(store), protocol_version=cfg.protocol_version)
 
 
-async def open_session(cfg: Any, handlers: ClientHandlers | None = None, *, secret_store: Any = None,
+async def open_session(cfg: ServerConfig, handlers: ClientHandlers | None = None, *,
+                       secret_store: SecretStore | None = None,
                        capabilities: dict[str, Any] | None = None,
                        version: str | None = None) -> tuple[ClientSession, ServerInfo]:
     """Connect to a configured server and negotiate; the caller closes the session."""

@@ -541,7 +541,7 @@ class ClientSession:
         resumed SSE stream) and must not be answered again: a question would be asked
         twice. The stateless era has no session: ids there are only unique per stream.
         """
-        if getattr(self.transport, "stateless", False):
+        if self.transport.stateless:
             return False
         if request_id in self._taken:
             return True

@@ -24,7 +24,7 @@ import dataclasses
 import logging
 import random
 import time
-from typing import Any, Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 from hostapp.auth.errors import SignInRequired
 from hostapp.engine import api
@@ -34,6 +34,10 @@ from hostapp.protocol import eras
 from hostapp.protocol.eras import ServerInfo
 from hostapp.protocol.jsonrpc import IdAllocator, RpcError
 from hostapp.transport.base import HttpStatusError, StreamHabits, TransportError
+
+if TYPE_CHECKING:
+    from hostapp.store.journal import ServerConfig
+    from hostapp.store.secrets import SecretStore
 
 log = logging.getLogger(__name__)
 
@@ -65,9 +69,9 @@ OPTIONAL_PROBE_SECONDS = 2.0
 class ServerConnection:
     """The supervised connection of one server."""
 
-    def __init__(self, cfg: Any, *, secret_store: Any,
+    def __init__(self, cfg: ServerConfig, *, secret_store: SecretStore | None,
                  handlers_factory: Callable[..., ClientHandlers],
-                 capabilities: dict[str, Any],
+                 capabilities: dict[str, Any] | Callable[[str], dict[str, Any]],
                  on_change: Callable[[api.ServerView], None],
                  on_ready: Callable[["ServerConnection", ClientSession], Awaitable[None]],
                  backoff: Backoff | None = None,
@@ -106,6 +110,11 @@ class ServerConnection:
     @property
     def name(self) -> str:
         return self.cfg.name
+
+    @property
+    def is_ready(self) -> bool:
+        """Is the session ready for requests now (connected, not being replaced)?"""
+        return self._ready.is_set()
 
     async def optional_turn(self, method: str) -> str | None:
         """May a request of the optional ``method`` go to this server now?
@@ -309,7 +318,7 @@ class ServerConnection:
                 return False
             log.info("%s: the connection is back; the session was kept", self.name)
             self.backoff.reset()
-            _reopen_standalone_stream(session)
+            session.transport.reopen_standalone_stream()
             self._set(state=api.CONNECTED, error=None, retry_in=None)
             self._ready.set()
             await self.on_ready(self, session)
@@ -370,15 +379,7 @@ PING_TIMEOUT_SECONDS = 10.0
 def _keepable(session: ClientSession) -> bool:
     """Can this session outlive a break of the network (an HTTP session with an id)?"""
     transport = session.transport
-    return (session.state == "ready" and getattr(transport, "session_id", None) is not None
-            and not getattr(transport, "stateless", True))
-
-
-def _reopen_standalone_stream(session: ClientSession) -> None:
-    # The stream for server-initiated messages may have given up during the break.
-    transport = session.transport
-    if getattr(transport, "standalone_stream", False) and hasattr(transport, "open_standalone_stream"):
-        transport.open_standalone_stream()
+    return session.state == "ready" and transport.session_id is not None and not transport.stateless
 
 
 class _LossWatcher(ClientHandlers):

@@ -115,7 +115,29 @@ class Transport(abc.ABC):
 
     @property
     def session_id(self) -> str | None:
+        """The server-issued session this transport speaks in (Streamable HTTP), if any."""
         return None
+
+    @property
+    def stateless(self) -> bool:
+        """Whether the stateless era's rules apply: no session, and request ids are only
+        unique within one stream (so a repeated id is not a replay)."""
+        return False
+
+    @property
+    def can_resume_streams(self) -> bool:
+        """Whether :meth:`resume_stream` can reconnect to a request's answer stream."""
+        return False
+
+    async def resume_stream(self, request_id: RequestId, last_event_id: str) -> None:
+        """Reconnect to the answer stream of ``request_id`` from ``last_event_id`` (after a
+        host restart); what it replays goes to the listener. Raises :class:`TransportError`
+        when it cannot; by default a transport has no streams to resume."""
+        raise TransportError(f"{self.kind} cannot resume a stream")
+
+    def reopen_standalone_stream(self) -> None:
+        """The connection is back after a break: open the stream for server-initiated
+        messages again if this transport keeps one (it may have given up meanwhile)."""
 
     @property
     def kind(self) -> str:

@@ -209,6 +209,14 @@ class StreamableHttpTransport(Transport):
     def stateless(self) -> bool:
         return self._stateless
 
+    @property
+    def can_resume_streams(self) -> bool:
+        return True
+
+    def reopen_standalone_stream(self) -> None:
+        if self.standalone_stream:
+            self.open_standalone_stream()
+
     async def connect(self, listener: TransportListener) -> None:
         self.listener = listener
         if self._client is None:

@@ -8,7 +8,7 @@ import asyncio
 import keyring.errors
 import pytest
 
-from hostapp.engine import api, service
+from hostapp.engine import api, handles
 from hostapp.store.secrets import InMemoryKeyring, SecretStore
 from tests.engine.conftest import Recorder, lab_server
 from tests.engine.test_engine import finished, run_engine
@@ -77,7 +77,7 @@ async def test_a_keyring_that_comes_back_is_used_again(isolated_home, lab, monke
 
         # Unlocked meanwhile: the next operation is asked about once the re-check is due.
         backend.locked = False
-        monkeypatch.setattr(service, "KEYRING_RECHECK_SECONDS", 0.0)
+        monkeypatch.setattr(handles, "KEYRING_RECHECK_SECONDS", 0.0)
         second = await engine.start_call("lab", "long_task", {"seconds": 2, "steps": 2})
         record = await handle_committed(engine, second.id)
         assert record.resumable and record.handle_ref

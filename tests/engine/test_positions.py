@@ -84,7 +84,7 @@ async def test_a_position_for_an_older_handle_is_not_used(isolated_home, lab, re
 
 
 def unwrap(value: str) -> str:
-    from hostapp.engine.service import unwrap_secret
+    from hostapp.engine.handles import unwrap_secret
 
     return unwrap_secret(value)[0]
 

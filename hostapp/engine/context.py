@@ -1,0 +1,136 @@
+"""What the parts of the engine share: one object, built by the engine, handed to each part.
+
+:class:`EngineContext` composes the journal, the keyring's handles, the request routing,
+the first-contact gate, the questions to the person and the server connections, and is
+what an :class:`~hostapp.engine.runner.OperationRunner` sees of the engine (it implements
+:class:`~hostapp.engine.runner.RunnerContext`) and what the server-traffic handlers use.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Coroutine
+from typing import TYPE_CHECKING, Any
+
+from hostapp.engine import api
+from hostapp.engine.budget import PollBudget
+from hostapp.engine.first_contact import FirstContactGate
+from hostapp.engine.handles import HandleKeeper
+from hostapp.engine.questions import QuestionDesk
+from hostapp.engine.routing import RequestRouting
+from hostapp.engine.session import ClientSession
+from hostapp.engine.supervisor import ServerConnection
+from hostapp.protocol.jsonrpc import RequestId
+
+if TYPE_CHECKING:
+    from hostapp.engine.runner import OperationRunner
+    from hostapp.store.journal import OperationJournal
+
+
+class EngineContext:
+    """The engine's parts and the state they share.
+
+    ``listener`` may be replaced after the engine is built (the window's adapter takes the
+    place of the engine's default); every part reads it through here, at each use.
+    ``stopping`` is True while the host quits.
+    """
+
+    def __init__(self, *, journal: Callable[[], OperationJournal], listener: api.EngineListener,
+                 clock: Callable[[], float], handles: HandleKeeper, routing: RequestRouting,
+                 contacts: FirstContactGate, questions: QuestionDesk,
+                 connection: Callable[[str], ServerConnection]):
+        self._journal = journal
+        self.listener = listener
+        self.clock = clock
+        self.handles = handles
+        self.routing = routing
+        self.contacts = contacts
+        self.questions = questions
+        self._connection = connection
+        self.stopping = False
+        self._tasks: set[asyncio.Task[Any]] = set()
+
+    @property
+    def journal(self) -> OperationJournal:
+        return self._journal()
+
+    def connection(self, server: str) -> ServerConnection:
+        """The supervised connection of ``server`` (supervised from now on if it was not)."""
+        return self._connection(server)
+
+    # -- background work ------------------------------------------------------------
+
+    def spawn(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
+        """An engine-wide task, cancelled when the engine stops."""
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    def cancel_tasks(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+
+    # -- telling the listener ----------------------------------------------------------
+
+    def changed(self, runner: OperationRunner) -> None:
+        self.listener.operation_changed(runner.view)
+
+    def operation_event(self, op_id: str, kind: str, data: dict[str, Any]) -> None:
+        self.listener.operation_event(op_id, kind, data)
+
+    def problem(self, kind: str, message: str) -> None:
+        self.listener.problem(kind, message)
+
+    # -- handles in the keyring ----------------------------------------------------------
+
+    async def keyring_usable(self) -> bool:
+        return await self.handles.keyring_usable()
+
+    async def put_handle(self, value: str) -> str:
+        return await self.handles.put_handle(value)
+
+    def keyring_failed(self, exc: Exception) -> None:
+        self.handles.keyring_failed(exc)
+
+    async def delete_secret(self, ref: str) -> None:
+        await self.handles.delete_secret(ref)
+
+    # -- request routing -----------------------------------------------------------------
+
+    def own_request(self, runner: OperationRunner, session: ClientSession, rid: RequestId) -> None:
+        self.routing.own(runner, session, rid)
+
+    def disown_request(self, runner: OperationRunner, session: ClientSession, rid: RequestId) -> None:
+        self.routing.disown(runner, session, rid)
+
+    def bind_http_session(self, runner: OperationRunner, old: tuple[str, str] | None,
+                          new: tuple[str, str] | None) -> None:
+        self.routing.bind_http_session(runner, old, new)
+
+    def shares_http_session(self, runner: OperationRunner, session_id: str) -> bool:
+        return self.routing.shares_http_session(runner, session_id)
+
+    def forget(self, runner: OperationRunner) -> None:
+        self.contacts.heard_from(runner)  # ended: nothing more to wait for
+        self.routing.forget(runner)
+        runner.http_session = None
+
+    # -- first contact and poll budgets ------------------------------------------------------
+
+    def heard_from(self, runner: OperationRunner) -> None:
+        self.contacts.heard_from(runner)
+
+    async def after_first_contacts(self, server: str) -> None:
+        await self.contacts.after_first_contacts(server)
+
+    def poll_budget(self, server: str) -> PollBudget:
+        return self.contacts.poll_budget(server)
+
+    # -- the person ----------------------------------------------------------------------
+
+    async def ask_person(self, runner: OperationRunner, params: dict[str, Any]) -> dict[str, Any]:
+        return await self.questions.ask(params, operation_id=runner.id, server=runner.server)
+
+    def withdraw_questions(self, op_id: str) -> None:
+        self.questions.withdraw_all_of(op_id)

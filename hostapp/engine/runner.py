@@ -1,0 +1,713 @@
+"""One operation in this process: its mechanism fed, and the actions it returns carried out.
+
+An :class:`OperationRunner` holds the journal row of one operation and the mechanism (a
+pure state machine from :mod:`hostapp.mechanisms`) that carries it, feeds the mechanism
+what arrives (answers, notifications, stream event ids, a lost connection, a timer, the
+person's answer) one hook at a time, and carries out the actions it returns: commit a
+handle, send a request, resume a stream, ask the person, end the operation.
+
+A runner sees the rest of the engine only through :class:`RunnerContext`: the journal,
+the keyring's handles, the request routing, the first-contact gate and poll budgets, the
+questions to the person, the server connections and the listener.
+
+Write-ahead, in this order: the operation row is committed (status ``pending``), the
+mechanism's pre-send handle is committed (its secret in the keyring), the JSON-RPC id is
+committed, and only then does the request leave. Every later server-issued handle is
+committed before the next action runs. Terminal outcomes go through
+``journal.finish_operation``, which succeeds once: that is what makes delivery
+exactly-once across crashes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import replace
+import functools
+import logging
+from collections.abc import Callable, Coroutine
+from typing import TYPE_CHECKING, Any, Protocol
+
+from hostapp import mechanisms
+from hostapp.engine import api
+from hostapp.engine.budget import POLL_METHODS, PollBudget
+from hostapp.engine.handles import wrap_secret
+from hostapp.engine.session import MAX_INPUT_ROUNDS, ClientSession
+from hostapp.engine.supervisor import BUSY_STATUSES, ServerConnection, session_refused
+from hostapp.mechanisms import actions as A
+from hostapp.mechanisms.base import Mechanism
+from hostapp.protocol.jsonrpc import (
+    METHOD_NOT_FOUND,
+    URL_ELICITATION_REQUIRED,
+    RequestId,
+    RpcError,
+)
+from hostapp.store.status import TERMINAL, OperationStatus
+from hostapp.transport.base import ConnectionLost, HttpStatusError, TransportError
+
+if TYPE_CHECKING:
+    from hostapp.store.journal import OperationJournal, OperationRecord
+
+log = logging.getLogger(__name__)
+
+#: Mechanisms whose handle only works in the HTTP session that issued it: a stream, and
+#: a 2025-11-25 task (receivers bind tasks to the session that made them, as
+#: server-everything does). After a restart they go on in that session, adopted.
+SESSION_BOUND_MECHANISMS = frozenset({"http_resumption", "tasks_2025"})
+
+#: Requests a mechanism sends for something extra (pushed task notifications) and goes on
+#: without: once a server answers "method not found", they are not sent to it again.
+OPTIONAL_METHODS = frozenset({"subscriptions/listen"})
+
+#: Pause before an operation asks again after its request was answered 408 or 429.
+BUSY_RETRY_SECONDS = 2.0
+
+
+class RunnerContext(Protocol):
+    """What an operation needs from the engine around it, and nothing more."""
+
+    #: True while the host quits: nothing an operation would do then is acted on.
+    stopping: bool
+
+    @property
+    def journal(self) -> OperationJournal: ...
+
+    def clock(self) -> float:
+        """Wall-clock seconds (deadlines and mechanisms' timers survive a restart)."""
+        ...
+
+    # -- telling the listener
+    def changed(self, runner: OperationRunner) -> None: ...
+    def operation_event(self, op_id: str, kind: str, data: dict[str, Any]) -> None: ...
+    def problem(self, kind: str, message: str) -> None: ...
+
+    # -- handles in the keyring
+    async def keyring_usable(self) -> bool: ...
+    async def put_handle(self, value: str) -> str: ...
+    def keyring_failed(self, exc: Exception) -> None: ...
+    async def delete_secret(self, ref: str) -> None: ...
+
+    # -- request routing
+    def own_request(self, runner: OperationRunner, session: ClientSession, rid: RequestId) -> None: ...
+    def disown_request(self, runner: OperationRunner, session: ClientSession, rid: RequestId) -> None: ...
+    def bind_http_session(self, runner: OperationRunner, old: tuple[str, str] | None,
+                          new: tuple[str, str] | None) -> None: ...
+    def shares_http_session(self, runner: OperationRunner, session_id: str) -> bool: ...
+    def forget(self, runner: OperationRunner) -> None:
+        """The operation ended: it leaves the engine's indexes."""
+        ...
+
+    # -- first contact after a restart, and the poll budget
+    def heard_from(self, runner: OperationRunner) -> None: ...
+    async def after_first_contacts(self, server: str) -> None: ...
+    def poll_budget(self, server: str) -> PollBudget: ...
+
+    # -- the person
+    async def ask_person(self, runner: OperationRunner, params: dict[str, Any]) -> dict[str, Any]: ...
+    def withdraw_questions(self, op_id: str) -> None: ...
+
+    # -- servers
+    def connection(self, server: str) -> ServerConnection: ...
+
+
+def _busy(exc: Exception) -> bool:
+    return isinstance(exc, HttpStatusError) and exc.status in BUSY_STATUSES
+
+
+def _status_of(mark: str) -> OperationStatus:
+    return OperationStatus.INPUT_REQUIRED if mark == OperationStatus.INPUT_REQUIRED else OperationStatus.RUNNING
+
+
+def outcome_message(status: str, result: dict[str, Any] | None, error: dict[str, Any] | None) -> str | None:
+    """The line a person reads for an ended operation: the error, or the result's first line."""
+    if error and error.get("message"):
+        return str(error["message"])
+    if result:
+        for block in result.get("content") or []:
+            if isinstance(block, dict) and block.get("type") == "text" and block.get("text"):
+                return str(block["text"]).splitlines()[0][:300]
+    return None
+
+
+def operation_view(record: OperationRecord) -> api.OperationView:
+    """What a person is shown of a journaled operation."""
+    message = record.message
+    if record.status in TERMINAL:
+        message = outcome_message(record.status, record.result, record.error) or message
+    return api.OperationView(
+        id=record.id, server=record.server, tool=record.tool, method=record.method,
+        arguments=(record.params or {}).get("arguments", {}), status=record.status,
+        progress=record.progress, total=record.total, message=message,
+        created_at=record.created_at, updated_at=record.updated_at,
+        ended_at=record.updated_at if record.status in TERMINAL else None,
+        needs_input=record.status == OperationStatus.INPUT_REQUIRED, result=record.result, error=record.error,
+        resumable=bool(record.resumable))
+
+
+def mechanism_for(conn: ServerConnection, tool: str | None) -> Mechanism:
+    """The mechanism for a call of ``tool``, from what the server said it offers."""
+    tool_def: dict[str, Any] = next((t for t in conn.tools if t.get("name") == tool), {})
+    info = conn.info
+    era = info.era if info else "handshake"
+    caps = info.capabilities if info else {}
+    return mechanisms.start_mechanism(era, caps, tool_def, conn.cfg.transport)
+
+
+class OperationRunner:
+    """One operation in this process: feeds its mechanism and executes its actions.
+
+    States follow the journal's status: pending → running ⇄ input_required → a terminal
+    status. ``attach`` binds it to a live session (after connect or reconnect).
+    """
+
+    def __init__(self, context: RunnerContext, record: OperationRecord, mechanism: Mechanism, *,
+                 http_session: tuple[str, str] | None = None, committed_secret: str | None = None):
+        self.context = context
+        self.record = record
+        self.mech = mechanism
+        self.session: ClientSession | None = None
+        self.view = operation_view(record)
+        self.handle_ref: str | None = record.handle_ref
+        self._wake_handle: asyncio.TimerHandle | None = None
+        self._lock = asyncio.Lock()
+        self._tasks: set[asyncio.Task] = set()
+        self._url_rounds = 0
+        self._original_waiter: asyncio.Task | None = None
+        self._original_session: ClientSession | None = None
+        self._http_session: tuple[str, str] | None = None   # (session id, protocol version)
+        self._stream_session: ClientSession | None = None  # an adopted earlier session
+        # Restored at start-up and not yet heard from: its first request goes before the
+        # repeat polls of the others (see FirstContactGate).
+        self.awaiting_first_contact = False
+        self.restored_at_start = False
+        # What the keyring holds under handle_ref (None: unknown, the next commit writes it).
+        self._committed_secret = committed_secret
+        self._expiring = False
+        self._stream_event: tuple[str, int | None] | None = None  # the newest, not yet fed
+        self._deadline_handle: asyncio.TimerHandle | None = None
+        if record.deadline is not None:
+            delay = max(0.0, record.deadline - context.clock())
+            self._deadline_handle = asyncio.get_running_loop().call_later(delay, self._deadline_passed)
+        self.http_session = http_session
+
+    @property
+    def id(self) -> str:
+        return self.record.id
+
+    @property
+    def server(self) -> str:
+        return self.record.server
+
+    @property
+    def http_session(self) -> tuple[str, str] | None:
+        """The HTTP session its handle lives in (session id, protocol version), if any."""
+        return self._http_session
+
+    @http_session.setter
+    def http_session(self, value: tuple[str, str] | None) -> None:
+        # Indexed by the routing, so that an ending operation finds the others of its
+        # session without looking at every operation.
+        old, self._http_session = self._http_session, value
+        self.context.bind_http_session(self, old, value)
+
+    @property
+    def done(self) -> bool:
+        return self.view.status in TERMINAL
+
+    @property
+    def progress_token(self) -> str:
+        return f"op-{self.record.id}"
+
+    # -- feeding -----------------------------------------------------------------
+
+    async def feed(self, produce: Callable[[], list[A.Action]]) -> None:
+        """Run one mechanism hook and carry out what it returns, one hook at a time."""
+        async with self._lock:
+            if self.done or self.context.stopping:
+                return
+            actions = produce()
+            await self._execute(actions)
+
+    def feed_soon(self, produce: Callable[[], list[A.Action]]) -> None:
+        self.spawn(self.feed(produce))
+
+    def stream_event_soon(self, event_id: str, retry_ms: int | None) -> None:
+        """An SSE event id arrived. One comes with every event, thousands a second while a
+        stream is replayed after a restart, and only the newest matters: one feed is
+        queued at a time, and it hands the mechanism whatever id is newest by then."""
+        self.context.heard_from(self)
+        queued = self._stream_event is not None
+        self._stream_event = (event_id, retry_ms)
+        if not queued:
+            self.feed_soon(self._take_stream_event)
+
+    def _take_stream_event(self) -> list[A.Action]:
+        event, self._stream_event = self._stream_event, None
+        if event is None:
+            return []
+        return self.mech.on_stream_event(event[0], event[1], now=self.context.clock())
+
+    def spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        """Run ``coro`` as one of this operation's tasks (cancelled at shutdown; a failure
+        is logged and shown as a problem)."""
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._task_done)
+
+    def _task_done(self, task: asyncio.Task) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            exc = task.exception()
+            log.error("operation %s: %s", self.id, exc, exc_info=exc)
+            self.context.problem("engine", f"operation {self.id} hit an internal error: {exc}")
+
+    # -- executing ----------------------------------------------------------------
+
+    async def _execute(self, actions: list[A.Action]) -> None:
+        ctx = self.context
+        for action in actions:
+            if isinstance(action, A.CommitHandle):
+                await self._commit(action)
+            elif isinstance(action, A.ReportProgress):
+                self._show_progress(action)
+            elif isinstance(action, A.MarkStatus):
+                await self.set_status(_status_of(action.status), action.message)
+            elif isinstance(action, A.ScheduleWake):
+                self._schedule_wake(action.at)
+            elif isinstance(action, A.SendRequest):
+                self.spawn(self._send_request(action))
+            elif isinstance(action, A.SendNotification):
+                self.spawn(self._send_notification(action.method, action.params))
+            elif isinstance(action, A.CancelRequest):
+                if self.record.jsonrpc_id is not None:
+                    self.spawn(self._send_notification("notifications/cancelled", {
+                        "requestId": self.record.jsonrpc_id, "reason": action.reason or "cancelled"}))
+            elif isinstance(action, A.ResumeSseStream):
+                self.spawn(self._resume_stream(action.last_event_id))
+            elif isinstance(action, A.AskInput):
+                self.spawn(self._ask(action))
+            elif isinstance(action, A.PartialResult):
+                ctx.journal.append_event(self.id, "partial_result", {"result": action.result})
+                ctx.operation_event(self.id, "partial_result", {"result": action.result})
+            elif isinstance(action, A.Deliver):
+                failed = action.error is not None or (action.result or {}).get("isError")
+                status = OperationStatus.FAILED if failed else OperationStatus.COMPLETED
+                await self.finish(status, result=action.result, error=action.error)
+            elif isinstance(action, A.Cancelled):
+                await self.finish(OperationStatus.CANCELLED, error={"code": None, "message": action.message})
+            elif isinstance(action, A.Unknown):
+                await self.finish(OperationStatus.EXPIRED if self._expiring else OperationStatus.UNKNOWN,
+                                   error={"code": None, "message": action.reason})
+            else:  # pragma: no cover - a new action type must be handled here
+                raise TypeError(f"unhandled action {type(action).__name__}")
+
+    async def _commit(self, action: A.CommitHandle) -> None:
+        """Journal the mechanism's state and its secret, in an order that survives a crash
+        at any point: the new secret is written, then the journal points at it, and only
+        then is the old one deleted."""
+        ctx = self.context
+        old_ref = ref = self.handle_ref
+        resumable = self.view.resumable
+        if action.secret is None:
+            ref = None
+            self._committed_secret = None
+        elif not await ctx.keyring_usable():
+            resumable, ref = False, None
+        else:
+            value = self._wrap_secret(action.secret)
+            if value != self._committed_secret or ref is None:
+                try:
+                    ref = await ctx.put_handle(value)
+                    self._committed_secret = value
+                    resumable = True  # also when it started while the keyring was failing
+                except Exception as exc:  # the keyring failed now: carry on in memory, say it
+                    ctx.keyring_failed(exc)
+                    resumable, ref = False, None
+        self.handle_ref = ref
+        self.view = replace(self.view, resumable=resumable)
+        mechanism = action.state.get("mechanism")
+        self.record.mechanism = mechanism
+        await ctx.journal.update_operation(self.id, handle=action.state, handle_ref=ref,
+                                           mechanism=mechanism, resumable=resumable)
+        if old_ref is not None and old_ref != ref:
+            await ctx.delete_secret(old_ref)
+
+    def _wrap_secret(self, secret: str) -> str:
+        """The keyring value of a handle: the mechanism's secret, and the HTTP session it
+        lives in (a stream can only be resumed in its own session): an adopted earlier
+        session where the handle was issued, else the live one."""
+        session = self._stream_session or self.session
+        sid = session.transport.session_id if session is not None else None
+        if sid is not None and session is not None and session.server is not None:
+            self.http_session = (sid, session.server.protocol_version)
+        return wrap_secret(secret, self.http_session)
+
+    def position_to_keep(self) -> list[str] | None:
+        """Where it has got to beyond its committed handle ([the handle_ref it extends, the
+        newer secret]), for the positions kept at a clean quit; None if nothing is newer."""
+        ref = self.handle_ref
+        secret = None if self.done or ref is None else self.mech.secret()
+        if ref is None or secret is None or self._wrap_secret(secret) == self._committed_secret:
+            return None
+        return [ref, secret]
+
+    async def set_status(self, status: OperationStatus, message: str | None) -> None:
+        """Move between running and input_required (journaled, shown)."""
+        if message is None and status == OperationStatus.INPUT_REQUIRED:
+            message = "waiting for your answer"
+        if self.view.status == status:
+            if message and message != self.view.message:
+                self.view = replace(self.view, message=message)
+                self.context.changed(self)
+            return
+        old = self.view.status
+        await self.context.journal.update_operation(self.id, status=status, message=message)
+        self.view = replace(self.view, status=status, needs_input=status == OperationStatus.INPUT_REQUIRED,
+                            message=message or self.view.message, updated_at=self.context.clock())
+        data = {"from": old, "to": status, "message": message}  # the journal records it with the change
+        self.context.operation_event(self.id, "status", data)
+        self.context.changed(self)
+
+    async def finish(self, status: OperationStatus, *, result: dict[str, Any] | None = None,
+                     error: dict[str, Any] | None = None) -> None:
+        """End the operation with a terminal status: journaled once, its handle deleted, its
+        questions withdrawn, its requests forgotten."""
+        ctx = self.context
+        self._cancel_wake()
+        if self._deadline_handle is not None:
+            self._deadline_handle.cancel()
+        first = await ctx.journal.finish_operation(self.id, status, result=result, error=error)
+        ended = ctx.clock()
+        self.view = replace(self.view, status=status, result=result, error=error,
+                            message=outcome_message(status, result, error) or self.view.message,
+                            needs_input=False, ended_at=ended, updated_at=ended)
+        if self.handle_ref is not None:
+            await ctx.delete_secret(self.handle_ref)
+        ctx.withdraw_questions(self.id)
+        self._drop_original_waiter()
+        if self.session is not None:
+            self.session.unroute_progress(self.progress_token)
+        if self._stream_session is not None and self.http_session is not None:
+            sid = self.http_session[0]
+            if not ctx.shares_http_session(self, sid):
+                await ctx.connection(self.record.server).release_side_session(sid)
+        if first:
+            data = {"to": status, "error": error}  # the journal records it with the change
+            ctx.operation_event(self.id, "status", data)
+            ctx.changed(self)
+        ctx.forget(self)
+
+    # -- timers -----------------------------------------------------------------
+
+    def _schedule_wake(self, at: float) -> None:
+        self._cancel_wake()
+        loop = asyncio.get_running_loop()
+        delay = max(0.0, at - self.context.clock())
+        self._wake_handle = loop.call_later(delay, lambda: self.feed_soon(lambda: self.mech.wake(now=self.context.clock())))
+
+    def _deadline_passed(self) -> None:
+        """The operation's own deadline: give it up as expired (the mechanism says how)."""
+        self._expiring = True
+        self.feed_soon(lambda: self.mech.expire(now=self.context.clock()))
+
+    def _cancel_wake(self) -> None:
+        if self._wake_handle is not None:
+            self._wake_handle.cancel()
+            self._wake_handle = None
+
+    # -- I/O ----------------------------------------------------------------------
+
+    async def _live_session(self) -> ClientSession:
+        adopted = self._stream_session
+        if adopted is not None and adopted.state == "ready":
+            return adopted  # the earlier session its handle is bound to
+        conn = self.context.connection(self.record.server)
+        return await conn.wait_ready()
+
+    async def _give_up_adopted_session(self) -> None:
+        """The server refused the adopted earlier session: go on (or end) on the live one."""
+        adopted, self._stream_session = self._stream_session, None
+        if adopted is not None and self.http_session is not None:
+            sid, self.http_session = self.http_session[0], None
+            await self.context.connection(self.record.server).release_side_session(sid)
+
+    def _route_progress(self, session: ClientSession) -> None:
+        self.session = session
+        session.route_progress(self.progress_token, self._on_progress)
+
+    def _on_progress(self, progress: float, total: float | None, message: str | None) -> None:
+        params = {"progress": progress, "total": total, "message": message}
+        # Progress is frequent: fed synchronously, without the lock's task hop.
+        if not self.done:
+            actions = self.mech.on_notification("notifications/progress", params, now=self.context.clock())
+            for a in actions:
+                if isinstance(a, A.ReportProgress):
+                    self._show_progress(a)
+
+    def _show_progress(self, action: A.ReportProgress) -> None:
+        """Show and journal one progress step. A mechanism's steps only rise, but after a
+        host restart it starts afresh while the journal already holds a later step (a
+        stream replayed from its first event id reports its steps again): a step not
+        beyond the one shown is dropped, so progress never moves backwards."""
+        if self.view.progress is not None and action.progress <= self.view.progress:
+            return
+        self.view = replace(self.view, progress=action.progress,
+                            total=self.view.total if action.total is None else action.total,
+                            message=action.message or self.view.message, updated_at=self.context.clock())
+        self.context.journal.record_progress(self.id, action.progress, action.total, action.message)
+        self.context.changed(self)
+
+    async def send_original(self) -> None:
+        """Prepare, commit, then send the call itself (write-ahead)."""
+        ctx = self.context
+        session = await self._live_session()
+        if self.done:
+            return  # cancelled while waiting for the connection
+        # Nothing has left yet: choose again now that the server (and the tool) are known.
+        self.mech = mechanism_for(ctx.connection(self.record.server), self.record.tool)
+        params = {"name": self.record.tool, "arguments": self.record.params.get("arguments", {})}
+        to_send, pre = self.mech.prepare(params, now=ctx.clock())
+        async with self._lock:
+            await self._execute(pre)
+        if self.done:
+            return
+        rid = session.ids.next()
+        self.record.jsonrpc_id = rid
+        await ctx.journal.update_operation(self.id, jsonrpc_id=rid, status=OperationStatus.RUNNING,
+                                           mechanism=self.record.mechanism or self.mech.name)
+        self.view = replace(self.view, status=OperationStatus.RUNNING)
+        ctx.changed(self)
+        ctx.own_request(self, session, rid)
+        await self._request(session, self.mech.method, to_send, rid, original=True)
+
+    async def _request(self, session: ClientSession, method: str, params: dict, rid: RequestId,
+                       *, original: bool, which: str | None = None,
+                       on_accepted: Callable[[], None] | None = None) -> None:
+        ctx = self.context
+        self._route_progress(session)
+        try:
+            result = await session.request(method, params, request_id=rid, on_accepted=on_accepted,
+                                           progress_token=self.progress_token if original else None)
+        except RpcError as exc:
+            ctx.heard_from(self)
+            if method in OPTIONAL_METHODS:
+                ctx.connection(self.record.server).optional_verdict(method, exc.code != METHOD_NOT_FOUND)
+            if original and exc.code == URL_ELICITATION_REQUIRED and await self._satisfy_url_elicitations(exc):
+                # -32042 means the call did not run: after the person opened the URL(s)
+                # the spec has the client send it again, under a new id.
+                ctx.disown_request(self, session, rid)
+                rid = session.ids.next()
+                self.record.jsonrpc_id = rid
+                await ctx.journal.update_operation(self.id, jsonrpc_id=rid)
+                ctx.own_request(self, session, rid)
+                await self.set_status(OperationStatus.RUNNING, "retrying after the URL was opened")
+                await self._request(session, method, params, rid, original=True)
+                return
+            error = exc.to_error().to_obj()
+            await self.feed(lambda: self.mech.on_error(error, now=ctx.clock(),
+                                                       method=None if original else which or method))
+        except TransportError as exc:
+            log.info("operation %s: %s", self.id, exc)
+            if original and _busy(exc):
+                # 408 and 429 refuse a request before it is processed: the call did not
+                # run, which is known (not "unknown"); running it again is the person's
+                # choice.
+                error = {"code": None, "message": f"the server did not take the call ({exc}); it did not run"}
+                await self.feed(lambda: self.mech.on_error(error, now=ctx.clock(), method=None))
+                return
+            if not original and _busy(exc) and session.state == "ready":
+                # A rate limit or timeout on a poll says nothing about the connection:
+                # this operation asks again after a pause (within the poll budget), the
+                # others go on; no reconnect, no re-attaching of every operation.
+                self.spawn(self._resume_after(BUSY_RETRY_SECONDS))
+                return
+            lost = session_refused(exc)
+            await self.feed(lambda: self.mech.on_disconnect(now=ctx.clock(), session_lost=lost))
+            # Only this request's stream ended (the stateless era, a stream with no event
+            # id): the connection itself is fine, so the mechanism may go on at once.
+            # Otherwise (the network, the server, a poll that found nobody, a session the
+            # server refuses) the supervisor reconnects, and the mechanism is resumed once
+            # it is back.
+            stream_only = isinstance(exc, ConnectionLost) and original and session.state == "ready"
+            if stream_only:
+                await self.feed(lambda: self.mech.resume(now=ctx.clock()))
+            elif session is self._stream_session and lost:
+                # Only the adopted earlier session is gone; the connection is fine.
+                await self._give_up_adopted_session()
+                await self.feed(lambda: self.mech.resume(now=ctx.clock()))
+            else:
+                ctx.connection(self.record.server).connection_lost(session_gone=lost)
+        else:
+            ctx.heard_from(self)
+            if method in OPTIONAL_METHODS:
+                ctx.connection(self.record.server).optional_verdict(method, True)
+            await self.feed(lambda: self.mech.on_result(result, now=ctx.clock(),
+                                                        method=None if original else which or method))
+        finally:
+            ctx.disown_request(self, session, rid)
+
+    async def _resume_after(self, seconds: float) -> None:
+        await asyncio.sleep(seconds)
+        await self.feed(lambda: self.mech.resume(now=self.context.clock()))
+
+    async def _satisfy_url_elicitations(self, exc: RpcError) -> bool:
+        """Ask the person to open each URL of a -32042 error; True when all were accepted."""
+        self._url_rounds += 1
+        data = exc.data if isinstance(exc.data, dict) else {}
+        elicitations = data.get("elicitations")
+        if self._url_rounds > MAX_INPUT_ROUNDS or not isinstance(elicitations, list) or not elicitations:
+            return False
+        await self.set_status(OperationStatus.INPUT_REQUIRED, "the server asks you to open a URL first")
+        for params in elicitations:
+            if not isinstance(params, dict):
+                return False
+            try:
+                answer = await self.context.ask_person(self, dict(params, mode=params.get("mode", "url")))
+            except RpcError:
+                return False
+            if answer.get("action") != "accept":
+                return False
+        return True
+
+    async def _send_request(self, action: A.SendRequest) -> None:
+        if self.restored_at_start and not self.awaiting_first_contact:
+            await self.context.after_first_contacts(self.record.server)
+        if action.method in POLL_METHODS and not self.awaiting_first_contact:
+            # A repeat poll: within the server's budget (see hostapp.engine.budget).
+            async with self.context.poll_budget(self.record.server).poll():
+                if not self.done:
+                    await self._send_request_now(action)
+            return
+        await self._send_request_now(action)
+
+    async def _send_request_now(self, action: A.SendRequest) -> None:
+        if action.method not in OPTIONAL_METHODS:
+            await self._send_one(action)
+            return
+        conn = self.context.connection(self.record.server)
+        turn = await conn.optional_turn(action.method)
+        if turn is None:
+            return  # the server said it has no such method: an extra, not needed to go on
+        if turn == "go":
+            await self._send_one(action)
+            return
+        try:  # the probe: its verdict is given however it ends, so the others never wait for ever
+            await self._send_one(action, on_accepted=functools.partial(conn.optional_verdict, action.method, True))
+        finally:
+            conn.optional_verdict(action.method, None)  # no answer either way: the next one asks
+
+    async def _send_one(self, action: A.SendRequest, on_accepted: Callable[[], None] | None = None) -> None:
+        session = await self._live_session()
+        if action.reuse_jsonrpc_id and self.record.jsonrpc_id is not None:
+            rid = self.record.jsonrpc_id
+            self._drop_original_waiter()  # this request takes the id over
+        else:
+            rid = session.ids.next()
+        self.context.own_request(self, session, rid)
+        original = action.reuse_jsonrpc_id or action.method == self.mech.method
+        await self._request(session, action.method, action.params, rid, original=original, which=action.method,
+                            on_accepted=on_accepted)
+
+    async def _send_notification(self, method: str, params: dict) -> None:
+        try:
+            session = await asyncio.wait_for(self._live_session(), 10)
+            await session.notify(method, params)
+        except (TransportError, asyncio.TimeoutError) as exc:
+            log.info("operation %s: could not send %s: %s", self.id, method, exc)
+
+    def _ensure_original_waiter(self, session: ClientSession) -> None:
+        """After a restart or reconnect, the original request's answer may still come
+        (on a resumed SSE stream, after ``stream/resume``): wait for it under its id."""
+        rid = self.record.jsonrpc_id
+        if rid is None or self.done:
+            return
+        if self._original_waiter is not None and not self._original_waiter.done() \
+                and self._original_session is session:
+            return
+        self._original_session = session
+        self._original_waiter = asyncio.get_running_loop().create_task(self._wait_original(session, rid))
+        self._tasks.add(self._original_waiter)
+        self._original_waiter.add_done_callback(self._task_done)
+
+    def _drop_original_waiter(self) -> None:
+        waiter, self._original_waiter = self._original_waiter, None
+        # Not when the waiter is the task finishing the operation right now.
+        if waiter is not None and waiter is not asyncio.current_task():
+            waiter.cancel()
+
+    async def _wait_original(self, session: ClientSession, rid: RequestId) -> None:
+        ctx = self.context
+        ctx.own_request(self, session, rid)
+        try:
+            result = await session.await_response(rid, self.mech.method)
+        except RpcError as exc:
+            error = exc.to_error().to_obj()
+            await self.feed(lambda: self.mech.on_error(error, now=ctx.clock()))
+        except TransportError:
+            return  # the connection went; its loss is handled where it is noticed
+        else:
+            await self.feed(lambda: self.mech.on_result(result, now=ctx.clock()))
+
+    async def _resume_stream(self, last_event_id: str) -> None:
+        session = self._stream_session or await self._live_session()
+        rid = self.record.jsonrpc_id
+        transport = session.transport
+        if rid is None or not transport.can_resume_streams:
+            await self.feed(lambda: self.mech.on_disconnect(now=self.context.clock(), session_lost=True))
+            return
+        self._ensure_original_waiter(session)
+        try:
+            await transport.resume_stream(rid, last_event_id)
+        except TransportError as exc:
+            lost = session_refused(exc)
+            await self.feed(lambda: self.mech.on_disconnect(now=self.context.clock(), session_lost=lost))
+
+    async def _ask(self, action: A.AskInput) -> None:
+        self.context.heard_from(self)  # it waits for the person now, not for the server
+        responses: dict[str, Any] = {}
+        for key, req in action.requests.items():
+            params = (req or {}).get("params") or {}
+            if (req or {}).get("method") == "elicitation/create":
+                try:
+                    responses[key] = await self.context.ask_person(self, params)
+                except RpcError:
+                    responses[key] = {"action": "decline"}  # it could not be shown; said in the timeline
+            elif (req or {}).get("method") == "roots/list":
+                responses[key] = {"roots": []}
+            else:
+                responses[key] = {"action": "decline"}
+        await self.feed(lambda: self.mech.answer_input(responses, now=self.context.clock()))
+
+    # -- lifecycle hooks ---------------------------------------------------------------
+
+    async def attach(self, session: ClientSession, *, restored: bool) -> None:
+        """A (new) session is ready: resume the operation on it."""
+        self.session = session
+        self._route_progress(session)
+        stream_session = await self._adopt_earlier_session(session) if restored else None
+        self._ensure_original_waiter(stream_session or session)
+        await self.feed(lambda: self.mech.resume(now=self.context.clock()))
+
+    async def _adopt_earlier_session(self, live: ClientSession) -> ClientSession | None:
+        """A stream lives in the HTTP session that carried it: after a restart, take that
+        session over (no initialize) to resume the stream."""
+        if self.http_session is None or self.mech.name not in SESSION_BOUND_MECHANISMS:
+            return None
+        sid, version = self.http_session
+        if live.transport.session_id == sid:
+            return None
+        conn = self.context.connection(self.record.server)
+        try:
+            self._stream_session = await conn.side_session(sid, version)
+        except TransportError as exc:
+            log.info("operation %s: its earlier session cannot be adopted: %s", self.id, exc)
+            return None
+        self._stream_session.route_progress(self.progress_token, self._on_progress)
+        return self._stream_session
+
+    def shutdown(self) -> None:
+        self._cancel_wake()
+        if self._deadline_handle is not None:
+            self._deadline_handle.cancel()
+        for task in list(self._tasks):
+            task.cancel()
+

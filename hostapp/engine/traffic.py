@@ -1,0 +1,115 @@
+"""What a server sends the host on its own, routed to the operation it is about.
+
+:class:`ServerTraffic` is the :class:`~hostapp.engine.session.ClientHandlers` of one
+connection (or of one adopted earlier session of it): a question (elicitation) goes to
+the person on behalf of the operation whose request it came with, a notification and an
+SSE event id to the operation that sent or claims it, a closed connection to every
+operation in flight on it, a changed tool list to the server's row.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import replace
+from typing import Any
+
+from hostapp.engine.context import EngineContext
+from hostapp.engine.runner import OperationRunner
+from hostapp.engine.session import ClientHandlers, RequestContext
+from hostapp.engine.supervisor import ServerConnection
+from hostapp.protocol.jsonrpc import INTERNAL_ERROR, RequestId, RpcError
+from hostapp.store.status import OperationStatus
+from hostapp.transport.base import TransportError
+
+log = logging.getLogger(__name__)
+
+
+class ServerTraffic(ClientHandlers):
+    """Server-to-client traffic of one session, routed to operations.
+
+    ``scope`` is the :attr:`ClientSession.scope` of the session served: None for the
+    connection's own, the session id of an adopted earlier one.
+    """
+
+    def __init__(self, context: EngineContext, conn: ServerConnection, scope: str | None = None):
+        self.context = context
+        self.conn = conn
+        self.scope = scope
+
+    def _owner(self, request_id: RequestId | None) -> OperationRunner | None:
+        return self.context.routing.owner(self.conn.name, self.scope, request_id)
+
+    async def elicit(self, params: dict[str, Any], ctx: RequestContext) -> dict[str, Any]:
+        routing = self.context.routing
+        runner = self._owner(ctx.related_request_id)
+        if runner is None and ctx.related_task_id:
+            runner = routing.claimant(self.conn.name, "elicitation/create", params)
+        if runner is None:
+            in_flight = routing.in_flight_of(self.conn.name)
+            if len(in_flight) == 1:
+                runner = in_flight[0]  # stdio carries no stream id
+        if runner is not None:
+            await runner.set_status(OperationStatus.INPUT_REQUIRED, "waiting for your answer")
+        try:
+            return await self.context.questions.ask(params, operation_id=runner.id if runner else None,
+                                                    server=self.conn.name)
+        finally:
+            if runner is not None and not runner.done:
+                await runner.set_status(OperationStatus.RUNNING, "answered")
+
+    async def create_message(self, params: dict[str, Any], ctx: RequestContext) -> dict[str, Any]:
+        raise RpcError(INTERNAL_ERROR, "hostapp does not offer sampling: no language model is configured")
+
+    def on_log(self, params: dict[str, Any]) -> None:
+        self.context.operation_event("", "log", {"server": self.conn.name, **params})
+
+    def on_list_changed(self, method: str) -> None:
+        if method == "notifications/tools/list_changed":
+            self.context.spawn(self.refresh_tools())
+
+    async def refresh_tools(self) -> None:
+        """Ask the server for its tools again and show them."""
+        conn = self.conn
+        if conn.session is None:
+            return
+        try:
+            conn.tools = await conn.session.list_tools()
+        except (RpcError, TransportError) as exc:
+            log.info("%s: tools/list failed: %s", conn.name, exc)
+            return
+        conn.view = replace(conn.view, tools=tuple(conn.tools), tools_count=len(conn.tools))
+        self.context.listener.server_changed(conn.view)
+
+    def on_notification(self, method: str, params: dict[str, Any], related: RequestId | None) -> None:
+        ctx = self.context
+        if method == "notifications/elicitation/complete":
+            ctx.questions.elicitation_complete(params.get("elicitationId"))
+            return
+        runner = self._owner(related) or ctx.routing.claimant(self.conn.name, method, params)
+        if runner is None and method == "notifications/requests/resumePolicy":
+            runner = self._owner(params.get("requestId"))
+        if runner is not None:
+            ctx.heard_from(runner)
+            target = runner
+            target.feed_soon(lambda: target.mech.on_notification(method, params, now=ctx.clock()))
+        else:
+            log.debug("%s: notification %s for no known operation", self.conn.name, method)
+
+    def on_stream_event(self, request_id: RequestId | None, event_id: str, retry_ms: int | None) -> None:
+        runner = self._owner(request_id)
+        if runner is not None:
+            runner.stream_event_soon(event_id, retry_ms)
+
+    def on_protocol_error(self, error: Exception) -> None:
+        log.info("%s: %s", self.conn.name, error)
+
+    def on_closed(self, error: Exception | None) -> None:
+        ctx = self.context
+        if ctx.stopping:
+            # Quitting closes every session; the operations stay as they are (feeding them
+            # would do nothing but cost a task per operation and session: 10,000 x 11 at 10,000).
+            return
+        for runner in ctx.routing.in_flight_of(self.conn.name):
+            if runner.session is not None and runner.session.state == "ready":
+                continue  # it works on another session of this server, which is still open
+            runner.feed_soon(lambda r=runner: r.mech.on_disconnect(now=ctx.clock()))

@@ -1,0 +1,191 @@
+"""The engine against an in-process fake server (no process, no socket): what it does with
+what a server says, where each message goes, and what it makes of a server that leaves."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from hostapp.engine import api, supervisor
+from hostapp.engine.routing import RequestRouting
+from hostapp.engine.service import Engine
+from hostapp.store.journal import OperationJournal, ServerConfig
+from hostapp.store.secrets import InMemoryKeyring, SecretStore
+from tests.engine.conftest import Recorder
+from tests.support.memory_transport import FakeServer, ToolCall, text_result
+
+pytestmark = pytest.mark.timeout(30)
+
+
+@pytest.fixture
+def fake(monkeypatch: pytest.MonkeyPatch) -> FakeServer:
+    server = FakeServer()
+    monkeypatch.setattr(supervisor, "make_transport", server.transport_factory)
+    return server
+
+
+@pytest.fixture
+async def engine(isolated_home: Path, recorder: Recorder, fake: FakeServer):
+    engine = Engine(isolated_home, recorder, secrets=SecretStore(isolated_home, backend=InMemoryKeyring()))
+    recorder.engine = engine
+    await engine.start()
+    await engine.add_server(ServerConfig(name="fake", transport="stdio", command="in-memory"))
+    await engine.connected("fake", timeout=5)
+    yield engine
+    await engine.stop()
+
+
+async def finished(engine: Engine, op_id: str) -> api.OperationView:
+    return await asyncio.wait_for(engine.wait_finished(op_id, poll=0.01), 10)
+
+
+def steps_shown(recorder: Recorder, op_id: str) -> list[float]:
+    """The progress steps shown, each once (a status change shows the latest step again)."""
+    shown: list[float] = []
+    for step in recorder.progress_of(op_id):
+        if not shown or shown[-1] != step:
+            shown.append(step)
+    return shown
+
+
+async def test_a_call_completes_with_its_progress(engine, fake, recorder, isolated_home):
+    @fake.tool("count")
+    async def count(call: ToolCall) -> dict:
+        for step in range(1, 4):
+            await call.progress(step, 3, f"step {step}")
+        return text_result(f"counted to {call.arguments['to']}\nand more")
+
+    op = await engine.start_call("fake", "count", {"to": 3})
+    final = await finished(engine, op.id)
+    assert final.status == api.COMPLETED
+    assert final.message == "counted to 3"  # the result's first line
+    assert steps_shown(recorder, op.id) == [1, 2, 3]
+    assert final.total == 3
+    # The call carried the operation's own progress token, and went out once.
+    (sent,) = fake.calls_of("tools/call")
+    assert sent["params"]["_meta"]["progressToken"] == f"op-{op.id}"
+    await engine.journal.flush()
+    record = OperationJournal(isolated_home / "journal.sqlite3").get_operation(op.id)
+    assert record.status == api.COMPLETED and record.progress == 3
+    assert op.id not in engine.runners  # ended: the engine let go of it
+
+
+async def test_a_tool_error_fails_the_operation(engine, fake):
+    @fake.tool("broken")
+    async def broken(call: ToolCall) -> dict:
+        return text_result("the disk is full", is_error=True)
+
+    final = await finished(engine, (await engine.start_call("fake", "broken", {})).id)
+    assert final.status == api.FAILED and final.message == "the disk is full"
+
+
+async def test_progress_goes_to_the_operation_whose_call_it_is(engine, fake, recorder):
+    go = asyncio.Event()
+
+    @fake.tool("steps")
+    async def steps(call: ToolCall) -> dict:
+        await go.wait()
+        for step in call.arguments["steps"]:
+            await call.progress(step)
+        return text_result(str(call.arguments["steps"]))
+
+    small = await engine.start_call("fake", "steps", {"steps": [1, 2]})
+    large = await engine.start_call("fake", "steps", {"steps": [10, 20, 30]})
+    while len(fake.calls_of("tools/call")) < 2:
+        await asyncio.sleep(0.01)
+    go.set()
+    assert (await finished(engine, small.id)).status == api.COMPLETED
+    assert (await finished(engine, large.id)).status == api.COMPLETED
+    assert steps_shown(recorder, small.id) == [1, 2]
+    assert steps_shown(recorder, large.id) == [10, 20, 30]
+
+
+async def test_a_server_that_leaves_mid_call_leaves_the_outcome_unknown(engine, fake, recorder):
+    started = asyncio.Event()
+
+    @fake.tool("fragile")
+    async def fragile(call: ToolCall) -> dict:
+        await call.progress(1, 2)
+        started.set()
+        call.close_connection()
+        await asyncio.Event().wait()  # never answers
+        return text_result("unreachable")
+
+    op = await engine.start_call("fake", "fragile", {})
+    await asyncio.wait_for(started.wait(), 5)
+    final = await finished(engine, op.id)
+    # A direct call cannot be asked about after a break: it may or may not have run, and
+    # it is not sent again.
+    assert final.status == api.UNKNOWN
+    assert len(fake.calls_of("tools/call")) == 1
+    assert steps_shown(recorder, op.id) == [1]
+    # The engine reconnected on its own; a new call works on the new connection.
+    @fake.tool("fine")
+    async def fine(call: ToolCall) -> dict:
+        return text_result("ok")
+
+    assert (await finished(engine, (await engine.start_call("fake", "fine", {})).id)).status == api.COMPLETED
+    assert len(fake.links) >= 2
+
+
+async def test_a_question_from_the_server_goes_to_the_person_for_that_operation(engine, fake, recorder):
+    @fake.tool("ask")
+    async def ask(call: ToolCall) -> dict:
+        answer = await call.elicit("Your name?", {"type": "object", "properties": {"name": {"type": "string"}}})
+        return text_result(f"hello {answer.get('content', {}).get('name')} ({answer['action']})")
+
+    recorder.answers.append({"action": "accept", "content": {"name": "Ada"}})
+    op = await engine.start_call("fake", "ask", {})
+    final = await finished(engine, op.id)
+    assert final.status == api.COMPLETED and final.message == "hello Ada (accept)"
+    (question,) = recorder.questions
+    assert question.operation_id == op.id and question.server == "fake" and question.message == "Your name?"
+    statuses = [s for s, *_ in recorder.changes[op.id]]
+    assert api.INPUT_REQUIRED in statuses  # it showed as waiting for the answer meanwhile
+
+
+async def test_a_question_nobody_can_be_shown_is_refused(engine, fake, recorder):
+    @fake.tool("odd")
+    async def odd(call: ToolCall) -> dict:
+        try:
+            await call.elicit("Pick", {"type": "object", "properties": {"x": {"type": "array"}}})
+        except Exception as exc:  # noqa: BLE001 - the client's error answer is the point
+            return text_result(f"refused: {exc}")
+        return text_result("asked")
+
+    final = await finished(engine, (await engine.start_call("fake", "odd", {})).id)
+    assert final.message.startswith("refused: hostapp cannot show this question")
+    assert recorder.questions == []
+
+
+class FakeRunner:
+    def __init__(self, op_id: str, server: str):
+        self.id, self.server, self.done = op_id, server, False
+
+
+def test_routing_knows_which_operation_owns_a_request():
+    routing = RequestRouting()
+    session = SimpleNamespace(scope=None)
+    adopted = SimpleNamespace(scope="sid-1")
+    a, b = FakeRunner("a", "lab"), FakeRunner("b", "lab")
+    routing.add(a)
+    routing.add(b)
+    routing.own(a, session, 7)
+    routing.own(b, adopted, 7)  # the same id in an adopted earlier session: another request
+    assert routing.owner("lab", None, 7) is a
+    assert routing.owner("lab", "sid-1", 7) is b
+    assert routing.owner("other", None, 7) is None and routing.owner("lab", None, None) is None
+    routing.disown(a, session, 7)
+    assert routing.owner("lab", None, 7) is None
+    routing.own(a, session, 8)
+    routing.forget(a)
+    assert routing.owner("lab", None, 8) is None and "a" not in routing.runners
+    assert routing.in_flight_of("lab") == [b]
+    routing.bind_http_session(b, None, ("sid-1", "2025-11-25"))
+    routing.bind_http_session(a, None, ("sid-1", "2025-11-25"))
+    assert routing.shares_http_session(b, "sid-1")
+    routing.bind_http_session(a, ("sid-1", "2025-11-25"), None)
+    assert not routing.shares_http_session(b, "sid-1")
