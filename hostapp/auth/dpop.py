@@ -9,9 +9,10 @@ query or fragment), ``iat``, a unique ``jti`` and, with a token, ``ath`` (its SH
 
 A server may demand a nonce of its own in the proofs: it answers ``use_dpop_nonce`` (a
 400 from the token endpoint, a 401 challenge from the resource) with the nonce in a
-``DPoP-Nonce`` header. The nonce is remembered per server (origin) and the request is
-sent again, once, with a new proof. Later answers may bring a fresh nonce; the newest is
-used.
+``DPoP-Nonce`` header. The nonce is remembered for the URL it was asked for (an
+authorization server and a resource may share an origin, and their nonces differ) and
+the request is sent again, once, with a new proof. Later answers may bring a fresh nonce;
+the newest is used.
 
 The key pair is one per MCP server, kept in the keyring (its private JWK) beside the
 tokens bound to it; JOSE is joserfc's (the library under Authlib).
@@ -49,11 +50,6 @@ def access_token_hash(access_token: str) -> str:
 def target_uri(url: str | httpx.URL) -> str:
     """``htu``: the request's URL without query and fragment."""
     return str(httpx.URL(str(url)).copy_with(query=None, fragment=None))
-
-
-def _origin(url: str | httpx.URL) -> str:
-    parsed = httpx.URL(str(url))
-    return f"{parsed.scheme}://{parsed.netloc.decode('ascii')}"
 
 
 class DPoPKey:
@@ -109,7 +105,7 @@ class DPoPKey:
 
 
 class DPoPSigner:
-    """Proofs with one key, and the nonces the servers handed out (per origin)."""
+    """Proofs with one key, and the nonces the servers handed out (per target URI)."""
 
     def __init__(self, key: DPoPKey):
         self.key = key
@@ -118,14 +114,14 @@ class DPoPSigner:
 
     def nonce_for(self, url: str | httpx.URL) -> str | None:
         with self._lock:
-            return self._nonces.get(_origin(url))
+            return self._nonces.get(target_uri(url))
 
     def remember(self, url: str | httpx.URL, response: httpx.Response | Any) -> str | None:
-        """Keep the nonce ``response`` brings (if any) for its server; returns it."""
+        """Keep the nonce ``response`` brings (if any) for ``url``; returns it."""
         nonce = response.headers.get(NONCE_HEADER)
         if nonce:
             with self._lock:
-                self._nonces[_origin(url)] = nonce
+                self._nonces[target_uri(url)] = nonce
         return nonce or None
 
     def proof(self, method: str, url: str | httpx.URL, access_token: str | None = None) -> str:

@@ -200,7 +200,9 @@ class McpOAuth(httpx.Auth):
             sent = self._authorize_request(request)
             response = yield request
 
-        if response.status_code == 401:
+        # A nonce asked for again right after it was given is the server's problem, not the
+        # token's: the 401 goes to the caller rather than into a new sign-in.
+        if response.status_code == 401 and not (self._dpop is not None and is_resource_nonce_challenge(response)):
             challenge = BearerChallenge.from_response(response)
             async with self._locked():
                 if self._current_access_token() == sent:  # nobody renewed it meanwhile
