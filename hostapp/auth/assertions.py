@@ -26,20 +26,20 @@ JWT_BEARER_GRANT = "urn:ietf:params:oauth:grant-type:jwt-bearer"
 #: A client assertion is used once, at once: it lives a minute.
 CLIENT_ASSERTION_LIFETIME = 60
 
-_KEY_TYPES = {"ES": "EC", "RS": "RSA", "PS": "RSA", "Ed": "OKP"}
+_KEY_TYPES = {"ES": "ECKey", "RS": "RSAKey", "PS": "RSAKey", "Ed": "OKPKey"}
 
 
 def load_private_key(pem: str, alg: str) -> Any:
     """The joserfc key of a PEM private key, of the type ``alg`` signs with."""
-    from joserfc.jwk import import_key
+    from joserfc import jwk
 
     key_type = _KEY_TYPES.get(alg[:2])
     if key_type is None:
         raise AuthorizationError(f"unsupported signing algorithm {alg!r}")
     try:
-        return import_key(pem, key_type)
+        return getattr(jwk, key_type).import_key(pem)
     except Exception:  # noqa: BLE001 - the message must not quote the key
-        raise AuthorizationError(f"the configured private key is not a {key_type} private key in PEM") from None
+        raise AuthorizationError(f"the configured private key is no {alg} signing key in PEM") from None
 
 
 def client_assertion(private_key_pem: str, client_id: str, audience: str, alg: str = "ES256",

@@ -161,7 +161,7 @@ def is_token_endpoint_nonce_challenge(response: httpx.Response | Any) -> bool:
     return isinstance(body, Mapping) and body.get("error") == USE_DPOP_NONCE
 
 
-def dpop_client_auth_class(signer: DPoPSigner) -> type:
+def dpop_client_auth_class(signer: DPoPSigner) -> Any:
     """Authlib's client authentication at the token endpoint, with a DPoP proof on each request.
 
     Handed to an Authlib OAuth client as its ``client_auth_class``: every token request it

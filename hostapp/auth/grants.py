@@ -112,7 +112,7 @@ async def fetch_unattended_token(
     elif settings.grant == IDENTITY_ASSERTION:
         assert settings.idp_token_endpoint
         idp_client = OAuthClient(
-            settings.idp_token_endpoint, settings.idp_client_id or settings.client_id, "configured",
+            settings.idp_token_endpoint, settings.idp_client_id or client.client_id, "configured",
             _client_auth(None, credentials.idp_client_secret, None, None), None, credentials.idp_client_secret,
         )
         async with session_for(idp_client, False) as idp:

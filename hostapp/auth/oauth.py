@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import asyncio
 import hmac
+import importlib
 import logging
 import secrets as random_secrets
 from collections.abc import AsyncGenerator, Mapping
@@ -53,7 +54,12 @@ from hostapp.auth.discovery import (
     discover,
     display_url,
 )
-from hostapp.auth.dpop import DPoPKey, DPoPSigner, dpop_client_auth_class, is_resource_nonce_challenge
+from hostapp.auth.dpop import (
+    DPoPKey,
+    DPoPSigner,
+    dpop_client_auth_class,
+    is_resource_nonce_challenge,
+)
 from hostapp.auth.errors import SignInRequired
 from hostapp.auth.grants import Credentials, fetch_unattended_token, unattended_client
 from hostapp.auth.redirect import RedirectHandler
@@ -123,9 +129,8 @@ def _token_request_errors() -> tuple[type[BaseException], ...]:
     Authlib's httpx client runs on ``httpx2`` when that is installed, whose errors are
     not ``httpx``'s.
     """
-    from authlib.integrations.httpx_client import _compat
-
-    return (httpx.HTTPError, _compat.httpx2.HTTPError, ValueError, KeyError)
+    compat = importlib.import_module("authlib.integrations.httpx_client._compat")
+    return (httpx.HTTPError, compat.httpx2.HTTPError, ValueError, KeyError)
 
 
 def _secret_method(server: AuthorizationServer) -> str:

@@ -114,10 +114,8 @@ class ExtensionPeer:
     async def token(self, request: Request) -> Response:
         seen = await self._record(request)
         proof = seen.headers.get("dpop")
-        if proof and self.as_nonce:
-            if jwt.decode(proof, _header_key(proof)).claims.get("nonce") != self.as_nonce:
-                return JSONResponse({"error": "use_dpop_nonce"}, status_code=400,
-                                    headers={"DPoP-Nonce": self.as_nonce})
+        if proof and self.as_nonce and jwt.decode(proof, _header_key(proof)).claims.get("nonce") != self.as_nonce:
+            return JSONResponse({"error": "use_dpop_nonce"}, status_code=400, headers={"DPoP-Nonce": self.as_nonce})
         if self.token_error:
             return JSONResponse({"error": self.token_error}, status_code=400)
         token = f"at-{len(self.issued) + 1}-{time.monotonic_ns()}"
