@@ -7,6 +7,7 @@ signatures verified against the public keys.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import hashlib
 import json
@@ -319,3 +320,56 @@ def test_configured_credentials_outlive_a_sign_out_but_not_the_server(store, key
     store.forget("svc")  # the server is removed
     assert store.load_credential("svc", CLIENT_SECRET) is None
     assert keyring.entries == {}
+
+
+async def test_a_bound_token_and_its_key_survive_a_restart(peer, store):
+    store.save_credential("bound", CLIENT_SECRET, "s")
+    settings = AuthSettings(grant=CLIENT_CREDENTIALS, client_id="machine", dpop=True)
+    assert (await post(McpOAuth("bound", peer.mcp_url, store, settings=settings), peer.mcp_url)).status_code == 200
+    first_jkt = check_proof(peer.requests_to("/token")[0].headers["dpop"], htm="POST", htu=f"{peer.base}/token",
+                            access_token=None)["jkt"]
+
+    restarted = McpOAuth("bound", peer.mcp_url, store, settings=settings)  # a new process: all from the keyring
+    assert (await post(restarted, peer.mcp_url)).status_code == 200
+
+    assert len(peer.requests_to("/token")) == 1
+    last = peer.requests_to("/mcp")[-1]
+    assert last.headers["authorization"] == f"DPoP {peer.issued[0]}"
+    assert check_proof(last.headers["dpop"], htm="POST", htu=peer.mcp_url, access_token=peer.issued[0])["jkt"] == first_jkt
+
+
+async def test_an_expiring_unattended_token_is_replaced_before_it_is_refused(peer, store):
+    peer.expires_in = 1
+    store.save_credential("svc", CLIENT_SECRET, "s")
+    auth = McpOAuth("svc", peer.mcp_url, store, settings=AuthSettings(grant=CLIENT_CREDENTIALS, client_id="machine"))
+    assert (await post(auth, peer.mcp_url)).status_code == 200
+    peer.expires_in = 3600
+    await asyncio.sleep(1.0)
+    mcp_before = len(peer.requests_to("/mcp"))
+
+    assert (await post(auth, peer.mcp_url)).status_code == 200
+
+    assert len(peer.requests_to("/token")) == 2
+    [request] = peer.requests_to("/mcp")[mcp_before:]  # no 401 on the way: renewed beforehand
+    assert request.headers["authorization"] == f"Bearer {peer.issued[1]}"
+
+
+async def test_configured_credentials_in_the_secret_service(peer, real_keyring, isolated_home):
+    store = TokenStore(SecretStore(isolated_home))
+    key = ECKey.generate_key("P-256")
+    for name, value in ((CLIENT_SECRET, "ss-secret"), (PRIVATE_KEY, key.as_pem(private=True).decode()),
+                        (ASSERTION, "a.b.c"), ("idp_client_secret", "idp-secret")):
+        store.save_credential("svc", name, value)
+    auth = McpOAuth("svc", peer.mcp_url, store,
+                    settings=AuthSettings(grant=CLIENT_CREDENTIALS, client_id="machine", dpop=True))
+    assert (await post(auth, peer.mcp_url)).status_code == 200
+    assert "client_assertion" in peer.requests_to("/token")[0].form  # the private key was read back
+
+    reopened = TokenStore(SecretStore(isolated_home))
+    assert reopened.load_credential("svc", "idp_client_secret") == "idp-secret"
+    assert reopened.load_dpop_key("svc") is not None
+    sidecar = reopened.path.read_text()
+    for secret in ("ss-secret", "idp-secret", "BEGIN", peer.issued[0]):
+        assert secret not in sidecar
+    reopened.forget("svc")
+    assert reopened.load_credential("svc", CLIENT_SECRET) is None and reopened.load_dpop_key("svc") is None
