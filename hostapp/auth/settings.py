@@ -28,7 +28,9 @@ the keyring, signs a proof for every token request and every request to the serv
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, fields
+from typing import Any
 
 AUTHORIZATION_CODE = "authorization_code"
 CLIENT_CREDENTIALS = "client_credentials"
@@ -86,3 +88,17 @@ class AuthSettings:
     def unattended(self) -> bool:
         """Whether signing in needs nobody at the screen (no browser, no redirect)."""
         return self.grant in UNATTENDED_GRANTS
+
+    def to_dict(self) -> dict[str, Any]:
+        """The fields that differ from the defaults (for a server's stored configuration)."""
+        default = AuthSettings()
+        return {k: v for k, v in asdict(self).items() if v != getattr(default, k)}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any] | None) -> AuthSettings:
+        """Back from :meth:`to_dict`; an unknown field is an error, not silently dropped."""
+        data = dict(data or {})
+        unknown = set(data) - {f.name for f in fields(cls)}
+        if unknown:
+            raise ValueError(f"unknown sign-in settings: {', '.join(sorted(unknown))}")
+        return cls(**data)

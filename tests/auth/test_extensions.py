@@ -302,6 +302,11 @@ def test_settings_are_checked_and_credentials_never_shown():
     with pytest.raises(ValueError, match="unknown grant"):
         AuthSettings(grant="password")
     assert not AuthSettings().unattended and AuthSettings(grant=JWT_BEARER, client_id="c").unattended
+    stored = AuthSettings(grant=CLIENT_CREDENTIALS, client_id="c", dpop=True)
+    assert stored.to_dict() == {"grant": "client_credentials", "client_id": "c", "dpop": True}
+    assert AuthSettings.from_dict(stored.to_dict()) == stored and AuthSettings.from_dict(None) == AuthSettings()
+    with pytest.raises(ValueError, match="unknown sign-in settings: secret"):
+        AuthSettings.from_dict({"secret": "no secrets in settings"})
     shown = repr(Credentials(client_secret="sec-1", private_key="-----BEGIN", assertion="a.b.c"))
     assert "sec-1" not in shown and "BEGIN" not in shown and "a.b.c" not in shown
 
