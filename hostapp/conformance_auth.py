@@ -31,6 +31,7 @@ from urllib.parse import parse_qsl, urlsplit
 import httpx
 
 from hostapp.auth.discovery import METADATA_TIMEOUT
+from hostapp.auth.extension_scenarios import extension_sign_in
 from hostapp.auth.oauth import McpOAuth, PreregisteredClient
 from hostapp.auth.tokens import TokenStore
 from hostapp.store.secrets import InMemoryKeyring, SecretStore
@@ -84,12 +85,16 @@ async def run_auth_scenario(url: str, scenario: str, context: dict, protocol_ver
 
     with tempfile.TemporaryDirectory(prefix="hostapp-auth-") as home:
         store = TokenStore(SecretStore(Path(home), InMemoryKeyring()))
+        extension = extension_sign_in(scenario, context)  # the [extension] auth scenarios
+        if extension is not None:
+            extension.keep_credentials(store, "conformance")
         auth = McpOAuth(
             "conformance", url, store,
             redirect_handler=FollowRedirectOnce(),
             client_metadata_url=CONFORMANCE_CLIENT_METADATA_URL,
-            preregistered=_preregistered(context),
+            preregistered=_preregistered(context) if extension is None else None,
             protocol_version=protocol_version,
+            settings=extension.settings if extension is not None else None,
         )
         transport = StreamableHttpTransport(url, auth=auth, standalone_stream=False)
         session = ClientSession(transport, ClientHandlers())

@@ -12,6 +12,7 @@ import importlib
 from typing import Any
 
 _HOMES = {
+    "AuthSettings": "hostapp.auth.settings",
     "AuthorizationError": "hostapp.auth.discovery",
     "LoopbackRedirectListener": "hostapp.auth.redirect",
     "McpOAuth": "hostapp.auth.oauth",

@@ -60,10 +60,11 @@ class BearerChallenge:
 
     @classmethod
     def from_response(cls, response: httpx.Response) -> BearerChallenge:
-        """The Bearer challenge of ``response``'s ``WWW-Authenticate`` headers (empty if none)."""
+        """The Bearer (or DPoP, RFC 9449 section 7.1) challenge of ``response``'s ``WWW-Authenticate``
+        headers (empty if none); both carry the same parameters."""
         for value in response.headers.get_list("www-authenticate"):
             scheme, _, rest = value.strip().partition(" ")
-            if scheme.lower() != "bearer":
+            if scheme.lower() not in ("bearer", "dpop"):
                 continue
             params = {}
             for name, raw in _AUTH_PARAM.findall(rest):

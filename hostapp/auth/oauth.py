@@ -13,6 +13,11 @@ every request and, when the server answers 401, walks the MCP authorization flow
    (RFC 8707), and the ``iss`` check of RFC 9207;
 4. the tokens, kept in the OS keyring by :class:`~hostapp.auth.tokens.TokenStore`.
 
+Servers a machine signs in to (client credentials, JWT bearer, enterprise identity
+assertions) and sender-constrained tokens (DPoP) are chosen by the server's
+:class:`~hostapp.auth.settings.AuthSettings`: the unattended grants are
+:mod:`hostapp.auth.grants`, the proofs :mod:`hostapp.auth.dpop`.
+
 Tokens are refreshed shortly before they expire and once more on a 401; a 403 with
 ``insufficient_scope`` asks for the union of the granted and the challenged scopes
 (step-up), at most :data:`MAX_STEP_UPS` times per request. The OAuth messages
@@ -30,6 +35,7 @@ from __future__ import annotations
 
 import asyncio
 import hmac
+import importlib
 import logging
 import secrets as random_secrets
 from collections.abc import AsyncGenerator, Mapping
@@ -48,8 +54,16 @@ from hostapp.auth.discovery import (
     discover,
     display_url,
 )
+from hostapp.auth.dpop import (
+    DPoPKey,
+    DPoPSigner,
+    dpop_client_auth_class,
+    is_resource_nonce_challenge,
+)
 from hostapp.auth.errors import SignInRequired
+from hostapp.auth.grants import Credentials, fetch_unattended_token, unattended_client
 from hostapp.auth.redirect import RedirectHandler
+from hostapp.auth.settings import CREDENTIAL_NAMES, AuthSettings
 from hostapp.auth.tokens import OAuthClient, Tokens, TokenStore
 
 if TYPE_CHECKING:
@@ -109,6 +123,16 @@ def select_scopes(
     return " ".join(wanted) or None
 
 
+def _token_request_errors() -> tuple[type[BaseException], ...]:
+    """What a failed token request raises besides Authlib's ``OAuthError``.
+
+    Authlib's httpx client runs on ``httpx2`` when that is installed, whose errors are
+    not ``httpx``'s.
+    """
+    compat = importlib.import_module("authlib.integrations.httpx_client._compat")
+    return (httpx.HTTPError, compat.httpx2.HTTPError, ValueError, KeyError)
+
+
 def _secret_method(server: AuthorizationServer) -> str:
     return "client_secret_post" if "client_secret_basic" not in server.auth_methods and \
         "client_secret_post" in server.auth_methods else "client_secret_basic"
@@ -120,7 +144,10 @@ class McpOAuth(httpx.Auth):
     States per server: signed out -> signed in (tokens in the keyring) -> refreshing ->
     signed in | needs sign-in. ``redirect_handler`` completes an interactive sign-in
     (None: raise :class:`SignInRequired` instead). ``client_metadata_url`` is the URL of
-    this host's client ID metadata document, if it publishes one.
+    this host's client ID metadata document, if it publishes one. ``settings`` say how
+    the server signs in (default: a person, in the browser; no DPoP); an unattended
+    grant signs in without ``redirect_handler``, with the credentials kept in
+    ``token_store``.
     """
 
     requires_response_body = False
@@ -137,8 +164,10 @@ class McpOAuth(httpx.Auth):
         client_name: str = CLIENT_NAME,
         protocol_version: str | None = None,
         max_step_ups: int = MAX_STEP_UPS,
+        settings: AuthSettings | None = None,
     ):
         self.server_name = server_name
+        self.settings = settings or AuthSettings()
         self.server_url = server_url
         self.token_store = token_store
         self.redirect_handler = redirect_handler
@@ -155,6 +184,7 @@ class McpOAuth(httpx.Auth):
         self._resource: ProtectedResource | None = None
         self._server: AuthorizationServer | None = None
         self._requested_scope: str | None = None
+        self._dpop: DPoPSigner | None = None
 
     # -- httpx.Auth ---------------------------------------------------------------------
 
@@ -164,18 +194,29 @@ class McpOAuth(httpx.Auth):
     async def async_auth_flow(self, request: httpx.Request) -> AsyncGenerator[httpx.Request, httpx.Response]:
         async with self._locked():
             await self._load()
-            if self._tokens is not None and self._tokens.expires_soon() and self._tokens.refresh_token:
-                await self._refresh()
+            if self._tokens is not None and self._tokens.expires_soon():
+                if self._tokens.refresh_token:
+                    await self._refresh()
+                elif self.settings.unattended:
+                    await self._renew_unattended()
         sent = self._authorize_request(request)
         response = yield request
+        if self._wants_dpop_nonce(request, response):  # RFC 9449 section 9: once, with the nonce
+            sent = self._authorize_request(request)
+            response = yield request
 
-        if response.status_code == 401:
+        # A nonce asked for again right after it was given is the server's problem, not the
+        # token's: the 401 goes to the caller rather than into a new sign-in.
+        if response.status_code == 401 and not (self._dpop is not None and is_resource_nonce_challenge(response)):
             challenge = BearerChallenge.from_response(response)
             async with self._locked():
                 if self._current_access_token() == sent:  # nobody renewed it meanwhile
                     await self._recover(challenge, tried=sent)
             sent = self._authorize_request(request)
             response = yield request
+            if self._wants_dpop_nonce(request, response):
+                sent = self._authorize_request(request)
+                response = yield request
 
         step_ups = 0
         while response.status_code == 403:
@@ -188,6 +229,9 @@ class McpOAuth(httpx.Auth):
                     await self._sign_in(challenge, reason="the server asks for more permissions")
             sent = self._authorize_request(request)
             response = yield request
+            if self._wants_dpop_nonce(request, response):
+                sent = self._authorize_request(request)
+                response = yield request
 
     # -- public -------------------------------------------------------------------------
 
@@ -220,11 +264,40 @@ class McpOAuth(httpx.Auth):
 
     def _authorize_request(self, request: httpx.Request) -> str | None:
         token = self._current_access_token()
-        if token:
+        if token and self._dpop is not None and self._tokens is not None \
+                and self._tokens.token_type.lower() == "dpop":
+            # A sender-constrained token: its own scheme and a fresh proof (RFC 9449 section 7).
+            request.headers["Authorization"] = f"DPoP {token}"
+            self._dpop.sign(request, token)
+        elif token:
             request.headers["Authorization"] = f"Bearer {token}"
-        elif request.headers.get("Authorization", "").startswith("Bearer "):
+            request.headers.pop("DPoP", None)
+        elif request.headers.get("Authorization", "").startswith(("Bearer ", "DPoP ")):
             del request.headers["Authorization"]  # our own token that was just dropped
+            request.headers.pop("DPoP", None)
         return token
+
+    def _wants_dpop_nonce(self, request: httpx.Request, response: httpx.Response) -> bool:
+        """Keep the server's DPoP nonce; True when the request was refused for lack of it."""
+        if self._dpop is None:
+            return False
+        self._dpop.remember(request.url, response)
+        return "DPoP" in request.headers and is_resource_nonce_challenge(response)
+
+    async def _ensure_dpop(self) -> None:
+        """The server's DPoP key, made and kept in the keyring the first time it is needed."""
+        if not self.settings.dpop or self._dpop is not None:
+            return
+        key = DPoPKey.generate()
+        await asyncio.to_thread(self.token_store.save_dpop_key, self.server_name, key.to_json())
+        self._dpop = DPoPSigner(key)
+
+    def _read_credentials(self) -> Credentials:
+        names = dict.fromkeys(CREDENTIAL_NAMES)
+        for name in self.token_store.credential_names(self.server_name):
+            if name in names:
+                names[name] = self.token_store.load_credential(self.server_name, name)
+        return Credentials(**names)
 
     async def _load(self) -> None:
         if self._loaded:
@@ -235,6 +308,13 @@ class McpOAuth(httpx.Auth):
         if stored is not None:
             self._issuer, self._tokens = stored
             self._requested_scope = self._tokens.scope
+        if self.settings.dpop:
+            key = await asyncio.to_thread(self.token_store.load_dpop_key, self.server_name)
+            if key is not None:
+                try:
+                    self._dpop = DPoPSigner(DPoPKey.from_json(key))
+                except (ValueError, TypeError, KeyError):
+                    log.info("%s: the stored DPoP key is unusable; a new one will be made", self.server_name)
         self._loaded = True
 
     async def _discover(self, challenge: BearerChallenge) -> None:
@@ -253,7 +333,8 @@ class McpOAuth(httpx.Auth):
         self._tokens, self._issuer = None, None
         if drop_client:
             self._client = None
-            await asyncio.to_thread(self.token_store.forget, self.server_name)
+            self._dpop = None  # its key went with the tokens bound to it
+            await asyncio.to_thread(lambda: self.token_store.forget(self.server_name, keep_credentials=True))
         else:
             await asyncio.to_thread(self.token_store.drop_tokens, self.server_name)
 
@@ -270,15 +351,24 @@ class McpOAuth(httpx.Auth):
             return self._resource.resource
         return canonical_resource(self.server_url)
 
-    def _oauth_session(self, client: OAuthClient, **kwargs: Any) -> AsyncOAuth2Client:
+    def _oauth_session(self, client: OAuthClient, dpop: bool | None = None, **kwargs: Any) -> AsyncOAuth2Client:
+        """Authlib's client for token requests as ``client``; with DPoP proofs unless ``dpop`` is False."""
         from authlib.integrations.httpx_client import AsyncOAuth2Client
 
-        return AsyncOAuth2Client(
+        from hostapp.auth.assertions import PrivateKeyJwt
+
+        session = AsyncOAuth2Client(
             client_id=client.client_id,
             client_secret=client.client_secret,
             token_endpoint_auth_method=client.token_endpoint_auth_method,
             **kwargs,
         )
+        if client.token_endpoint_auth_method == "private_key_jwt":
+            # RFC 7523bis: the assertion's audience is the authorization server's issuer.
+            session.register_client_auth_method(PrivateKeyJwt(client.issuer, self.settings.signing_alg))
+        if (self.settings.dpop if dpop is None else dpop) and self._dpop is not None:
+            session.client_auth_class = dpop_client_auth_class(self._dpop)
+        return session
 
     async def _refresh(self) -> bool:
         from authlib.integrations.httpx_client import OAuthError
@@ -290,9 +380,16 @@ class McpOAuth(httpx.Auth):
             if self._tokens is None:  # the authorization server changed
                 return False
         client = self._client
+        if client is None and self.settings.unattended and self._server is not None:
+            try:
+                credentials = await asyncio.to_thread(self._read_credentials)
+                client = unattended_client(self.settings, credentials, self._server)
+            except AuthorizationError:
+                client = None
         if client is None or self._server is None:
             await self._forget_sign_in(drop_client=False)
             return False
+        await self._ensure_dpop()
         previous = self._tokens
         try:
             async with self._oauth_session(client) as session:
@@ -306,7 +403,7 @@ class McpOAuth(httpx.Auth):
             log.info("%s: refresh refused (%s); sign-in needed", self.server_name, exc.error)
             await self._forget_sign_in(drop_client=False)
             return False
-        except (httpx.HTTPError, ValueError, KeyError) as exc:
+        except _token_request_errors() as exc:
             # The server is unreachable or answered nonsense: keep the refresh token for later.
             log.info("%s: refresh failed (%s)", self.server_name, type(exc).__name__)
             self._tokens = previous.without_access_token()
@@ -324,6 +421,9 @@ class McpOAuth(httpx.Auth):
         from authlib.integrations.httpx_client import OAuthError
 
         """The authorization code flow with PKCE, through the redirect handler."""
+        if self.settings.unattended:
+            await self._sign_in_unattended(challenge)
+            return
         if self.redirect_handler is None:
             raise SignInRequired(self.server_name, reason)
         if self._server is None:
@@ -331,7 +431,8 @@ class McpOAuth(httpx.Auth):
         server = self._server
         assert server is not None
         server.check_pkce()
-        scope = select_scopes(challenge, self._resource, server, self._requested_scope)
+        scope = self.settings.scope or select_scopes(challenge, self._resource, server, self._requested_scope)
+        await self._ensure_dpop()
         handler = self.redirect_handler
         preferred = self._client.redirect_uri if self._client is not None else None
         try:
@@ -357,7 +458,7 @@ class McpOAuth(httpx.Auth):
                     raise AuthorizationError(
                         f"the authorization server {display_url(server.issuer)} refused the sign-in ({exc.error})"
                     ) from None
-                except (httpx.HTTPError, ValueError, KeyError) as exc:
+                except _token_request_errors() as exc:
                     raise AuthorizationError(
                         f"the token request to {display_url(server.token_endpoint)} failed ({type(exc).__name__})"
                     ) from None
@@ -369,6 +470,45 @@ class McpOAuth(httpx.Auth):
             self._client = client
         await self._store_tokens(Tokens.from_response(dict(token)))
         log.info("%s: signed in at %s", self.server_name, display_url(server.issuer))
+
+    async def _sign_in_unattended(self, challenge: BearerChallenge) -> None:
+        """Client credentials or JWT bearer (:mod:`hostapp.auth.grants`): no browser, no retry."""
+        from authlib.integrations.httpx_client import OAuthError
+
+        if self._server is None:
+            await self._discover(challenge)
+        server = self._server
+        assert server is not None
+        # No offline_access: these grants sign in again by themselves.
+        scope = self.settings.scope or select_scopes(challenge, self._resource, None, self._requested_scope)
+        await self._ensure_dpop()
+        credentials = await asyncio.to_thread(self._read_credentials)
+        try:
+            client, token = await fetch_unattended_token(
+                self.settings, credentials, server, resource=self._resource_indicator(), scope=scope,
+                session_for=lambda client, dpop: self._oauth_session(client, dpop=dpop),
+            )
+        except OAuthError as exc:
+            raise AuthorizationError(
+                f"the {self.settings.grant} sign-in for {self.server_name} was refused ({exc.error})"
+            ) from None
+        except _token_request_errors() as exc:
+            raise AuthorizationError(
+                f"the {self.settings.grant} sign-in for {self.server_name} failed ({type(exc).__name__})"
+            ) from None
+        self._client = client  # the configured identity: its secret stays a configured credential
+        self._requested_scope = scope
+        await self._store_tokens(Tokens.from_response(token))
+        log.info("%s: signed in at %s (%s)", self.server_name, display_url(server.issuer), self.settings.grant)
+
+    async def _renew_unattended(self) -> None:
+        """A token that expires soon and has no refresh token: ask for a new one now."""
+        try:
+            if self._server is None or self._server.issuer != self._issuer:
+                await self._discover(BearerChallenge())
+            await self._sign_in_unattended(BearerChallenge())
+        except AuthorizationError as exc:
+            log.info("%s: renewing the token failed: %s", self.server_name, exc)
 
     @staticmethod
     def _check_answer(answer: Mapping[str, str], state: str, server: AuthorizationServer) -> str:
@@ -459,5 +599,9 @@ async def login(
 
 
 async def logout(server_name: str, token_store: TokenStore) -> None:
-    """Sign out: the server's tokens and client secret leave the keyring."""
-    await asyncio.to_thread(token_store.forget, server_name)
+    """Sign out: the server's tokens, client secret and DPoP key leave the keyring.
+
+    The credentials configured for it (client secret, private key, assertion) stay: they
+    are the server's configuration, removed with the server.
+    """
+    await asyncio.to_thread(lambda: token_store.forget(server_name, keep_credentials=True))

@@ -1,6 +1,8 @@
 """Where a server's sign-in is kept: secrets in the OS keyring, references beside them.
 
-Access tokens, refresh tokens and client secrets go to the keyring through
+Access tokens, refresh tokens, client secrets, the sign-in credentials a person configured
+for a server (a client secret, a private key, an identity assertion: see
+:mod:`hostapp.auth.settings`) and the server's DPoP key pair go to the keyring through
 :class:`~hostapp.store.secrets.SecretStore` and nowhere else. What is not secret (the
 issuer the sign-in belongs to, the client id, the token endpoint's authentication
 method, the redirect URI, the granted scope) and the keyring references are kept in a
@@ -27,6 +29,9 @@ from hostapp.store.secrets import SecretMissing, SecretStore
 #: Keyring kinds of the secrets this module stores.
 TOKEN_KIND = "oauth_tokens"
 CLIENT_SECRET_KIND = "oauth_client_secret"
+DPOP_KEY_KIND = "dpop_key"
+#: A configured credential ``name`` is kept as kind ``oauth_<name>``.
+CREDENTIAL_KIND_PREFIX = "oauth_"
 
 #: Refresh this long before the access token expires, in seconds; for short-lived
 #: tokens at most a fifth of their lifetime, so that they are not refreshed on every use.
@@ -209,12 +214,75 @@ class TokenStore:
         with self._lock:
             return bool(self._entry(server).get("tokens_ref"))
 
-    def forget(self, server: str) -> None:
-        """Sign out: delete the server's tokens and client secret from the keyring, and its entry."""
+    # -- configured credentials and the DPoP key ---------------------------------------
+
+    def save_credential(self, server: str, name: str, value: str) -> None:
+        """Keep a configured sign-in secret (``client_secret``, ``private_key``, ``assertion``...)."""
+        with self._lock:
+            credentials = dict(self._entry(server).get("credentials") or {})
+            old = credentials.get(name)
+            credentials[name] = self.secrets.put(f"{CREDENTIAL_KIND_PREFIX}{name}", value)
+            self._update(server, credentials=credentials)
+            if old:
+                self.secrets.delete(old)
+
+    def load_credential(self, server: str, name: str) -> str | None:
+        with self._lock:
+            ref = (self._entry(server).get("credentials") or {}).get(name)
+        if not ref:
+            return None
+        try:
+            return self.secrets.get(ref)
+        except SecretMissing:
+            return None
+
+    def drop_credential(self, server: str, name: str) -> None:
+        with self._lock:
+            credentials = dict(self._entry(server).get("credentials") or {})
+            ref = credentials.pop(name, None)
+            self._update(server, credentials=credentials or None)
+            if ref:
+                self.secrets.delete(ref)
+
+    def credential_names(self, server: str) -> list[str]:
+        """Which configured credentials the server has (names only, for display)."""
+        with self._lock:
+            return sorted((self._entry(server).get("credentials") or {}).keys())
+
+    def load_dpop_key(self, server: str) -> str | None:
+        """The server's DPoP private key (a JWK as JSON), or None."""
+        with self._lock:
+            ref = self._entry(server).get("dpop_key_ref")
+        if not ref:
+            return None
+        try:
+            return self.secrets.get(ref)
+        except SecretMissing:
+            return None
+
+    def save_dpop_key(self, server: str, private_jwk: str) -> None:
+        with self._lock:
+            old = self._entry(server).get("dpop_key_ref")
+            self._update(server, dpop_key_ref=self.secrets.put(DPOP_KEY_KIND, private_jwk))
+            if old:
+                self.secrets.delete(old)
+
+    def forget(self, server: str, *, keep_credentials: bool = False) -> None:
+        """Sign out: delete the server's tokens, client secret and DPoP key from the keyring, and its entry.
+
+        ``keep_credentials``: the credentials a person configured (:meth:`save_credential`)
+        stay, for the next sign-in; otherwise (the server is removed) they go too.
+        """
         with self._lock:
             servers = self._read()
             entry = servers.pop(server, None) or {}
-            refs = [entry.get("tokens_ref"), (entry.get("client") or {}).get("client_secret_ref")]
+            refs = [entry.get("tokens_ref"), (entry.get("client") or {}).get("client_secret_ref"),
+                    entry.get("dpop_key_ref")]
+            credentials = entry.get("credentials") or {}
+            if keep_credentials and credentials:
+                servers[server] = {"credentials": credentials}
+            else:
+                refs += list(credentials.values())
             for ref in refs:
                 if ref:
                     self.secrets.delete(ref)

@@ -1,8 +1,9 @@
 """The conformance suite's ``auth/`` client scenarios, played by the host's OAuth client.
 
 Every ``auth/`` scenario the installed suite lists for 2025-11-25 and 2026-07-28 that is
-not an ``[extension]`` runs at that revision, and the two 2025-03-26 back-compat
-scenarios at theirs, against ``python -m hostapp conformance-client``. The list is checked
+not an ``[extension]`` runs at that revision, the two 2025-03-26 back-compat scenarios
+at theirs, and the ``[extension]`` ``auth/`` scenarios at the suite's own choice, against
+``python -m hostapp conformance-client``. The list is checked
 in; a separate test fails when the installed suite lists other scenarios.
 """
 
@@ -52,7 +53,20 @@ AUTH_SCENARIOS: dict[str, list[str]] = {
         "auth/metadata-issuer-mismatch",
     ],
 }
-CASES = [(version, scenario) for version, scenarios in AUTH_SCENARIOS.items() for scenario in scenarios]
+#: The authorization extensions (client credentials, enterprise-managed authorization,
+#: workload identity federation, DPoP): on no revision's timeline, so run at the suite's
+#: choice of revision (its latest dated release).
+EXTENSION_SCENARIOS = [
+    "auth/client-credentials-jwt",
+    "auth/client-credentials-basic",
+    "auth/enterprise-managed-authorization",
+    "auth/dpop",
+    "auth/dpop-nonce",
+    "auth/wif-jwt-bearer",
+]
+CASES: list[tuple[str | None, str]] = [
+    (version, scenario) for version, scenarios in AUTH_SCENARIOS.items() for scenario in scenarios
+] + [(None, scenario) for scenario in EXTENSION_SCENARIOS]
 #: The host's one conformance client command; it hands auth/ scenarios to hostapp.conformance_auth.
 CLIENT_COMMAND = [sys.executable, "-m", "hostapp", "conformance-client"]
 
@@ -66,6 +80,14 @@ def test_checked_in_auth_scenarios_match_the_installed_suite(spec_version: str) 
     # The suite lists older scenarios cumulatively; the back-compat ones run at 2025-03-26.
     listed = [name for name in listed if name not in AUTH_SCENARIOS["2025-03-26"]]
     assert listed == AUTH_SCENARIOS[spec_version]
+
+
+def test_checked_in_extension_auth_scenarios_match_the_installed_suite() -> None:
+    try:
+        listed = list_client_scenarios(None, auth=True, extension=True)
+    except ConformanceSuiteMissing as exc:
+        pytest.fail(str(exc), pytrace=False)
+    assert listed == EXTENSION_SCENARIOS
 
 
 @pytest.fixture(scope="module")
@@ -84,13 +106,14 @@ def auth_runs(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathF
     with scenario_runs_started(
         selected,
         CLIENT_COMMAND,
-        lambda spec_version, scenario: tmp_path_factory.mktemp(f"auth-{spec_version}-{scenario.replace('/', '-')}"),
+        lambda spec_version, scenario: tmp_path_factory.mktemp(
+            f"auth-{spec_version or 'extension'}-{scenario.replace('/', '-')}"),
     ) as runs:
         yield runs
 
 
-@pytest.mark.parametrize(("spec_version", "scenario"), CASES, ids=[f"{v}-{s}" for v, s in CASES])
-def test_auth_scenario(spec_version: str, scenario: str, auth_runs) -> None:
+@pytest.mark.parametrize(("spec_version", "scenario"), CASES, ids=[f"{v or 'extension'}-{s}" for v, s in CASES])
+def test_auth_scenario(spec_version: str | None, scenario: str, auth_runs) -> None:
     if isinstance(auth_runs, ConformanceSuiteMissing):
         pytest.fail(str(auth_runs), pytrace=False)
     run = auth_runs[(spec_version, scenario)].result()

@@ -86,16 +86,17 @@ def require_suite() -> None:
         )
 
 
-def list_client_scenarios(spec_version: str, *, auth: bool = False) -> list[str]:
+def list_client_scenarios(spec_version: str | None, *, auth: bool = False, extension: bool = False) -> list[str]:
     """The suite's client scenarios at ``spec_version`` that are not ``[extension]`` ones:
-    those under ``auth/`` when ``auth``, all the others otherwise.
+    those under ``auth/`` when ``auth``, all the others otherwise. With ``extension``
+    (and no ``spec_version``: they are on no revision's timeline), the ``[extension]`` ones.
 
     Extension scenarios are optional by the suite's own rules (SEP-1730); the ``auth/``
     ones exercise the OAuth client and are run by the authorization tests.
     """
     require_suite()
     completed = subprocess.run(
-        [str(CONFORMANCE_CLI), "list", "--client", "--spec-version", spec_version],
+        [str(CONFORMANCE_CLI), "list", "--client", *(["--spec-version", spec_version] if spec_version else [])],
         capture_output=True,
         text=True,
         env=suite_env(),
@@ -108,7 +109,7 @@ def list_client_scenarios(spec_version: str, *, auth: bool = False) -> list[str]
         if not match:
             continue
         name, tags = match.group("name"), [t.strip() for t in match.group("tags").split(",")]
-        if name.startswith("auth/") == auth and "extension" not in tags:
+        if name.startswith("auth/") == auth and ("extension" in tags) == extension:
             scenarios.append(name)
     return scenarios
 
@@ -174,7 +175,7 @@ class ScenarioRun:
 
 def run_client_scenario(
     scenario: str,
-    spec_version: str,
+    spec_version: str | None,
     client_command: list[str],
     output_dir: Path,
     *,
@@ -184,6 +185,9 @@ def run_client_scenario(
     """Run one client scenario of the suite against ``client_command`` (the URL is appended).
 
     ``extra_env`` is added to the environment of the suite and so of the client.
+    ``spec_version`` None leaves the revision to the suite, as ``[extension]`` scenarios
+    need: they are on no revision's timeline, and the suite runs them at its latest dated
+    release.
 
     The suite joins the command with spaces and hands it to a shell, so no part of it
     may contain whitespace.
@@ -201,8 +205,7 @@ def run_client_scenario(
             " ".join(client_command),
             "--scenario",
             scenario,
-            "--spec-version",
-            spec_version,
+            *(["--spec-version", spec_version] if spec_version else []),
             "--timeout",
             str(int(timeout_s * 1000 / 2)),
             "--output-dir",
@@ -216,7 +219,7 @@ def run_client_scenario(
         timeout=timeout_s,
     )
     output = _ANSI_ESCAPE.sub("", completed.stdout + completed.stderr)
-    run = ScenarioRun(scenario, spec_version, completed.returncode, output)
+    run = ScenarioRun(scenario, spec_version or "the suite's choice", completed.returncode, output)
     result_dir = scenario_result_dir(output_dir, scenario)
     if result_dir is not None:
         checks_file = result_dir / "checks.json"
@@ -246,19 +249,19 @@ def scenario_result_dir(output_dir: Path, scenario: str) -> Path | None:
 
 @contextmanager
 def scenario_runs_started(
-    cases: Sequence[tuple[str, str]],
+    cases: Sequence[tuple[str | None, str]],
     client_command: list[str],
-    output_dir_for: Callable[[str, str], Path],
+    output_dir_for: Callable[[str | None, str], Path],
     *,
     extra_env: Mapping[str, str] | None = None,
-) -> Iterator[dict[tuple[str, str], Future[ScenarioRun]]]:
+) -> Iterator[dict[tuple[str | None, str], Future[ScenarioRun]]]:
     """Start the runs of ``cases`` ((spec_version, scenario) pairs), :data:`PARALLEL_RUNS` at a
     time, in the order given; yield their futures by case. Runs not yet started when the
     block ends are dropped; the block ends once the started ones are over.
 
     ``output_dir_for(spec_version, scenario)`` gives each run a fresh directory.
     """
-    runs: dict[tuple[str, str], Future[ScenarioRun]] = {}
+    runs: dict[tuple[str | None, str], Future[ScenarioRun]] = {}
     with ThreadPoolExecutor(max_workers=PARALLEL_RUNS, thread_name_prefix="conformance") as pool:
         for spec_version, scenario in cases:
             runs[(spec_version, scenario)] = pool.submit(
