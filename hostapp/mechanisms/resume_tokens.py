@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import copy
 import json
-from typing import Any
+from typing import Any, Self
 
 from hostapp.mechanisms.actions import (
     Action,
@@ -56,7 +56,7 @@ class ResumeTokenRequest(Mechanism):
         return self.token
 
     @classmethod
-    def adopt(cls, other: Mechanism) -> Mechanism:
+    def adopt(cls, other: Mechanism) -> Self:
         adopted = super().adopt(other)
         adopted.in_flight = True  # the result that offered the token answers a request in flight
         return adopted
