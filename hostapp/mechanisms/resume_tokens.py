@@ -1,4 +1,4 @@
-"""Resume tokens (draft "Resuming", seed 000), as a resume mechanism.
+"""Resume tokens (draft "Resuming"; docs/protocol.md, "5. Resume tokens"), as a resume mechanism.
 
 A result may carry ``_meta.nextResumeToken``: the operation goes on, and the client
 continues it by sending the same method with the same params, adding only

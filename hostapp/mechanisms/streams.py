@@ -1,4 +1,4 @@
-"""Resumable streams (draft "Streams", seed 002), as a resume mechanism.
+"""Resumable streams (draft "Streams"; docs/protocol.md, "6. Streams"), as a resume mechanism.
 
 The server announces ``notifications/stream/create {stream: {streamId, resumeInterval:
 {min, max}}}`` for a request. After a break the client waits at least ``min`` seconds,
