@@ -5,24 +5,31 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PEERS := tests/peers
 
-.PHONY: run test setup peers sysdeps bench clean
+.PHONY: run test lint setup peers sysdeps bench clean
 
 run: setup sysdeps
 	$(PY) main.py
 
-test: setup peers sysdeps
+# Lint first: a finding fails the run before the suite starts.
+test: setup lint peers sysdeps
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+# ruff over the whole tree, mypy over hostapp/ (both configured in pyproject.toml).
+lint: setup
+	$(PY) -m ruff check .
+	$(PY) -m mypy
 
 bench: setup peers sysdeps
 	$(PY) -m bench $(BENCH_ARGS)
 
 setup: $(VENV)/.installed
 
-# The packaging extra too: the suite builds the one-folder bundle and starts it.
+# The packaging extra too: the suite builds the one-folder bundle and starts it; and the
+# lint extra, since `make test` lints first.
 $(VENV)/.installed: pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[test,packaging]'
+	$(PY) -m pip install -q -e '.[test,lint,packaging]'
 	touch $@
 
 peers: $(PEERS)/node_modules/.installed

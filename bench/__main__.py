@@ -17,10 +17,11 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "bench" / "results"
@@ -308,7 +309,7 @@ def main(argv: list[str] | None = None) -> int:
             # One broken benchmark (a crashed probe) must not hide the others' numbers.
             raw[f"{name}_error"] = str(exc)
             rows.append(Row(name, f"FAILED: {str(exc).splitlines()[0]}", 0.0, "", met=False))
-    stamp = dt.datetime.now(dt.timezone.utc)
+    stamp = dt.datetime.now(dt.UTC)
     report = {
         "date": stamp.isoformat(timespec="seconds"), "smoke": args.smoke, "sizes": asdict(sizes),
         "machine": {"python": platform.python_version(), "platform": platform.platform(),

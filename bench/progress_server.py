@@ -24,7 +24,8 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 PROTOCOL_VERSION = "2025-11-25"
 SLICE = 2000  # notifications per written slice
@@ -63,10 +64,11 @@ def flood(request: dict[str, Any], framing: str) -> Iterator[bytes]:
     params = request.get("params") or {}
     count = int((params.get("arguments") or {}).get("count", 1000))
     token = json.dumps((params.get("_meta") or {}).get("progressToken", "none"))
+    opening = '{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":' + token + ',"progress":'
     if framing == "sse":
-        head, tail = 'event: message\ndata: {"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":' + token + ',"progress":', '}}\n\n'
+        head, tail = "event: message\ndata: " + opening, "}}\n\n"
     else:
-        head, tail = '{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":' + token + ',"progress":', '}}\n'
+        head, tail = opening, "}}\n"
     total = f',"total":{count}'
     for start in range(1, count + 1, SLICE):
         stop = min(start + SLICE, count + 1)
@@ -168,7 +170,8 @@ def serve_stdio() -> None:
                 continue
             call[1] += 1
             call[4] += call[3]
-            out.write(('{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":%s,'
+            # (%-formatting: the JSON's braces stay as they are on the wire)
+            out.write(('{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":%s,'  # noqa: UP031
                        '"progress":%d,"total":%d}}\n' % (token, call[1], call[2])).encode())
             if call[1] >= call[2]:
                 del paced[token]

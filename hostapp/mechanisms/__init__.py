@@ -1,7 +1,7 @@
 """Resume mechanisms: how an operation's outcome is fetched after a break.
 
 Each of the eight ways MCP can carry a long request across a dropped connection, a
-server restart or a host restart (PROTOCOL.md sections 1-8) is one pure state
+server restart or a host restart (docs/protocol.md, "The eight mechanisms") is one pure state
 machine behind one interface, :class:`~hostapp.mechanisms.base.Mechanism`. No I/O, no
 asyncio, no clock: time comes in as ``now`` (seconds since the epoch, wall clock, so
 deadlines survive a restart), messages come in as plain dicts, and every hook returns

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import copy
 from abc import ABC, abstractmethod
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Self, overload
 
 from hostapp.mechanisms.actions import (
     TERMINAL_ACTIONS,
@@ -69,6 +69,10 @@ def is_invalid_handle(error: dict[str, Any]) -> bool:
 HANDLE_META_KEYS = ("nextResumeToken", "resumeToken", "io.modelcontextprotocol/related-task")
 
 
+@overload
+def scrub_result(result: dict[str, Any]) -> dict[str, Any]: ...
+@overload
+def scrub_result(result: dict[str, Any] | None) -> dict[str, Any] | None: ...
 def scrub_result(result: dict[str, Any] | None) -> dict[str, Any] | None:
     """``result`` without handle-bearing ``_meta`` keys (a copy only if one is there)."""
     if not isinstance(result, dict):
@@ -278,7 +282,7 @@ class Mechanism(ABC):
         return self
 
     @classmethod
-    def adopt(cls, other: Mechanism) -> Mechanism:
+    def adopt(cls, other: Mechanism) -> Self:
         """Take over an operation another mechanism started, when the server offers
         this mechanism in the middle of it (see ``DirectRequest``)."""
         self = cls.__new__(cls)
@@ -333,7 +337,7 @@ class Mechanism(ABC):
     def _extra_state(self) -> dict[str, Any]:
         return {}
 
-    def _load_state(self, state: dict[str, Any], secret: str | None) -> None:
+    def _load_state(self, state: dict[str, Any], secret: str | None) -> None:  # noqa: B027 - optional hook
         pass
 
     # ------------------------------------------------------------------ helpers

@@ -55,7 +55,7 @@ def client_capabilities(era: str, *, task_augmented_elicitation: bool = False) -
     and serve ``tasks/get``/``tasks/result`` for it). Off until the session can do that;
     servers then show fewer tools (server-everything hides
     ``trigger-elicitation-request-async``). Sampling is not declared: the host runs no model.
-    Streams (seed 002) and async tools (SEP-1391) define no client capability.
+    Streams (draft "Streams") and async tools (SEP-1391) define no client capability.
     """
     capabilities: dict[str, Any] = {"elicitation": {"form": {}, "url": {}}}
     if _era(era) == STATELESS:

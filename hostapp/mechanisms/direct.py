@@ -126,7 +126,8 @@ class DirectRequest(Mechanism):
     def _delegate(self, hook: str, **kwargs: Any) -> list[Action]:
         if self.carrier and not self.done:
             return self._via_carrier(getattr(self.carrier, hook)(**kwargs))
-        return getattr(super(), hook)(**kwargs)
+        actions: list[Action] = getattr(super(), hook)(**kwargs)
+        return actions
 
     def on_disconnect(self, *, now: float, session_lost: bool = False) -> list[Action]:
         return self._delegate("on_disconnect", now=now, session_lost=session_lost)

@@ -103,7 +103,8 @@ class HttpStreamResumption(Mechanism):
         self.reconnect_pending = True
         # The spec: wait ``retry`` before reconnecting, not less.
         self.committed_at = now
-        return [self._commit(), MarkStatus("reconnecting"), ScheduleWake(now + self._delay(), "reconnect the SSE stream")]
+        return [self._commit(), MarkStatus("reconnecting"),
+                ScheduleWake(now + self._delay(), "reconnect the SSE stream")]
 
     def _wake(self, now: float) -> list[Action]:
         if not self.reconnect_pending or self.last_event_id is None:

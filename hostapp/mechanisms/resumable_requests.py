@@ -1,4 +1,4 @@
-"""Transport-agnostic resumable requests (SEP-975 draft, seed 001), as a resume mechanism.
+"""Transport-agnostic resumable requests (SEP-975 draft; docs/protocol.md, "7. Resumable requests").
 
 A client that declared ``resumableRequests`` may receive
 ``notifications/requests/resumePolicy {requestId, resumeToken, maxWait?}`` for a

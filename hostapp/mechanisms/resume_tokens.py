@@ -1,4 +1,4 @@
-"""Resume tokens (draft "Resuming", seed 000), as a resume mechanism.
+"""Resume tokens (draft "Resuming"; docs/protocol.md, "5. Resume tokens"), as a resume mechanism.
 
 A result may carry ``_meta.nextResumeToken``: the operation goes on, and the client
 continues it by sending the same method with the same params, adding only
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import copy
 import json
-from typing import Any
+from typing import Any, Self
 
 from hostapp.mechanisms.actions import (
     Action,
@@ -56,7 +56,7 @@ class ResumeTokenRequest(Mechanism):
         return self.token
 
     @classmethod
-    def adopt(cls, other: Mechanism) -> Mechanism:
+    def adopt(cls, other: Mechanism) -> Self:
         adopted = super().adopt(other)
         adopted.in_flight = True  # the result that offered the token answers a request in flight
         return adopted

@@ -1,4 +1,4 @@
-"""Resumable streams (draft "Streams", seed 002), as a resume mechanism.
+"""Resumable streams (draft "Streams"; docs/protocol.md, "6. Streams"), as a resume mechanism.
 
 The server announces ``notifications/stream/create {stream: {streamId, resumeInterval:
 {min, max}}}`` for a request. After a break the client waits at least ``min`` seconds,
@@ -91,7 +91,7 @@ class StreamRequest(Mechanism):
     def _next_attempt(self, now: float) -> float:
         """No earlier than ``min`` after the break, and, however long the back-off,
         before the server may abandon the stream."""
-        delay = max(self.min_s, MIN_RETRY_SECONDS * (2 ** self.failures))
+        delay = max(self.min_s, MIN_RETRY_SECONDS * (2.0 ** self.failures))
         at = max(now + delay, self.not_before or now)
         deadline = self._deadline()
         if deadline is not None and now + MIN_RETRY_SECONDS < deadline <= at:

@@ -19,9 +19,10 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import date, datetime
-from typing import Any, Iterable, Literal, Mapping
+from typing import Any, Literal, TypeGuard
 from urllib.parse import urlsplit
 
 import idna
@@ -120,7 +121,7 @@ class UrlElicitation:
     ``domain`` is the host as a person reads it (Unicode); ``ascii_domain`` is its punycode
     form. When the two differ, :attr:`display_domain` shows both, so that a look-alike
     (``аpple.com`` with a Cyrillic ``а``) cannot pass for the real one.
-    """
+    """  # noqa: RUF002 - the look-alike letter is the example
 
     url: str
     domain: str
@@ -222,7 +223,7 @@ def _parse_string(name: str, prop: Mapping[str, Any], required: bool) -> Field:
     )
 
 
-def _parse_number(name: str, prop: Mapping[str, Any], required: bool, kind: str) -> Field:
+def _parse_number(name: str, prop: Mapping[str, Any], required: bool, kind: Literal["number", "integer"]) -> Field:
     _check_keywords(name, prop, _NUMBER_KEYWORDS)
     minimum = _number(name, prop, "minimum")
     maximum = _number(name, prop, "maximum")
@@ -236,7 +237,7 @@ def _parse_number(name: str, prop: Mapping[str, Any], required: bool, kind: str)
             raise ElicitationSchemaError(f"property {name!r}: default must be {article} {kind}", name)
         default = coerced
     return Field(
-        name, kind, **_texts(name, prop), required=required, default=default,  # type: ignore[arg-type]
+        name, kind, **_texts(name, prop), required=required, default=default,
         minimum=minimum, maximum=maximum,
     )
 
@@ -254,7 +255,7 @@ def _parse_enum(name: str, prop: Mapping[str, Any], required: bool) -> Field:
             raise ElicitationSchemaError(
                 f"property {name!r}: enumNames must have one title per enum value", name
             )
-    options = tuple(Option(value, title) for value, title in zip(values, titles))
+    options = tuple(Option(value, title) for value, title in zip(values, titles, strict=True))
     return _single_select(name, prop, required, options)
 
 
@@ -387,7 +388,7 @@ def _quoted(names: Iterable[str]) -> str:
     return ", ".join(f'"{name}"' for name in names)
 
 
-def _is_number(value: Any) -> bool:
+def _is_number(value: Any) -> TypeGuard[int | float]:
     return (
         isinstance(value, (int, float))
         and not isinstance(value, bool)
@@ -411,11 +412,8 @@ def _as_number(value: Any, kind: str) -> int | float | None:
                 return None
     if not _is_number(value):
         return None
-    if kind == "integer":
-        if isinstance(value, float):
-            if not value.is_integer():
-                return None
-            value = int(value)
+    if kind == "integer" and isinstance(value, float):
+        return int(value) if value.is_integer() else None
     return value
 
 

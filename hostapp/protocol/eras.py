@@ -1,6 +1,6 @@
 """Protocol eras and version negotiation, sans I/O.
 
-Two eras (PROTOCOL.md section 0): the *handshake* era (``initialize`` then
+Two eras (docs/protocol.md, "Two protocol eras"): the *handshake* era (``initialize`` then
 ``notifications/initialized``; 2024-11-05 … 2025-11-25) and the *stateless* era
 (2026-07-28: optional ``server/discover``, and every request carries the client's
 version, capabilities and identity in ``_meta``). The client offers the newest revision

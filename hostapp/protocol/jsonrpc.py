@@ -13,7 +13,7 @@ from __future__ import annotations
 import itertools
 import json
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import Any
 
 JSONRPC = "2.0"
 
@@ -32,7 +32,7 @@ REQUEST_CANCELLED = -32800  # used locally for a request the client cancelled
 #: more is broken or hostile, and holding it would starve the host of memory.
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 
-RequestId = Union[int, str]
+RequestId = int | str
 
 
 class ProtocolError(Exception):
@@ -67,7 +67,7 @@ class RpcError(Exception):
         self.data = data
 
     @classmethod
-    def from_error(cls, err: ErrorObject) -> "RpcError":
+    def from_error(cls, err: ErrorObject) -> RpcError:
         return cls(err.code, err.message, err.data)
 
     def to_error(self) -> ErrorObject:
@@ -117,7 +117,7 @@ class ErrorResponse:
         return {"jsonrpc": JSONRPC, "id": self.id, "error": self.error.to_obj()}
 
 
-Message = Union[Request, Notification, Response, ErrorResponse]
+Message = Request | Notification | Response | ErrorResponse
 
 
 def _check_id(value: Any) -> RequestId:

@@ -20,8 +20,9 @@ No Qt and no I/O here; the widgets live in ``hostapp.ui.forms``.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Any, Literal, Mapping
+from typing import Any, Literal
 
 import jsonschema
 import referencing.exceptions
@@ -75,8 +76,8 @@ class FormNode:
     has_default: bool = False
     default: Any = None
     options: tuple[EnumOption, ...] = ()
-    properties: tuple["FormNode", ...] = ()
-    items: "FormNode | None" = None
+    properties: tuple[FormNode, ...] = ()
+    items: FormNode | None = None
     min_length: int | None = None
     max_length: int | None = None
     format: str | None = None
@@ -190,7 +191,7 @@ class _Builder:
         if isinstance(target, Mapping):
             target = {**target, **{k: v for k, v in schema.items() if k != "$ref"}}
         outer_resolver, outer_expanding = self._resolver, self._expanding
-        self._resolver, self._expanding = resolved.resolver, outer_expanding + (key,)
+        self._resolver, self._expanding = resolved.resolver, (*outer_expanding, key)
         try:
             return self.node(name, path, target, required, at_root)
         finally:
@@ -285,10 +286,10 @@ def _unwrap_nullable(schema: Mapping[str, Any]) -> tuple[Mapping[str, Any], bool
 def _unwrap_single_all_of(schema: Mapping[str, Any]) -> Mapping[str, Any]:
     """``{"allOf": [X], ...}`` (how older generators attach a title to a $ref) → X merged."""
     branches = schema.get("allOf")
-    if isinstance(branches, list) and len(branches) == 1 and isinstance(branches[0], Mapping):
-        if "$ref" not in branches[0]:
-            outer = {k: v for k, v in schema.items() if k != "allOf"}
-            return {**branches[0], **outer}
+    if (isinstance(branches, list) and len(branches) == 1 and isinstance(branches[0], Mapping)
+            and "$ref" not in branches[0]):
+        outer = {k: v for k, v in schema.items() if k != "allOf"}
+        return {**branches[0], **outer}
     return schema
 
 
@@ -357,7 +358,8 @@ def validate_arguments(input_schema: Any, args: Any) -> list[str]:
         return ["$: the tool's input schema is not a JSON object"]
     validator_class = validator_for(input_schema, default=jsonschema.Draft202012Validator)
     try:
-        validator_class.check_schema(input_schema)
+        # the stubs want a dict where jsonschema takes any Mapping
+        validator_class.check_schema(input_schema)  # type: ignore[arg-type]
     except jsonschema.SchemaError as exc:
         return [f"$: the tool's input schema is not valid JSON Schema ({_shorten(exc.message)})"]
     validator = validator_class(input_schema, format_checker=validator_class.FORMAT_CHECKER)

@@ -10,8 +10,15 @@ import json
 
 import pytest
 
-from tests.support.peers import EVERYTHING, NODE, events, hostapp, require_everything, start_everything_http, \
-    start_sdk_mrtr_server
+from tests.support.peers import (
+    EVERYTHING,
+    NODE,
+    events,
+    hostapp,
+    require_everything,
+    start_everything_http,
+    start_sdk_mrtr_server,
+)
 
 
 @pytest.fixture(scope="module")

@@ -1,5 +1,5 @@
 """Mechanisms that keep a request's connection-level conversation resumable:
-Streamable HTTP resumption, streams (seed 002) and SEP-975 resumable requests."""
+Streamable HTTP resumption, streams (draft "Streams") and SEP-975 resumable requests."""
 
 from __future__ import annotations
 
@@ -110,7 +110,7 @@ def test_sse_resume_after_restart_goes_straight_to_get():
 
 
 
-# ---------------------------------------------------------------- streams (seed 002)
+# ---------------------------------------------------------------- streams (draft "Streams")
 
 
 def stream(min_s: float = 5, max_s: float = 60) -> StreamRequest:

@@ -56,7 +56,8 @@ ALL_KINDS = {
             "maxItems": 2,
             "default": ["piano"],
         },
-        "fish": {"type": "array", "items": {"anyOf": [{"const": "f1", "title": "Tuna"}, {"const": "f2", "title": "Trout"}]}},
+        "fish": {"type": "array",
+                 "items": {"anyOf": [{"const": "f1", "title": "Tuna"}, {"const": "f2", "title": "Trout"}]}},
     },
     "required": ["name", "hero"],
 }
@@ -146,7 +147,8 @@ def test_schema_the_reference_server_sends_is_accepted():
     source = EVERYTHING_TOOL.read_text()
     start = source.index("requestedSchema: {") + len("requestedSchema: ")
     depth = 0
-    for end, char in enumerate(source[start:], start):  # the schema's texts hold no braces
+    # the schema's texts hold no braces; ``end`` is read after the loop
+    for end, char in enumerate(source[start:], start):  # noqa: B007
         depth += {"{": 1, "}": -1}.get(char, 0)
         if depth == 0:
             break
@@ -161,10 +163,10 @@ def test_schema_the_reference_server_sends_is_accepted():
 
 
 def test_schema_from_the_official_python_sdk_is_accepted():
-    from pydantic import BaseModel
     from typing import Literal
 
     from mcp.server.elicitation import render_elicitation_schema
+    from pydantic import BaseModel
 
     class Booking(BaseModel):
         guest: str
@@ -392,7 +394,7 @@ def test_internationalized_domain_is_shown_with_its_punycode():
 
 
 def test_look_alike_domain_in_punycode_is_revealed():
-    # "аpple.com" with a Cyrillic "а", sent already encoded.
+    # "аpple.com" with a Cyrillic "а", sent already encoded.  # noqa: RUF003 - the look-alike is the point
     request = describe_url_request(url_params("https://xn--pple-43d.com/"))
     assert request.is_internationalized
     assert request.domain != "apple.com"

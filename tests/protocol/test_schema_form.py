@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import copy
-from typing import Literal, Optional
+from typing import Literal
 
 import pytest
 from pydantic import BaseModel
@@ -13,7 +13,8 @@ from hostapp.protocol.schema_form import EnumOption, FormNode, build_form, defau
 SCHEMA = {
     "type": "object",
     "properties": {
-        "query": {"type": "string", "title": "Query", "description": "What to look for", "minLength": 1, "maxLength": 200},
+        "query": {"type": "string", "title": "Query", "description": "What to look for",
+                  "minLength": 1, "maxLength": 200},
         "limit": {"type": "integer", "minimum": 1, "maximum": 100, "default": 10},
         "threshold": {"type": "number", "minimum": 0, "exclusiveMaximum": 1},
         "exact": {"type": "boolean", "default": False},
@@ -150,15 +151,15 @@ class Address(BaseModel):
 
 class Folder(BaseModel):
     name: str
-    subfolders: list["Folder"] = []
+    subfolders: list[Folder] = []
 
 
 class Order(BaseModel):
     item: str
     quantity: int = 1
-    gift_note: Optional[str] = None
+    gift_note: str | None = None
     ship_to: Address
-    bill_to: Optional[Address] = None
+    bill_to: Address | None = None
     speed: Literal["standard", "express"] = "standard"
     reference: int | str = 0
     folder: Folder | None = None

@@ -14,11 +14,10 @@ from __future__ import annotations
 
 import sys
 
-from pydantic import BaseModel
-
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.request_state import RequestStateSecurity
 from mcp_types import CallToolResult, ElicitRequest, ElicitRequestFormParams, InputRequiredResult, TextContent
+from pydantic import BaseModel
 
 server = MCPServer("sdk-mrtr-peer", request_state_security=RequestStateSecurity(keys=[sys.argv[2]])
                    if len(sys.argv) > 2 else None)

@@ -9,10 +9,10 @@ import os
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
-import pytest  # noqa: E402
+import pytest
 
-from hostapp.app import blocking_call_executor  # noqa: E402
-from hostapp.ui.event_loop import HostEventLoop  # noqa: E402
+from hostapp.app import blocking_call_executor
+from hostapp.ui.event_loop import HostEventLoop
 
 
 def pytest_collection_modifyitems(config, items):

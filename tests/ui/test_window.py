@@ -17,9 +17,9 @@ from PySide6.QtWidgets import QLineEdit, QPlainTextEdit
 
 pytest.importorskip("hostapp.store.journal", reason="the journal is needed for the window's engine")
 
-from hostapp.app import FIRST_RUN_KEY, LAB_SERVER_NAME, HostApp  # noqa: E402
-from hostapp.engine import api  # noqa: E402
-from hostapp.ui.operations_model import PROGRESS  # noqa: E402
+from hostapp.app import FIRST_RUN_KEY, LAB_SERVER_NAME, HostApp
+from hostapp.engine import api
+from hostapp.ui.operations_model import PROGRESS
 
 pytestmark = pytest.mark.timeout(180)
 
