@@ -19,6 +19,8 @@ The layers, bottom to top (a layer may import itself, the ones it names, and the
   window (``hostapp.app``), the lab server (``hostapp.lab.server``) and the conformance
   client (``hostapp.conformance``). ``__main__`` and ``main.py`` are entry points.
 - ``lab``, the reference server: protocol only.
+- ``agent``, the owner of a home (its lock, its start at login, its local endpoint): the
+  engine and what is below it.
 
 Besides: no Qt (PySide6, shiboken6, qasync) outside ``hostapp/ui`` and ``hostapp/app.py``;
 no cycle between packages; every module belongs to a layer (a new top-level module must be
@@ -49,6 +51,7 @@ UI = "hostapp.ui"
 CLI = "hostapp.cli"
 APP = "hostapp.app"
 CONFORMANCE = "hostapp.conformance"
+AGENT = "hostapp.agent"
 CONSTANTS = "hostapp"  # hostapp/__init__.py: version and client name, importing nothing
 
 BELOW_THE_ENGINE = (PROTOCOL, STORE, TRANSPORT, MECHANISMS, AUTH)
@@ -67,6 +70,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
     CLI: ("hostapp.cli", "hostapp.cli.*"),
     APP: ("hostapp.app", "hostapp.app.*"),
     CONFORMANCE: ("hostapp.conformance*",),
+    AGENT: ("hostapp.agent", "hostapp.agent.*"),
     "entry points": ("hostapp.__main__", "main"),
 }
 
@@ -82,9 +86,12 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     LAB: (PROTOCOL,),
     # The window and the command line are written against the facade only.
     UI: ("hostapp.engine.api", PROTOCOL),
-    CLI: ("hostapp.engine.api", PROTOCOL, APP, "hostapp.lab.server", CONFORMANCE),
+    # ... and the engine package itself for its factory, open_engine (not its modules).
+    CLI: ("hostapp.engine.api", "hostapp.engine", PROTOCOL, APP, "hostapp.lab.server", CONFORMANCE),
     APP: (*BELOW_THE_ENGINE, ENGINE, UI),
     CONFORMANCE: (*BELOW_THE_ENGINE, ENGINE),
+    # The owner of a home: runs the engine and serves its facade to the window and the CLI.
+    AGENT: (*BELOW_THE_ENGINE, ENGINE),
     "entry points": (CLI, APP),
 }
 

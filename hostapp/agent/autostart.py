@@ -309,7 +309,7 @@ class WinregRunKey:
     """:class:`RunKeyRegistry` on the real registry (Windows only)."""
 
     def __init__(self) -> None:
-        import winreg  # noqa: PLC0415 - exists only on Windows
+        import winreg
 
         self._winreg = winreg
 
@@ -339,7 +339,7 @@ class WinregRunKey:
 def windows_command_line(argv: Sequence[str], env: Mapping[str, str]) -> str:
     """A Run-key command line. The Run key has no environment of its own, so a chosen home
     travels as ``--home`` (which ``hostapp agent`` accepts for this purpose)."""
-    import subprocess  # noqa: PLC0415 - list2cmdline is the Windows quoting rule
+    import subprocess
 
     args = list(argv)
     if HOME_ENV in env:

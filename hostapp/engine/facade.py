@@ -51,7 +51,7 @@ def translate(exc: BaseException, missing: type[api.EngineError] = api.NoSuchSer
     if keyring is not None and isinstance(exc, keyring):
         return api.KeyringUnavailable(str(exc))
     authorization = _loaded("hostapp.auth.discovery", "AuthorizationError")
-    if isinstance(exc, NotSignable) or authorization is not None and isinstance(exc, authorization):
+    if isinstance(exc, NotSignable) or (authorization is not None and isinstance(exc, authorization)):
         return api.SignInFailed(str(exc))
     if isinstance(exc, TransportError):
         return api.ServerUnavailable(str(exc))

@@ -76,7 +76,7 @@ class FirstContactGate:
             return
         try:
             await asyncio.wait_for(done.wait(), FIRST_CONTACT_PRIORITY_SECONDS)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             if self._done.get(server) is done:  # a server that stays silent for some
                 log.info("%s: %d restored operations not heard from yet; polling the others again",
                          server, len(self._awaiting.get(server, ())))

@@ -21,10 +21,10 @@ exactly-once across crashes.
 from __future__ import annotations
 
 import asyncio
-from dataclasses import replace
 import functools
 import logging
 from collections.abc import Callable, Coroutine
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 from hostapp import mechanisms
@@ -611,7 +611,7 @@ class OperationRunner:
         try:
             session = await asyncio.wait_for(self._live_session(), 10)
             await session.notify(method, params)
-        except (TransportError, asyncio.TimeoutError) as exc:
+        except (TimeoutError, TransportError) as exc:
             log.info("operation %s: could not send %s: %s", self.id, method, exc)
 
     def _ensure_original_waiter(self, session: ClientSession) -> None:

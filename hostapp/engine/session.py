@@ -18,8 +18,9 @@ import asyncio
 import logging
 import secrets
 from collections import OrderedDict
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Awaitable, Callable
+from typing import Any
 
 from hostapp import CLIENT_NAME, __version__
 from hostapp.protocol import eras
@@ -69,7 +70,7 @@ def default_capabilities() -> dict[str, Any]:
 class RequestContext:
     """Where a server-to-client request comes from, so a person can be told who asks."""
 
-    session: "ClientSession"
+    session: ClientSession
     request_id: RequestId | None = None
     related_request_id: RequestId | None = None
     related_task_id: str | None = None
@@ -216,7 +217,7 @@ class ClientSession:
                     raise
                 result = await asyncio.wait_for(
                     self.request("server/discover", {}, _allow_before_ready=True), self.discover_timeout)
-        except (RpcError, HttpStatusError, ProtocolError, asyncio.TimeoutError) as exc:
+        except (TimeoutError, RpcError, HttpStatusError, ProtocolError) as exc:
             self.server = None
             if isinstance(exc, HttpStatusError) and exc.status in (401, 403):
                 raise
@@ -245,7 +246,7 @@ class ClientSession:
         finally:
             self._fail_all(ConnectionLost("the connection was closed"))
 
-    async def __aenter__(self) -> "ClientSession":
+    async def __aenter__(self) -> ClientSession:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -321,7 +322,7 @@ class ClientSession:
             if not future.done():
                 await self._send_cancel(rid, "cancelled by the user")
             raise
-        except asyncio.TimeoutError:
+        except TimeoutError:
             await self._send_cancel(rid, f"no answer within {timeout} s")
             raise
         finally:

@@ -24,7 +24,8 @@ import dataclasses
 import logging
 import random
 import time
-from typing import TYPE_CHECKING, Any, Awaitable, Callable
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
 
 from hostapp.auth.errors import SignInRequired
 from hostapp.engine import api
@@ -73,7 +74,7 @@ class ServerConnection:
                  handlers_factory: Callable[..., ClientHandlers],
                  capabilities: dict[str, Any] | Callable[[str], dict[str, Any]],
                  on_change: Callable[[api.ServerView], None],
-                 on_ready: Callable[["ServerConnection", ClientSession], Awaitable[None]],
+                 on_ready: Callable[[ServerConnection, ClientSession], Awaitable[None]],
                  backoff: Backoff | None = None,
                  first_request_id: Callable[[], int] = lambda: 1):
         self.cfg = cfg
@@ -139,7 +140,7 @@ class ServerConnection:
             acknowledged = session is not None and session.transport.acknowledges_requests
             try:
                 await asyncio.wait_for(probe.wait(), None if acknowledged else OPTIONAL_PROBE_SECONDS)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 return "go"  # no refusal by now: most likely the server has it
 
     def optional_verdict(self, method: str, supported: bool | None) -> None:
@@ -310,7 +311,7 @@ class ServerConnection:
                 self._set(error=describe_failure(exc))
                 delay = self.backoff.next_delay()
                 continue
-            except (TransportError, asyncio.TimeoutError) as exc:
+            except (TimeoutError, TransportError) as exc:
                 self._set(error=describe_failure(exc))
                 delay = self.backoff.next_delay()
                 continue
@@ -328,7 +329,7 @@ class ServerConnection:
         self._wake.clear()
         try:
             await asyncio.wait_for(self._wake.wait(), delay)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             pass
 
     async def _connect_once(self) -> None:

@@ -17,7 +17,8 @@ stream stays replayable). Stateless era (2026-07-28): closing it cancels the req
 from __future__ import annotations
 
 import json
-from typing import Any, AsyncIterator
+from collections.abc import AsyncIterator
+from typing import Any
 
 from mcp_types import PROTOCOL_VERSION_META_KEY
 from starlette.applications import Starlette

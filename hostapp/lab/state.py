@@ -29,9 +29,10 @@ import os
 import secrets
 import sqlite3
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from cryptography.fernet import Fernet
 

@@ -65,13 +65,13 @@ from hostapp.transport.base import (
     TransportError,
     TransportListener,
 )
-from hostapp.transport.pool import client_with_pool
 from hostapp.transport.http_headers import (
     InvalidHeaderAnnotation,
     header_params,
     param_headers,
     standard_headers,
 )
+from hostapp.transport.pool import client_with_pool
 from hostapp.transport.sse import SseDecoder
 
 log = logging.getLogger(__name__)

@@ -22,11 +22,12 @@ import functools
 import ssl
 import time
 from collections import deque
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 import httpcore
-from httpcore._async.interfaces import AsyncRequestInterface
 import httpx
+from httpcore._async.interfaces import AsyncRequestInterface
 
 #: Idle connections kept per origin; beyond that a finished connection is closed.
 MAX_IDLE_PER_ORIGIN = 100
@@ -121,7 +122,7 @@ class KeepAlivePool(AsyncRequestInterface):
         for connection in connections:
             await connection.aclose()
 
-    async def __aenter__(self) -> "KeepAlivePool":
+    async def __aenter__(self) -> KeepAlivePool:
         return self
 
     async def __aexit__(self, *exc_info) -> None:
@@ -186,7 +187,7 @@ def client_with_pool(*, timeout: httpx.Timeout, auth: httpx.Auth | None = None) 
     return httpx.AsyncClient(timeout=timeout, auth=auth, transport=KeepAliveTransport(), mounts=mounts)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def shared_ssl_context(verify: bool = True, trust_env: bool = True) -> ssl.SSLContext:
     """httpx's SSL context for these settings, made once per process at the first https
     connection (an SSLContext is shared safely by connections)."""

@@ -14,7 +14,8 @@ the domain is internationalized) are on screen before the person chooses; only t
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from PySide6.QtCore import Qt, QUrl, Signal
 from PySide6.QtGui import QDesktopServices, QFont, QGuiApplication
@@ -183,7 +184,7 @@ class ElicitationPrompt(ElicitationPromptBase):
     @classmethod
     def from_params(
         cls, server_name: str, operation_title: str | None, params: dict[str, Any], parent: QWidget | None = None
-    ) -> "ElicitationPrompt":
+    ) -> ElicitationPrompt:
         """Build from ``elicitation/create`` params; raises ``ElicitationSchemaError``."""
         request = describe_form_request(params)
         return cls(server_name, operation_title, request.message, request.fields, parent)
@@ -250,7 +251,7 @@ class UrlElicitationPrompt(ElicitationPromptBase):
     @classmethod
     def from_params(
         cls, server_name: str, operation_title: str | None, params: dict[str, Any], parent: QWidget | None = None
-    ) -> "UrlElicitationPrompt":
+    ) -> UrlElicitationPrompt:
         """Build from ``elicitation/create`` params; raises ``UrlElicitationError``."""
         return cls(server_name, operation_title, describe_url_request(params), parent)
 

@@ -518,7 +518,7 @@ class MainWindow(QMainWindow):
     def _maybe_notify(self, op: OperationView) -> None:
         before = self._last_status.get(op.id)
         self._last_status[op.id] = op.status
-        if before == op.status or before is None and op.status not in TERMINAL | {OperationStatus.INPUT_REQUIRED}:
+        if before == op.status or (before is None and op.status not in TERMINAL | {OperationStatus.INPUT_REQUIRED}):
             return
         if before is not None and before in TERMINAL:
             return

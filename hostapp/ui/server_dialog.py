@@ -66,7 +66,7 @@ class ServerSettings:
                             args=list(self.args), env=dict(self.env), secret_env=dict(self.kept_secrets["env"]))
 
     @classmethod
-    def from_imported(cls, s: ImportedServer) -> "ServerSettings":
+    def from_imported(cls, s: ImportedServer) -> ServerSettings:
         env, headers, secrets = s.split_secrets()
         return cls(name=s.name, transport=s.transport, command=s.command, args=list(s.args), env=env,
                    url=s.url, headers=headers, secrets=secrets)

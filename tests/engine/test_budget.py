@@ -4,12 +4,11 @@ and the engine polls a server within it however many operations poll."""
 from __future__ import annotations
 
 import asyncio
-
-import pytest
-
 import sys
 from pathlib import Path
 from types import SimpleNamespace
+
+import pytest
 
 from hostapp.engine import api, budget
 from hostapp.engine.budget import PollBudget

@@ -8,10 +8,10 @@ import asyncio
 import pytest
 
 from hostapp.engine import api
+from hostapp.engine.service import Engine
 from hostapp.lab.state import execution_count
 from hostapp.mechanisms import http_resumption
 from tests.engine.conftest import Recorder, lab_server
-from hostapp.engine.service import Engine
 from tests.engine.test_engine import finished, run_engine
 
 pytestmark = pytest.mark.timeout(120)

@@ -13,7 +13,7 @@ from hostapp.engine import api
 from hostapp.engine.service import Engine
 from hostapp.lab.state import execution_count
 from hostapp.store.journal import ServerConfig
-from tests.engine.conftest import Recorder, lab_server
+from tests.engine.conftest import lab_server
 
 pytestmark = pytest.mark.timeout(60)
 

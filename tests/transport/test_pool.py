@@ -27,7 +27,7 @@ class CountingServer:
         self.release = asyncio.Event()
         self._writers: list[asyncio.StreamWriter] = []
 
-    async def start(self) -> "CountingServer":
+    async def start(self) -> CountingServer:
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
         sock.bind(("127.0.0.1", 0))
         self._server = await asyncio.start_server(self._serve, sock=sock)
@@ -206,7 +206,7 @@ def _self_signed_server_context(tmp_path) -> ssl.SSLContext:
 
     key = ec.generate_private_key(ec.SECP256R1())
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
-    now = datetime.datetime.now(datetime.timezone.utc)
+    now = datetime.datetime.now(datetime.UTC)
     cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
             .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=1))
             .not_valid_after(now + datetime.timedelta(hours=1))

@@ -58,7 +58,7 @@ class _NodeEditor:
     def set_value(self, value: Any) -> None:
         raise NotImplementedError
 
-    def editors(self) -> list["_NodeEditor"]:
+    def editors(self) -> list[_NodeEditor]:
         return [self]
 
 
