@@ -31,6 +31,7 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
+from hostapp.agent.commands import add_parsers as add_agent_parsers
 from hostapp.engine import api, open_engine
 from hostapp.engine.api import (
     TERMINAL,
@@ -539,6 +540,8 @@ def build_parser() -> argparse.ArgumentParser:
     conf = sub.add_parser("conformance-client", help="client for the official MCP conformance suite")
     conf.add_argument("url")
     conf.set_defaults(func=cmd_conformance)
+
+    add_agent_parsers(sub)  # hostapp agent [status|stop], hostapp autostart
 
     lab = sub.add_parser("lab", help="the built-in lab server (run 'hostapp lab serve --help')", add_help=False)
     lab.add_argument("lab_args", nargs=argparse.REMAINDER)

@@ -87,7 +87,8 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     # The window and the command line are written against the facade only.
     UI: ("hostapp.engine.api", PROTOCOL),
     # ... and the engine package itself for its factory, open_engine (not its modules).
-    CLI: ("hostapp.engine.api", "hostapp.engine", PROTOCOL, APP, "hostapp.lab.server", CONFORMANCE),
+    # ... and the agent (the owner of the home), whose client the command line is.
+    CLI: ("hostapp.engine.api", "hostapp.engine", PROTOCOL, APP, AGENT, "hostapp.lab.server", CONFORMANCE),
     APP: (*BELOW_THE_ENGINE, ENGINE, UI),
     CONFORMANCE: (*BELOW_THE_ENGINE, ENGINE),
     # The owner of a home: runs the engine and serves its facade to the window and the CLI.

@@ -1,0 +1,141 @@
+"""``hostapp agent`` and ``hostapp autostart``: run, ask about, stop and autostart the owner.
+
+``hostapp agent`` runs the owner of the home in the foreground (as the autostart entry and
+a client that needs one start it); ``agent status`` asks the owner, never starting one;
+``agent stop`` stops it cleanly after saying which operations cannot survive that.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+from hostapp.agent import autostart as autostart_mod
+from hostapp.agent.client import AgentUnavailable, RemoteEngine
+from hostapp.agent.endpoint import socket_path
+from hostapp.agent.lock import HomeLock
+from hostapp.engine import api
+from hostapp.store.paths import HOME_ENV, home_dir
+
+EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
+
+
+def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    agent = sub.add_parser("agent", help="the background owner of this home (runs it, or: status, stop)")
+    agent.add_argument("--autostart", action="store_true",
+                       help="started at login: stay running when idle (autostart entries pass this)")
+    agent.add_argument("--home", help="own this home (sets HOSTAPP_HOME; the Windows Run key passes it)")
+    agent.add_argument("--idle-exit", type=float, default=None, metavar="SECONDS",
+                       help="exit after this long with nothing in flight and nobody connected (default 180)")
+    agent.set_defaults(func=cmd_agent_run)
+    asub = agent.add_subparsers(dest="agent_command")
+    status = asub.add_parser("status", help="whether an owner runs, and what it does (never starts one)")
+    status.add_argument("--json", action="store_true")
+    status.set_defaults(func=cmd_agent_status)
+    stop = asub.add_parser("stop", help="stop the owner: journal flushed, stream positions kept, servers closed")
+    stop.add_argument("--yes", action="store_true", help="also when operations in flight cannot be resumed")
+    stop.set_defaults(func=cmd_agent_stop)
+
+    auto = sub.add_parser("autostart", help="start the background agent at login (enable, disable, status)")
+    auto.add_argument("action", choices=["enable", "disable", "status"])
+    auto.add_argument("--json", action="store_true")
+    auto.set_defaults(func=cmd_autostart)
+
+
+def cmd_agent_run(args: argparse.Namespace) -> int:
+    from hostapp.agent.owner import IDLE_EXIT_SECONDS, Owner, setup_agent_logging
+
+    if args.home:
+        os.environ[HOME_ENV] = str(Path(args.home).expanduser().resolve())
+    home = home_dir()
+    setup_agent_logging(home, bool(getattr(args, "verbose", False)))
+    idle = IDLE_EXIT_SECONDS if args.idle_exit is None else args.idle_exit
+    code = asyncio.run(Owner(home, autostart=args.autostart, idle_exit=idle).run())
+    if code == 3:
+        owner = HomeLock(home).owner()
+        print(f"hostapp: an agent already owns {home}" + (f" (pid {owner.pid})" if owner else ""),
+              file=sys.stderr)
+        return EXIT_OK if args.autostart else EXIT_ERROR
+    return code
+
+
+async def _connect(home: Path) -> RemoteEngine | None:
+    try:
+        return await RemoteEngine.connect(socket_path(home), client="cli")
+    except AgentUnavailable:
+        return None
+
+
+async def cmd_agent_status(args: argparse.Namespace) -> int:
+    home = home_dir()
+    engine = await _connect(home)
+    if engine is None:
+        status: dict[str, object] = {"running": False}
+    else:
+        try:
+            status = dict(await engine.request_owner("agent.status"))
+        except api.EngineError:
+            status = {"running": False}
+        finally:
+            await engine.close()
+    if args.json:
+        print(json.dumps(status))
+    elif status.get("running"):
+        since = time.strftime("%Y-%m-%d %H:%M", time.localtime(float(status["since"])))  # type: ignore[arg-type]
+        print(f"running: pid {status['pid']} since {since}; {status['operations']} operation(s) in flight, "
+              f"{status['clients']} client(s) connected" + (" (started at login)" if status.get("autostart") else ""))
+    else:
+        print("not running")
+    return EXIT_OK
+
+
+async def cmd_agent_stop(args: argparse.Namespace) -> int:
+    home = home_dir()
+    engine = await _connect(home)
+    if engine is None:
+        print("not running")
+        return EXIT_OK
+    try:
+        lost = [op for op in await engine.unfinished_operations() if not op.resumable]
+        if lost and not args.yes:
+            print("These operations cannot be resumed and would end 'unknown' if the agent stops now:",
+                  file=sys.stderr)
+            for op in lost:
+                print(f"  {op.id}  {op.server}/{op.tool}  {op.status}", file=sys.stderr)
+            if not sys.stdin.isatty():
+                print("hostapp: run 'hostapp agent stop --yes' to stop it anyway", file=sys.stderr)
+                return EXIT_ERROR
+            if input("Stop the agent anyway? [y/N] ").strip().lower() not in ("y", "yes"):
+                return EXIT_ERROR
+        await engine.request_owner("agent.stop")
+        await asyncio.wait_for(engine.wait_closed(), 60)
+    except (api.EngineError, TimeoutError) as exc:
+        print(f"hostapp: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    finally:
+        await engine.close()
+    # Stopped means the lock is free: the journal is flushed and closed by then.
+    lock = HomeLock(home)
+    if not await asyncio.to_thread(lock.acquire, 30.0):
+        print("hostapp: the agent did not let go of the home within 30 s", file=sys.stderr)
+        return EXIT_ERROR
+    lock.release()
+    print("stopped")
+    return EXIT_OK
+
+
+def cmd_autostart(args: argparse.Namespace) -> int:
+    entry = autostart_mod.for_platform()
+    status = {"enable": entry.enable, "disable": entry.disable, "status": entry.status}[args.action]()
+    if args.json:
+        print(json.dumps(status.to_json()))
+    elif status.enabled:
+        print(f"enabled: {status.location}" + ("" if status.current else " (it starts another installation or home)"))
+    else:
+        print(f"disabled ({status.location})")
+    return EXIT_OK

@@ -1,0 +1,305 @@
+"""The owner's local endpoint: the engine facade served to the window and the CLI.
+
+A Unix domain socket in a folder only the user can enter (0700), the socket itself 0600,
+and on Linux the peer's credentials checked (``SO_PEERCRED``): a connection from another
+user is closed before it is read. Each client speaks the wire of :mod:`hostapp.agent.wire`.
+
+The endpoint is also the engine's listener, and fans what it hears out to every client:
+an operation's changes are coalesced per operation and sent at most :data:`EVENT_HZ` times a
+second to each client, while a terminal change, a question and every other event go at
+once (a coalesced change still waiting for that operation goes first, so a client never
+sees an operation move backwards).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import logging
+import os
+import socket
+import struct
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from hostapp.agent import wire
+from hostapp.engine import api
+
+log = logging.getLogger(__name__)
+
+#: At most this many coalesced operation updates a second reach each client.
+EVENT_HZ = 30
+
+#: How long requests of a client that stopped sending are still answered.
+_ANSWER_GRACE_SECONDS = 5.0
+
+# sun_path holds 108 bytes on Linux and 104 on macOS, the terminating NUL included.
+_MAX_SOCKET_PATH = 100
+
+
+def socket_path(home: Path) -> Path:
+    """Where the owner of ``home`` listens: ``<home>/agent/agent.sock``, or, when that path
+    is too long for a Unix socket, a per-user folder in the temporary directory named after
+    the home (both folders 0700)."""
+    path = Path(home).resolve() / "agent" / "agent.sock"
+    if len(os.fsencode(path)) <= _MAX_SOCKET_PATH:
+        return path
+    digest = hashlib.sha256(os.fsencode(Path(home).resolve())).hexdigest()[:16]
+    return Path(tempfile.gettempdir()) / f"hostapp-{os.getuid()}" / f"{digest}.sock"
+
+
+def _private_folder(folder: Path) -> None:
+    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    os.chmod(folder, 0o700)
+    st = folder.stat()
+    if st.st_uid != os.getuid():
+        raise PermissionError(f"{folder} belongs to another user; the agent will not listen there")
+
+
+def _same_user(writer: asyncio.StreamWriter) -> bool:
+    """True when the peer runs as this user (always true where the OS cannot tell)."""
+    sock = writer.get_extra_info("socket")
+    if sock is None or not sys.platform.startswith("linux"):
+        return True
+    creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    _pid, uid, _gid = struct.unpack("3i", creds)
+    return bool(uid == os.getuid())
+
+
+class _Client:
+    """One connected client: its writer, and the operation changes waiting to be sent."""
+
+    def __init__(self, writer: asyncio.StreamWriter, name: str) -> None:
+        self.writer = writer
+        self.name = name
+        self.pending: dict[str, api.OperationView] = {}
+        self.flush_handle: asyncio.TimerHandle | None = None
+        self.last_flush = 0.0
+        self.closed = False
+
+    def send(self, message: dict[str, Any]) -> None:
+        if self.closed:
+            return
+        try:
+            self.writer.write(wire.dumps(message))
+        except (ConnectionError, RuntimeError):
+            self.closed = True
+
+    def event(self, params: dict[str, Any]) -> None:
+        self.send({"jsonrpc": "2.0", "method": "event", "params": params})
+
+
+class AgentEndpoint:
+    """Serves an :class:`~hostapp.engine.api.EngineApi` on a Unix socket; implements
+    :class:`~hostapp.engine.api.EngineListener` to forward what the engine tells.
+
+    ``info`` is what ``hello`` answers besides the version (the owner's pid, start time).
+    ``on_clients`` is called with the number of clients whenever it changes.
+    """
+
+    def __init__(self, engine: api.EngineApi | None, path: Path, *, info: dict[str, Any] | None = None,
+                 on_clients: Callable[[int], None] | None = None) -> None:
+        self.engine = engine  # may be set after construction: the engine is made with its listener
+        #: Requests the owner answers itself (``agent.status``, ``agent.stop``), by name.
+        self.own_methods: dict[str, Callable[[], Awaitable[Any]]] = {}
+        self.path = path
+        self.info = dict(info or {})
+        self._on_clients = on_clients
+        self._server: asyncio.AbstractServer | None = None
+        self._clients: set[_Client] = set()
+        self._tasks: set[asyncio.Task[Any]] = set()
+
+    @property
+    def client_count(self) -> int:
+        return len(self._clients)
+
+    async def start(self) -> None:
+        _private_folder(self.path.parent)
+        with contextlib.suppress(FileNotFoundError):
+            self.path.unlink()  # left by an owner that died; we hold the home's lock now
+        old_umask = os.umask(0o177)
+        try:
+            self._server = await asyncio.start_unix_server(self._serve, path=str(self.path), limit=wire.MAX_MESSAGE)
+        finally:
+            os.umask(old_umask)
+        os.chmod(self.path, 0o600)
+
+    async def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        for client in list(self._clients):
+            client.closed = True
+            client.writer.close()
+        for task in list(self._tasks):
+            task.cancel()
+        if self._server is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._server.wait_closed(), 2)
+        with contextlib.suppress(FileNotFoundError):
+            self.path.unlink()
+
+    # -- a client's connection -------------------------------------------------------
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if not _same_user(writer):
+            log.warning("refused a connection from another user")
+            writer.close()
+            return
+        client: _Client | None = None
+        mine: set[asyncio.Task[Any]] = set()
+        try:
+            client = await self._hello(reader, writer)
+            if client is None:
+                return
+            self._clients.add(client)
+            self._clients_changed()
+            while True:
+                try:
+                    line = await reader.readline()
+                except (asyncio.LimitOverrunError, ValueError):
+                    client.send({"jsonrpc": "2.0", "id": None,
+                                 "error": {"code": -32600, "message": "message too large"}})
+                    break
+                if not line:
+                    break
+                try:
+                    message = wire.loads(line)
+                except wire.WireError as exc:
+                    client.send({"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": str(exc)}})
+                    continue
+                task = asyncio.get_running_loop().create_task(self._answer(client, message))
+                self._tasks.add(task)
+                task.add_done_callback(self._tasks.discard)
+                mine.add(task)
+                task.add_done_callback(mine.discard)
+            # The client stopped sending: what it asked for is still answered, briefly.
+            if mine:
+                await asyncio.wait(set(mine), timeout=_ANSWER_GRACE_SECONDS)
+        except (ConnectionError, asyncio.IncompleteReadError):
+            pass
+        finally:
+            for task in list(mine):
+                task.cancel()
+            if client is not None:
+                client.closed = True
+                if client.flush_handle is not None:
+                    client.flush_handle.cancel()
+                self._clients.discard(client)
+                self._clients_changed()
+            writer.close()
+
+    async def _hello(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> _Client | None:
+        line = await asyncio.wait_for(reader.readline(), 10)
+        if not line:
+            return None
+        probe = _Client(writer, "?")
+        try:
+            message = wire.loads(line)
+        except wire.WireError as exc:
+            probe.send({"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": str(exc)}})
+            return None
+        raw = message.get("params")
+        params: dict[str, Any] = raw if isinstance(raw, dict) else {}
+        if message.get("method") != "hello":
+            probe.send({"jsonrpc": "2.0", "id": message.get("id"),
+                        "error": {"code": -32600, "message": "the first message must be hello"}})
+            return None
+        if params.get("version") != wire.VERSION:
+            probe.send({"jsonrpc": "2.0", "id": message.get("id"), "error": {
+                "code": wire.VERSION_MISMATCH,
+                "message": f"the agent speaks version {wire.VERSION} of its wire, this client "
+                           f"{params.get('version')}: restart the agent (hostapp agent stop)",
+                "data": {"version": wire.VERSION}}})
+            return None
+        client = _Client(writer, str(params.get("client") or "client"))
+        client.send({"jsonrpc": "2.0", "id": message.get("id"), "result": {"version": wire.VERSION, **self.info}})
+        return client
+
+    async def _answer(self, client: _Client, message: dict[str, Any]) -> None:
+        rid = message.get("id")
+        method = message.get("method")
+        if rid is None:
+            return  # no notifications from clients today
+        if isinstance(method, str) and method in self.own_methods:
+            client.send({"jsonrpc": "2.0", "id": rid, "result": await self.own_methods[method]()})
+            return
+        if not isinstance(method, str) or method not in wire.RESULTS or self.engine is None:
+            client.send({"jsonrpc": "2.0", "id": rid,
+                         "error": {"code": -32601, "message": f"unknown method {method!r}"}})
+            return
+        try:
+            kwargs = wire.decode_arguments(method, message.get("params"))
+            result = await getattr(self.engine, method)(**kwargs)
+        except api.EngineError as exc:
+            client.send({"jsonrpc": "2.0", "id": rid, "error": wire.encode_error(exc)})
+        except (wire.WireError, TypeError) as exc:
+            client.send({"jsonrpc": "2.0", "id": rid, "error": {"code": -32602, "message": f"bad params: {exc}"}})
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # one client's request must not take the owner down
+            log.exception("request %s failed", method)
+            client.send({"jsonrpc": "2.0", "id": rid, "error": wire.encode_error(api.EngineError(
+                f"the agent could not do {method}: {type(exc).__name__}"))})
+        else:
+            client.send({"jsonrpc": "2.0", "id": rid, "result": wire.encode(result)})
+
+    def _clients_changed(self) -> None:
+        if self._on_clients is not None:
+            self._on_clients(len(self._clients))
+
+    # -- EngineListener: what the engine tells, fanned out ----------------------------------
+
+    def operation_changed(self, op: api.OperationView) -> None:
+        urgent = op.status in api.TERMINAL or op.needs_input
+        for client in self._clients:
+            if urgent:
+                client.pending.pop(op.id, None)
+                client.event({"kind": "operation_changed", "op": wire.encode(op)})
+            else:
+                client.pending[op.id] = op
+                self._schedule_flush(client)
+
+    def _schedule_flush(self, client: _Client) -> None:
+        if client.flush_handle is not None:
+            return
+        loop = asyncio.get_running_loop()
+        delay = max(0.0, client.last_flush + 1 / EVENT_HZ - time.monotonic())
+        client.flush_handle = loop.call_later(delay, self._flush, client)
+
+    def _flush(self, client: _Client) -> None:
+        client.flush_handle = None
+        client.last_flush = time.monotonic()
+        pending, client.pending = client.pending, {}
+        for op in pending.values():
+            client.event({"kind": "operation_changed", "op": wire.encode(op)})
+
+    def _before_other_event(self, client: _Client, op_id: str | None) -> None:
+        if op_id and op_id in client.pending:
+            client.event({"kind": "operation_changed", "op": wire.encode(client.pending.pop(op_id))})
+
+    def operation_event(self, op_id: str, kind: str, data: api.JsonObject) -> None:
+        for client in self._clients:
+            self._before_other_event(client, op_id)
+            client.event({"kind": "operation_event", "op_id": op_id, "event": kind, "data": wire.encode(data)})
+
+    def server_changed(self, server: api.ServerView) -> None:
+        for client in self._clients:
+            client.event({"kind": "server_changed", "server": wire.encode(server)})
+
+    def input_requested(self, request: api.InputRequest) -> None:
+        for client in self._clients:
+            self._before_other_event(client, request.operation_id)
+            client.event({"kind": "input_requested", "request": wire.encode(request)})
+
+    def input_withdrawn(self, request_id: str) -> None:
+        for client in self._clients:
+            client.event({"kind": "input_withdrawn", "request_id": request_id})
+
+    def problem(self, kind: str, message: str) -> None:
+        for client in self._clients:
+            client.event({"kind": "problem", "problem": kind, "message": message})

@@ -1,0 +1,116 @@
+"""The owner of a home: ``hostapp agent``, the engine run headless behind the home's lock.
+
+It takes the home's lock (:mod:`hostapp.agent.lock`), starts the engine (which resumes every
+unfinished operation), and serves the facade on the home's socket
+(:mod:`hostapp.agent.endpoint`). It needs no display. Besides the facade, the socket
+answers two requests of the owner's own: ``agent.status`` and ``agent.stop``.
+
+An owner started on demand exits by itself once nothing is in flight, no question is
+open and no client has been connected for :data:`IDLE_EXIT_SECONDS`; one started at login
+(``--autostart``) stays, so an operation started later from anywhere has its owner.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import logging.handlers
+import os
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+from hostapp.agent.endpoint import AgentEndpoint, socket_path
+from hostapp.agent.lock import HomeLock
+from hostapp.engine import api, open_engine
+from hostapp.store.paths import log_dir
+
+log = logging.getLogger(__name__)
+
+#: How long an on-demand owner stays with nothing to do and nobody connected.
+IDLE_EXIT_SECONDS = 180.0
+_IDLE_CHECK_SECONDS = 2.0
+
+
+class Owner:
+    """The engine of one home, its endpoint, and the reasons it keeps running."""
+
+    def __init__(self, home: Path, *, autostart: bool = False, idle_exit: float | None = IDLE_EXIT_SECONDS) -> None:
+        self.home = home
+        self.autostart = autostart
+        self.idle_exit = None if autostart else idle_exit
+        self.since = time.time()
+        self.lock = HomeLock(home)
+        self._stopping = asyncio.Event()
+        self._last_client = time.monotonic()
+        self.endpoint = AgentEndpoint(
+            engine=None,  # set below: the engine is made with the endpoint as its listener
+            path=socket_path(home),
+            info={"pid": os.getpid(), "since": self.since, "autostart": autostart},
+            on_clients=self._clients_changed,
+        )
+        self.engine: api.EngineApi = open_engine(home, self.endpoint)
+        self.endpoint.engine = self.engine
+        self.endpoint.own_methods = {"agent.status": self.status, "agent.stop": self.request_stop}
+
+    def _clients_changed(self, count: int) -> None:
+        self._last_client = time.monotonic()
+
+    async def status(self) -> dict[str, Any]:
+        in_flight = await self.engine.count_operations(set(api.IN_FLIGHT))
+        return {"running": True, "pid": os.getpid(), "since": self.since, "autostart": self.autostart,
+                "operations": in_flight, "clients": self.endpoint.client_count}
+
+    async def request_stop(self) -> dict[str, Any]:
+        self._stopping.set()
+        return {"stopping": True}
+
+    async def _idle(self) -> bool:
+        if self.idle_exit is None or self.endpoint.client_count:
+            return False
+        if time.monotonic() - self._last_client < self.idle_exit:
+            return False
+        if await self.engine.open_questions():
+            return False
+        return await self.engine.count_operations(set(api.IN_FLIGHT)) == 0
+
+    async def run(self) -> int:
+        """Own the home until stopped (a signal, ``agent.stop``, or idleness); 0 on a clean
+        end, 3 when another process owns the home already."""
+        if not self.lock.acquire(wait=1.0):
+            owner = self.lock.owner()
+            log.info("the home is owned already (pid %s)", owner.pid if owner else "?")
+            return 3
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.add_signal_handler(sig, self._stopping.set)
+        try:
+            await self.endpoint.start()
+            await self.engine.start(resume=True)
+            log.info("agent %s owns %s", os.getpid(), self.home)
+            while not self._stopping.is_set():
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._stopping.wait(), _IDLE_CHECK_SECONDS)
+                if not self._stopping.is_set() and await self._idle():
+                    log.info("nothing in flight and nobody connected for %.0f s: exiting", self.idle_exit)
+                    break
+        finally:
+            await self.endpoint.close()
+            await self.engine.stop()
+            self.lock.release()
+        return 0
+
+
+def setup_agent_logging(home: Path, verbose: bool) -> None:
+    """The agent has no terminal of its own: it logs to ``<home>/logs/agent.log``."""
+    handler = logging.handlers.RotatingFileHandler(log_dir(home) / "agent.log", maxBytes=2_000_000,
+                                                   backupCount=3, encoding="utf-8")
+    handler.setFormatter(logging.Formatter("%(asctime)s %(process)d %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    root.addHandler(handler)
+    root.setLevel(logging.DEBUG if verbose else logging.INFO)
+    # httpcore's debug lines quote whole headers (session ids, secret values).
+    logging.getLogger("httpcore").setLevel(logging.INFO)

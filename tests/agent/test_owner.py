@@ -1,0 +1,214 @@
+"""The owner of a home, for real: ``hostapp agent`` processes, its socket, and clients
+that talk to it through the engine facade."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import socket
+import stat
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from hostapp.agent import wire
+from hostapp.agent.client import AgentGone, AgentUnavailable, RemoteEngine, connect_or_spawn
+from hostapp.agent.endpoint import socket_path
+from hostapp.engine import api
+from tests.agent.conftest import Agents
+
+
+async def _connect(home: Path, listener: api.EngineListener | None = None, timeout: float = 30) -> RemoteEngine:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return await RemoteEngine.connect(socket_path(home), listener, client="test")
+        except AgentUnavailable:
+            if time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(0.1)
+
+
+def _lab_config() -> api.ServerConfig:
+    return api.ServerConfig(name="lab", transport="stdio", command=sys.executable,
+                            args=["-m", "hostapp", "lab", "serve", "--stdio"])
+
+
+class Seen:
+    """A listener that keeps what the owner tells."""
+
+    def __init__(self) -> None:
+        self.changes: list[api.OperationView] = []
+        self.events: list[tuple[str, str]] = []
+        self.servers: list[api.ServerView] = []
+
+    def operation_changed(self, op: api.OperationView) -> None:
+        self.changes.append(op)
+
+    def operation_event(self, op_id: str, kind: str, data: api.JsonObject) -> None:
+        self.events.append((op_id, kind))
+
+    def server_changed(self, server: api.ServerView) -> None:
+        self.servers.append(server)
+
+    def input_requested(self, request: api.InputRequest) -> None: ...
+
+    def input_withdrawn(self, request_id: str) -> None: ...
+
+    def problem(self, kind: str, message: str) -> None: ...
+
+
+async def test_status_never_starts_an_owner(agents: Agents):
+    result = agents.run("agent", "status", "--json")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout) == {"running": False}
+    assert not socket_path(agents.home).exists()
+
+
+async def test_one_owner_serves_the_facade_to_clients_and_stops_cleanly(agents: Agents):
+    owner = agents.start("--idle-exit", "600")
+    engine = await _connect(agents.home)
+    try:
+        assert engine.agent["pid"] == owner.pid and engine.agent["version"] == wire.VERSION
+        # Only this user can reach it.
+        path = socket_path(agents.home)
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600
+        assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
+
+        # A second owner on the same home refuses, and says who owns it.
+        second = agents.run("agent", "--idle-exit", "600")
+        assert second.returncode == 1
+        assert f"pid {owner.pid}" in second.stderr
+
+        status = json.loads(agents.run("agent", "status", "--json").stdout)
+        assert status["running"] is True and status["pid"] == owner.pid
+        assert status["clients"] == 2  # this test and the status command itself
+        assert status["operations"] == 0
+
+        await engine.add_server(_lab_config())
+        assert [s.name for s in await engine.servers()] == ["lab"]
+        with pytest.raises(api.NoSuchOperation):
+            await engine.cancel("no-such-op")
+    finally:
+        await engine.close()
+
+    stopped = agents.run("agent", "stop")
+    assert stopped.returncode == 0, stopped.stderr
+    assert "stopped" in stopped.stdout
+    assert owner.wait(30) == 0
+    assert not socket_path(agents.home).exists()
+    assert json.loads(agents.run("agent", "status", "--json").stdout) == {"running": False}
+
+
+async def test_a_call_started_by_one_client_is_seen_live_by_another(agents: Agents):
+    agents.start("--idle-exit", "600")
+    watcher_seen, starter_seen = Seen(), Seen()
+    watcher = await _connect(agents.home, watcher_seen)
+    starter = await _connect(agents.home, starter_seen)
+    try:
+        await starter.add_server(_lab_config())
+        await starter.wait_connected("lab", timeout=60)
+        op = await starter.start_call("lab", "sleep_with_progress", {"seconds": 1.5, "steps": 15, "message": "tick"})
+        final = await asyncio.wait_for(starter.wait_finished(op.id), 60)
+        assert final.status == api.OperationStatus.COMPLETED
+        await asyncio.sleep(0.3)
+        mine = [c for c in watcher_seen.changes if c.id == op.id]
+        assert mine, "the other client saw nothing of the call"
+        assert mine[-1].status == api.OperationStatus.COMPLETED  # the terminal change arrives, and last
+        progress = [c.progress for c in mine if c.progress is not None]
+        assert progress == sorted(progress) and progress  # live progress, never backwards
+        # Coalesced: at most ~30 updates a second reach a client.
+        assert len(mine) <= 30 * 1.5 + 10
+        assert (await watcher.operation(op.id)).status == api.OperationStatus.COMPLETED
+    finally:
+        await watcher.close()
+        await starter.close()
+    assert agents.run("agent", "stop").returncode == 0
+
+
+async def test_a_killed_owner_is_replaced_and_its_clients_are_told(agents: Agents):
+    first = agents.start("--idle-exit", "600")
+    engine = await _connect(agents.home)
+    first.send_signal(signal.SIGKILL)
+    first.wait(10)
+    await asyncio.wait_for(engine.wait_closed(), 10)
+    with pytest.raises(AgentGone):
+        await engine.servers()
+    await engine.close()
+    # The socket file the dead owner left behind answers nobody; a new owner takes over.
+    assert socket_path(agents.home).exists()
+    second = agents.start("--idle-exit", "600")
+    engine = await _connect(agents.home)
+    try:
+        assert engine.agent["pid"] == second.pid
+    finally:
+        await engine.close()
+    assert agents.run("agent", "stop").returncode == 0
+
+
+async def test_an_owner_started_on_demand_exits_when_idle(agents: Agents, monkeypatch):
+    monkeypatch.setenv("HOSTAPP_HOME", str(agents.home))
+    for key, value in agents.env.items():
+        monkeypatch.setenv(key, value)
+    engine = await connect_or_spawn(agents.home, client="test")
+    pid = engine.agent["pid"]
+    await engine.close()
+    # Default idle exit is minutes; this one was spawned with the default, so ask it to
+    # stop the way a person would, then check an explicitly short idle exit ends by itself.
+    assert agents.run("agent", "stop").returncode == 0
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            break
+        await asyncio.sleep(0.1)
+    else:
+        pytest.fail("the spawned agent did not exit")
+
+    idle = agents.start("--idle-exit", "1")
+    client = await _connect(agents.home)
+    await asyncio.sleep(2.5)
+    assert idle.poll() is None, "it exited while a client was connected"
+    await client.close()
+    assert idle.wait(30) == 0
+
+
+async def test_the_wire_refuses_what_it_does_not_speak(agents: Agents):
+    agents.start("--idle-exit", "600")
+    engine = await _connect(agents.home)
+    await engine.close()
+    path = str(socket_path(agents.home))
+
+    def exchange(*lines: bytes) -> list[dict]:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+            sock.settimeout(10)
+            sock.connect(path)
+            for line in lines:
+                sock.sendall(line)
+            sock.shutdown(socket.SHUT_WR)
+            data = b""
+            while chunk := sock.recv(65536):
+                data += chunk
+        return [json.loads(x) for x in data.splitlines()]
+
+    old = exchange(b'{"jsonrpc":"2.0","id":1,"method":"hello","params":{"version":99}}\n')
+    assert old[0]["error"]["code"] == wire.VERSION_MISMATCH
+    assert "restart the agent" in old[0]["error"]["message"]
+    assert exchange(b'{"jsonrpc":"2.0","id":1,"method":"servers"}\n')[0]["error"]["code"] == -32600
+    hello = b'{"jsonrpc":"2.0","id":1,"method":"hello","params":{"version":%d}}\n' % wire.VERSION
+    answers = exchange(hello, b"not json\n", b'{"jsonrpc":"2.0","id":2,"method":"__init__"}\n',
+                       b'{"jsonrpc":"2.0","id":3,"method":"operations","params":{"limit":"x"}}\n')
+    by_id = {a.get("id"): a for a in answers}
+    assert by_id[None]["error"]["code"] == -32700
+    assert by_id[2]["error"]["code"] == -32601
+    assert "error" in by_id[3] or "result" in by_id[3]  # a bad value is answered, never fatal
+    # ... and the owner is still there for everyone else.
+    engine = await _connect(agents.home)
+    assert await engine.servers() == []
+    await engine.close()
+    assert agents.run("agent", "stop").returncode == 0
