@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
+from pathlib import Path
 
 import pytest
 
@@ -15,3 +18,36 @@ def isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.
     home = tmp_path_factory.mktemp("home")
     monkeypatch.setenv("HOSTAPP_HOME", str(home))
     return home
+
+
+def _agents_left(root: Path) -> list[tuple[int, str]]:
+    """``hostapp agent`` processes whose home lies under ``root``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+            if b"agent" not in argv or not any(a.endswith(b"hostapp") for a in argv):
+                continue
+            environ = (entry / "environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        home = next((e[len(b"HOSTAPP_HOME="):] for e in environ if e.startswith(b"HOSTAPP_HOME=")), b"")
+        if home.startswith(bytes(root)):
+            found.append((int(entry.name), b" ".join(argv).decode(errors="replace")))
+    return found
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_agent_left_behind(tmp_path_factory: pytest.TempPathFactory):
+    """The suite leaves no background agent running: one still alive at the end fails the run."""
+    yield
+    if not Path("/proc").is_dir():
+        return
+    root = tmp_path_factory.getbasetemp().resolve()
+    left = _agents_left(root)
+    for pid, _ in left:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    assert not left, f"background agents left running by the tests: {left}"

@@ -3,6 +3,7 @@ always stopped, whatever the test did to them."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -12,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from hostapp.agent.lock import HomeLock
 from tests.support.keyring_daemon import KeyringDaemon, private_keyring
 
 
@@ -44,6 +46,14 @@ class Agents:
             if proc.poll() is None:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait(10)
+        # An owner this test did not start itself (spawned by a client, or by a launcher).
+        lock = HomeLock(self.home)
+        if not lock.acquire():
+            owner = lock.owner()
+            if owner is not None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(owner.pid, signal.SIGKILL)
+        lock.release()
 
 
 @pytest.fixture

@@ -212,3 +212,35 @@ async def test_the_wire_refuses_what_it_does_not_speak(agents: Agents):
     assert await engine.servers() == []
     await engine.close()
     assert agents.run("agent", "stop").returncode == 0
+
+
+@pytest.mark.skipif(sys.platform != "linux" or __import__("shutil").which("gio") is None,
+                    reason="needs Linux and GLib's launcher (Debian libglib2.0-bin)")
+async def test_the_autostart_entry_starts_an_owner_with_no_display(agents: Agents, tmp_path: Path):
+    """As a session manager does at login: the entry's Exec line, run by GLib's launcher
+    with no display, starts an owner of this home that stays when idle."""
+    import subprocess
+
+    env = {**agents.env, "XDG_CONFIG_HOME": str(tmp_path / "config")}
+    env.pop("DISPLAY", None)
+    env.pop("WAYLAND_DISPLAY", None)
+    enabled = subprocess.run([sys.executable, "-m", "hostapp", "autostart", "enable", "--json"], env=env,
+                             capture_output=True, text=True, timeout=60)
+    assert enabled.returncode == 0, enabled.stderr
+    status = json.loads(enabled.stdout)
+    assert status["enabled"] and status["current"]
+    entry = Path(status["location"])
+    assert entry == tmp_path / "config" / "autostart" / "io.github.hostapp.hostapp.desktop"
+
+    subprocess.run(["gio", "launch", str(entry)], env=env, check=True, timeout=30)
+    engine = await _connect(agents.home, timeout=60)
+    try:
+        info = json.loads(agents.run("agent", "status", "--json").stdout)
+        assert info["running"] and info["autostart"] is True
+    finally:
+        await engine.close()
+    assert agents.run("agent", "stop").returncode == 0
+
+    disabled = subprocess.run([sys.executable, "-m", "hostapp", "autostart", "disable"], env=env,
+                              capture_output=True, text=True, timeout=60)
+    assert disabled.returncode == 0 and not entry.exists()
