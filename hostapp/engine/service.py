@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import sqlite3
 import time
 import uuid
 from collections.abc import Callable
@@ -47,6 +48,7 @@ from hostapp.engine.runner import OperationRunner, mechanism_for, operation_view
 from hostapp.engine.session import ClientSession
 from hostapp.engine.supervisor import ServerConnection
 from hostapp.engine.traffic import ServerTraffic
+from hostapp.protocol.jsonrpc import IdAllocator
 from hostapp.store.status import TERMINAL, OperationStatus
 from hostapp.transport.base import TransportError
 
@@ -61,6 +63,10 @@ T = TypeVar("T")
 #: An operation with no deadline of its own is given up (as expired) after this long
 #: without any sign of life from the server: a week covers every realistic tool.
 DEFAULT_DEADLINE_SECONDS = 7 * 24 * 3600
+
+#: Request ids a session reserves in the journal at a time. A reservation is one short
+#: write; a busy session polling 200 times a second reserves again every 20 s.
+REQUEST_ID_BLOCK = 4096
 
 
 class _NullListener:
@@ -219,11 +225,23 @@ class Engine:
             capabilities=self.capabilities(),
             on_change=self.listener.server_changed,
             on_ready=self._on_ready,
-            first_request_id=lambda: self._first_request_id(cfg.name),
+            request_ids=lambda: self._request_ids(cfg.name),
         )
         self.connections[cfg.name] = conn
         conn.start()
         return conn
+
+    def _request_ids(self, server: str) -> IdAllocator:
+        """A new session's ids: blocks reserved in the journal, so that no two operations of
+        one server are sent under one id by two processes (or two lifetimes) of the host."""
+        def reserve() -> int:
+            return self.journal.reserve_request_ids(server, REQUEST_ID_BLOCK)
+
+        try:
+            return IdAllocator(reserve(), reserve=reserve, block=REQUEST_ID_BLOCK)
+        except (sqlite3.Error, RuntimeError) as exc:  # a journal that is closing, or broken
+            log.warning("%s: cannot reserve request ids in the journal (%s); ids from memory", server, exc)
+            return IdAllocator(self._first_request_id(server))
 
     def _first_request_id(self, server: str) -> int:
         """Above every integer id an unfinished operation of this server was sent under."""

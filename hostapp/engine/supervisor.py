@@ -76,7 +76,7 @@ class ServerConnection:
                  on_change: Callable[[api.ServerView], None],
                  on_ready: Callable[[ServerConnection, ClientSession], Awaitable[None]],
                  backoff: Backoff | None = None,
-                 first_request_id: Callable[[], int] = lambda: 1):
+                 request_ids: Callable[[], IdAllocator] = IdAllocator):
         self.cfg = cfg
         self.secret_store = secret_store
         self.handlers_factory = handlers_factory
@@ -84,9 +84,9 @@ class ServerConnection:
         self.on_change = on_change
         self.on_ready = on_ready
         self.backoff = backoff or Backoff()
-        # Request ids of a new session start above those of operations still waiting for
-        # an answer under their original id (a resumed stream, a same-id resume).
-        self.first_request_id = first_request_id
+        # Each session's request ids: never those of another operation of this server,
+        # whichever process or lifetime sent it (the engine reserves them in the journal).
+        self.request_ids = request_ids
         self.session: ClientSession | None = None
         self.info: ServerInfo | None = None
         self.tools: list[dict[str, Any]] = []
@@ -187,7 +187,7 @@ class ServerConnection:
         # Its handlers and requests are told apart from the other sessions' by its id:
         # requests of different earlier processes may share a JSON-RPC id.
         session = ClientSession(transport, self.handlers_factory(self, scope=session_id),
-                                capabilities=self.capabilities, ids=IdAllocator(self.first_request_id()))
+                                capabilities=self.capabilities, ids=self.request_ids())
         session.scope = session_id
         await session.adopt(ServerInfo(protocol_version, eras.era_of(protocol_version)))
         self._side[session_id] = session
@@ -337,7 +337,7 @@ class ServerConnection:
         transport = make_transport(self.cfg, self.secret_store, habits=self.stream_habits)
         handlers = self.handlers_factory(self)
         session = ClientSession(transport, _LossWatcher(handlers, self), capabilities=self.capabilities,
-                                ids=IdAllocator(self.first_request_id()))
+                                ids=self.request_ids())
         self.session = session
         self.unsupported_methods.clear()
         self.supported_methods.clear()

@@ -10,8 +10,8 @@ Hot path: progress notifications arrive by the thousand per second, so parsing i
 
 from __future__ import annotations
 
-import itertools
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -199,12 +199,25 @@ def encode(message: Message | dict[str, Any]) -> bytes:
 class IdAllocator:
     """The one place JSON-RPC request ids are made: increasing integers per connection.
 
-    ``start`` lets a resumed connection continue above ids already in the journal, so a
-    new request never reuses the id of an operation that may still be resumed by id.
+    ``start`` lets a connection begin at ids reserved for it (the engine reserves blocks per
+    server in the journal, so that no two processes ever send two operations of one server
+    under the same id). With ``reserve`` and ``block``, the allocator asks ``reserve()``
+    for the start of a new block once ``block`` ids of the current one are used.
     """
 
-    def __init__(self, start: int = 1):
-        self._counter = itertools.count(start)
+    def __init__(self, start: int = 1, *, reserve: Callable[[], int] | None = None, block: int | None = None):
+        if (reserve is None) != (block is None):
+            raise ValueError("reserve and block go together")
+        self._next = start
+        self._end = start + block if block is not None else None
+        self._reserve = reserve
+        self._block = block
 
     def next(self) -> int:
-        return next(self._counter)
+        if self._end is not None and self._next >= self._end:
+            assert self._reserve is not None and self._block is not None
+            self._next = self._reserve()
+            self._end = self._next + self._block
+        rid = self._next
+        self._next += 1
+        return rid

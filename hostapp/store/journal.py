@@ -332,6 +332,33 @@ class OperationJournal:
 
     # -- servers (blocking: configuration changes are rare) -------------------------------
 
+    def reserve_request_ids(self, server: str, count: int) -> int:
+        """Reserve ``count`` JSON-RPC ids for requests to ``server``; the first of them.
+
+        Blocks until committed. Reservations are serialized by SQLite across processes, so
+        the blocks two processes get never overlap, and they only rise: an id is never
+        handed out twice for one server. The first reservation of a server starts above
+        every integer id its operations in the journal were sent under.
+        """
+        if count < 1:
+            raise ValueError("reserve at least one id")
+
+        def apply(db: sqlite_utils.Database) -> int:
+            row = db.execute("SELECT next FROM request_ids WHERE server = ?", (server,)).fetchone()
+            if row is None:
+                # jsonrpc_id holds JSON: an integer id is its digits, a string id is quoted.
+                used = db.execute(
+                    "SELECT MAX(CAST(jsonrpc_id AS INTEGER)) FROM operations "
+                    "WHERE server = ? AND jsonrpc_id GLOB '[0-9]*'", (server,)).fetchone()[0]
+                start = int(used or 0) + 1
+                db.execute("INSERT INTO request_ids (server, next) VALUES (?, ?)", (server, start + count))
+            else:
+                start = int(row[0])
+                db.execute("UPDATE request_ids SET next = ? WHERE server = ?", (start + count, server))
+            return start
+
+        return self._submit(apply).result()
+
     def add_server(self, config: ServerConfig) -> None:
         """Add a server; ValueError if one with that name exists."""
         _validate_server(config)

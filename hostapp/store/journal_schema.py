@@ -108,6 +108,13 @@ def _drop_unused_operation_columns_2_0(db: sqlite_utils.Database) -> None:
     db.execute("ALTER TABLE operations DROP COLUMN pending_input")
 
 
+def _request_id_blocks_2_1(db: sqlite_utils.Database) -> None:
+    # Every process that connects to a server reserves a block of JSON-RPC ids here, so no
+    # two operations of one server are ever sent under the same id, whichever process
+    # (or lifetime of the host) sent them. ``next`` is the first id not yet reserved.
+    db.execute("CREATE TABLE request_ids (server TEXT PRIMARY KEY, next INTEGER NOT NULL)")
+
+
 @dataclass(frozen=True)
 class Migration:
     """One step of the schema: brings a journal to ``version`` by calling ``apply``."""
@@ -123,6 +130,7 @@ class Migration:
 MIGRATIONS: tuple[Migration, ...] = (
     Migration((1, 0), "servers, operations, events", _create_schema_1_0),
     Migration((2, 0), "operations without delivered and pending_input", _drop_unused_operation_columns_2_0),
+    Migration((2, 1), "blocks of request ids reserved per server", _request_id_blocks_2_1),
 )
 
 #: The schema this code writes: (major, minor).

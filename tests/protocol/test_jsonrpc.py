@@ -68,3 +68,11 @@ def test_ids_are_allocated_in_order_from_a_start():
 def test_rpc_error_message_names_the_code():
     err = j.RpcError(-32042, "URL elicitation required", {"elicitations": []})
     assert "-32042" in str(err) and err.to_error().data == {"elicitations": []}
+
+
+def test_id_allocator_takes_a_new_block_when_one_is_used_up():
+    blocks = iter([100, 500])
+    ids = j.IdAllocator(10, reserve=lambda: next(blocks), block=3)
+    assert [ids.next() for _ in range(8)] == [10, 11, 12, 100, 101, 102, 500, 501]
+    with pytest.raises(ValueError):
+        j.IdAllocator(1, block=3)

@@ -321,3 +321,45 @@ def test_server_validation(journal: OperationJournal):
     with pytest.raises(TypeError):
         journal.update_server("a", name="b")
     assert journal.get_server("a").session_ref is None
+
+
+def test_request_id_blocks_never_overlap_across_processes(tmp_path):
+    """Two hosts on one journal reserve id blocks for one server: never the same id twice,
+    and the first block starts above every id the server's operations were sent under."""
+    import subprocess
+    import sys
+    import textwrap
+
+    path = tmp_path / "journal.sqlite3"
+    with OperationJournal(path) as journal:
+        journal.create_operation_sync(OperationRecord(id="old", server="s", method="tools/call", params={},
+                                                    jsonrpc_id=41))
+        journal.create_operation_sync(OperationRecord(id="str", server="s", method="tools/call", params={},
+                                                    jsonrpc_id="x-99"))
+        first = journal.reserve_request_ids("s", 10)
+        assert first == 42
+        assert journal.reserve_request_ids("other", 5) == 1
+    script = textwrap.dedent(
+        f"""
+        from hostapp.store.journal import OperationJournal
+        with OperationJournal({str(path)!r}) as journal:
+            print(*(journal.reserve_request_ids("s", 7) for _ in range(200)))
+        """
+    )
+    procs = [subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True) for _ in range(3)]
+    starts = [int(x) for proc in procs for x in proc.communicate(timeout=120)[0].split()]
+    assert all(proc.returncode == 0 for proc in procs)
+    assert len(starts) == 600
+    taken = set()
+    for start in starts:
+        block = set(range(start, start + 7))
+        assert not block & taken
+        taken |= block
+    assert min(starts) == 52  # right after the first block of 10
+
+
+def test_the_schema_has_request_id_blocks(tmp_path):
+    with OperationJournal(tmp_path / "j.sqlite3") as journal:
+        assert journal.schema_version >= (2, 1)
+        with pytest.raises(ValueError):
+            journal.reserve_request_ids("s", 0)

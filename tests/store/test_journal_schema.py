@@ -56,7 +56,7 @@ def test_reopening_keeps_data_and_runs_no_step_twice(tmp_path: Path):
 def test_migrations_run_in_order_from_any_older_version(tmp_path: Path):
     applied: list[str] = []
 
-    major = SCHEMA_VERSION[0]
+    major, minor = SCHEMA_VERSION
 
     def add_notes(db: sqlite_utils.Database) -> None:
         applied.append("x.1")
@@ -66,13 +66,14 @@ def test_migrations_run_in_order_from_any_older_version(tmp_path: Path):
         applied.append("x.2")
         db["tags"].create({"op_id": str, "tag": str})
 
-    steps = (*MIGRATIONS, Migration((major, 1), "notes", add_notes), Migration((major, 2), "tags", add_tags))
+    steps = (*MIGRATIONS, Migration((major, minor + 1), "notes", add_notes),
+             Migration((major, minor + 2), "tags", add_tags))
     path = tmp_path / "journal.sqlite3"
     OperationJournal(path).close()  # a journal at x.0, as an older hostapp left it
     with OperationJournal(path, migrations=steps) as journal:
-        assert journal.schema_version == (major, 2)
+        assert journal.schema_version == (major, minor + 2)
     assert applied == ["x.1", "x.2"]
-    assert user_version(path) == (major, 2)
+    assert user_version(path) == (major, minor + 2)
     db = sqlite_utils.Database(path)
     assert "note" in db["operations"].columns_dict and db["tags"].exists()
     db.close()
@@ -89,7 +90,8 @@ def test_a_failing_migration_leaves_the_previous_version(tmp_path: Path):
     path = tmp_path / "journal.sqlite3"
     OperationJournal(path).close()
     with pytest.raises(RuntimeError, match="disk on fire"):
-        OperationJournal(path, migrations=(*MIGRATIONS, Migration((SCHEMA_VERSION[0], 1), "broken", broken)))
+        OperationJournal(path, migrations=(*MIGRATIONS, Migration((SCHEMA_VERSION[0], SCHEMA_VERSION[1] + 1),
+                                                                  "broken", broken)))
     assert user_version(path) == SCHEMA_VERSION
     db = sqlite_utils.Database(path)
     assert "half_done" not in db["operations"].columns_dict
@@ -207,7 +209,7 @@ def test_a_journal_of_schema_1_0_opens_upgraded_and_keeps_working(tmp_path: Path
     _journal_1_0(path)
     assert user_version(path) == (1, 0)
     with OperationJournal(path) as journal:
-        assert journal.schema_version == SCHEMA_VERSION == (2, 0)
+        assert journal.schema_version == SCHEMA_VERSION == (2, 1)
         assert [s.name for s in journal.list_servers()] == ["lab"]
         ops = {op.id: op for op in journal.list_operations()}
         assert {op_id: op.status for op_id, op in ops.items()} == {
@@ -231,6 +233,9 @@ def test_a_journal_of_schema_1_0_opens_upgraded_and_keeps_working(tmp_path: Path
         indexes = {row[1] for row in conn.execute("PRAGMA index_list(operations)")}
     assert "delivered" not in columns and "pending_input" not in columns
     assert {"operations_by_list_order", "operations_by_status", "operations_by_server"} <= indexes
-    assert user_version(path) == (2, 0)
+    assert user_version(path) == (2, 1)
     with OperationJournal(path) as journal:  # opening it again changes nothing
-        assert journal.schema_version == (2, 0) and journal.count_operations() == 6
+        assert journal.schema_version == (2, 1) and journal.count_operations() == 6
+        # The ids the 1.0 journal's operations were sent under are never handed out again.
+        used = [op.jsonrpc_id for op in journal.list_operations() if isinstance(op.jsonrpc_id, int)]
+        assert journal.reserve_request_ids("lab", 10) > max(used, default=0)
