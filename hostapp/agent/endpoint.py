@@ -105,6 +105,9 @@ class AgentEndpoint:
     def __init__(self, engine: api.EngineApi | None, path: Path, *, info: dict[str, Any] | None = None,
                  on_clients: Callable[[int], None] | None = None) -> None:
         self.engine = engine  # may be set after construction: the engine is made with its listener
+        #: Set once the engine has started: requests wait for it (a client may connect while
+        #: the owner still resumes what it found in the journal).
+        self.ready = asyncio.Event()
         #: Requests the owner answers itself (``agent.status``, ``agent.stop``), by name.
         self.own_methods: dict[str, Callable[[], Awaitable[Any]]] = {}
         self.path = path
@@ -234,6 +237,7 @@ class AgentEndpoint:
             return
         try:
             kwargs = wire.decode_arguments(method, message.get("params"))
+            await self.ready.wait()
             result = await getattr(self.engine, method)(**kwargs)
         except api.EngineError as exc:
             client.send({"jsonrpc": "2.0", "id": rid, "error": wire.encode_error(exc)})

@@ -24,7 +24,9 @@ from typing import Any
 
 from hostapp.agent.endpoint import AgentEndpoint, socket_path
 from hostapp.agent.lock import HomeLock
-from hostapp.engine import api, open_engine
+from hostapp.engine import api
+from hostapp.engine.facade import LocalEngine
+from hostapp.engine.service import Engine
 from hostapp.store.paths import log_dir
 
 log = logging.getLogger(__name__)
@@ -51,7 +53,8 @@ class Owner:
             info={"pid": os.getpid(), "since": self.since, "autostart": autostart},
             on_clients=self._clients_changed,
         )
-        self.engine: api.EngineApi = open_engine(home, self.endpoint)
+        self._engine = Engine(home, self.endpoint)
+        self.engine: api.EngineApi = LocalEngine(self._engine)
         self.endpoint.engine = self.engine
         self.endpoint.own_methods = {"agent.status": self.status, "agent.stop": self.request_stop}
 
@@ -89,7 +92,9 @@ class Owner:
                 loop.add_signal_handler(sig, self._stopping.set)
         try:
             await self.endpoint.start()
-            await self.engine.start(resume=True)
+            # The owner alone drives the home's operations: what a crash left unsent ends.
+            await self._engine.start(resume=True, end_unsent=True)
+            self.endpoint.ready.set()
             log.info("agent %s owns %s", os.getpid(), self.home)
             while not self._stopping.is_set():
                 with contextlib.suppress(TimeoutError):

@@ -64,6 +64,9 @@ T = TypeVar("T")
 #: without any sign of life from the server: a week covers every realistic tool.
 DEFAULT_DEADLINE_SECONDS = 7 * 24 * 3600
 
+#: How an operation a crash left journaled but unsent ends.
+UNSENT_MESSAGE = "never sent: hostapp stopped before the call left, so it did not run"
+
 #: Request ids a session reserves in the journal at a time. A reservation is one short
 #: write; a busy session polling 200 times a second reserves again every 20 s.
 REQUEST_ID_BLOCK = 4096
@@ -148,10 +151,13 @@ class Engine:
         """Everything the client supports, per era (the mechanisms package decides)."""
         return mechanisms.client_capabilities
 
-    async def start(self, *, resume: bool = True, only: set[str] | None = None) -> None:
+    async def start(self, *, resume: bool = True, only: set[str] | None = None, end_unsent: bool = False) -> None:
         """Open the journal, check the keyring, connect servers, resume operations.
 
         ``only`` limits the servers connected at start (the CLI's one-off commands).
+        ``end_unsent``: the owner of the home (the only process driving its operations)
+        ends every operation a crash left ``pending``: journaled, never sent, so it did not
+        run; it is not sent now, hours later, behind the person's back.
         """
         if self._started:
             return
@@ -163,6 +169,8 @@ class Engine:
         if resume:
             records = [r for r in await self._read(journal.unfinished_operations)
                        if only is None or r.server in only]
+        if end_unsent:
+            records = await self._end_unsent(records)
         # The servers are connected while the keyring reads the handles (a few hundred
         # milliseconds for a thousand operations); a new session's request ids start above
         # those the operations about to be restored were sent under.
@@ -178,6 +186,19 @@ class Engine:
             runner = self._restore(record, handles.get(record.id))
             runner.restored_at_start = True
             self._contacts.expect(runner)
+
+    async def _end_unsent(self, records: list[OperationRecord]) -> list[OperationRecord]:
+        """End the ``pending`` operations among ``records`` (see :meth:`start`); the others."""
+        kept = []
+        for record in records:
+            if record.status != OperationStatus.PENDING or record.jsonrpc_id is not None:
+                kept.append(record)
+                continue
+            await self.journal.finish_operation(record.id, OperationStatus.FAILED,
+                                                error={"code": None, "message": UNSENT_MESSAGE})
+            view = operation_view(self.journal.get_operation(record.id) or record)
+            self.listener.operation_changed(view)
+        return kept
 
     async def stop(self) -> None:
         """Quit: operations in flight stay as they are in the journal, to be resumed by

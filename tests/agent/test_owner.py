@@ -244,3 +244,26 @@ async def test_the_autostart_entry_starts_an_owner_with_no_display(agents: Agent
     disabled = subprocess.run([sys.executable, "-m", "hostapp", "autostart", "disable"], env=env,
                               capture_output=True, text=True, timeout=60)
     assert disabled.returncode == 0 and not entry.exists()
+
+
+async def test_the_owner_ends_what_a_crash_left_unsent(agents: Agents):
+    """A call journaled but never sent (the host died between the two) did not run: the
+    owner ends it at start-up, saying so, instead of sending it hours later."""
+    from hostapp.store.journal import OperationJournal, OperationRecord
+    from hostapp.store.paths import journal_path
+
+    with OperationJournal(journal_path(agents.home)) as journal:
+        journal.add_server(_lab_config())
+        journal.create_operation_sync(OperationRecord(
+            id="unsent", server="lab", method="tools/call", tool="sleep_with_progress",
+            params={"name": "sleep_with_progress", "arguments": {"seconds": 1}}))
+    agents.start("--idle-exit", "600")
+    engine = await _connect(agents.home)
+    try:
+        op = await engine.operation("unsent")
+        assert op is not None and op.status == api.OperationStatus.FAILED
+        assert op.error is not None and "did not run" in op.error["message"]
+        assert await engine.count_operations(set(api.IN_FLIGHT)) == 0
+    finally:
+        await engine.close()
+    assert agents.run("agent", "stop").returncode == 0
