@@ -121,6 +121,10 @@ class AgentEndpoint:
     def client_count(self) -> int:
         return len(self._clients)
 
+    def has_client(self, name: str) -> bool:
+        """Whether a client that said it is ``name`` (``window``, ``cli``) is connected."""
+        return any(client.name == name for client in self._clients)
+
     async def start(self) -> None:
         _private_folder(self.path.parent)
         with contextlib.suppress(FileNotFoundError):

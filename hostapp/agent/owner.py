@@ -24,6 +24,7 @@ from typing import Any
 
 from hostapp.agent.endpoint import AgentEndpoint, socket_path
 from hostapp.agent.lock import HomeLock
+from hostapp.agent.notify import DesktopNotifier
 from hostapp.engine import api
 from hostapp.engine.facade import LocalEngine
 from hostapp.engine.service import Engine
@@ -34,6 +35,49 @@ log = logging.getLogger(__name__)
 #: How long an on-demand owner stays with nothing to do and nobody connected.
 IDLE_EXIT_SECONDS = 180.0
 _IDLE_CHECK_SECONDS = 2.0
+
+
+class _OwnerListener:
+    """The engine's listener in the owner: everything goes to the clients; what a person
+    should hear about also becomes a desktop notification while no window is open."""
+
+    def __init__(self, endpoint: AgentEndpoint, notifier: DesktopNotifier) -> None:
+        self.endpoint = endpoint
+        self.notifier = notifier
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def operation_changed(self, op: api.OperationView) -> None:
+        self.endpoint.operation_changed(op)
+        if (op.status in api.TERMINAL or op.needs_input) and not self.endpoint.has_client("window"):
+            task = asyncio.get_running_loop().create_task(self.notifier.operation_changed(op))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    def operation_event(self, op_id: str, kind: str, data: api.JsonObject) -> None:
+        self.endpoint.operation_event(op_id, kind, data)
+
+    def server_changed(self, server: api.ServerView) -> None:
+        self.endpoint.server_changed(server)
+
+    def input_requested(self, request: api.InputRequest) -> None:
+        self.endpoint.input_requested(request)
+
+    def input_withdrawn(self, request_id: str) -> None:
+        self.endpoint.input_withdrawn(request_id)
+
+    def problem(self, kind: str, message: str) -> None:
+        self.endpoint.problem(kind, message)
+
+
+def open_window(op_id: str) -> None:
+    """A notification's action: open the window (a process of its own, detached)."""
+    import subprocess
+
+    from hostapp.agent.autostart import self_command
+
+    log.info("opening the window for %s", op_id)
+    subprocess.Popen(self_command(), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                     stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True)
 
 
 class Owner:
@@ -53,7 +97,8 @@ class Owner:
             info={"pid": os.getpid(), "since": self.since, "autostart": autostart},
             on_clients=self._clients_changed,
         )
-        self._engine = Engine(home, self.endpoint)
+        self.notifier = DesktopNotifier(on_open=open_window)
+        self._engine = Engine(home, _OwnerListener(self.endpoint, self.notifier))
         self.engine: api.EngineApi = LocalEngine(self._engine)
         self.endpoint.engine = self.engine
         self.endpoint.own_methods = {"agent.status": self.status, "agent.stop": self.request_stop}
@@ -92,6 +137,7 @@ class Owner:
                 loop.add_signal_handler(sig, self._stopping.set)
         try:
             await self.endpoint.start()
+            await self.notifier.start()
             # The owner alone drives the home's operations: what a crash left unsent ends.
             await self._engine.start(resume=True, end_unsent=True)
             self.endpoint.ready.set()
@@ -105,6 +151,7 @@ class Owner:
         finally:
             await self.endpoint.close()
             await self.engine.stop()
+            await self.notifier.close()
             self.lock.release()
         return 0
 
