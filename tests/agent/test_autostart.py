@@ -41,7 +41,8 @@ def test_a_real_launcher_runs_the_exec_line_as_written(tmp_path: Path):
     """GLib's launcher (what GNOME's session manager uses) runs our Exec line with no
     display, and the program receives exactly the arguments and environment we wrote."""
     out = tmp_path / "seen.json"
-    probe = "import json,os,sys; json.dump({'argv': sys.argv[1:], 'home': os.environ.get('HOSTAPP_HOME')}, open(sys.argv[1], 'w'))"
+    probe = ("import json,os,sys; "
+             "json.dump({'argv': sys.argv[1:], 'home': os.environ.get('HOSTAPP_HOME')}, open(sys.argv[1], 'w'))")
     args = [str(out), *[a for a in AWKWARD if a not in ("", "tab\there")]]
     home = str(tmp_path / "my home $x")
     entry = tmp_path / "probe.desktop"
@@ -95,7 +96,8 @@ def test_xdg_entry_enable_status_disable(tmp_path: Path):
 def test_xdg_config_home_unset_or_relative_means_dot_config(monkeypatch, tmp_path: Path):
     monkeypatch.setenv("HOME", str(tmp_path))
     for env in ({}, {"XDG_CONFIG_HOME": "relative/dir"}):
-        assert XdgAutostart(environ=env).path == tmp_path / ".config" / "autostart" / "io.github.hostapp.hostapp.desktop"
+        expected = tmp_path / ".config" / "autostart" / "io.github.hostapp.hostapp.desktop"
+        assert XdgAutostart(environ=env).path == expected
 
 
 def test_without_a_chosen_home_the_entry_sets_no_environment(tmp_path: Path):
