@@ -198,7 +198,8 @@ def main(argv: list[str] | None = None) -> int:
 
     home = home_dir()
     setup_logging(home, args.verbose)
-    app = QApplication.instance() or QApplication([sys.argv[0], *qt_args])
+    existing = QApplication.instance()
+    app = existing if isinstance(existing, QApplication) else QApplication([sys.argv[0], *qt_args])
     app.setApplicationName("hostapp")
     app.setOrganizationName("hostapp")
     app.setApplicationDisplayName("hostapp")

@@ -116,7 +116,7 @@ def render_result_text(result: JsonObject) -> str:
             lines.append(f"<resource link {block.get('uri')}>")
         elif kind == "resource":
             res = block.get("resource") or {}
-            lines.append(res.get("text") if "text" in res else f"<resource {res.get('uri')}>")
+            lines.append(str(res["text"]) if "text" in res else f"<resource {res.get('uri')}>")
         else:
             lines.append(json.dumps(block, ensure_ascii=False))
     if result.get("structuredContent") is not None and not lines:

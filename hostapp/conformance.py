@@ -91,6 +91,8 @@ def _plain_value(schema: dict) -> Any:
     kind = schema.get("type")
     if isinstance(kind, list):
         kind = next((k for k in kind if k != "null"), "null")
+    if not isinstance(kind, str):
+        return None
     return {"string": "value", "integer": 1, "number": 1, "boolean": True, "object": {}, "array": []}.get(kind)
 
 

@@ -66,7 +66,7 @@ class BearerChallenge:
             scheme, _, rest = value.strip().partition(" ")
             if scheme.lower() not in ("bearer", "dpop"):
                 continue
-            params = {}
+            params: dict[str, str] = {}
             for name, raw in _AUTH_PARAM.findall(rest):
                 if raw.startswith('"'):
                     raw = re.sub(r"\\(.)", r"\1", raw[1:-1])

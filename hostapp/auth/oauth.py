@@ -38,7 +38,7 @@ import hmac
 import importlib
 import logging
 import secrets as random_secrets
-from collections.abc import AsyncGenerator, Mapping
+from collections.abc import AsyncGenerator, Generator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -188,7 +188,7 @@ class McpOAuth(httpx.Auth):
 
     # -- httpx.Auth ---------------------------------------------------------------------
 
-    def sync_auth_flow(self, request: httpx.Request):  # type: ignore[override]
+    def sync_auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
         raise RuntimeError("McpOAuth works with httpx.AsyncClient only")
 
     async def async_auth_flow(self, request: httpx.Request) -> AsyncGenerator[httpx.Request, httpx.Response]:
@@ -572,7 +572,8 @@ class McpOAuth(httpx.Auth):
             except httpx.HTTPError as exc:
                 raise AuthorizationError(f"cannot register at {display_url(endpoint)}: {type(exc).__name__}") from None
         if response.status_code not in (200, 201):
-            raise AuthorizationError(f"client registration at {display_url(endpoint)} failed: HTTP {response.status_code}")
+            raise AuthorizationError(
+                f"client registration at {display_url(endpoint)} failed: HTTP {response.status_code}")
         try:
             info = response.json()
             client_id = str(info["client_id"])

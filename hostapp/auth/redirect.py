@@ -134,7 +134,8 @@ class LoopbackRedirectListener:
             return 404, "Not found", "hostapp is not waiting for a sign-in here."
         if params.get("state") != self._expected_state:
             # Another tab, an old link, or a forged request: not the sign-in we started.
-            return 400, "Sign-in not recognised", "This sign-in response does not belong to the sign-in hostapp started."
+            return (400, "Sign-in not recognised",
+                    "This sign-in response does not belong to the sign-in hostapp started.")
         assert self._answer is not None
         self._answer.set_result(params)
         if "error" in params:

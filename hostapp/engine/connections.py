@@ -15,6 +15,8 @@ from hostapp.protocol.eras import ServerInfo
 from hostapp.transport.base import StreamHabits, Transport, TransportError
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     import httpx
 
     from hostapp.store.journal import ServerConfig
@@ -47,12 +49,16 @@ def make_transport(cfg: ServerConfig, secret_store: SecretStore | None = None, *
     if cfg.transport == "stdio":
         from hostapp.transport.stdio import StdioTransport
 
+        if cfg.command is None:
+            raise TransportError(f"server {cfg.name!r} has no command")
         env = dict(cfg.env or {})
         env.update(resolve_secrets(dict(cfg.secret_env or {}), secret_store))
         return StdioTransport(cfg.command, list(cfg.args or []), env=env or None)
     if cfg.transport == "http":
         from hostapp.transport.http import StreamableHttpTransport
 
+        if cfg.url is None:
+            raise TransportError(f"server {cfg.name!r} has no URL")
         headers = dict(cfg.headers or {})
         headers.update(resolve_secrets(dict(cfg.secret_headers or {}), secret_store))
         return StreamableHttpTransport(cfg.url, headers, session_id=session_id, protocol_version=protocol_version,
@@ -61,7 +67,8 @@ def make_transport(cfg: ServerConfig, secret_store: SecretStore | None = None, *
     raise TransportError(f"unknown transport {cfg.transport!r} for server {cfg.name!r}")
 
 
-def server_auth(cfg: ServerConfig, headers: dict[str, str], secret_store: SecretStore | None = None) -> httpx.Auth | None:
+def server_auth(cfg: ServerConfig, headers: dict[str, str],
+                secret_store: SecretStore | None = None) -> httpx.Auth | None:
     """The OAuth sign-in of an HTTP server (hostapp.auth), unless it has its own Authorization header.
 
     Not interactive: a server that needs a person to sign in raises
@@ -69,7 +76,7 @@ def server_auth(cfg: ServerConfig, headers: dict[str, str], secret_store: Secret
     or the window's Sign in button does the sign-in, and the tokens it leaves in the
     keyring are found here by server name.
     """
-    if any(name.lower() == "authorization" for name in headers):
+    if cfg.url is None or any(name.lower() == "authorization" for name in headers):
         return None
     from hostapp.auth.oauth import McpOAuth
     from hostapp.auth.tokens import TokenStore
@@ -82,7 +89,7 @@ def server_auth(cfg: ServerConfig, headers: dict[str, str], secret_store: Secret
 
 async def open_session(cfg: ServerConfig, handlers: ClientHandlers | None = None, *,
                        secret_store: SecretStore | None = None,
-                       capabilities: dict[str, Any] | None = None,
+                       capabilities: dict[str, Any] | Callable[[str], dict[str, Any]] | None = None,
                        version: str | None = None) -> tuple[ClientSession, ServerInfo]:
     """Connect to a configured server and negotiate; the caller closes the session."""
     transport = make_transport(cfg, secret_store)

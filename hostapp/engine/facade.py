@@ -10,8 +10,8 @@ made by :func:`hostapp.engine.open_engine`.
 from __future__ import annotations
 
 import sys
-from collections.abc import Awaitable
-from typing import TYPE_CHECKING, TypeVar
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from hostapp.engine import api
 from hostapp.engine.accounts import NotSignable
@@ -74,7 +74,7 @@ async def _call(awaitable: Awaitable[T], missing: type[api.EngineError] = api.No
         raise translated from exc
 
 
-def _sync(fn, *args, missing: type[api.EngineError] = api.NoSuchServer):  # type: ignore[no-untyped-def]
+def _sync(fn: Callable[..., T], *args: Any, missing: type[api.EngineError] = api.NoSuchServer) -> T:
     try:
         return fn(*args)
     except Exception as exc:

@@ -121,7 +121,7 @@ class BatchedHandleWrites:
                         if not future.done():
                             future.set_exception(exc)
                 else:
-                    for (_, future), ref in zip(puts, refs):
+                    for (_, future), ref in zip(puts, refs, strict=True):
                         if not future.done():
                             future.set_result(ref)
                     for _, future in deletes:
@@ -180,7 +180,7 @@ class HandleKeeper:
         before is withdrawn when it does."""
         try:
             await self.call(self.secrets.check)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - a keyring backend may raise anything
             self.keyring_failed(exc)
             return
         if self.keyring_problem is not None:
@@ -216,7 +216,7 @@ class HandleKeeper:
         and the operation would otherwise not survive a restart)."""
         try:
             return await self._writes.put(value)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - a keyring backend may raise anything; tried once more
             log.info("a keyring write failed (%s); trying again", type(exc).__name__)
             await asyncio.sleep(KEYRING_RETRY_SECONDS)
             await self.call(self.secrets.check)  # raises when it is locked or gone
@@ -229,7 +229,7 @@ class HandleKeeper:
                 await self._writes.delete(ref)
             else:
                 await self.call(self.secrets.delete, ref)
-        except Exception as exc:  # a stale secret is harmless: nothing refers to it any more
+        except Exception as exc:  # noqa: BLE001 - a stale secret is harmless: nothing refers to it any more
             log.info("could not delete a secret from the keyring: %s", type(exc).__name__)
 
     async def load_handles(self, records: list[OperationRecord]) -> dict[str, str]:
@@ -246,7 +246,7 @@ class HandleKeeper:
         positions_ref = self.secrets.fixed_ref(POSITIONS_KIND)
         try:
             values = self.secrets.get_many([*refs, positions_ref])
-        except Exception as exc:  # the keyring failed: those operations cannot be resumed
+        except Exception as exc:  # noqa: BLE001 - the keyring failed: those operations cannot be resumed
             log.info("operation handles unavailable: %s", exc)
             return {}
         handles = {r.id: values[r.handle_ref] for r in records if r.handle_ref in values}

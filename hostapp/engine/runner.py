@@ -319,7 +319,7 @@ class OperationRunner:
                     ref = await ctx.put_handle(value)
                     self._committed_secret = value
                     resumable = True  # also when it started while the keyring was failing
-                except Exception as exc:  # the keyring failed now: carry on in memory, say it
+                except Exception as exc:  # noqa: BLE001 - the keyring failed now: carry on in memory, say it
                     ctx.keyring_failed(exc)
                     resumable, ref = False, None
         self.handle_ref = ref
@@ -402,7 +402,8 @@ class OperationRunner:
         self._cancel_wake()
         loop = asyncio.get_running_loop()
         delay = max(0.0, at - self.context.clock())
-        self._wake_handle = loop.call_later(delay, lambda: self.feed_soon(lambda: self.mech.wake(now=self.context.clock())))
+        self._wake_handle = loop.call_later(
+            delay, lambda: self.feed_soon(lambda: self.mech.wake(now=self.context.clock())))
 
     def _deadline_passed(self) -> None:
         """The operation's own deadline: give it up as expired (the mechanism says how)."""

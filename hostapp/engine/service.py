@@ -344,7 +344,7 @@ class Engine:
         for ref in [*(cfg.secret_headers or {}).values(), *(cfg.secret_env or {}).values()]:
             try:
                 await self._handles.call(self.secrets.delete, ref)
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 - a keyring backend may raise anything; only logged
                 log.info("could not delete a secret of %s: %s", name, type(exc).__name__)
 
     async def connected(self, name: str, timeout: float = 60.0) -> ServerConnection:
@@ -461,13 +461,16 @@ class Engine:
         record = await self._read(self.journal.get_operation, op_id)
         if record is None:
             raise KeyError(f"no operation {op_id!r}")
+        if record.tool is None:
+            raise ValueError(f"operation {op_id!r} is not a tool call")
         return await self.start_call(record.server, record.tool, (record.params or {}).get("arguments", {}))
 
     async def _read(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         # Journal reads may take a while on a large history: never on the GUI/event loop thread.
         return await off_loop(functools.partial(fn, *args, **kwargs))
 
-    async def operations(self, statuses: set[str] | None = None, limit: int = 200, offset: int = 0) -> list[api.OperationView]:
+    async def operations(self, statuses: set[str] | None = None, limit: int = 200,
+                         offset: int = 0) -> list[api.OperationView]:
         records = await self._read(self.journal.list_operations, statuses=statuses, limit=limit, offset=offset)
         views = []
         for r in records:

@@ -496,7 +496,8 @@ class ClientSession:
         elif method == "notifications/message":
             self.handlers.on_log(params)
         elif method == "notifications/cancelled":
-            task = self._served.get(params.get("requestId"))
+            request_id = params.get("requestId")
+            task = self._served.get(request_id) if isinstance(request_id, (str, int)) else None
             if task is not None:
                 task.cancel()
         elif method.endswith("/list_changed"):
@@ -533,7 +534,8 @@ class ClientSession:
                              task_meta.get("taskId") if isinstance(task_meta, dict) else None, message.method)
         task = asyncio.get_running_loop().create_task(self._serve(message, ctx))
         self._served[message.id] = task
-        task.add_done_callback(lambda _t, rid=message.id: self._served.pop(rid, None))
+        rid = message.id
+        task.add_done_callback(lambda _t: self._served.pop(rid, None))
 
     def _taken_before(self, request_id: RequestId) -> bool:
         """Has this session already taken a server request with this id?

@@ -165,13 +165,13 @@ class ServerConnection:
             task.cancel()
             try:
                 await task
-            except (asyncio.CancelledError, Exception):
+            except (asyncio.CancelledError, Exception):  # noqa: BLE001 - stopped: how it ended does not matter
                 pass
         await self._drop_session(end_session=not keep_session)
         for session in list(self._side.values()):
             try:
                 await session.close(end_session=not keep_session)
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 - closing a broken connection may fail any way
                 log.debug("closing an adopted session of %s: %s", self.name, exc)
         self._side.clear()
         self._set(state=api.DISABLED, retry_in=None)
@@ -199,7 +199,7 @@ class ServerConnection:
         if session is not None:
             try:
                 await session.close()
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 - closing a broken connection may fail any way
                 log.debug("ending an adopted session of %s: %s", self.name, exc)
 
     def reconnect_now(self) -> None:
@@ -244,7 +244,7 @@ class ServerConnection:
         if session is not None:
             try:
                 await session.close(end_session=end_session)
-            except Exception as exc:  # closing a broken connection may fail; it is gone either way
+            except Exception as exc:  # noqa: BLE001 - closing a broken connection may fail; it is gone either way
                 log.debug("closing %s: %s", self.name, exc)
 
     async def _run(self) -> None:
@@ -255,7 +255,7 @@ class ServerConnection:
                 await self._connect_once()
             except asyncio.CancelledError:
                 raise
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 - the supervising task must not die; any failure is retried
                 await self._drop_session()
                 message = describe_failure(exc)
                 needs_sign_in = isinstance(exc, SignInRequired) or (

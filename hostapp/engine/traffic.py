@@ -10,6 +10,7 @@ operation in flight on it, a changed tool list to the server's row.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -17,6 +18,7 @@ from hostapp.engine.context import EngineContext
 from hostapp.engine.runner import OperationRunner
 from hostapp.engine.session import ClientHandlers, RequestContext
 from hostapp.engine.supervisor import ServerConnection
+from hostapp.mechanisms import actions as A
 from hostapp.protocol.jsonrpc import INTERNAL_ERROR, RequestId, RpcError
 from hostapp.store.status import OperationStatus
 from hostapp.transport.base import TransportError
@@ -112,4 +114,9 @@ class ServerTraffic(ClientHandlers):
         for runner in ctx.routing.in_flight_of(self.conn.name):
             if runner.session is not None and runner.session.state == "ready":
                 continue  # it works on another session of this server, which is still open
-            runner.feed_soon(lambda r=runner: r.mech.on_disconnect(now=ctx.clock()))
+            runner.feed_soon(_disconnected(runner, ctx))
+
+
+def _disconnected(runner: OperationRunner, ctx: EngineContext) -> Callable[[], list[A.Action]]:
+    """What feeds ``runner``'s mechanism the loss of its connection, read at the time it is fed."""
+    return lambda: runner.mech.on_disconnect(now=ctx.clock())

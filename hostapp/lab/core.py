@@ -272,6 +272,8 @@ class LabCore:
     async def copy_pending(self, call: Call, source: str, stop_at_response_for: Any = None) -> bool:
         """Copy undelivered messages of ``source`` onto this call's stream; True if a response closed it."""
         row = self.state.stream(source)
+        if row is None:
+            raise KeyError(f"no stream {source!r}")
         async for seq, message in self.tail(source, row["delivered_seq"]):
             is_response = "method" not in message and stop_at_response_for is not None \
                 and message.get("id") == stop_at_response_for
@@ -345,13 +347,15 @@ class LabCore:
         return call.stream
 
     async def _run_streamed(self, call: Call) -> None:
+        stream = call.stream
+        assert stream is not None  # start_streamed gave the call its stream
         try:
             response = await self.answer(call)
         except asyncio.CancelledError:
-            self.close_stream(call.stream)  # cancelled: no response, per the cancellation rules
+            self.close_stream(stream)  # cancelled: no response, per the cancellation rules
             raise
         if response is not None:
-            self.emit(call.stream, response, close=True)
+            self.emit(stream, response, close=True)
 
     def precheck(self, call: Call) -> RpcError | None:
         """An error known before any work starts (so HTTP can answer it with a status code)."""
@@ -703,6 +707,8 @@ class LabCore:
             self.state.update_job(key, step_done=i, status_message=f"step {i}/{job.steps}")
             self._injected_crash(job, i)
             job = self.state.job(key)  # the notify target may have moved (resume tokens)
+            if job is None:
+                return  # deleted meanwhile
             self.send_progress(job.notify_stream, job.progress_token, i, job.steps,
                            job.args.get("message") or f"{job.tool}: step {i}/{job.steps}")
             if job.args.get("ask") and i == max(1, job.steps // 2) and "answer" not in job.extra:

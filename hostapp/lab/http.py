@@ -31,7 +31,6 @@ from hostapp.protocol.jsonrpc import (
     INVALID_REQUEST,
     METHOD_NOT_FOUND,
     MISSING_REQUIRED_CAPABILITY,
-    ErrorResponse,
     Notification,
     ProtocolError,
     Request,
@@ -66,7 +65,7 @@ def build_app(core: LabCore, loopback_only: bool = True) -> Starlette:
                     sent += 1
                     if not ephemeral and core.faults.drop_after and sent >= core.faults.drop_after:
                         row = core.state.stream(stream_id)
-                        if not (row["closed"] and not core.state.messages_after(stream_id, seq)):
+                        if row is None or not (row["closed"] and not core.state.messages_after(stream_id, seq)):
                             return  # --drop-after: close the connection; the stream stays resumable
                 finished = True
             finally:
@@ -92,7 +91,7 @@ def build_app(core: LabCore, loopback_only: bool = True) -> Starlette:
             core.notification(message.method, message.params, session_id)
             return Response(status_code=202)
         if not isinstance(message, Request):
-            core.client_response(message.to_obj() if not isinstance(message, ErrorResponse) else message.to_obj())
+            core.client_response(message.to_obj())
             return Response(status_code=202)
         params = message.params or {}
         meta = params.get("_meta") or {}
@@ -149,6 +148,7 @@ def build_app(core: LabCore, loopback_only: bool = True) -> Starlette:
                 return _error(404, INVALID_REQUEST, "unknown Last-Event-ID for this session")
             return sse_response(stream_id, int(seq_text), event_ids=True, ephemeral=False)
         row = core.state.stream(session.session_stream)
+        assert row is not None  # a session's own stream lives as long as the session
         return sse_response(session.session_stream, row["delivered_seq"], event_ids=True, ephemeral=False)
 
     async def delete(request: HttpRequest) -> Response:

@@ -391,7 +391,7 @@ class OperationJournal:
             found = row.fetchone()
             if found is None:
                 raise KeyError(f"no server named {name!r}")
-            current = dict(zip(columns, found))
+            current = dict(zip(columns, found, strict=True))
             for column in _JSON_SERVER_FIELDS:
                 current[column] = _loads(current[column]) or ({} if column != "args" else [])
             current["enabled"] = bool(current["enabled"])
@@ -641,7 +641,7 @@ def _read_operation(db: sqlite_utils.Database, op_id: str) -> OperationRecord:
     if found is None:
         raise KeyError(f"no operation {op_id}")
     columns = [d[0] for d in cursor.description]
-    return _row_to_operation(dict(zip(columns, found)))
+    return _row_to_operation(dict(zip(columns, found, strict=True)))
 
 
 def _insert_event(db: sqlite_utils.Database, op_id: str, at: float, kind: str, data: dict[str, Any]) -> None:

@@ -158,7 +158,7 @@ def _writing_backend(backend: object) -> object:
     """The backend that actually receives writes (a chainer writes to its first one)."""
     if isinstance(backend, chainer.ChainerBackend):
         chained = backend.backends
-        return chained[0] if chained else fail.Keyring()
+        return chained[0] if chained else fail.Keyring()  # type: ignore[no-untyped-call]  # keyring is untyped
     return backend
 
 
@@ -508,7 +508,7 @@ class _SharedSecretService:
 
         self._backend = backend
         # get_preferred_collection unlocks the collection (or raises): its items are readable.
-        self._collection = backend.get_preferred_collection()
+        self._collection = backend.get_preferred_collection()  # type: ignore[no-untyped-call]  # keyring is untyped
         self._connection = self._collection.connection
         self._session = open_session(self._connection)
         self._collection.session = self._session  # create_item encrypts with it

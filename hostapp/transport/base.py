@@ -107,10 +107,12 @@ class Transport(abc.ABC):
     @abc.abstractmethod
     async def close(self, *, end_session: bool = True) -> None: ...
 
-    def set_protocol_version(self, version: str | None, *, stateless: bool) -> None:
+    def set_protocol_version(  # noqa: B027 - a default: transports that send no headers ignore it
+            self, version: str | None, *, stateless: bool) -> None:
         """Told once the era and revision are agreed (HTTP sends them as headers).
 
         None (used before ``initialize``) means: send no ``MCP-Protocol-Version`` header.
+        By default nothing: a transport without headers has nothing to do with it.
         """
 
     @property
@@ -135,9 +137,10 @@ class Transport(abc.ABC):
         when it cannot; by default a transport has no streams to resume."""
         raise TransportError(f"{self.kind} cannot resume a stream")
 
-    def reopen_standalone_stream(self) -> None:
+    def reopen_standalone_stream(self) -> None:  # noqa: B027 - a default: most transports keep no such stream
         """The connection is back after a break: open the stream for server-initiated
-        messages again if this transport keeps one (it may have given up meanwhile)."""
+        messages again if this transport keeps one (it may have given up meanwhile).
+        By default nothing: a transport without such a stream has nothing to reopen."""
 
     @property
     def kind(self) -> str:

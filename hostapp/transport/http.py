@@ -257,6 +257,7 @@ class StreamableHttpTransport(Transport):
             self._tools_list_ids[message.id] = not (message.params or {}).get("cursor")
         async with self._request_slots:
             response = await self._send_http(request, client)
+        unread: httpx.Response | None = response  # closed on the way out, unless a task took it
         try:
             if response.status_code >= 400:
                 await self._raise_for_status(response, sent_session, message)
@@ -278,7 +279,7 @@ class StreamableHttpTransport(Transport):
             content_type = response.headers.get("content-type", "")
             if content_type.startswith(_ACCEPT_SSE):
                 self._spawn(self._follow_stream(response, message.id), f"sse-{message.method}")
-                response = None  # the task owns it now
+                unread = None  # the task owns it now
                 return
             body = await response.aread()
             await response.aclose()
@@ -291,8 +292,8 @@ class StreamableHttpTransport(Transport):
             raise ConnectionLost(f"connection to {self._display_url} lost while reading the answer: "
                                  f"{type(exc).__name__}") from None
         finally:
-            if response is not None and not response.is_closed:
-                await response.aclose()
+            if unread is not None and not unread.is_closed:
+                await unread.aclose()
 
     async def close(self, *, end_session: bool = True) -> None:
         """Stop the background streams and, unless told otherwise, end the session (DELETE).
@@ -401,7 +402,7 @@ class StreamableHttpTransport(Transport):
                     log.warning("tool %r of %s left out: %s", tool.get("name"), self._display_url, exc)
                     continue
             valid.append(tool)
-        if len(valid) != len(tools):
+        if len(valid) != len(tools) and isinstance(answer, Response):
             answer.result = {**answer.result, "tools": valid}
         self.set_tool_schemas(valid, replace=first_page)
 
@@ -522,7 +523,7 @@ class StreamableHttpTransport(Transport):
         except ProtocolError as exc:
             self.listener.on_invalid(exc, data)
             return None
-        if self._tools_list_ids and type(message) in _ANSWERS and message.id in self._tools_list_ids:  # type: ignore[union-attr]
+        if self._tools_list_ids and isinstance(message, _ANSWERS) and message.id in self._tools_list_ids:
             self._take_tools_list(message)
         self.listener.on_message(message)
         return message
@@ -600,11 +601,11 @@ class StreamableHttpTransport(Transport):
                         except ProtocolError as exc:
                             listener.on_invalid(exc, data)
                             continue
-                        if type(message) in _ANSWERS:
-                            if self._tools_list_ids and message.id in self._tools_list_ids:  # type: ignore[union-attr]
-                                self._take_tools_list(message)  # type: ignore[arg-type]
+                        if isinstance(message, _ANSWERS):
+                            if self._tools_list_ids and message.id in self._tools_list_ids:
+                                self._take_tools_list(message)
                             on_message(message)
-                            if request_id is not None and message.id == request_id:  # type: ignore[union-attr]
+                            if request_id is not None and message.id == request_id:
                                 return _StreamEnd.ANSWERED
                         else:
                             on_message(message)

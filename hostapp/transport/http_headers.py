@@ -83,7 +83,7 @@ def header_params(input_schema: Mapping[str, Any]) -> dict[str, tuple[str, ...]]
         for key, sub in properties.items():
             if not isinstance(sub, Mapping):
                 continue
-            sub_path = path + (key,)
+            sub_path = (*path, key)
             if "x-mcp-header" in sub:
                 name = sub["x-mcp-header"]
                 where = ".".join(sub_path)

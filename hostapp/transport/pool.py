@@ -22,8 +22,8 @@ import functools
 import ssl
 import time
 from collections import deque
-from collections.abc import Callable, Iterable
-from typing import Any
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable
+from types import TracebackType
 
 import httpcore
 import httpx
@@ -43,7 +43,8 @@ _Origin = tuple[bytes, bytes, int | None]
 class KeepAlivePool(AsyncRequestInterface):
     """httpcore's request interface over a stack of idle connections per origin."""
 
-    def __init__(self, *, ssl_context: Callable[[], ssl.SSLContext] | None = None, keepalive_expiry: float = KEEPALIVE_SECONDS,
+    def __init__(self, *, ssl_context: Callable[[], ssl.SSLContext] | None = None,
+                 keepalive_expiry: float = KEEPALIVE_SECONDS,
                  max_idle_per_origin: int = MAX_IDLE_PER_ORIGIN,
                  network_backend: httpcore.AsyncNetworkBackend | None = None) -> None:
         self._ssl_context = ssl_context
@@ -77,9 +78,11 @@ class KeepAlivePool(AsyncRequestInterface):
             except BaseException:
                 await self._close(connection)
                 raise
+            stream = response.stream
+            assert isinstance(stream, AsyncIterable)  # an async connection's body
             return httpcore.Response(
                 status=response.status, headers=response.headers,
-                content=_ReleasingStream(response.stream, self, connection, key),
+                content=_ReleasingStream(stream, self, connection, key),
                 extensions=response.extensions)
 
     async def _take_idle(self, key: _Origin) -> httpcore.AsyncHTTPConnection | None:
@@ -94,7 +97,7 @@ class KeepAlivePool(AsyncRequestInterface):
             await self._close(connection)
         return None
 
-    async def _drop_expired(self, idle: deque) -> None:
+    async def _drop_expired(self, idle: deque[tuple[httpcore.AsyncHTTPConnection, float]]) -> None:
         """Close the idle connections kept longer than the keep-alive expiry (oldest on the left)."""
         now = time.monotonic()
         while idle and now - idle[0][1] > self._keepalive_expiry:
@@ -125,20 +128,22 @@ class KeepAlivePool(AsyncRequestInterface):
     async def __aenter__(self) -> KeepAlivePool:
         return self
 
-    async def __aexit__(self, *exc_info) -> None:
+    async def __aexit__(self, exc_type: type[BaseException] | None = None, exc_value: BaseException | None = None,
+                        traceback: TracebackType | None = None) -> None:
         await self.aclose()
 
 
 class _ReleasingStream:
     """A response body that gives its connection back to the pool when it is closed."""
 
-    def __init__(self, stream, pool: KeepAlivePool, connection: httpcore.AsyncHTTPConnection, key: _Origin):
+    def __init__(self, stream: AsyncIterable[bytes], pool: KeepAlivePool, connection: httpcore.AsyncHTTPConnection,
+                 key: _Origin) -> None:
         self._stream = stream
         self._pool = pool
         self._connection = connection
         self._key = key
         self._released = False
-        self._parts: Any = None  # the body's iterator, once reading has begun
+        self._parts: AsyncIterator[bytes] | None = None  # the body's iterator, once reading has begun
 
     def __aiter__(self) -> _ReleasingStream:
         # An iterator object rather than an async generator of our own, and the body's
@@ -149,6 +154,8 @@ class _ReleasingStream:
         return self
 
     async def __anext__(self) -> bytes:
+        if self._parts is None:  # closed, or iterated without __aiter__
+            raise StopAsyncIteration
         return await self._parts.__anext__()
 
     async def aclose(self) -> None:
@@ -173,8 +180,9 @@ class KeepAliveTransport(httpx.AsyncHTTPTransport):
         # Not super().__init__(): it builds httpx's pool and an SSL context (the CA bundle
         # loaded, ~20 ms) for every client, https or not. httpx's transport sends through
         # ``_pool`` and keeps nothing else; that seam is pinned by tests/transport/test_pool.py.
-        self._pool = KeepAlivePool(ssl_context=functools.partial(shared_ssl_context, verify, trust_env),
-                                   keepalive_expiry=keepalive_expiry)
+        # httpx types ``_pool`` as its own pool; it only calls the request interface both share.
+        self._pool = KeepAlivePool(  # type: ignore[assignment]
+            ssl_context=functools.partial(shared_ssl_context, verify, trust_env), keepalive_expiry=keepalive_expiry)
 
 
 def client_with_pool(*, timeout: httpx.Timeout, auth: httpx.Auth | None = None) -> httpx.AsyncClient:

@@ -15,7 +15,7 @@ import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 #: Names of environment variables and headers whose values are credentials.
 SECRET_NAME = re.compile(r"(token|secret|key|passw|auth|cookie|credential|session)", re.IGNORECASE)
@@ -26,7 +26,7 @@ class ImportedServer:
     """A server as another client configured it, ready to become a ServerConfig."""
 
     name: str
-    transport: str                      # "stdio" | "http"
+    transport: Literal["stdio", "http"]
     source: str                         # which client's file it came from, in words
     command: str | None = None
     args: list[str] = field(default_factory=list)

@@ -160,7 +160,8 @@ class OperationDetails(QWidget):
                 self._shown_outcome = outcome
                 placeholder = ("Waiting for the server…" if op.in_flight else
                                "The outcome of this call is unknown: it may or may not have run. "
-                               "Re-run it only if that is safe." if op.status == api.OperationStatus.UNKNOWN else "No result.")
+                               "Re-run it only if that is safe." if op.status == api.OperationStatus.UNKNOWN
+                               else "No result.")
                 self.result_view.show_outcome(op.result, op.error, op_id=op.id, placeholder=placeholder)
         has_outcome = op is not None and (op.result is not None or op.error is not None)
         self.cancel_button.setEnabled(op is not None and op.in_flight)

@@ -182,7 +182,8 @@ class MainWindow(QMainWindow):
 
     # -- construction -----------------------------------------------------------------
 
-    def _action(self, text: str, slot: Callable[..., object], shortcut: QKeySequence | str | None = None, *, tip: str = "",
+    def _action(self, text: str, slot: Callable[..., object],
+                shortcut: QKeySequence | QKeySequence.StandardKey | str | None = None, *, tip: str = "",
                 icon: QStyle.StandardPixmap | None = None) -> QAction:
         action = QAction(text, self)
         if shortcut is not None:
@@ -213,22 +214,25 @@ class MainWindow(QMainWindow):
                                               tip="Configure a new MCP server", icon=S.SP_FileDialogNewFolder)
         self.edit_server_action = self._action("&Edit server…", self.server_actions.edit_server, "F2",
                                                tip="Change the selected server")
-        self.remove_server_action = self._action("Re&move server", self.server_actions.remove_server, "Ctrl+Shift+Delete",
+        self.remove_server_action = self._action("Re&move server", self.server_actions.remove_server,
+                                                 "Ctrl+Shift+Delete",
                                                  tip="Remove the selected server (its history stays)")
         self.reconnect_action = self._action("Re&connect", self.server_actions.reconnect_server, "F5",
                                              tip="Connect the selected server now")
-        self.sign_in_action = self._action("Sign &in…", self.server_actions.sign_in_server, tip="Sign in to the selected server "
-                                           "in your browser (it asks for it)", icon=S.SP_DialogYesButton)
+        self.sign_in_action = self._action("Sign &in…", self.server_actions.sign_in_server,
+                                           tip="Sign in to the selected server in your browser (it asks for it)",
+                                           icon=S.SP_DialogYesButton)
         self.sign_out_action = self._action("Sign o&ut", self.server_actions.sign_out_server,
-                                            tip="Forget the sign-in of the selected server (its tokens leave the keyring)")
+                                            tip="Forget the sign-in of the selected server "
+                                            "(its tokens leave the keyring)")
         self.import_action = self._action("&Import servers…", self.server_actions.import_servers, "Ctrl+I",
                                           tip="Import servers from Claude Desktop, VS Code or Cursor")
         self.quit_action = self._action("&Quit", self.quitRequested.emit, QKeySequence.StandardKey.Quit,
                                         tip="Quit hostapp (running operations resume next time)")
         self.filter_actions: dict[str, QAction] = {}
         for i, (key, (label, _)) in enumerate(FILTERS.items(), start=1):
-            self.filter_actions[key] = self._action(f"Show {label.lower()}", lambda _=False, k=key: self.set_filter(k),
-                                                    f"Ctrl+{i}")
+            self.filter_actions[key] = self._action(f"Show {label.lower()}",
+                                                    lambda _=False, k=key: self.set_filter(k), f"Ctrl+{i}")
 
         menu = self.menuBar()
         file_menu = menu.addMenu("&File")
@@ -363,8 +367,7 @@ class MainWindow(QMainWindow):
         menu.addSeparator()
         menu.addAction(self.quit_action)
         self.tray.setContextMenu(menu)
-        self.tray.activated.connect(lambda reason: reason == QSystemTrayIcon.ActivationReason.Trigger
-                                    and self.show_normal())
+        self.tray.activated.connect(self._on_tray_activated)
         self.tray.show()
 
     def _connect(self) -> None:
@@ -459,6 +462,10 @@ class MainWindow(QMainWindow):
         self.showNormal()
         self.raise_()
         self.activateWindow()
+
+    def _on_tray_activated(self, reason: QSystemTrayIcon.ActivationReason) -> None:
+        if reason == QSystemTrayIcon.ActivationReason.Trigger:
+            self.show_normal()
 
     # -- async plumbing ---------------------------------------------------------------
 
@@ -668,6 +675,7 @@ class MainWindow(QMainWindow):
         try:
             if await run_dialog(dialog) != StartCallDialog.DialogCode.Accepted:
                 return None
+            assert dialog.server is not None and dialog.tool is not None  # set when it was accepted
             op = await self.engine.start_call(dialog.server, dialog.tool, dialog.arguments)
         finally:
             self.call_dialog = None

@@ -13,7 +13,7 @@ import asyncio
 import itertools
 import logging
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Iterable
 from typing import Any, Protocol
 
 from PySide6.QtCore import QModelIndex, QPersistentModelIndex, Qt, QTimer, Signal
@@ -39,7 +39,7 @@ WAITING_FOR_SIGN_IN = "waiting for sign-in"
 HEADERS = ("Tool", "Server", "Progress", "Latest message", "Status", "Elapsed")
 
 #: Status words a person reads.
-STATUS_TEXT = {
+STATUS_TEXT: dict[str, str] = {
     api.OperationStatus.PENDING: "Starting",
     api.OperationStatus.RUNNING: "Running",
     api.OperationStatus.INPUT_REQUIRED: "Needs your input",
@@ -56,7 +56,8 @@ FILTERS: dict[str, tuple[str, frozenset[str] | None]] = {
     "in_flight": ("In flight", api.IN_FLIGHT),
     "needs_input": ("Needs input", frozenset({api.OperationStatus.INPUT_REQUIRED})),
     "finished": ("Finished", frozenset({api.OperationStatus.COMPLETED, api.OperationStatus.CANCELLED})),
-    "failed": ("Failed", frozenset({api.OperationStatus.FAILED, api.OperationStatus.EXPIRED, api.OperationStatus.UNKNOWN})),
+    "failed": ("Failed", frozenset({api.OperationStatus.FAILED, api.OperationStatus.EXPIRED,
+                                    api.OperationStatus.UNKNOWN})),
 }
 
 
@@ -355,11 +356,11 @@ class OperationTableModel(FlatTableModel):
             return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
         return None
 
-    def set_awaiting_sign_in(self, servers: set[str]) -> None:
+    def set_awaiting_sign_in(self, servers: Iterable[str]) -> None:
         """Name the servers that need sign-in; their operations in flight say they wait for it."""
-        servers = frozenset(servers)
-        if servers != self._awaiting_sign_in:
-            self._awaiting_sign_in = servers
+        awaiting = frozenset(servers)
+        if awaiting != self._awaiting_sign_in:
+            self._awaiting_sign_in = awaiting
             if self.rowCount():
                 self.dataChanged.emit(self.index(0, MESSAGE), self.index(self.rowCount() - 1, MESSAGE))
 
@@ -385,12 +386,13 @@ class OperationTableModel(FlatTableModel):
 
     def _status_icon(self, op: OperationView):
         style = QApplication.style()
-        pixmap = {
+        pixmaps: dict[str, QStyle.StandardPixmap] = {
             api.OperationStatus.INPUT_REQUIRED: QStyle.StandardPixmap.SP_MessageBoxQuestion,
             api.OperationStatus.FAILED: QStyle.StandardPixmap.SP_MessageBoxCritical,
             api.OperationStatus.UNKNOWN: QStyle.StandardPixmap.SP_MessageBoxWarning,
             api.OperationStatus.EXPIRED: QStyle.StandardPixmap.SP_MessageBoxWarning,
             api.OperationStatus.COMPLETED: QStyle.StandardPixmap.SP_DialogApplyButton,
             api.OperationStatus.CANCELLED: QStyle.StandardPixmap.SP_DialogCancelButton,
-        }.get(op.status)
+        }
+        pixmap = pixmaps.get(op.status)
         return style.standardIcon(pixmap) if pixmap is not None and style is not None else None

@@ -112,8 +112,9 @@ class ResultView(QScrollArea):
     def _clear(self) -> None:
         while self._layout.count():
             item = self._layout.takeAt(0)
-            if item.widget() is not None:
-                item.widget().deleteLater()
+            widget = item.widget() if item is not None else None
+            if widget is not None:
+                widget.deleteLater()
         self.saved_files = []
 
     def show_outcome(self, result: dict[str, Any] | None, error: dict[str, Any] | None, *,

@@ -8,9 +8,10 @@ only ever sees a reference.
 from __future__ import annotations
 
 import shlex
+from collections.abc import Set
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (
@@ -50,7 +51,7 @@ class ServerSettings:
     """What the server dialog produced: the configuration fields and the secret values."""
 
     name: str
-    transport: str
+    transport: Literal["stdio", "http"]
     command: str | None = None
     args: list[str] = field(default_factory=list)
     env: dict[str, str] = field(default_factory=dict)
@@ -117,8 +118,10 @@ class PairsTable(QTableWidget):
             name = item.text().strip() if item else ""
             if not name:
                 continue
-            edit: QLineEdit = self.cellWidget(row, 1)
-            is_secret = self.cellWidget(row, 2).isChecked()
+            edit = self.cellWidget(row, 1)
+            check = self.cellWidget(row, 2)
+            assert isinstance(edit, QLineEdit) and isinstance(check, QCheckBox)  # as add_row made them
+            is_secret = check.isChecked()
             ref = edit.property("kept_ref")
             if is_secret and ref and not edit.text():
                 kept[name] = ref
@@ -133,7 +136,7 @@ class ServerDialog(QDialog):
     """Add or edit one server (stdio command or Streamable HTTP URL)."""
 
     def __init__(self, parent: QWidget | None = None, *, existing: ServerConfig | None = None,
-                 taken_names: set[str] = frozenset()) -> None:
+                 taken_names: Set[str] = frozenset()) -> None:
         super().__init__(parent)
         self.setWindowTitle("Edit server" if existing else "Add server")
         self.taken_names = set(taken_names) - ({existing.name} if existing else set())
@@ -274,7 +277,7 @@ class ServerDialog(QDialog):
 class ImportDialog(QDialog):
     """Lists the servers found in other clients' configuration files; the checked ones are imported."""
 
-    def __init__(self, parent: QWidget | None = None, *, taken_names: set[str] = frozenset(),
+    def __init__(self, parent: QWidget | None = None, *, taken_names: Set[str] = frozenset(),
                  search_home: Path | None = None, search_cwd: Path | None = None) -> None:
         super().__init__(parent)
         self.setWindowTitle("Import servers")
@@ -342,5 +345,9 @@ class ImportDialog(QDialog):
         dialog.open()
 
     def chosen(self) -> list[ImportedServer]:
-        return [s for i, s in enumerate(self.found)
-                if self.tree.topLevelItem(i).checkState(0) == Qt.CheckState.Checked]
+        chosen = []
+        for i, s in enumerate(self.found):
+            item = self.tree.topLevelItem(i)
+            if item is not None and item.checkState(0) == Qt.CheckState.Checked:
+                chosen.append(s)
+        return chosen

@@ -85,14 +85,15 @@ class ServerTableModel(FlatTableModel):
         if server.state == api.ServerState.RECONNECTING and server.retry_in is not None:
             left = server.retry_in - (time.monotonic() - self._seen_at.get(server.name, time.monotonic()))
             return f"reconnecting in {max(0, round(left))} s"
-        return {
+        labels: dict[str, str] = {
             api.ServerState.CONNECTING: "connecting",
             api.ServerState.CONNECTED: "connected",
             api.ServerState.RECONNECTING: "reconnecting",
             api.ServerState.OFFLINE: "offline",
             api.ServerState.NEEDS_SIGN_IN: "needs sign-in",
             api.ServerState.DISABLED: "disabled",
-        }.get(server.state, server.state)
+        }
+        return labels.get(server.state, server.state)
 
     def _update_countdown(self) -> None:
         waiting = any(s.state == api.ServerState.RECONNECTING for s in self._servers)
@@ -128,13 +129,14 @@ class ServerTableModel(FlatTableModel):
             return self.accessible_text(col, self._display(server, col))
         if role == Qt.ItemDataRole.DecorationRole and col == STATUS:
             style = QApplication.style()
-            pixmap = {
+            pixmaps: dict[str, QStyle.StandardPixmap] = {
                 api.ServerState.CONNECTED: QStyle.StandardPixmap.SP_DialogApplyButton,
                 api.ServerState.OFFLINE: QStyle.StandardPixmap.SP_MessageBoxCritical,
                 api.ServerState.NEEDS_SIGN_IN: QStyle.StandardPixmap.SP_MessageBoxWarning,
                 api.ServerState.RECONNECTING: QStyle.StandardPixmap.SP_BrowserReload,
                 api.ServerState.CONNECTING: QStyle.StandardPixmap.SP_BrowserReload,
-            }.get(server.state)
+            }
+            pixmap = pixmaps.get(server.state)
             return style.standardIcon(pixmap) if pixmap is not None and style is not None else None
         if role == Qt.ItemDataRole.TextAlignmentRole and col == TOOLS:
             return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)

@@ -39,7 +39,8 @@ BOTH = [
 AUTH_SCENARIOS: dict[str, list[str]] = {
     "2025-03-26": ["auth/2025-03-26-oauth-metadata-backcompat", "auth/2025-03-26-oauth-endpoint-fallback"],
     "2025-11-25": BOTH,
-    "2026-07-28": BOTH + [
+    "2026-07-28": [
+        *BOTH,
         "auth/resource-mismatch",
         "auth/offline-access-scope",
         "auth/offline-access-not-supported",

@@ -128,7 +128,8 @@ async def test_private_key_jwt_client_assertion_is_signed_for_the_issuer_and_fre
 
 async def test_a_missing_client_secret_is_said_without_any_secret(peer, store):
     auth = McpOAuth("svc", peer.mcp_url, store,
-                    settings=AuthSettings(grant=CLIENT_CREDENTIALS, client_id="machine", client_auth="client_secret_basic"))
+                    settings=AuthSettings(grant=CLIENT_CREDENTIALS, client_id="machine",
+                                          client_auth="client_secret_basic"))
     with pytest.raises(AuthorizationError, match="no client secret is stored"):
         await post(auth, peer.mcp_url)
     assert peer.requests_to("/token") == []
@@ -285,7 +286,8 @@ async def test_a_nonce_challenge_is_answered_exactly_once(peer, store):
     assert response.status_code == 401
     first, retried = peer.requests_to("/mcp")[before:]  # one retry, no loop
     def nonce(request):
-        return verified_claims(request.headers["dpop"], ECKey.import_key(header_of(request.headers["dpop"])["jwk"])).get("nonce")
+        key = ECKey.import_key(header_of(request.headers["dpop"])["jwk"])
+        return verified_claims(request.headers["dpop"], key).get("nonce")
     assert nonce(first) is None and nonce(retried) == f"nonce-{peer.seen.index(first) + 1}"
     assert first.headers["dpop"] != retried.headers["dpop"]
     assert len(peer.requests_to("/token")) == tokens_before  # a nonce problem is not a token problem
@@ -340,7 +342,8 @@ async def test_a_bound_token_and_its_key_survive_a_restart(peer, store):
     assert len(peer.requests_to("/token")) == 1
     last = peer.requests_to("/mcp")[-1]
     assert last.headers["authorization"] == f"DPoP {peer.issued[0]}"
-    assert check_proof(last.headers["dpop"], htm="POST", htu=peer.mcp_url, access_token=peer.issued[0])["jkt"] == first_jkt
+    proof = check_proof(last.headers["dpop"], htm="POST", htu=peer.mcp_url, access_token=peer.issued[0])
+    assert proof["jkt"] == first_jkt
 
 
 async def test_an_expiring_unattended_token_is_replaced_before_it_is_refused(peer, store):

@@ -4,6 +4,7 @@ and the engine polls a server within it however many operations poll."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import sys
 from pathlib import Path
 from types import SimpleNamespace
@@ -52,7 +53,7 @@ async def test_polls_start_at_the_budgets_rate_after_a_burst():
     assert starts[:5] == [100.0] * 5  # the burst
     # Then one every tenth of a second: 20 more take two seconds.
     assert starts[-1] == pytest.approx(102.0)
-    gaps = [b - a for a, b in zip(starts[5:], starts[6:])]
+    gaps = [b - a for a, b in itertools.pairwise(starts[5:])]
     assert all(g == pytest.approx(0.1) for g in gaps)
 
 

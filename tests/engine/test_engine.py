@@ -4,6 +4,7 @@ and resume, cancel, questions, and the keyring contract."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 from pathlib import Path
 
@@ -154,7 +155,7 @@ async def test_restart_resumes_and_delivers_once(isolated_home, lab, real_keyrin
     assert execution_count(lab.state_file, tool) == 1
     before, after = first.progress_of(op.id), second.progress_of(op.id)
     seen = before + after
-    assert all(b >= a for a, b in zip(seen, seen[1:])), f"progress moved backwards: {before} then {after}"
+    assert all(b >= a for a, b in itertools.pairwise(seen)), f"progress moved backwards: {before} then {after}"
 
 
 async def test_no_keyring_means_not_resumable_and_says_so(isolated_home, lab):

@@ -162,7 +162,8 @@ async def test_streams_of_two_earlier_sessions_with_the_same_request_id_stay_apa
     try:
         for _ in range(200):  # both streams bring events after the restart
             ended = [i for i in ops if i not in engine.runners]
-            assert not ended, [(engine.journal.get_operation(i).status, engine.journal.get_operation(i).error) for i in ended]
+            assert not ended, [(engine.journal.get_operation(i).status, engine.journal.get_operation(i).error)
+                               for i in ended]
             if all(seq(stream_of(engine, i).last_event_id or ":0") >= 12 for i in ops):
                 break
             await asyncio.sleep(0.05)

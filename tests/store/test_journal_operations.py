@@ -22,7 +22,8 @@ REF = "task_id:" + "ab" * 16
 
 
 def record(op_id: str | None = None, **fields) -> OperationRecord:
-    return OperationRecord(op_id or new_operation_id(), "srv", "tools/call", {"name": "slow", "arguments": {}}, **fields)
+    return OperationRecord(op_id or new_operation_id(), "srv", "tools/call", {"name": "slow", "arguments": {}},
+                           **fields)
 
 
 def committed_row(path: Path, op_id: str) -> dict | None:

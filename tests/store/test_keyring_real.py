@@ -87,7 +87,8 @@ def test_a_subprocess_reaches_the_same_keyring(real_keyring: KeyringDaemon, tmp_
     )
     env = {**os.environ, **real_keyring.env}
     done = subprocess.run(
-        [sys.executable, "-c", code, str(tmp_path), ref, SECRET], env=env, capture_output=True, text=True, timeout=60, check=False
+        [sys.executable, "-c", code, str(tmp_path), ref, SECRET], env=env, capture_output=True, text=True, timeout=60,
+        check=False,
     )
     assert done.stdout.strip() == "True", done.stderr
 

@@ -97,7 +97,7 @@ async def test_dropped_stream_resumes_after_exactly_retry_ms(sse_server, listene
     gets = [r for r in records if r["kind"] == "http" and r["method"] == "GET"]
     assert len(closes) == 2 and len(gets) == 2
     assert len(posts(sse_server, "tools/call")) == 1  # never re-POSTed
-    for close, get in zip(closes, gets):
+    for close, get in zip(closes, gets, strict=True):
         waited = get["time"] - close["time"]
         assert 0.5 <= waited < 0.9, f"reconnected after {waited:.3f}s, retry was 0.5s"
         key = close["stream"]

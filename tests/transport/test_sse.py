@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import random
 
 import pytest
@@ -82,8 +83,8 @@ def test_same_events_as_httpx_sse_on_random_streams(seed):
     text = "".join(rng.choice(LINE_PIECES) + rng.choice(LINE_ENDS) for _ in range(rng.randint(5, 80)))
     text += "\n\n"
     cuts = sorted(rng.sample(range(1, len(text)), k=min(len(text) - 1, rng.randint(0, 20))))
-    text_chunks = [text[a:b] for a, b in zip([0, *cuts], [*cuts, len(text)])]
+    text_chunks = [text[a:b] for a, b in itertools.pairwise([0, *cuts, len(text)])]
     raw = text.encode()
     byte_cuts = sorted(rng.sample(range(1, len(raw)), k=min(len(raw) - 1, rng.randint(0, 20))))
-    byte_chunks = [raw[a:b] for a, b in zip([0, *byte_cuts], [*byte_cuts, len(raw)])]
+    byte_chunks = [raw[a:b] for a, b in itertools.pairwise([0, *byte_cuts, len(raw)])]
     assert our_events(byte_chunks) == reference_events(text_chunks)

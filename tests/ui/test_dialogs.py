@@ -36,7 +36,7 @@ def test_parse_claude_desktop():
     assert servers["files"].transport == "stdio" and servers["files"].args[-1] == "/tmp"
     gh = servers["github"]
     assert gh.secret_names == {"GITHUB_PERSONAL_ACCESS_TOKEN"}
-    env, headers, secrets = gh.split_secrets()
+    env, _headers, secrets = gh.split_secrets()
     assert env == {"LOG_LEVEL": "info"} and secrets["env"] == {"GITHUB_PERSONAL_ACCESS_TOKEN": "ghp_example"}
 
 

@@ -46,13 +46,15 @@ SCHEMA = {
         "guests": {"type": "integer", "minimum": 1},
         "subscribe": {"type": "boolean", "default": True},
         "colour": {"type": "string", "enum": ["red", "green"], "default": "green"},
-        "hero": {"type": "string", "oneOf": [{"const": "h1", "title": "Superman"}, {"const": "h2", "title": "Wonder Woman"}]},
+        "hero": {"type": "string",
+                 "oneOf": [{"const": "h1", "title": "Superman"}, {"const": "h2", "title": "Wonder Woman"}]},
         "pet": {"type": "string", "enum": ["p1", "p2"], "enumNames": ["Cats", "Dogs"]},
         "instruments": {
             "type": "array", "items": {"type": "string", "enum": ["guitar", "piano", "drums"]},
             "minItems": 1, "maxItems": 2, "default": ["piano"],
         },
-        "fish": {"type": "array", "items": {"anyOf": [{"const": "f1", "title": "Tuna"}, {"const": "f2", "title": "Trout"}]}},
+        "fish": {"type": "array",
+                 "items": {"anyOf": [{"const": "f1", "title": "Tuna"}, {"const": "f2", "title": "Trout"}]}},
     },
     "required": ["name", "hero", "guests"],
 }
@@ -322,7 +324,7 @@ def test_url_prompt_shows_full_url_and_domain_plainly_and_opens_nothing_by_itsel
     prompt.show()
     qtbot.wait(50)
     assert prompt.url_text.toPlainText() == URL and prompt.url_text.isReadOnly()
-    assert prompt.domain_label.text() == "Site: аpple.com (xn--pple-43d.com)"
+    assert prompt.domain_label.text() == "Site: \u0430pple.com (xn--pple-43d.com)"  # a Cyrillic a
     labels = prompt.findChildren(QLabel)
     assert all(label.textFormat() == Qt.TextFormat.PlainText for label in labels)
     assert "<b>Sign in</b> to continue" in {label.text() for label in labels}
@@ -361,8 +363,10 @@ def test_unsafe_url_gets_no_prompt(qtbot):
 
 
 def test_prompt_for_picks_the_prompt_by_mode(qtbot):
-    form = prompt_for(InputRequest("q1", "op1", "lab", "form", MESSAGE, {"message": MESSAGE, "requestedSchema": SCHEMA}))
-    url = prompt_for(InputRequest("q2", "op1", "lab", "url", "m", {"mode": "url", "message": "m", "url": URL, "elicitationId": "e"}))
+    form = prompt_for(InputRequest("q1", "op1", "lab", "form", MESSAGE,
+                                   {"message": MESSAGE, "requestedSchema": SCHEMA}))
+    url = prompt_for(InputRequest("q2", "op1", "lab", "url", "m",
+                                  {"mode": "url", "message": "m", "url": URL, "elicitationId": "e"}))
     qtbot.addWidget(form)
     qtbot.addWidget(url)
     assert isinstance(form, ElicitationPrompt) and isinstance(url, UrlElicitationPrompt)
@@ -522,7 +526,7 @@ def test_arrays_of_objects_get_one_sub_form_per_element(qtbot):
     boxes = element_boxes(filters)
     assert [box.title() for box in boxes] == ["1.", "2.", "3."]
     assert [box.findChildren(QLineEdit)[1].text() for box in boxes] == ["*", "*", "*"]  # item defaults
-    for box, field in zip(boxes, ["colour", "size", "shape"]):
+    for box, field in zip(boxes, ["colour", "size", "shape"], strict=True):
         box.findChildren(QLineEdit)[0].setText(field)
     boxes[2].findChildren(QLineEdit)[1].setText("round")
     qtbot.mouseClick(button(boxes[1], "Remove"), Qt.MouseButton.LeftButton)
@@ -533,7 +537,8 @@ def test_arrays_of_objects_get_one_sub_form_per_element(qtbot):
 def test_arrays_of_objects_survive_the_raw_json_round_trip(qtbot):
     form = make_tool_form(qtbot)
     form.raw_toggle.setChecked(True)
-    form.raw_text.setPlainText('{"query": "q", "owner": {"id": "o"}, "filters": [{"field": "a"}, {"field": "b", "value": "1"}]}')
+    form.raw_text.setPlainText('{"query": "q", "owner": {"id": "o"}, '
+                               '"filters": [{"field": "a"}, {"field": "b", "value": "1"}]}')
     form.raw_toggle.setChecked(False)
     assert form.arguments()["filters"] == [{"field": "a"}, {"field": "b", "value": "1"}]
     first = element_boxes(form.editor_widget("filters"))[0]

@@ -180,7 +180,7 @@ def test_progress_delegate_paints_a_bar(qapp, view):
     highlight = table.palette().highlight().color()
 
     def near(c):
-        return sum(abs(a - b) for a, b in zip(c.getRgb()[:3], highlight.getRgb()[:3])) < 90
+        return sum(abs(a - b) for a, b in zip(c.getRgb()[:3], highlight.getRgb()[:3], strict=True)) < 90
 
     filled = sum(1 for x in range(3, 197) if near(image.pixelColor(x, 12)))
     if view.id == "op1":

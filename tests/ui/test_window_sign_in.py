@@ -97,7 +97,8 @@ def test_sign_in_from_the_window_then_the_waiting_call_runs(host, qloop, oauth_s
         assert not oauth_server.stats().get("authorization_code")
 
         sign_in_button.click()
-        await until(lambda: browser.opened or window.banner.message("error"), what="the authorization page to be opened")
+        await until(lambda: browser.opened or window.banner.message("error"),
+                    what="the authorization page to be opened")
         assert browser.opened, window.banner.message("error")
         assert not window.sign_in_action.isEnabled()      # one sign-in at a time
         op = await asyncio.wait_for(starting, 30)

@@ -7,6 +7,7 @@ decided by the protocol layer, so the rules live in one place.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -57,66 +58,66 @@ class _FieldEditor:
     def _make(self) -> QWidget:
         f = self.field
         if f.kind == "string" and f.format == "date":
-            editor = QDateEdit()
-            editor.setDisplayFormat("yyyy-MM-dd")
-            editor.setCalendarPopup(True)
-            editor.setDate(QDate.currentDate())
-            return self._maybe_optional(editor)
+            date_edit = QDateEdit()
+            date_edit.setDisplayFormat("yyyy-MM-dd")
+            date_edit.setCalendarPopup(True)
+            date_edit.setDate(QDate.currentDate())
+            return self._maybe_optional(date_edit)
         if f.kind == "string" and f.format == "date-time":
-            editor = QDateTimeEdit()
-            editor.setDisplayFormat("yyyy-MM-dd HH:mm:ss")
-            editor.setCalendarPopup(True)
-            editor.setDateTime(QDateTime.currentDateTime())
-            return self._maybe_optional(editor)
+            date_time_edit = QDateTimeEdit()
+            date_time_edit.setDisplayFormat("yyyy-MM-dd HH:mm:ss")
+            date_time_edit.setCalendarPopup(True)
+            date_time_edit.setDateTime(QDateTime.currentDateTime())
+            return self._maybe_optional(date_time_edit)
         if f.kind == "string":
-            editor = QLineEdit()
+            line_edit = QLineEdit()
             if f.max_length is not None:
-                editor.setMaxLength(max(f.max_length, 1))
-            editor.setPlaceholderText(
+                line_edit.setMaxLength(max(f.max_length, 1))
+            line_edit.setPlaceholderText(
                 {"email": "name@example.com", "uri": "https://…"}.get(f.format or "", "")
             )
-            self.widget = editor
-            return editor
+            self.widget = line_edit
+            return line_edit
         if f.kind == "integer":
-            editor = QSpinBox()
-            editor.setRange(
+            spin_box = QSpinBox()
+            spin_box.setRange(
                 int(max(f.minimum if f.minimum is not None else -INT_LIMIT, -INT_LIMIT)),
                 int(min(f.maximum if f.maximum is not None else INT_LIMIT, INT_LIMIT)),
             )
-            editor.setValue(int(min(max(0, editor.minimum()), editor.maximum())))
-            return self._maybe_optional(editor)
+            spin_box.setValue(int(min(max(0, spin_box.minimum()), spin_box.maximum())))
+            return self._maybe_optional(spin_box)
         if f.kind == "number":
-            editor = QDoubleSpinBox()
-            editor.setDecimals(_decimals_for(f))
-            editor.setRange(
+            number_box = QDoubleSpinBox()
+            number_box.setDecimals(_decimals_for(f))
+            number_box.setRange(
                 float(f.minimum) if f.minimum is not None else -1e15,
                 float(f.maximum) if f.maximum is not None else 1e15,
             )
-            editor.setStepType(QAbstractSpinBox.StepType.AdaptiveDecimalStepType)
-            editor.setValue(min(max(0.0, editor.minimum()), editor.maximum()))
-            return self._maybe_optional(editor)
+            number_box.setStepType(QAbstractSpinBox.StepType.AdaptiveDecimalStepType)
+            number_box.setValue(min(max(0.0, number_box.minimum()), number_box.maximum()))
+            return self._maybe_optional(number_box)
         if f.kind == "boolean":
-            editor = QCheckBox(f.title)  # a check box's own text is always plain
-            self.widget = editor
-            return editor
+            check_box = QCheckBox(f.title)  # a check box's own text is always plain
+            self.widget = check_box
+            return check_box
         if f.kind == "single_select":
-            editor = QComboBox()
+            combo_box = QComboBox()
             # A visible empty entry: the person must choose, nothing is chosen for them.
-            editor.addItem("— choose —" if f.required else "(none)", NOT_SET)
+            combo_box.addItem("— choose —" if f.required else "(none)", NOT_SET)
             for option in f.options:
-                editor.addItem(option.title, option.value)
-            self.widget = editor
-            return editor
-        editor = QListWidget()  # multi_select
+                combo_box.addItem(option.title, option.value)
+            self.widget = combo_box
+            return combo_box
+        list_widget = QListWidget()  # multi_select
         for option in f.options:
             item = QListWidgetItem(option.title)
             item.setData(Qt.ItemDataRole.UserRole, option.value)
             item.setFlags(Qt.ItemFlag.ItemIsEnabled | Qt.ItemFlag.ItemIsUserCheckable)
             item.setCheckState(Qt.CheckState.Unchecked)
-            editor.addItem(item)
-        list_height(editor, editor.count())
-        self.widget = editor
-        return editor
+            list_widget.addItem(item)
+        list_height(list_widget, list_widget.count())
+        self.widget = list_widget
+        return list_widget
 
     def _maybe_optional(self, editor: QWidget) -> QWidget:
         """Spin boxes and date editors cannot be empty; an optional one gets a switch."""
@@ -273,7 +274,7 @@ class ElicitationForm(QWidget):
                 label = plain_label(caption(f.title, f.required))
             label.setBuddy(editor.value_widget)
             layout.addRow(label, column)
-            editor.connect_changed(lambda name=f.name: self._on_changed(name))
+            editor.connect_changed(functools.partial(self._on_changed, f.name))
         self.set_content(default_content(self._fields))
 
     # -- public API ---------------------------------------------------------------------

@@ -283,6 +283,8 @@ class _ObjectEditor(_NodeEditor):
                 layout.addRow(label, column)
         self.box = container if isinstance(container, QGroupBox) else None
         self.widget = container
+        self.form = layout
+        self.remove_button: QPushButton | None = None  # a row of an array of objects has one
 
     def value(self) -> Any:
         if self.box is not None and self.box.isCheckable() and not self.box.isChecked():
@@ -339,8 +341,8 @@ class _ObjectListEditor(_NodeEditor):
         bar_layout.setContentsMargins(0, 0, 0, 0)
         bar_layout.addStretch(1)
         bar_layout.addWidget(remove)
-        row.widget.layout().addRow(bar)
-        row.remove_button = remove  # type: ignore[attr-defined]
+        row.form.addRow(bar)
+        row.remove_button = remove
         row.set_value(value if value is not NOT_SET else defaults(self.node.items))
         self.rows.append(row)
         self._layout.insertWidget(self._layout.count() - 1, row.widget)
@@ -356,7 +358,8 @@ class _ObjectListEditor(_NodeEditor):
 
     def _renumber(self) -> None:
         for number, row in enumerate(self.rows, start=1):
-            row.widget.setTitle(f"{number}.")
+            if row.box is not None:  # always: a row is never the root
+                row.box.setTitle(f"{number}.")
 
     def value(self) -> Any:
         if not self.rows:
@@ -486,9 +489,9 @@ class ToolArgumentsForm(QWidget):
         show_error(self.errors, "\n".join(messages))
         if not self.is_raw():
             for message in messages:
-                editor = self._editor_for(message.split(":", 1)[0])
-                if editor is not None:
-                    show_error(editor.error, message.split(": ", 1)[1] if ": " in message else message)
+                target = self._editor_for(message.split(":", 1)[0])
+                if target is not None:
+                    show_error(target.error, message.split(": ", 1)[1] if ": " in message else message)
         return messages
 
     def error_text(self) -> str:
