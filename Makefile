@@ -5,9 +5,10 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PEERS := tests/peers
 
-.PHONY: run test lint setup peers sysdeps bench clean
+.PHONY: run test lint setup app-setup peers sysdeps bench clean
 
-run: setup sysdeps
+# The window needs the app alone: no test peers, linters or packaging tools.
+run: app-setup sysdeps
 	$(PY) main.py
 
 # Lint first: a finding fails the run before the suite starts.
@@ -22,13 +23,19 @@ lint: setup
 bench: setup peers sysdeps
 	$(PY) -m bench $(BENCH_ARGS)
 
-setup: $(VENV)/.installed
+app-setup: $(VENV)/.installed-app
 
-# The packaging extra too: the suite builds the one-folder bundle and starts it; and the
-# lint extra, since `make test` lints first.
-$(VENV)/.installed: pyproject.toml Makefile
+$(VENV)/.installed-app: pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e .
+	touch $@
+
+setup: $(VENV)/.installed
+
+# What the suite needs besides the app: the test extra (peers, pytest), the lint extra
+# (`make test` lints first) and the packaging extra (the suite builds the bundle).
+$(VENV)/.installed: $(VENV)/.installed-app
 	$(PY) -m pip install -q -e '.[test,lint,packaging]'
 	touch $@
 

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Installs the Debian packages the app and its tests need (Qt's offscreen platform,
-# a private Secret Service for the real keyring). Does nothing when all are present.
+# a private Secret Service for the real keyring, GLib's launcher to run an autostart
+# entry). Does nothing when all are present.
 set -euo pipefail
 pkgs=(dbus gnome-keyring libsecret-1-0 libegl1 libgl1 libxkbcommon0 libfontconfig1
-      fonts-dejavu-core libglib2.0-0 libdbus-1-3 libxcb-cursor0)
+      fonts-dejavu-core libglib2.0-0 libglib2.0-bin libdbus-1-3 libxcb-cursor0)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

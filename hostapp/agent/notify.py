@@ -17,18 +17,53 @@ import contextlib
 import html
 import logging
 import os
+import sys
 from collections.abc import Callable
-from typing import Any
-
-from jeepney import DBusAddress, MatchRule, new_method_call
-from jeepney.io.asyncio import DBusRouter, open_dbus_router
+from typing import Any, Protocol
 
 from hostapp.engine import api
 
+if sys.platform.startswith("linux") or sys.platform.startswith("freebsd"):
+    from jeepney import DBusAddress, MatchRule, new_method_call
+    from jeepney.io.asyncio import DBusRouter, open_dbus_router
+
 log = logging.getLogger(__name__)
 
-SERVICE = DBusAddress("/org/freedesktop/Notifications", bus_name="org.freedesktop.Notifications",
-                      interface="org.freedesktop.Notifications")
+class Notifier(Protocol):
+    """What the owner needs of a platform's notifications."""
+
+    async def start(self) -> bool: ...
+
+    async def operation_changed(self, op: api.OperationView) -> None: ...
+
+    async def close(self) -> None: ...
+
+
+class NoNotifier:
+    """Where the owner has no notification service to speak to (macOS and Windows for
+    now: the window, when open, tells the person there)."""
+
+    async def start(self) -> bool:
+        return False
+
+    async def operation_changed(self, op: api.OperationView) -> None:
+        return None
+
+    async def close(self) -> None:
+        return None
+
+
+def make_notifier(on_open: Callable[[str], None] | None = None) -> Notifier:
+    if sys.platform.startswith("linux") or sys.platform.startswith("freebsd"):
+        return DesktopNotifier(on_open)
+    return NoNotifier()
+
+
+def _service() -> DBusAddress:
+    return DBusAddress("/org/freedesktop/Notifications", bus_name="org.freedesktop.Notifications",
+                       interface="org.freedesktop.Notifications")
+
+
 APP_NAME = "hostapp"
 OPEN_ACTION = "open"
 
@@ -78,7 +113,8 @@ class DesktopNotifier:
             self._unavailable = True
             log.info("no session bus (%s): desktop notifications are off", exc)
             return False
-        rule = MatchRule(type="signal", interface=SERVICE.interface, path=SERVICE.object_path)
+        service = _service()
+        rule = MatchRule(type="signal", interface=service.interface, path=service.object_path)
         await self._add_match(rule)
         handle = self._router.filter(rule, bufsize=100)
         self._listening = asyncio.get_running_loop().create_task(self._listen(handle))
@@ -127,7 +163,7 @@ class DesktopNotifier:
                                                           else "im.received")}
         if title.startswith(NEEDS_INPUT):
             hints["urgency"] = ("y", 2)
-        call = new_method_call(SERVICE, "Notify", "susssasa{sv}i", (
+        call = new_method_call(_service(), "Notify", "susssasa{sv}i", (
             APP_NAME, replaces, "io.github.hostapp.hostapp", html.escape(title, quote=False),
             html.escape(body, quote=False), [OPEN_ACTION, "Open hostapp"], hints, -1))
         try:

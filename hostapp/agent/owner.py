@@ -24,7 +24,7 @@ from typing import Any
 
 from hostapp.agent.endpoint import AgentEndpoint, socket_path
 from hostapp.agent.lock import HomeLock
-from hostapp.agent.notify import DesktopNotifier
+from hostapp.agent.notify import Notifier, make_notifier
 from hostapp.engine import api
 from hostapp.engine.facade import LocalEngine
 from hostapp.engine.service import Engine
@@ -41,7 +41,7 @@ class _OwnerListener:
     """The engine's listener in the owner: everything goes to the clients; what a person
     should hear about also becomes a desktop notification while no window is open."""
 
-    def __init__(self, endpoint: AgentEndpoint, notifier: DesktopNotifier) -> None:
+    def __init__(self, endpoint: AgentEndpoint, notifier: Notifier) -> None:
         self.endpoint = endpoint
         self.notifier = notifier
         self._tasks: set[asyncio.Task[None]] = set()
@@ -97,7 +97,7 @@ class Owner:
             info={"pid": os.getpid(), "since": self.since, "autostart": autostart},
             on_clients=self._clients_changed,
         )
-        self.notifier = DesktopNotifier(on_open=open_window)
+        self.notifier = make_notifier(on_open=open_window)
         self._engine = Engine(home, _OwnerListener(self.endpoint, self.notifier))
         self.engine: api.EngineApi = LocalEngine(self._engine)
         self.endpoint.engine = self.engine
