@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from hostapp.agent.commands import add_parsers as add_agent_parsers
+from hostapp.agent.commands import agent_engine
 from hostapp.engine import api, open_engine
 from hostapp.engine.api import (
     TERMINAL,
@@ -156,8 +157,12 @@ def parse_pairs(pairs: list[str] | None, what: str) -> dict[str, str]:
 
 @contextlib.asynccontextmanager
 async def opened_engine(listener: EngineListener | None = None, *, connect: bool = False) -> AsyncIterator[EngineApi]:
-    """The engine of this HOSTAPP_HOME for one command, stopped (journal closed) at its end."""
-    engine = open_engine(None, listener, connect=connect)
+    """The engine of this HOSTAPP_HOME for one command: the background agent's, when one
+    owns the home (the command is its client, and what it starts goes on after it), or
+    else an engine in this process, stopped (journal closed) at the command's end."""
+    engine = await agent_engine(listener)
+    if engine is None:
+        engine = open_engine(None, listener, connect=connect)
     try:
         yield engine
     finally:

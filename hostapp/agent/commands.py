@@ -64,11 +64,16 @@ def cmd_agent_run(args: argparse.Namespace) -> int:
     return code
 
 
-async def _connect(home: Path) -> RemoteEngine | None:
+async def _connect(home: Path, listener: api.EngineListener | None = None) -> RemoteEngine | None:
     try:
-        return await RemoteEngine.connect(socket_path(home), client="cli")
+        return await RemoteEngine.connect(socket_path(home), listener, client="cli")
     except AgentUnavailable:
         return None
+
+
+async def agent_engine(listener: api.EngineListener | None = None) -> api.EngineApi | None:
+    """The facade of the agent that owns this home, or None when none runs (never starts one)."""
+    return await _connect(home_dir(), listener)
 
 
 async def cmd_agent_status(args: argparse.Namespace) -> int:

@@ -267,3 +267,37 @@ async def test_the_owner_ends_what_a_crash_left_unsent(agents: Agents):
     finally:
         await engine.close()
     assert agents.run("agent", "stop").returncode == 0
+
+
+async def test_the_command_line_is_a_client_of_a_running_owner(agents: Agents):
+    """With an owner running, CLI commands go through it: a call started by 'hostapp call'
+    is the owner's, and goes on after the command is interrupted."""
+    import subprocess
+
+    agents.start("--idle-exit", "600")
+    engine = await _connect(agents.home)
+    try:
+        added = agents.run("servers", "add", "lab", "--command", sys.executable, "--arg=-m", "--arg=hostapp",
+                           "--arg=lab", "--arg=serve", "--arg=--stdio")
+        assert added.returncode == 0, added.stderr
+        assert [s.name for s in await engine.servers()] == ["lab"]  # the owner configured it
+
+        call = subprocess.Popen(
+            [sys.executable, "-m", "hostapp", "call", "lab", "sleep_with_progress", "--json",
+             "--args", json.dumps({"seconds": 4, "steps": 40})],
+            env=agents.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        assert call.stdout is not None
+        first = json.loads(call.stdout.readline())
+        assert first["event"] in ("status", "progress"), first
+        call.send_signal(signal.SIGINT)
+        call.wait(30)
+        (op,) = await engine.operations()
+        final = await asyncio.wait_for(engine.wait_finished(op.id), 60)
+        assert final.status == api.OperationStatus.COMPLETED  # the owner carried it on
+
+        listed = agents.run("ops", "--json")
+        assert listed.returncode == 0, listed.stderr
+        assert op.id in listed.stdout
+    finally:
+        await engine.close()
+    assert agents.run("agent", "stop").returncode == 0
