@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from hostapp.engine.api import EngineApi
     from hostapp.engine.service import Engine
     from hostapp.store.journal import ServerConfig
 
@@ -91,7 +92,10 @@ class HostApp:
     States: built → started (engine running, window filled) → stopped.
     """
 
-    def __init__(self, home: Path, *, engine: Engine | None = None) -> None:
+    def __init__(self, home: Path, *, engine: Engine | None = None, agent: EngineApi | None = None) -> None:
+        """``agent``: the facade of the background agent that owns ``home``; the window is
+        then its client (the agent's engine carries the work, and goes on after the window
+        quits). Without it, the window runs an engine of its own in this process."""
         from PySide6.QtCore import QSettings
 
         from hostapp.engine.facade import LocalEngine
@@ -103,11 +107,18 @@ class HostApp:
         self.home = Path(home)
         self.settings = QSettings(str(self.home / "hostapp.ini"), QSettings.Format.IniFormat)
         self.signals = EngineSignals()
-        self.engine = engine or Engine(self.home, self.signals)
-        if engine is not None:
-            engine.listener = self.signals
+        self.agent = agent
+        self.engine: Engine | None = None
+        if agent is not None:
+            agent.listener = self.signals  # type: ignore[attr-defined]  # a RemoteEngine's listener
+            self.api: EngineApi = agent
+        else:
+            self.engine = engine or Engine(self.home, self.signals)
+            if engine is not None:
+                engine.listener = self.signals
+            self.api = LocalEngine(self.engine)
         # The window is a client of the engine: it sees the facade only.
-        self.window = MainWindow(LocalEngine(self.engine), self.signals, self.settings, self.home)
+        self.window = MainWindow(self.api, self.signals, self.settings, self.home)
         self.window.quitRequested.connect(self.request_quit)
         self.started = False
         self.stopped = asyncio.Event()
@@ -123,15 +134,19 @@ class HostApp:
         """
         try:
             await self.window.load_operations()
-            await self.engine.start()
+            if self.engine is not None:
+                await self.engine.start()
+            else:  # the agent's questions asked before the window came
+                for question in await self.api.open_questions():
+                    self.signals.input_requested(question)
         except Exception as exc:
             log.exception("the engine could not start")
             self.window.show_error(f"hostapp could not open its journal in {self.home}: {exc}")
             return
         self.started = True
         if not self.settings.value(FIRST_RUN_KEY, False, type=bool):
-            if not self.engine.servers():
-                await self.engine.add_server(lab_server_config())
+            if not await self.api.servers():
+                await self.api.add_server(lab_server_config())
             self.settings.setValue(FIRST_RUN_KEY, True)
             self.settings.sync()
         await self.window.load_servers()
@@ -144,7 +159,7 @@ class HostApp:
         """Close every connection, flush the journal, save the window, end the loop."""
         try:
             if self.started:
-                await self.engine.stop()
+                await self.api.stop()  # the agent's work goes on; an own engine stops
         except Exception:
             log.exception("stopping the engine failed")
             self.exit_code = 1
@@ -154,6 +169,17 @@ class HostApp:
             self.stopped.set()
             if stop_loop:
                 asyncio.get_running_loop().stop()
+
+
+async def agent_for_window(home: Path) -> EngineApi | None:
+    """The facade of the agent that owns ``home``, if one runs (the window is its client)."""
+    from hostapp.agent.client import AgentUnavailable, RemoteEngine
+    from hostapp.agent.endpoint import socket_path
+
+    try:
+        return await RemoteEngine.connect(socket_path(home), client="window")
+    except AgentUnavailable:
+        return None
 
 
 def install_error_handlers(loop: asyncio.AbstractEventLoop, host_ref: list[HostApp]) -> None:
@@ -213,7 +239,7 @@ def main(argv: list[str] | None = None) -> int:
     asyncio.set_event_loop(loop)
     host_ref: list[HostApp] = []
     install_error_handlers(loop, host_ref)
-    host = HostApp(home)
+    host = HostApp(home, agent=loop.run_until_complete(agent_for_window(home)))
     host_ref.append(host)
     app.aboutToQuit.connect(host.signals.flush)
     # Ctrl+C in the terminal quits like the Quit action (connections closed, journal flushed).

@@ -89,7 +89,7 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     # ... and the engine package itself for its factory, open_engine (not its modules).
     # ... and the agent (the owner of the home), whose client the command line is.
     CLI: ("hostapp.engine.api", "hostapp.engine", PROTOCOL, APP, AGENT, "hostapp.lab.server", CONFORMANCE),
-    APP: (*BELOW_THE_ENGINE, ENGINE, UI),
+    APP: (*BELOW_THE_ENGINE, ENGINE, UI, AGENT),
     CONFORMANCE: (*BELOW_THE_ENGINE, ENGINE),
     # The owner of a home: runs the engine and serves its facade to the window and the CLI.
     AGENT: (*BELOW_THE_ENGINE, ENGINE),

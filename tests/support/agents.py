@@ -1,0 +1,56 @@
+"""Owner processes for tests: ``hostapp agent`` started on a test's home, and always
+stopped at the end, whatever the test did to them (an owner a client spawned included)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+from hostapp.agent.lock import HomeLock
+from tests.support.keyring_daemon import KeyringDaemon
+
+
+class Agents:
+    """Starts ``hostapp agent`` processes on a home and kills what is left at the end."""
+
+    def __init__(self, home: Path, env: dict[str, str]) -> None:
+        self.home = home
+        self.env = env
+        self.procs: list[subprocess.Popen[bytes]] = []
+
+    def start(self, *args: str) -> subprocess.Popen[bytes]:
+        proc = subprocess.Popen([sys.executable, "-m", "hostapp", "agent", *args], env=self.env,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+        self.procs.append(proc)
+        return proc
+
+    def run(self, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "hostapp", *args], env=self.env, capture_output=True,
+                              text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+
+    def kill_all(self) -> None:
+        for proc in self.procs:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(10)
+        # An owner this test did not start itself (spawned by a client, or by a launcher).
+        lock = HomeLock(self.home)
+        if not lock.acquire():
+            owner = lock.owner()
+            if owner is not None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(owner.pid, signal.SIGKILL)
+        lock.release()
+
+
+def agents_fixture(isolated_home: Path, real_keyring: KeyringDaemon) -> Iterator[Agents]:
+    env = {**os.environ, **real_keyring.env, "HOSTAPP_HOME": str(isolated_home),
+           "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    made = Agents(isolated_home, env)
+    yield made
+    made.kill_all()

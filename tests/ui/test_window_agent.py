@@ -1,0 +1,88 @@
+"""The window as a client of the background agent: it shows what the agent carries, live,
+calls started elsewhere included, and quitting it leaves the work running."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from hostapp.agent.client import AgentUnavailable, RemoteEngine
+from hostapp.agent.endpoint import socket_path
+from hostapp.app import HostApp
+from hostapp.engine import api
+from tests.support.agents import Agents, agents_fixture
+from tests.support.keyring_daemon import KeyringDaemon, private_keyring
+
+
+@pytest.fixture(scope="module")
+def real_keyring(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KeyringDaemon]:
+    with private_keyring(tmp_path_factory.mktemp("window-agent-keyring")) as daemon:
+        yield daemon
+
+
+@pytest.fixture
+def agents(isolated_home: Path, real_keyring: KeyringDaemon) -> Iterator[Agents]:
+    yield from agents_fixture(isolated_home, real_keyring)
+
+
+def _wait(qloop, predicate, timeout: float = 60) -> None:
+    import asyncio
+
+    async def until() -> None:
+        deadline = time.monotonic() + timeout
+        while not predicate():
+            assert time.monotonic() < deadline, "timed out"
+            await asyncio.sleep(0.05)
+
+    qloop.run_until_complete(until())
+
+
+def test_the_window_shows_the_agents_work_live_and_leaves_it_running(qtbot, qloop, agents: Agents):
+    owner = agents.start("--idle-exit", "600")
+
+    async def connect() -> RemoteEngine:
+        import asyncio
+
+        for _ in range(300):
+            try:
+                return await RemoteEngine.connect(socket_path(agents.home), client="window")
+            except AgentUnavailable:
+                await asyncio.sleep(0.1)
+        raise AssertionError("the agent did not start")
+
+    remote = qloop.run_until_complete(connect())
+    host = HostApp(agents.home, agent=remote)
+    qtbot.addWidget(host.window)
+    qloop.run_until_complete(host.start())
+    # The first run configured the built-in lab, in the agent.
+    assert [s.name for s in qloop.run_until_complete(remote.servers())] == ["lab"]
+
+    call = subprocess.Popen(
+        [sys.executable, "-m", "hostapp", "call", "lab", "sleep_with_progress", "--json",
+         "--args", json.dumps({"seconds": 3, "steps": 30})],
+        env=agents.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        model = host.window.ops_model
+        _wait(qloop, lambda: model.row_count() == 1)  # the CLI's call appears, no refresh needed
+        op = model.operation(0)
+        assert op is not None and op.tool == "sleep_with_progress"
+        _wait(qloop, lambda: (model.operation(model.row_of(op.id)).progress or 0) > 0)  # live progress
+        qloop.run_until_complete(host.shutdown(stop_loop=False))  # the window quits mid-call
+        out, err = call.communicate(timeout=60)
+        assert call.returncode == 0, err
+        assert json.loads(out.splitlines()[-1])["event"] == "result"  # the call went on
+    finally:
+        call.kill()
+    assert owner.poll() is None  # the agent is still there
+    assert agents.run("agent", "stop").returncode == 0
+    from hostapp.store.journal import OperationJournal
+    from hostapp.store.paths import journal_path
+
+    with OperationJournal(journal_path(agents.home)) as journal:
+        assert journal.get_operation(op.id).status == api.OperationStatus.COMPLETED
