@@ -24,6 +24,7 @@ import asyncio
 from dataclasses import replace
 import functools
 import logging
+import re
 from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -107,6 +108,27 @@ class RunnerContext(Protocol):
 
     # -- servers
     def connection(self, server: str) -> ServerConnection: ...
+
+
+#: How far a status message says a task got: "crunch 5/12", "3 of 8", "40%".
+_STEP_OF = re.compile(r"(?<![\d./])(\d+(?:\.\d+)?)\s*(?:/|of)\s*(\d+(?:\.\d+)?)(?![\d./])")
+_PERCENT = re.compile(r"(?<![\d./])(\d+(?:\.\d+)?)\s*%")
+
+
+def progress_in_message(message: str | None) -> tuple[float, float] | None:
+    """The (progress, total) a status message states, as "N/M", "N of M" or "NN%"; None
+    when it states none (or something that is not a step of a whole)."""
+    if not message:
+        return None
+    step = _STEP_OF.search(message)
+    if step is not None:
+        done, total = float(step.group(1)), float(step.group(2))
+        if 0 < total and 0 <= done <= total:
+            return done, total
+    percent = _PERCENT.search(message)
+    if percent is not None and 0 <= float(percent.group(1)) <= 100:
+        return float(percent.group(1)), 100.0
+    return None
 
 
 def _busy(exc: Exception) -> bool:
@@ -356,8 +378,7 @@ class OperationRunner:
             message = "waiting for your answer"
         if self.view.status == status:
             if message and message != self.view.message:
-                self.view = replace(self.view, message=message)
-                self.context.changed(self)
+                await self._show_status_message(message)
             return
         old = self.view.status
         await self.context.journal.update_operation(self.id, status=status, message=message)
@@ -366,6 +387,26 @@ class OperationRunner:
         data = {"from": old, "to": status, "message": message}  # the journal records it with the change
         self.context.operation_event(self.id, "status", data)
         self.context.changed(self)
+        self._progress_from_message(message)
+
+    async def _show_status_message(self, message: str) -> None:
+        """A new message from the server under an unchanged status (a task telling how far
+        it got, as fastmcp does in its statusMessage): journaled and shown like a status."""
+        ctx = self.context
+        await ctx.journal.update_operation(self.id, message=message)
+        self.view = replace(self.view, message=message, updated_at=ctx.clock())
+        data = {"message": message}
+        ctx.journal.append_event(self.id, "status_message", data)
+        ctx.operation_event(self.id, "status_message", data)
+        ctx.changed(self)
+        self._progress_from_message(message)
+
+    def _progress_from_message(self, message: str | None) -> None:
+        """A message stating "N/M" or "NN%" moves the progress bar as progress would."""
+        step = progress_in_message(message)
+        # Not mixed with progress on another scale (the request's own progress notifications).
+        if step is not None and self.view.total in (None, step[1]):
+            self._show_progress(A.ReportProgress(step[0], step[1], message))
 
     async def finish(self, status: OperationStatus, *, result: dict[str, Any] | None = None,
                      error: dict[str, Any] | None = None) -> None:
