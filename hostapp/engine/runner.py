@@ -62,6 +62,10 @@ OPTIONAL_METHODS = frozenset({"subscriptions/listen"})
 #: Pause before an operation asks again after its request was answered 408 or 429.
 BUSY_RETRY_SECONDS = 2.0
 
+#: Longest a cancel waits for the server's answer to its cancel request (seconds); the
+#: cancel goes on after that, its answer shown when it comes.
+CANCEL_ANSWER_SECONDS = 15.0
+
 
 class RunnerContext(Protocol):
     """What an operation needs from the engine around it, and nothing more."""
@@ -197,6 +201,13 @@ class OperationRunner:
         self._original_session: ClientSession | None = None
         self._http_session: tuple[str, str] | None = None   # (session id, protocol version)
         self._stream_session: ClientSession | None = None  # an adopted earlier session
+        # Restored with the HTTP session its handle is bound to: whatever goes out first
+        # (a poll after attach, or a cancel asked for before it) adopts that session.
+        self._adopt_pending = http_session is not None
+        self._adopting = asyncio.Lock()
+        # A cancel asked for: the method of its request, and who waits for its answer.
+        self._cancel_method: str | None = None
+        self._cancel_answer: asyncio.Future[None] | None = None
         # Restored at start-up and not yet heard from: its first request goes before the
         # repeat polls of the others (see FirstContactGate).
         self.awaiting_first_contact = False
@@ -424,6 +435,7 @@ class OperationRunner:
         if self.handle_ref is not None:
             await ctx.delete_secret(self.handle_ref)
         ctx.withdraw_questions(self.id)
+        self._cancel_answered(None)
         self._drop_original_waiter()
         if self.session is not None:
             self.session.unroute_progress(self.progress_token)
@@ -462,7 +474,12 @@ class OperationRunner:
         if adopted is not None and adopted.state == "ready":
             return adopted  # the earlier session its handle is bound to
         conn = self.context.connection(self.record.server)
-        return await conn.wait_ready()
+        live = await conn.wait_ready()
+        if self._adopt_pending:
+            # Nothing went out yet since the restart (a cancel before the attach): it goes
+            # to the session the handle is bound to, as the polls will.
+            return await self._adopt_earlier_session(live) or live
+        return live
 
     async def _give_up_adopted_session(self) -> None:
         """The server refused the adopted earlier session: go on (or end) on the live one."""
@@ -530,6 +547,8 @@ class OperationRunner:
                                            progress_token=self.progress_token if original else None)
         except RpcError as exc:
             ctx.heard_from(self)
+            if not original and method == self._cancel_method:
+                await self._cancel_refused(exc)
             if method in OPTIONAL_METHODS:
                 ctx.connection(self.record.server).optional_verdict(method, exc.code != METHOD_NOT_FOUND)
             if original and exc.code == URL_ELICITATION_REQUIRED and await self._satisfy_url_elicitations(exc):
@@ -579,6 +598,8 @@ class OperationRunner:
                 ctx.connection(self.record.server).connection_lost(session_gone=lost)
         else:
             ctx.heard_from(self)
+            if not original and method == self._cancel_method:
+                self._cancel_answered(None)
             if method in OPTIONAL_METHODS:
                 ctx.connection(self.record.server).optional_verdict(method, True)
             await self.feed(lambda: self.mech.on_result(result, now=ctx.clock(),
@@ -718,19 +739,80 @@ class OperationRunner:
                 responses[key] = {"action": "decline"}
         await self.feed(lambda: self.mech.answer_input(responses, now=self.context.clock()))
 
+    # -- cancelling ----------------------------------------------------------------------
+
+    async def cancel(self) -> None:
+        """Cancel the operation, and wait (at most CANCEL_ANSWER_SECONDS) for the server's
+        answer to the cancel request, if the mechanism sends one. RpcError when the server
+        refused it (the operation goes on, and says so)."""
+        loop = asyncio.get_running_loop()
+        answer: asyncio.Future[None] = loop.create_future()
+        self._cancel_answer = answer
+
+        def produce() -> list[A.Action]:
+            actions = self.mech.cancel(now=self.context.clock())
+            for action in actions:
+                if isinstance(action, A.SendRequest):
+                    self._cancel_method = action.method
+            return actions
+
+        await self.feed(produce)
+        if self._cancel_method is None or self.done:
+            self._cancel_answered(None)  # a notification, or ended at once: nothing to wait for
+        try:
+            await asyncio.wait_for(asyncio.shield(answer), CANCEL_ANSWER_SECONDS)
+        except TimeoutError:
+            log.info("operation %s: no answer to its cancel yet", self.id)
+        finally:
+            if self._cancel_answer is answer:
+                self._cancel_answer = None  # a later answer is still shown, to nobody waiting
+
+    def _cancel_answered(self, error: RpcError | None) -> None:
+        answer, self._cancel_answer = self._cancel_answer, None
+        if answer is not None and not answer.done():
+            if error is None:
+                answer.set_result(None)
+            else:
+                answer.set_exception(error)
+
+    async def _cancel_refused(self, exc: RpcError) -> None:
+        """The server answered the cancel with an error: shown and journaled, not swallowed."""
+        ctx = self.context
+        message = f"the server did not cancel it: {exc.message}"
+        data = {"code": exc.code, "message": exc.message}
+        await ctx.journal.update_operation(self.id, message=message)
+        self.view = replace(self.view, message=message, updated_at=ctx.clock())
+        ctx.journal.append_event(self.id, "cancel_refused", data)
+        ctx.operation_event(self.id, "cancel_refused", data)
+        ctx.changed(self)
+        self._cancel_answered(exc)
+
     # -- lifecycle hooks ---------------------------------------------------------------
 
     async def attach(self, session: ClientSession, *, restored: bool) -> None:
         """A (new) session is ready: resume the operation on it."""
         self.session = session
         self._route_progress(session)
-        stream_session = await self._adopt_earlier_session(session) if restored else None
+        stream_session = None
+        if restored:
+            self._adopt_pending = True  # each attach looks again, as the session may be new
+            stream_session = await self._adopt_earlier_session(session)
         self._ensure_original_waiter(stream_session or session)
         await self.feed(lambda: self.mech.resume(now=self.context.clock()))
 
     async def _adopt_earlier_session(self, live: ClientSession) -> ClientSession | None:
         """A stream lives in the HTTP session that carried it: after a restart, take that
         session over (no initialize) to resume the stream."""
+        async with self._adopting:  # once, whether the attach or a cancel asks first
+            if not self._adopt_pending:
+                adopted = self._stream_session
+                return adopted if adopted is not None and adopted.state == "ready" else None
+            try:  # pending until done: what goes out meanwhile waits for it
+                return await self._adopt_now(live)
+            finally:
+                self._adopt_pending = False
+
+    async def _adopt_now(self, live: ClientSession) -> ClientSession | None:
         if self.http_session is None or self.mech.name not in SESSION_BOUND_MECHANISMS:
             return None
         sid, version = self.http_session
