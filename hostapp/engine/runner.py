@@ -55,6 +55,14 @@ log = logging.getLogger(__name__)
 #: server-everything does). After a restart they go on in that session, adopted.
 SESSION_BOUND_MECHANISMS = frozenset({"http_resumption", "tasks_2025"})
 
+#: Mechanisms of a plain request, whose server asks its questions only on the request's
+#: stream: a question left open when the host quit cannot be fetched again, and the
+#: server may have given up on it meanwhile.
+PLAIN_REQUEST_MECHANISMS = frozenset({"direct", "http_resumption"})
+
+#: What an operation says when it ended in error after the host left its question open.
+QUESTION_EXPIRED = "the server's question expired while hostapp was closed"
+
 #: Requests a mechanism sends for something extra (pushed task notifications) and goes on
 #: without: once a server answers "method not found", they are not sent to it again.
 OPTIONAL_METHODS = frozenset({"subscriptions/listen"})
@@ -208,6 +216,8 @@ class OperationRunner:
         # A cancel asked for: the method of its request, and who waits for its answer.
         self._cancel_method: str | None = None
         self._cancel_answer: asyncio.Future[None] | None = None
+        # Restored with a question still open: the host quit before it was answered.
+        self._question_left_open = record.status == OperationStatus.INPUT_REQUIRED
         # Restored at start-up and not yet heard from: its first request goes before the
         # repeat polls of the others (see FirstContactGate).
         self.awaiting_first_contact = False
@@ -384,7 +394,12 @@ class OperationRunner:
         return [ref, secret]
 
     async def set_status(self, status: OperationStatus, message: str | None) -> None:
-        """Move between running and input_required (journaled, shown)."""
+        """Move between running and input_required (journaled, shown). Not while the host
+        quits: a question it leaves open was not answered, and stays open in the journal."""
+        if self.context.stopping:
+            return
+        if status == OperationStatus.INPUT_REQUIRED:
+            self._question_left_open = False  # the server asks (again): it has not given up
         if message is None and status == OperationStatus.INPUT_REQUIRED:
             message = "waiting for your answer"
         if self.view.status == status:
@@ -427,6 +442,8 @@ class OperationRunner:
         self._cancel_wake()
         if self._deadline_handle is not None:
             self._deadline_handle.cancel()
+        if status == OperationStatus.FAILED:
+            error = self._question_expired(status, result, error)
         first = await ctx.journal.finish_operation(self.id, status, result=result, error=error)
         ended = ctx.clock()
         self.view = replace(self.view, status=status, result=result, error=error,
@@ -448,6 +465,18 @@ class OperationRunner:
             ctx.operation_event(self.id, "status", data)
             ctx.changed(self)
         ctx.forget(self)
+
+    def _question_expired(self, status: OperationStatus, result: dict[str, Any] | None,
+                          error: dict[str, Any] | None) -> dict[str, Any] | None:
+        """The error to journal: a plain request restored with its question open, and
+        answered with an error without being asked again, says that the server's question
+        expired (the server's own words follow)."""
+        mechanism = self.record.mechanism or self.mech.name
+        if not self._question_left_open or mechanism not in PLAIN_REQUEST_MECHANISMS:
+            return error
+        said = outcome_message(status, result, error)
+        message = f"{QUESTION_EXPIRED}: {said}" if said else QUESTION_EXPIRED
+        return {**(error or {"code": None}), "message": message}
 
     # -- timers -----------------------------------------------------------------
 
