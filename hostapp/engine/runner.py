@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import re
 from collections.abc import Callable, Coroutine
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Protocol
@@ -54,12 +55,24 @@ log = logging.getLogger(__name__)
 #: server-everything does). After a restart they go on in that session, adopted.
 SESSION_BOUND_MECHANISMS = frozenset({"http_resumption", "tasks_2025"})
 
+#: Mechanisms of a plain request, whose server asks its questions only on the request's
+#: stream: a question left open when the host quit cannot be fetched again, and the
+#: server may have given up on it meanwhile.
+PLAIN_REQUEST_MECHANISMS = frozenset({"direct", "http_resumption"})
+
+#: What an operation says when it ended in error after the host left its question open.
+QUESTION_EXPIRED = "the server's question expired while hostapp was closed"
+
 #: Requests a mechanism sends for something extra (pushed task notifications) and goes on
 #: without: once a server answers "method not found", they are not sent to it again.
 OPTIONAL_METHODS = frozenset({"subscriptions/listen"})
 
 #: Pause before an operation asks again after its request was answered 408 or 429.
 BUSY_RETRY_SECONDS = 2.0
+
+#: Longest a cancel waits for the server's answer to its cancel request (seconds); the
+#: cancel goes on after that, its answer shown when it comes.
+CANCEL_ANSWER_SECONDS = 15.0
 
 
 class RunnerContext(Protocol):
@@ -107,6 +120,27 @@ class RunnerContext(Protocol):
 
     # -- servers
     def connection(self, server: str) -> ServerConnection: ...
+
+
+#: How far a status message says a task got: "crunch 5/12", "3 of 8", "40%".
+_STEP_OF = re.compile(r"(?<![\d./])(\d+(?:\.\d+)?)\s*(?:/|of)\s*(\d+(?:\.\d+)?)(?![\d./])")
+_PERCENT = re.compile(r"(?<![\d./])(\d+(?:\.\d+)?)\s*%")
+
+
+def progress_in_message(message: str | None) -> tuple[float, float] | None:
+    """The (progress, total) a status message states, as "N/M", "N of M" or "NN%"; None
+    when it states none (or something that is not a step of a whole)."""
+    if not message:
+        return None
+    step = _STEP_OF.search(message)
+    if step is not None:
+        done, total = float(step.group(1)), float(step.group(2))
+        if 0 < total and 0 <= done <= total:
+            return done, total
+    percent = _PERCENT.search(message)
+    if percent is not None and 0 <= float(percent.group(1)) <= 100:
+        return float(percent.group(1)), 100.0
+    return None
 
 
 def _busy(exc: Exception) -> bool:
@@ -175,6 +209,15 @@ class OperationRunner:
         self._original_session: ClientSession | None = None
         self._http_session: tuple[str, str] | None = None   # (session id, protocol version)
         self._stream_session: ClientSession | None = None  # an adopted earlier session
+        # Restored with the HTTP session its handle is bound to: whatever goes out first
+        # (a poll after attach, or a cancel asked for before it) adopts that session.
+        self._adopt_pending = http_session is not None
+        self._adopting = asyncio.Lock()
+        # A cancel asked for: the method of its request, and who waits for its answer.
+        self._cancel_method: str | None = None
+        self._cancel_answer: asyncio.Future[None] | None = None
+        # Restored with a question still open: the host quit before it was answered.
+        self._question_left_open = record.status == OperationStatus.INPUT_REQUIRED
         # Restored at start-up and not yet heard from: its first request goes before the
         # repeat polls of the others (see FirstContactGate).
         self.awaiting_first_contact = False
@@ -351,13 +394,17 @@ class OperationRunner:
         return [ref, secret]
 
     async def set_status(self, status: OperationStatus, message: str | None) -> None:
-        """Move between running and input_required (journaled, shown)."""
+        """Move between running and input_required (journaled, shown). Not while the host
+        quits: a question it leaves open was not answered, and stays open in the journal."""
+        if self.context.stopping:
+            return
+        if status == OperationStatus.INPUT_REQUIRED:
+            self._question_left_open = False  # the server asks (again): it has not given up
         if message is None and status == OperationStatus.INPUT_REQUIRED:
             message = "waiting for your answer"
         if self.view.status == status:
             if message and message != self.view.message:
-                self.view = replace(self.view, message=message)
-                self.context.changed(self)
+                await self._show_status_message(message)
             return
         old = self.view.status
         await self.context.journal.update_operation(self.id, status=status, message=message)
@@ -366,6 +413,26 @@ class OperationRunner:
         data = {"from": old, "to": status, "message": message}  # the journal records it with the change
         self.context.operation_event(self.id, "status", data)
         self.context.changed(self)
+        self._progress_from_message(message)
+
+    async def _show_status_message(self, message: str) -> None:
+        """A new message from the server under an unchanged status (a task telling how far
+        it got, as fastmcp does in its statusMessage): journaled and shown like a status."""
+        ctx = self.context
+        await ctx.journal.update_operation(self.id, message=message)
+        self.view = replace(self.view, message=message, updated_at=ctx.clock())
+        data = {"message": message}
+        ctx.journal.append_event(self.id, "status_message", data)
+        ctx.operation_event(self.id, "status_message", data)
+        ctx.changed(self)
+        self._progress_from_message(message)
+
+    def _progress_from_message(self, message: str | None) -> None:
+        """A message stating "N/M" or "NN%" moves the progress bar as progress would."""
+        step = progress_in_message(message)
+        # Not mixed with progress on another scale (the request's own progress notifications).
+        if step is not None and self.view.total in (None, step[1]):
+            self._show_progress(A.ReportProgress(step[0], step[1], message))
 
     async def finish(self, status: OperationStatus, *, result: dict[str, Any] | None = None,
                      error: dict[str, Any] | None = None) -> None:
@@ -375,6 +442,8 @@ class OperationRunner:
         self._cancel_wake()
         if self._deadline_handle is not None:
             self._deadline_handle.cancel()
+        if status == OperationStatus.FAILED:
+            error = self._question_expired(status, result, error)
         first = await ctx.journal.finish_operation(self.id, status, result=result, error=error)
         ended = ctx.clock()
         self.view = replace(self.view, status=status, result=result, error=error,
@@ -383,6 +452,7 @@ class OperationRunner:
         if self.handle_ref is not None:
             await ctx.delete_secret(self.handle_ref)
         ctx.withdraw_questions(self.id)
+        self._cancel_answered(None)
         self._drop_original_waiter()
         if self.session is not None:
             self.session.unroute_progress(self.progress_token)
@@ -395,6 +465,18 @@ class OperationRunner:
             ctx.operation_event(self.id, "status", data)
             ctx.changed(self)
         ctx.forget(self)
+
+    def _question_expired(self, status: OperationStatus, result: dict[str, Any] | None,
+                          error: dict[str, Any] | None) -> dict[str, Any] | None:
+        """The error to journal: a plain request restored with its question open, and
+        answered with an error without being asked again, says that the server's question
+        expired (the server's own words follow)."""
+        mechanism = self.record.mechanism or self.mech.name
+        if not self._question_left_open or mechanism not in PLAIN_REQUEST_MECHANISMS:
+            return error
+        said = outcome_message(status, result, error)
+        message = f"{QUESTION_EXPIRED}: {said}" if said else QUESTION_EXPIRED
+        return {**(error or {"code": None}), "message": message}
 
     # -- timers -----------------------------------------------------------------
 
@@ -422,7 +504,12 @@ class OperationRunner:
         if adopted is not None and adopted.state == "ready":
             return adopted  # the earlier session its handle is bound to
         conn = self.context.connection(self.record.server)
-        return await conn.wait_ready()
+        live = await conn.wait_ready()
+        if self._adopt_pending:
+            # Nothing went out yet since the restart (a cancel before the attach): it goes
+            # to the session the handle is bound to, as the polls will.
+            return await self._adopt_earlier_session(live) or live
+        return live
 
     async def _give_up_adopted_session(self) -> None:
         """The server refused the adopted earlier session: go on (or end) on the live one."""
@@ -490,6 +577,8 @@ class OperationRunner:
                                            progress_token=self.progress_token if original else None)
         except RpcError as exc:
             ctx.heard_from(self)
+            if not original and method == self._cancel_method:
+                await self._cancel_refused(exc)
             if method in OPTIONAL_METHODS:
                 ctx.connection(self.record.server).optional_verdict(method, exc.code != METHOD_NOT_FOUND)
             if original and exc.code == URL_ELICITATION_REQUIRED and await self._satisfy_url_elicitations(exc):
@@ -539,6 +628,8 @@ class OperationRunner:
                 ctx.connection(self.record.server).connection_lost(session_gone=lost)
         else:
             ctx.heard_from(self)
+            if not original and method == self._cancel_method:
+                self._cancel_answered(None)
             if method in OPTIONAL_METHODS:
                 ctx.connection(self.record.server).optional_verdict(method, True)
             await self.feed(lambda: self.mech.on_result(result, now=ctx.clock(),
@@ -678,19 +769,80 @@ class OperationRunner:
                 responses[key] = {"action": "decline"}
         await self.feed(lambda: self.mech.answer_input(responses, now=self.context.clock()))
 
+    # -- cancelling ----------------------------------------------------------------------
+
+    async def cancel(self) -> None:
+        """Cancel the operation, and wait (at most CANCEL_ANSWER_SECONDS) for the server's
+        answer to the cancel request, if the mechanism sends one. RpcError when the server
+        refused it (the operation goes on, and says so)."""
+        loop = asyncio.get_running_loop()
+        answer: asyncio.Future[None] = loop.create_future()
+        self._cancel_answer = answer
+
+        def produce() -> list[A.Action]:
+            actions = self.mech.cancel(now=self.context.clock())
+            for action in actions:
+                if isinstance(action, A.SendRequest):
+                    self._cancel_method = action.method
+            return actions
+
+        await self.feed(produce)
+        if self._cancel_method is None or self.done:
+            self._cancel_answered(None)  # a notification, or ended at once: nothing to wait for
+        try:
+            await asyncio.wait_for(asyncio.shield(answer), CANCEL_ANSWER_SECONDS)
+        except TimeoutError:
+            log.info("operation %s: no answer to its cancel yet", self.id)
+        finally:
+            if self._cancel_answer is answer:
+                self._cancel_answer = None  # a later answer is still shown, to nobody waiting
+
+    def _cancel_answered(self, error: RpcError | None) -> None:
+        answer, self._cancel_answer = self._cancel_answer, None
+        if answer is not None and not answer.done():
+            if error is None:
+                answer.set_result(None)
+            else:
+                answer.set_exception(error)
+
+    async def _cancel_refused(self, exc: RpcError) -> None:
+        """The server answered the cancel with an error: shown and journaled, not swallowed."""
+        ctx = self.context
+        message = f"the server did not cancel it: {exc.message}"
+        data = {"code": exc.code, "message": exc.message}
+        await ctx.journal.update_operation(self.id, message=message)
+        self.view = replace(self.view, message=message, updated_at=ctx.clock())
+        ctx.journal.append_event(self.id, "cancel_refused", data)
+        ctx.operation_event(self.id, "cancel_refused", data)
+        ctx.changed(self)
+        self._cancel_answered(exc)
+
     # -- lifecycle hooks ---------------------------------------------------------------
 
     async def attach(self, session: ClientSession, *, restored: bool) -> None:
         """A (new) session is ready: resume the operation on it."""
         self.session = session
         self._route_progress(session)
-        stream_session = await self._adopt_earlier_session(session) if restored else None
+        stream_session = None
+        if restored:
+            self._adopt_pending = True  # each attach looks again, as the session may be new
+            stream_session = await self._adopt_earlier_session(session)
         self._ensure_original_waiter(stream_session or session)
         await self.feed(lambda: self.mech.resume(now=self.context.clock()))
 
     async def _adopt_earlier_session(self, live: ClientSession) -> ClientSession | None:
         """A stream lives in the HTTP session that carried it: after a restart, take that
         session over (no initialize) to resume the stream."""
+        async with self._adopting:  # once, whether the attach or a cancel asks first
+            if not self._adopt_pending:
+                adopted = self._stream_session
+                return adopted if adopted is not None and adopted.state == "ready" else None
+            try:  # pending until done: what goes out meanwhile waits for it
+                return await self._adopt_now(live)
+            finally:
+                self._adopt_pending = False
+
+    async def _adopt_now(self, live: ClientSession) -> ClientSession | None:
         if self.http_session is None or self.mech.name not in SESSION_BOUND_MECHANISMS:
             return None
         sid, version = self.http_session

@@ -455,7 +455,7 @@ class Engine:
                 return
             handles = await self._handles.load_handles([record])
             runner = self._restore(record, handles.get(record.id))
-        await runner.feed(lambda: runner.mech.cancel(now=self.clock()))
+        await runner.cancel()
 
     async def rerun(self, op_id: str) -> api.OperationView:
         record = await self._read(self.journal.get_operation, op_id)

@@ -84,6 +84,9 @@ class Tasks2025(Mechanism):
         self.cancel_requested: bool = bool(state.get("cancel_requested"))
         # In-flight requests die with the connection or the process: never journaled.
         self.result_requested = False
+        # The statusMessage shown last. Not journaled: after a restart the first poll shows
+        # the current one.
+        self.status_message: str | None = None
         self.list_pages = 0
         self.list_candidates = 0
 
@@ -135,6 +138,11 @@ class Tasks2025(Mechanism):
         actions: list[Action] = []
         changed = status != self.task_status
         self.task_status = status
+        message = task.get("statusMessage") if isinstance(task.get("statusMessage"), str) else None
+        if message is not None and message != self.status_message:
+            # A working task may tell how far it got only here: each new one is shown.
+            self.status_message = message
+            changed = True
         if status in ("completed", "failed"):
             return self._fetch_result()
         if status == "cancelled":
@@ -143,7 +151,7 @@ class Tasks2025(Mechanism):
             return [Deliver(error=error_object(
                 REQUEST_CANCELLED, task.get("statusMessage") or "the server cancelled the task"))]
         if changed and self.phase != CANCELLING and status in ("working", "input_required"):
-            actions.append(MarkStatus(status, task.get("statusMessage")))
+            actions.append(MarkStatus(status, message))
         if status == "input_required":
             # The server delivers its questions on the tasks/result stream.
             actions += self._fetch_result()

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from hostapp.engine import api
+from hostapp.engine.runner import progress_in_message
 from hostapp.engine.service import Engine
 from hostapp.lab.state import execution_count
 from hostapp.store.journal import OperationJournal
@@ -187,3 +188,68 @@ async def test_an_operation_past_its_deadline_ends_expired(isolated_home, lab, r
         assert final.error and final.error["message"]
     finally:
         await engine.stop()
+
+
+@pytest.mark.parametrize("message, step", [
+    ("crunch 5/12", (5, 12)), ("step 3 of 8", (3, 8)), ("40% done", (40, 100)), ("40.5 %", (40.5, 100)),
+    ("started", None), ("on 2026/11/23", None), ("13/12", None), ("120%", None), (None, None)])
+def test_progress_in_a_status_message(message, step):
+    assert progress_in_message(message) == step
+
+
+async def test_task_status_messages_are_journaled_and_move_the_progress(isolated_home, lab, recorder, real_keyring):
+    # The lab's extension task sends no progress notifications: only its statusMessage
+    # ("step i/N") tells how far it got, the status staying "working".
+    engine = await run_engine(isolated_home, recorder)
+    try:
+        await engine.add_server(lab_server(lab))
+        await engine.connected("lab")
+        op = await engine.start_call("lab", "long_task_ext", {"seconds": 2, "steps": 4})
+        final = await finished(engine, op.id)
+        assert final.status == api.COMPLETED, final.error
+        events = await engine.events(op.id)
+    finally:
+        await engine.stop()
+    progress = recorder.progress_of(op.id)
+    assert progress and progress == sorted(progress) and progress[-1] >= 2, recorder.changes[op.id]
+    assert {t for _s, _p, t, _m in recorder.changes[op.id] if t is not None} == {4}
+    messages = [e["data"]["message"] for e in events if e["kind"] == "status_message"]
+    assert len([m for m in messages if m.startswith("step ")]) >= 2, events
+    assert [d["message"] for i, k, d in recorder.events if i == op.id and k == "status_message"] == messages
+
+
+class Silent(Recorder):
+    """A person who sees the questions and answers none."""
+
+    def input_requested(self, request: api.InputRequest) -> None:
+        self.questions.append(request)
+
+
+async def test_a_task_question_left_open_is_asked_again_after_a_restart(isolated_home, lab, real_keyring):
+    # The host quits while a 2025-11-25 task waits for the person. tasks/result hands the
+    # pending question out again while the task is input_required: the restarted host
+    # asks it, and the task goes on once it is answered.
+    first = Silent()
+    engine = await run_engine(isolated_home, first)
+    await engine.add_server(lab_server(lab, version="2025-11-25"))
+    await engine.connected("lab")
+    op = await engine.start_call("lab", "long_task", {"seconds": 2, "steps": 4, "ask": True})
+    for _ in range(200):
+        if first.questions:
+            break
+        await asyncio.sleep(0.05)
+    assert first.questions, "the task never asked"
+    assert (await engine.operation(op.id)).status == api.INPUT_REQUIRED
+    await engine.stop()
+    assert OperationJournal(isolated_home / "journal.sqlite3").get_operation(op.id).status == api.INPUT_REQUIRED
+
+    second = Recorder()
+    second.answers = [{"action": "accept", "content": {"proceed": True}}]
+    engine = await run_engine(isolated_home, second)
+    try:
+        final = await finished(engine, op.id, timeout=30)
+    finally:
+        await engine.stop()
+    assert [q.operation_id for q in second.questions] == [op.id]
+    assert final.status == api.COMPLETED, (final.error, final.result)
+    assert execution_count(lab.state_file, "long_task") == 1

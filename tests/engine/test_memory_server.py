@@ -10,8 +10,10 @@ from types import SimpleNamespace
 import pytest
 
 from hostapp.engine import api, supervisor
+from hostapp.engine.facade import LocalEngine
 from hostapp.engine.routing import RequestRouting
 from hostapp.engine.service import Engine
+from hostapp.protocol.jsonrpc import ErrorObject, ErrorResponse, Response
 from hostapp.store.journal import OperationJournal, ServerConfig
 from hostapp.store.secrets import InMemoryKeyring, SecretStore
 from tests.engine.conftest import Recorder
@@ -189,3 +191,73 @@ def test_routing_knows_which_operation_owns_a_request():
     assert routing.shares_http_session(b, "sid-1")
     routing.bind_http_session(a, ("sid-1", "2025-11-25"), None)
     assert not routing.shares_http_session(b, "sid-1")
+
+
+class RefusingTaskServer(FakeServer):
+    """A 2025-11-25 task server whose tool runs as task T-1 and that answers every
+    ``tasks/cancel`` "Task not found", as the TypeScript SDK's example server did for a
+    task of another session; the task completes once ``finish`` is set."""
+
+    def __init__(self) -> None:
+        super().__init__("tasks")
+        self.finish = False
+
+    def handle(self, link, obj) -> None:
+        method, rid = obj.get("method"), obj.get("id")
+        task = {"taskId": "T-1", "status": "completed" if self.finish else "working", "pollInterval": 50,
+                "ttl": 60000, "createdAt": "2026-11-23T12:00:00Z", "lastUpdatedAt": "2026-11-23T12:00:00Z"}
+        if method == "initialize":
+            self.received.append(obj)
+            link.to_client(Response(rid, {
+                "protocolVersion": "2025-11-25", "serverInfo": {"name": self.name, "version": "0"},
+                "capabilities": {"tools": {}, "tasks": {"requests": {"tools": {"call": {}}}, "cancel": {}}}}))
+        elif method == "tools/list":
+            self.received.append(obj)
+            link.to_client(Response(rid, {"tools": [{"name": "crunch", "inputSchema": {"type": "object"},
+                                                     "execution": {"taskSupport": "required"}}]}))
+        elif method == "tools/call":
+            self.received.append(obj)
+            link.to_client(Response(rid, {"task": task}))
+        elif method == "tasks/get":
+            self.received.append(obj)
+            link.to_client(Response(rid, task))
+        elif method == "tasks/result":
+            self.received.append(obj)
+            link.to_client(Response(rid, text_result("crunched")))
+        elif method == "tasks/cancel":
+            self.received.append(obj)
+            link.to_client(ErrorResponse(rid, ErrorObject(-32602, "Task not found")))
+        else:
+            super().handle(link, obj)
+
+
+async def test_a_cancel_the_server_refuses_is_shown_not_swallowed(isolated_home, recorder, monkeypatch):
+    server = RefusingTaskServer()
+    monkeypatch.setattr(supervisor, "make_transport", server.transport_factory)
+    engine = Engine(isolated_home, recorder, secrets=SecretStore(isolated_home, backend=InMemoryKeyring()))
+    recorder.engine = engine
+    facade = LocalEngine(engine)
+    await engine.start()
+    try:
+        await engine.add_server(ServerConfig(name="tasks", transport="stdio", command="in-memory"))
+        await engine.connected("tasks", timeout=5)
+        op = await engine.start_call("tasks", "crunch", {})
+        for _ in range(200):
+            if engine.journal.get_operation(op.id).handle_ref:
+                break
+            await asyncio.sleep(0.01)
+        with pytest.raises(api.ServerError, match="Task not found") as refused:
+            await facade.cancel(op.id)
+        assert refused.value.code == -32602
+        view = await facade.operation(op.id)
+        assert "Task not found" in (view.message or "") and view.status not in api.TERMINAL
+        assert [d["message"] for i, k, d in recorder.events if i == op.id and k == "cancel_refused"] == [
+            "Task not found"]
+        server.finish = True  # the task goes on, and its outcome is delivered
+        final = await finished(engine, op.id)
+        events = await engine.events(op.id)
+    finally:
+        await engine.stop()
+    assert final.status == api.COMPLETED
+    assert any(e["kind"] == "cancel_refused" and e["data"]["message"] == "Task not found" for e in events)
+    assert OperationJournal(isolated_home / "journal.sqlite3").get_operation(op.id).mechanism == "tasks_2025"

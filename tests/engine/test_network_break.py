@@ -11,6 +11,7 @@ import pytest
 
 from hostapp.engine import api
 from hostapp.engine.service import Engine
+from hostapp.engine.supervisor import ServerConnection
 from hostapp.lab.state import execution_count
 from hostapp.mechanisms import http_resumption
 from hostapp.store.journal import OperationJournal, ServerConfig
@@ -240,3 +241,33 @@ async def test_streams_adopted_after_a_restart_stay_in_their_session(isolated_ho
     final = await restart_and_finish(isolated_home, long.id)
     assert final.status == api.COMPLETED, final.error
     assert execution_count(lab.state_file, "long_sse") == 2
+
+
+async def test_a_cancel_after_a_restart_goes_to_the_session_of_its_task(isolated_home, lab, proxy, real_keyring,
+                                                                        monkeypatch):
+    # As `hostapp cancel` does: start, then cancel at once, while the restored operation
+    # is still taking its earlier session over (slowly, here). The cancel must go where
+    # the polls go: the session that owns the task.
+    adopt = ServerConnection.side_session
+
+    async def slow_side_session(self, session_id: str, protocol_version: str):
+        await asyncio.sleep(0.5)
+        return await adopt(self, session_id, protocol_version)
+
+    monkeypatch.setattr(ServerConnection, "side_session", slow_side_session)
+    engine = await start_engine(isolated_home, Recorder(), proxy)
+    op = await engine.start_call("lab", "long_task", {"seconds": 30, "steps": 30})
+    await handle_committed(engine, op.id)
+    task_session = session_id_of(engine)
+    await engine.stop()
+
+    engine = Engine(isolated_home, Recorder())
+    await engine.start()
+    try:
+        await engine.cancel(op.id)
+        final = await asyncio.wait_for(engine.wait_finished(op.id), 30)
+    finally:
+        await engine.stop()
+    assert final.status == api.CANCELLED, (final.error, final.result)
+    cancels = [r for r in proxy.requests if r.rpc_method == "tasks/cancel"]
+    assert cancels and {r.headers.get("mcp-session-id") for r in cancels} == {task_session}

@@ -251,6 +251,22 @@ def test_extension_shows_each_new_status_message_of_a_working_task():
                    MarkStatus) == []
 
 
+def test_2025_task_shows_each_new_status_message_of_a_working_task():
+    # fastmcp's tasks tell how far they got in the statusMessage, the status staying "working".
+    m = Tasks2025()
+    m.prepare(dict(CALL), now=T0)
+    assert MarkStatus("working", "crunch 1/12") in created_2025(m, statusMessage="crunch 1/12")
+    assert of_type(m.on_result(task("working", statusMessage="crunch 1/12"), now=T0 + 2, method="tasks/get"),
+                   MarkStatus) == []
+    assert MarkStatus("working", "crunch 5/12") in m.on_result(task("working", statusMessage="crunch 5/12"),
+                                                               now=T0 + 3, method="tasks/get")
+    assert MarkStatus("working", "crunch 6/12") in m.on_notification(
+        "notifications/tasks/status", task("working", statusMessage="crunch 6/12"), now=T0 + 4)
+    m.cancel(now=T0 + 5)
+    assert of_type(m.on_result(task("working", statusMessage="crunch 7/12"), now=T0 + 6, method="tasks/get"),
+                   MarkStatus) == []
+
+
 def test_extension_notification_without_payload_fetches_the_task():
     m = TasksExtension()
     m.prepare(dict(CALL), now=T0)

@@ -3,7 +3,9 @@
 Run as a process: ``python tests/support/sdk_resumable_server.py --port PORT``. Endpoint
 ``/mcp``, SSE answers with a ``retry`` of 300 ms and an in-memory event store, so a client
 can resume with ``Last-Event-ID``. Tool ``count_with_drop(n)`` reports progress 1..n and
-closes its SSE connection halfway (the SDK's ``close_sse_stream``), then finishes.
+closes its SSE connection halfway (the SDK's ``close_sse_stream``), then finishes. Tool
+``ask_briefly(seconds)`` asks the client a question on its stream and gives up on it after
+``seconds``: the call then ends with an error (a server that times its questions out).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import itertools
 import uvicorn
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.streamable_http import EventCallback, EventMessage, EventStore
+from pydantic import BaseModel
 
 RETRY_MS = 300
 
@@ -55,6 +58,20 @@ async def count_with_drop(n: int, ctx: Context) -> str:
             await ctx.close_sse_stream()
             await asyncio.sleep(0.1)
     return f"counted to {n}"
+
+
+class GoOn(BaseModel):
+    proceed: bool = True
+
+
+@server.tool()
+async def ask_briefly(seconds: float, ctx: Context) -> str:
+    """Ask whether to go on; the question expires after ``seconds``."""
+    try:
+        answer = await asyncio.wait_for(ctx.elicit("Go on?", GoOn), seconds)
+    except TimeoutError:
+        raise ValueError("the question timed out") from None
+    return f"answered: {answer.action}"
 
 
 def main() -> None:
