@@ -4,7 +4,8 @@
 people script against them.
 
     hostapp servers add NAME --url URL [--header K=V ...] [--secret-header K=V ...]
-    hostapp servers add NAME --command CMD [--arg A ...] [--env K=V ...] [--secret-env K=V ...]
+    hostapp servers add NAME [--env K=V ...] [--secret-env K=V ...] -- CMD [ARG ...]
+    hostapp servers add NAME --command CMD [--arg=A ...] [--env K=V ...] [--secret-env K=V ...]
     hostapp servers list [--json] | hostapp servers remove NAME
     hostapp servers login NAME | hostapp servers logout NAME
     hostapp tools SERVER [--json]
@@ -123,6 +124,13 @@ def render_result_text(result: JsonObject) -> str:
     return "\n".join(lines)
 
 
+SERVERS_ADD_EPILOG = """\
+a stdio server: everything after -- is its command and its arguments, as typed in a
+shell (arguments that begin with - too):
+
+  hostapp servers add local -- npx -y @modelcontextprotocol/server-everything
+"""
+
 UNANSWERED_HELP = ("a question with no scripted answer left: decline it (the default), or wait: "
                    "leave it open, to be answered later by 'hostapp resume --answers' or in the window")
 
@@ -174,8 +182,16 @@ async def configured_server(engine: EngineApi, name: str) -> ServerConfig:
 # -- commands -------------------------------------------------------------------------
 
 async def cmd_servers_add(args: argparse.Namespace) -> int:
-    if bool(args.url) == bool(args.command):
-        raise UsageError("give exactly one of --url URL (Streamable HTTP) or --command CMD (stdio)")
+    command, command_args = args.command, list(args.arg or [])
+    if args.command_line is not None:  # everything after "--": the command and its arguments
+        if args.command or args.arg:
+            raise UsageError("give the stdio command either after -- or with --command/--arg, not both")
+        if not args.command_line:
+            raise UsageError("give the stdio server's command after --")
+        command, *command_args = args.command_line
+    if bool(args.url) == bool(command):
+        raise UsageError("give exactly one of --url URL (Streamable HTTP) or the stdio command after -- "
+                         "(or --command CMD)")
     secret_headers = parse_pairs(args.secret_header, "--secret-header")
     secret_env = parse_pairs(args.secret_env, "--secret-env")
     if args.url and not args.url.startswith(("http://", "https://")):
@@ -188,8 +204,8 @@ async def cmd_servers_add(args: argparse.Namespace) -> int:
             transport="http" if args.url else "stdio",
             url=args.url,
             headers=parse_pairs(args.header, "--header"),
-            command=args.command,
-            args=list(args.arg or []),
+            command=command,
+            args=command_args,
             env=parse_pairs(args.env, "--env"),
             protocol_version=args.protocol_version,
         )
@@ -478,18 +494,20 @@ def build_parser() -> argparse.ArgumentParser:
 
     servers = sub.add_parser("servers", help="configure MCP servers")
     ssub = servers.add_subparsers(dest="servers_command", required=True)
-    add = ssub.add_parser("add", help="add a server")
+    add = ssub.add_parser("add", help="add a server", epilog=SERVERS_ADD_EPILOG,
+                          formatter_class=argparse.RawDescriptionHelpFormatter)
     add.add_argument("name")
     add.add_argument("--url", help="Streamable HTTP endpoint")
     add.add_argument("--header", action="append", metavar="K=V", help="HTTP header (stored in the journal)")
     add.add_argument("--secret-header", action="append", metavar="K=V", help="HTTP header kept in the OS keyring")
-    add.add_argument("--command", help="stdio server command")
-    add.add_argument("--arg", action="append", metavar="A", help="an argument of the command (repeatable)")
+    add.add_argument("--command", help="stdio server command (or give it after --, with its arguments)")
+    add.add_argument("--arg", action="append", metavar="A",
+                     help="an argument of the command (repeatable; one that begins with - as --arg=-y)")
     add.add_argument("--env", action="append", metavar="K=V", help="environment variable for the command")
     add.add_argument("--secret-env", action="append", metavar="K=V", help="environment variable kept in the keyring")
     add.add_argument("--protocol-version", metavar="REV",
                      help="use this protocol revision instead of negotiating the newest (e.g. 2025-11-25)")
-    add.set_defaults(func=cmd_servers_add)
+    add.set_defaults(func=cmd_servers_add, command_line=None)
     lst = ssub.add_parser("list", help="list configured servers")
     lst.add_argument("--json", action="store_true")
     lst.set_defaults(func=cmd_servers_list)
@@ -554,6 +572,17 @@ def setup_logging(verbose: bool) -> None:
     logging.getLogger("httpcore").setLevel(logging.INFO)
 
 
+def split_command_line(argv: list[str]) -> tuple[list[str], list[str] | None]:
+    """``servers add NAME ... -- CMD ARG ...``: the options, and the stdio command after the
+    first ``--`` kept whole (argparse would take its arguments that begin with - as options)."""
+    if "--" not in argv:
+        return argv, None
+    cut = argv.index("--")
+    if not any(argv[i:i + 2] == ["servers", "add"] for i in range(cut)):
+        return argv, None  # another command's "--" is argparse's
+    return argv[:cut], argv[cut + 1:]
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv:
@@ -563,7 +592,10 @@ def main(argv: list[str] | None = None) -> int:
     if argv[0] == "lab":
         return cmd_lab(argv[1:])
     parser = build_parser()
+    argv, command_line = split_command_line(argv)
     args = parser.parse_args(argv)
+    if command_line is not None:
+        args.command_line = command_line
     setup_logging(args.verbose)
     # Not args.command: `servers add --command CMD` shares that name (None with --url).
     if getattr(args, "func", None) is None:
