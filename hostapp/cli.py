@@ -8,9 +8,9 @@ people script against them.
     hostapp servers add NAME --command CMD [--arg=A ...] [--env K=V ...] [--secret-env K=V ...]
     hostapp servers list [--json] | hostapp servers remove NAME
     hostapp servers login NAME | hostapp servers logout NAME
-    hostapp tools SERVER [--json]
-    hostapp call SERVER TOOL [--args JSON] [--answers FILE] [--unanswered decline|wait] [--json]
-    hostapp ops [--json] | hostapp resume [--wait] [--answers FILE] [--json] | hostapp cancel OP
+    hostapp tools SERVER [--timeout S] [--json]
+    hostapp call SERVER TOOL [--args JSON] [--answers FILE] [--unanswered decline|wait] [--timeout S] [--json]
+    hostapp ops [--json] | hostapp resume [--wait] [--answers FILE] [--json] | hostapp cancel OP [--timeout S]
     hostapp conformance-client URL
     hostapp lab serve (--http PORT | --stdio) [...]
 
@@ -130,6 +130,15 @@ shell (arguments that begin with - too):
 
   hostapp servers add local -- npx -y @modelcontextprotocol/server-everything
 """
+
+#: How long a command waits for a server's answer by default: the handshake, the tool list,
+#: the first sign of a call (its result, progress, a status, a question).
+DEFAULT_TIMEOUT = 30.0
+
+TIMEOUT_HELP = ("how long to wait for each answer of the server, in seconds (default %(default)g): "
+                "the initialize handshake, the tool list")
+CALL_TIMEOUT_HELP = (TIMEOUT_HELP + ", the call's first sign of life (its result, progress, a status or a "
+                     "question); a call that shows one is followed to its end")
 
 UNANSWERED_HELP = ("a question with no scripted answer left: decline it (the default), or wait: "
                    "leave it open, to be answered later by 'hostapp resume --answers' or in the window")
@@ -282,7 +291,7 @@ async def cmd_servers_logout(args: argparse.Namespace) -> int:
 async def cmd_tools(args: argparse.Namespace) -> int:
     async with opened_engine() as engine:
         cfg = await configured_server(engine, args.server)
-        tools = await engine.probe_tools(cfg.name)
+        tools = await engine.probe_tools(cfg.name, timeout=args.timeout)
     if args.json:
         print(json.dumps(tools, ensure_ascii=False))
     else:
@@ -307,6 +316,22 @@ class CallFollower:
         self.follow: set[str] | None = None  # None: every operation
         self._last: dict[str, tuple[float | None, float | None, str | None]] = {}
         self._answering: set[asyncio.Task[None]] = set()
+        #: Per watched operation: set once the server showed a sign of working on it.
+        self.heard: dict[str, asyncio.Event] = {}
+
+    def watch(self, op: OperationView) -> asyncio.Event:
+        """Follow ``op``; the event is set on the server's first sign of life for it."""
+        if self.follow is not None:
+            self.follow.add(op.id)
+        heard = self.heard.setdefault(op.id, asyncio.Event())
+        self._note(op)
+        return heard
+
+    def _note(self, op: OperationView) -> None:
+        # "pending" and "running" (and their messages) are the host's own doing: the request went out.
+        if op.id in self.heard and (op.progress is not None or op.needs_input
+                                    or op.status not in ("pending", "running")):
+            self.heard[op.id].set()
 
     def _follows(self, op_id: str | None) -> bool:
         return op_id is not None and (self.follow is None or op_id in self.follow)
@@ -318,12 +343,15 @@ class CallFollower:
     def operation_changed(self, op: OperationView) -> None:
         if not self._follows(op.id):
             return
+        self._note(op)
         key = (op.progress, op.total, op.message)
         if op.progress is not None and self._last.get(op.id) != key and op.status not in TERMINAL:
             self._last[op.id] = key
             self.printer_for(op.id).emit("progress", progress=op.progress, total=op.total, message=op.message)
 
     def operation_event(self, op_id: str, kind: str, data: JsonObject) -> None:
+        if op_id in self.heard and not (kind == "status" and data.get("to") in ("pending", "running")):
+            self.heard[op_id].set()
         if kind == "status" and self._follows(op_id) and data.get("to") not in TERMINAL:
             fields = {"status": data.get("to")}
             if data.get("message"):
@@ -339,6 +367,8 @@ class CallFollower:
     def input_requested(self, request: InputRequest) -> None:
         if request.operation_id is not None and not self._follows(request.operation_id):
             return
+        if request.operation_id in self.heard:
+            self.heard[request.operation_id].set()
         fields: dict[str, Any] = {"mode": request.mode, "message": request.message}
         if request.mode == "url":
             fields["url"] = request.params.get("url")
@@ -394,15 +424,37 @@ async def cmd_call(args: argparse.Namespace) -> int:
         cfg = await configured_server(engine, args.server)
         await engine.start(resume=False, only=frozenset({cfg.name}))
         try:
-            await engine.wait_connected(cfg.name, timeout=args.connect_timeout)
+            await engine.wait_connected(cfg.name, timeout=args.timeout)
         except (ServerUnavailable, TimeoutError) as exc:
             printer.emit("error", code=None, message=str(exc) or f"cannot connect to {cfg.name}: timed out")
             return EXIT_ERROR
         op = await engine.start_call(cfg.name, args.tool, arguments)
-        follower.follow.add(op.id)
+        heard = follower.watch(op)
         printer.emit("status", status="running")
-        final = await engine.wait_finished(op.id)
+        final = await finished_unless_silent(engine, op.id, heard, args.timeout)
+        if final is None:
+            printer.emit("error", code=None, message=f"{cfg.name} did not answer the call to {args.tool} "
+                                                     f"within {args.timeout:g} s; the call is cancelled")
+            with contextlib.suppress(EngineError, TimeoutError):
+                await asyncio.wait_for(engine.cancel(op.id), 5.0)
+            return EXIT_ERROR
         return emit_outcome(printer, final)
+
+
+async def finished_unless_silent(engine: EngineApi, op_id: str, heard: asyncio.Event,
+                                 timeout: float) -> OperationView | None:
+    """The operation once it ended; None if the server showed no sign of working on it
+    (``heard``) within ``timeout`` seconds. After a sign it is followed to its end."""
+    finished = asyncio.ensure_future(engine.wait_finished(op_id))
+    signed = asyncio.ensure_future(heard.wait())
+    try:
+        await asyncio.wait({finished, signed}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        signed.cancel()
+    if not finished.done() and not heard.is_set():
+        finished.cancel()
+        return None
+    return await finished
 
 
 async def cmd_resume(args: argparse.Namespace) -> int:
@@ -467,7 +519,11 @@ async def cmd_cancel(args: argparse.Namespace) -> int:
             return EXIT_OK
         await engine.start(resume=True, only=frozenset({op.server}))
         await engine.cancel(args.op)
-        final = await asyncio.wait_for(engine.wait_finished(args.op), args.timeout)
+        try:
+            final = await asyncio.wait_for(engine.wait_finished(args.op), args.timeout)
+        except TimeoutError:
+            raise api.EngineTimeout(f"{args.op} did not end within {args.timeout:g} s of the cancel request; "
+                                    f"'hostapp ops' shows its status") from None
         print(f"{args.op}: {final.status}")
         return EXIT_OK if final.status in TERMINAL else EXIT_ERROR
 
@@ -524,6 +580,7 @@ def build_parser() -> argparse.ArgumentParser:
     tools = sub.add_parser("tools", help="list a server's tools")
     tools.add_argument("server")
     tools.add_argument("--json", action="store_true")
+    tools.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, metavar="S", help=TIMEOUT_HELP)
     tools.set_defaults(func=cmd_tools)
 
     call = sub.add_parser("call", help="call a tool and follow it to its result")
@@ -533,7 +590,8 @@ def build_parser() -> argparse.ArgumentParser:
     call.add_argument("--answers", metavar="FILE", help="JSON list of elicitation answers, used in order")
     call.add_argument("--unanswered", choices=("decline", "wait"), default="decline", help=UNANSWERED_HELP)
     call.add_argument("--json", action="store_true", help="one JSON event per line")
-    call.add_argument("--connect-timeout", type=float, default=60.0, help=argparse.SUPPRESS)
+    call.add_argument("--timeout", "--connect-timeout", type=float, default=DEFAULT_TIMEOUT, metavar="S",
+                      help=CALL_TIMEOUT_HELP)
     call.set_defaults(func=cmd_call)
 
     ops = sub.add_parser("ops", help="the operations journal")
@@ -551,7 +609,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     cancel = sub.add_parser("cancel", help="cancel an operation")
     cancel.add_argument("op")
-    cancel.add_argument("--timeout", type=float, default=60.0, help=argparse.SUPPRESS)
+    cancel.add_argument("--timeout", type=float, default=60.0, metavar="S",
+                        help="how long to wait for the operation to end, in seconds (default %(default)g)")
     cancel.set_defaults(func=cmd_cancel)
 
     conf = sub.add_parser("conformance-client", help="client for the official MCP conformance suite")

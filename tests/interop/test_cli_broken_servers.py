@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from pathlib import Path
 
-from tests.support.peers import hostapp
+from tests.support.peers import events, hostapp
 
 SUPPORT = Path(__file__).resolve().parents[1] / "support"
 
@@ -57,3 +58,69 @@ def test_readme_stdio_example_is_accepted(isolated_home):
     assert added.returncode == 0, added.stderr
     [server] = json.loads(hostapp("servers", "list", "--json", home=isolated_home).stdout)
     assert [server["command"], *server["args"]] == ["npx", "-y", "@modelcontextprotocol/server-everything"]
+
+
+# -- servers that never answer: every wait has a limit that says what did not answer ---------
+
+def silent_server(home: Path, name: str, *answers: str) -> None:
+    """A stdio server that answers only ``answers`` (methods), configured as ``name``."""
+    added = hostapp("servers", "add", name, "--", sys.executable, str(SUPPORT / "silent_server.py"), *answers,
+                    home=home)
+    assert added.returncode == 0, added.stderr
+
+
+def timed(*argv: str, home: Path):
+    started = time.monotonic()
+    proc = hostapp(*argv, home=home, timeout=60)
+    return proc, time.monotonic() - started
+
+
+def test_tools_gives_up_on_a_server_that_never_answers_the_handshake(isolated_home):
+    silent_server(isolated_home, "hang")
+    proc, took = timed("tools", "hang", "--timeout", "2", home=isolated_home)
+    assert proc.returncode == 1, (proc.stdout, proc.stderr)
+    assert "hang did not answer the initialize handshake within 2 s" in proc.stderr
+    assert "Traceback" not in proc.stderr and took < 20
+
+
+def test_tools_gives_up_on_a_server_that_never_answers_the_tool_list(isolated_home):
+    silent_server(isolated_home, "mute", "initialize")
+    proc, _took = timed("tools", "mute", "--timeout", "2", home=isolated_home)
+    assert proc.returncode == 1, (proc.stdout, proc.stderr)
+    assert "mute did not answer the tool list (tools/list) within 2 s" in proc.stderr
+
+
+def test_every_server_command_has_a_default_time_limit(isolated_home):
+    for command in (["tools"], ["call"]):
+        helped = hostapp(*command, "--help", home=isolated_home).stdout
+        assert "--timeout" in helped and "default 30" in helped, helped
+
+
+def test_call_gives_up_on_a_server_that_never_answers_the_handshake(isolated_home):
+    silent_server(isolated_home, "hang")
+    proc, took = timed("call", "hang", "hang", "--timeout", "2", "--json", home=isolated_home)
+    assert proc.returncode == 1, (proc.stdout, proc.stderr)
+    last = events(proc)[-1]
+    assert last["event"] == "error"
+    assert last["message"] == "hang did not answer the initialize handshake within 2 s"
+    assert took < 20
+
+
+def test_call_gives_up_on_a_call_that_is_never_answered_and_cancels_it(isolated_home):
+    silent_server(isolated_home, "mute", "initialize", "tools/list")
+    proc, took = timed("call", "mute", "hang", "--timeout", "2", "--json", home=isolated_home)
+    assert proc.returncode == 1, (proc.stdout, proc.stderr)
+    last = events(proc)[-1]
+    assert last["event"] == "error" and "mute did not answer the call to hang within 2 s" in last["message"]
+    assert took < 20
+    ops = json.loads(hostapp("ops", "--json", home=isolated_home).stdout)
+    assert [(o["tool"], o["status"]) for o in ops] == [("hang", "cancelled")]
+
+
+def test_call_that_shows_progress_is_followed_past_the_time_limit(isolated_home):
+    added = hostapp("servers", "add", "lab", "--", *lab_command(isolated_home), home=isolated_home)
+    assert added.returncode == 0, added.stderr
+    proc = hostapp("call", "lab", "sleep_with_progress", "--args", '{"seconds": 3, "steps": 3}',
+                   "--timeout", "2", "--json", home=isolated_home)
+    assert proc.returncode == 0, (proc.stdout, proc.stderr)
+    assert events(proc)[-1]["event"] == "result"
