@@ -45,6 +45,12 @@ from hostapp.engine.api import (
     ServerView,
     SignInRequired,
 )
+from hostapp.protocol.elicitation import (
+    ElicitationContentError,
+    ElicitationSchemaError,
+    build_accept,
+    describe_form_request,
+)
 from hostapp.protocol.eras import era_of
 from hostapp.protocol.jsonrpc import ProtocolError
 
@@ -378,6 +384,12 @@ class CallFollower:
         answer = self.answers.pop(0) if self.answers else {"action": "decline"}
         if request.mode == "url":
             answer = {k: v for k, v in answer.items() if k != "content"}  # URL mode carries no content
+        elif answer.get("action") == "accept":
+            checked = self._checked(request, answer)
+            if checked is None and self.unanswered == "wait":
+                self.printer_for(request.operation_id).emit("elicitation", **fields, answer=None, pending=True)
+                return  # the question stays open, for a better answer
+            answer = checked or {"action": "decline"}
         fields["answer"] = answer.get("action")
         self.printer_for(request.operation_id).emit("elicitation", **fields)
         assert self.engine is not None
@@ -388,6 +400,23 @@ class CallFollower:
 
     def input_withdrawn(self, request_id: str) -> None:
         pass
+
+    @staticmethod
+    def _checked(request: InputRequest, answer: JsonObject) -> JsonObject | None:
+        """A scripted form answer checked against the form as the window checks it (and its
+        values coerced the same way), or None, said on stderr, when it does not fit."""
+        try:
+            form = describe_form_request(request.params)
+            content = answer.get("content")
+            return build_accept(form.fields, content if isinstance(content, dict) else {})
+        except ElicitationContentError as exc:
+            problems = "; ".join(f"{name}: {message}" for name, message in exc.errors.items())
+            print(f"hostapp: the answer to {request.server}'s question does not fit its form ({problems}); "
+                  "it is not sent", file=sys.stderr)
+        except ElicitationSchemaError as exc:
+            print(f"hostapp: {request.server} asks with a form that cannot be filled ({exc}); "
+                  "the answer is not sent", file=sys.stderr)
+        return None
 
     def problem(self, kind: str, message: str) -> None:
         print(f"hostapp: {message}", file=sys.stderr)

@@ -6,11 +6,13 @@ the lab server, and a stdio server that never answers (tests/support/silent_serv
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import sys
 import time
 from pathlib import Path
 
-from tests.support.peers import events, hostapp
+from tests.support.peers import REPO_ROOT, events, hostapp
 
 SUPPORT = Path(__file__).resolve().parents[1] / "support"
 
@@ -124,3 +126,68 @@ def test_call_that_shows_progress_is_followed_past_the_time_limit(isolated_home)
                    "--timeout", "2", "--json", home=isolated_home)
     assert proc.returncode == 0, (proc.stdout, proc.stderr)
     assert events(proc)[-1]["event"] == "result"
+
+
+# -- scripted answers are checked against the form before they are sent ----------------------
+
+def lab_home(home: Path) -> Path:
+    added = hostapp("servers", "add", "lab", "--", *lab_command(home), home=home)
+    assert added.returncode == 0, added.stderr
+    return home
+
+
+def answers_file(home: Path, *answers: dict) -> str:
+    path = home / "answers.json"
+    path.write_text(json.dumps(list(answers)))
+    return str(path)
+
+
+def test_call_declines_instead_of_sending_an_answer_that_does_not_fit_the_form(isolated_home):
+    home = lab_home(isolated_home)
+    bad = {"action": "accept", "content": {"name": "Ada", "email": "ada@example.com", "age": 200}}
+    proc = hostapp("call", "lab", "ask_form", "--answers", answers_file(home, bad), "--json", home=home)
+    assert proc.returncode == 0, (proc.stdout, proc.stderr)
+    evs = events(proc)
+    assert [e["answer"] for e in evs if e["event"] == "elicitation"] == ["decline"]
+    assert evs[-1]["result"]["structuredContent"] == {"action": "decline", "content": None}
+    assert "age: must be at most 150" in proc.stderr
+
+
+def test_call_sends_a_fitting_answer_coerced_as_the_window_does(isolated_home):
+    home = lab_home(isolated_home)
+    good = {"action": "accept", "content": {"name": "Ada", "email": "ada@example.com", "age": "42"}}
+    proc = hostapp("call", "lab", "ask_form", "--answers", answers_file(home, good), "--json", home=home)
+    assert proc.returncode == 0, (proc.stdout, proc.stderr)
+    sent = events(proc)[-1]["result"]["structuredContent"]
+    assert sent["action"] == "accept" and sent["content"]["age"] == 42
+
+
+def test_call_leaves_the_question_open_on_a_bad_answer_with_unanswered_wait(isolated_home):
+    home = lab_home(isolated_home)
+    bad = {"action": "accept", "content": {"name": "Ada"}}  # the e-mail is required
+    proc = subprocess.Popen([sys.executable, "-m", "hostapp", "call", "lab", "ask_form", "--json",
+                             "--answers", answers_file(home, bad), "--unanswered", "wait"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO_ROOT,
+                            env={**os.environ, "HOSTAPP_HOME": str(home)})
+    try:
+        asked = next_event(proc, "elicitation")
+        assert asked["answer"] is None and asked["pending"] is True
+        ops = json.loads(hostapp("ops", "--json", home=home).stdout)
+        assert [o["status"] for o in ops] == ["input_required"]
+    finally:
+        proc.kill()
+        _out, err = proc.communicate(timeout=30)
+    assert "email: required" in err
+
+
+def next_event(proc: subprocess.Popen, kind: str, timeout: float = 60) -> dict:
+    """The next JSON event line of ``kind`` a running `hostapp call --json` prints."""
+    deadline = time.monotonic() + timeout
+    assert proc.stdout is not None
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        assert line, f"hostapp ended (exit {proc.poll()}) before a {kind} event"
+        event = json.loads(line)
+        if event["event"] == kind:
+            return event
+    raise AssertionError(f"no {kind} event within {timeout} s")
