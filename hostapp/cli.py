@@ -322,6 +322,7 @@ class CallFollower:
         self.follow: set[str] | None = None  # None: every operation
         self._last: dict[str, tuple[float | None, float | None, str | None]] = {}
         self._answering: set[asyncio.Task[None]] = set()
+        self._statuses: dict[str | None, tuple[str, str | None]] = {}  # the last status line printed, per op
         #: Per watched operation: set once the server showed a sign of working on it.
         self.heard: dict[str, asyncio.Event] = {}
 
@@ -359,13 +360,22 @@ class CallFollower:
         if op_id in self.heard and not (kind == "status" and data.get("to") in ("pending", "running")):
             self.heard[op_id].set()
         if kind == "status" and self._follows(op_id) and data.get("to") not in TERMINAL:
-            fields = {"status": data.get("to")}
-            if data.get("message"):
-                fields["message"] = data["message"]
-            self.printer_for(op_id).emit("status", **fields)
+            self.status(op_id, str(data.get("to")), data.get("message"))
         elif kind == "log" and (self.follow is None or len(self.follow) == 1):
             op = next(iter(self.follow)) if self.follow else None
             self.printer_for(op).emit("log", level=data.get("level"), logger=data.get("logger"), data=data.get("data"))
+
+    def status(self, op_id: str | None, status: str, message: str | None = None) -> None:
+        """Print a status line, unless it only repeats the last one of the operation (the
+        command's own "running" and the engine's, for one)."""
+        last = self._statuses.get(op_id)
+        if last is not None and last[0] == status and (not message or message == last[1]):
+            return
+        self._statuses[op_id] = (status, message or None)
+        fields = {"status": status}
+        if message:
+            fields["message"] = message
+        self.printer_for(op_id).emit("status", **fields)
 
     def server_changed(self, server: ServerView) -> None:
         pass
@@ -459,7 +469,7 @@ async def cmd_call(args: argparse.Namespace) -> int:
             return EXIT_ERROR
         op = await engine.start_call(cfg.name, args.tool, arguments)
         heard = follower.watch(op)
-        printer.emit("status", status="running")
+        follower.status(op.id, "running")
         final = await finished_unless_silent(engine, op.id, heard, args.timeout)
         if final is None:
             printer.emit("error", code=None, message=f"{cfg.name} did not answer the call to {args.tool} "

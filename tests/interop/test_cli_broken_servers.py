@@ -191,3 +191,25 @@ def next_event(proc: subprocess.Popen, kind: str, timeout: float = 60) -> dict:
         if event["event"] == kind:
             return event
     raise AssertionError(f"no {kind} event within {timeout} s")
+
+
+# -- each status line once -------------------------------------------------------------------
+
+def test_call_prints_its_first_running_status_once(isolated_home):
+    home = lab_home(isolated_home)
+    argv = ["call", "lab", "sleep_with_progress", "--args", '{"seconds": 0.3, "steps": 2}']
+    human = hostapp(*argv, home=home)
+    assert human.returncode == 0, human.stderr
+    assert [line for line in human.stdout.splitlines() if line.startswith("status:")] == [
+        "status: running", "status: completed"]
+    as_json = hostapp(*argv, "--json", home=home)
+    assert as_json.returncode == 0, as_json.stderr
+    assert [e["status"] for e in events(as_json) if e["event"] == "status"] == ["running", "completed"]
+
+
+def test_call_still_prints_running_again_after_a_question(isolated_home):
+    home = lab_home(isolated_home)
+    proc = hostapp("call", "lab", "ask_form", "--answers", answers_file(home, {"action": "decline"}), "--json",
+                   home=home)
+    assert [e["status"] for e in events(proc) if e["event"] == "status"] == [
+        "running", "input_required", "running", "completed"]
