@@ -27,6 +27,7 @@ import contextlib
 import inspect
 import json
 import logging
+import os
 import sys
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -60,6 +61,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("hostapp")
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a command ended by Ctrl+C
 
 
 class UsageError(Exception):
@@ -682,6 +684,24 @@ def split_command_line(argv: list[str]) -> tuple[list[str], list[str] | None]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The ``hostapp`` command; ends quietly when its output is closed (``hostapp ops | head``)
+    or on Ctrl+C (one line on stderr, exit status 130)."""
+    try:
+        status = run(argv)
+        sys.stdout.flush()  # a closed pipe shows here rather than as a complaint at exit
+        return status
+    except BrokenPipeError:
+        # Python's recipe (signal module docs, "Note on SIGPIPE"): whatever is still
+        # buffered for the closed pipe goes nowhere, so that the exit flush cannot fail.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        print("hostapp: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+
+
+def run(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv:
         from hostapp.app import main as gui_main
@@ -712,5 +732,3 @@ def main(argv: list[str] | None = None) -> int:
     except (EngineError, TimeoutError) as exc:
         print(f"hostapp: {exc}", file=sys.stderr)
         return EXIT_ERROR
-    except KeyboardInterrupt:
-        return 130

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -213,3 +214,60 @@ def test_call_still_prints_running_again_after_a_question(isolated_home):
                    home=home)
     assert [e["status"] for e in events(proc) if e["event"] == "status"] == [
         "running", "input_required", "running", "completed"]
+
+
+# -- a closed pipe, Ctrl+C: quiet ends with the usual exit statuses --------------------------
+
+def into_closed_pipe(*argv: str, home: Path) -> subprocess.CompletedProcess:
+    """Run hostapp with its stdout a real pipe whose reader is gone (``hostapp ops | head``
+    once head has had its fill)."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        return subprocess.run([sys.executable, "-m", "hostapp", *argv], stdout=write_end, stderr=subprocess.PIPE,
+                              text=True, cwd=REPO_ROOT, timeout=60, env={**os.environ, "HOSTAPP_HOME": str(home)})
+    finally:
+        os.close(write_end)
+
+
+def test_output_into_a_closed_pipe_ends_quietly(isolated_home):
+    home = lab_home(isolated_home)
+    for argv in (["ops"], ["servers", "list"]):  # small outputs: the pipe breaks when Python flushes at exit
+        proc = into_closed_pipe(*argv, home=home)
+        assert (proc.returncode, proc.stderr) == (1, ""), (argv, proc.stderr)
+    assert hostapp("call", "lab", "sleep_with_progress", "--args", '{"seconds": 0, "steps": 1}',
+                   home=home).returncode == 0
+    for argv in (["ops"], ["ops", "--json"]):  # a print in the command itself breaks
+        proc = into_closed_pipe(*argv, home=home)
+        assert (proc.returncode, proc.stderr) == (1, ""), (argv, proc.stderr)
+
+
+def interrupted_call(home: Path, whole_group: bool) -> tuple[int, str, str]:
+    """Ctrl+C to a `hostapp call` that is following a long call: SIGINT to the process, or
+    (as a terminal sends it) to its whole process group, the stdio server among it."""
+    proc = subprocess.Popen([sys.executable, "-m", "hostapp", "call", "lab", "sleep_with_progress", "--json",
+                             "--args", '{"seconds": 60, "steps": 60}'],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO_ROOT,
+                            env={**os.environ, "HOSTAPP_HOME": str(home)}, start_new_session=True)
+    try:
+        next_event(proc, "progress")
+        if whole_group:
+            os.killpg(proc.pid, signal.SIGINT)
+        else:
+            proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    return proc.returncode, out, err
+
+
+def test_ctrl_c_ends_a_call_with_one_line_and_status_130(isolated_home):
+    home = lab_home(isolated_home)
+    for whole_group in (False, True):
+        status, out, err = interrupted_call(home, whole_group)
+        assert status == 130, (whole_group, out, err)
+        assert err.splitlines()[-1] == "hostapp: interrupted", err
+        assert "Traceback" not in err and err.count("hostapp: interrupted") == 1, err
+        assert all(json.loads(line)["event"] in ("progress", "status") for line in out.splitlines()), out
