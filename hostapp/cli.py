@@ -124,7 +124,7 @@ def render_result_text(result: JsonObject) -> str:
             lines.append(f"<resource link {block.get('uri')}>")
         elif kind == "resource":
             res = block.get("resource") or {}
-            lines.append(res.get("text") if "text" in res else f"<resource {res.get('uri')}>")
+            lines.append(str(res["text"]) if "text" in res else f"<resource {res.get('uri')}>")
         else:
             lines.append(json.dumps(block, ensure_ascii=False))
     if result.get("structuredContent") is not None and not lines:
@@ -542,7 +542,7 @@ async def cmd_ops(args: argparse.Namespace) -> int:
     for r in rows:
         pct = f"{100 * r['progress'] / r['total']:5.1f}%" if r["progress"] is not None and r["total"] else (
             f"{r['progress']:g}" if r["progress"] is not None else "-")
-        print(f"{r['id']}  {r['server']:<14} {str(r['tool']):<24} {str(r['mechanism']):<18} {r['status']:<14} {pct}")
+        print(f"{r['id']}  {r['server']:<14} {r['tool']!s:<24} {r['mechanism']!s:<18} {r['status']:<14} {pct}")
     return EXIT_OK
 
 
