@@ -4,12 +4,13 @@
 people script against them.
 
     hostapp servers add NAME --url URL [--header K=V ...] [--secret-header K=V ...]
-    hostapp servers add NAME --command CMD [--arg A ...] [--env K=V ...] [--secret-env K=V ...]
+    hostapp servers add NAME [--env K=V ...] [--secret-env K=V ...] -- CMD [ARG ...]
+    hostapp servers add NAME --command CMD [--arg=A ...] [--env K=V ...] [--secret-env K=V ...]
     hostapp servers list [--json] | hostapp servers remove NAME
     hostapp servers login NAME | hostapp servers logout NAME
-    hostapp tools SERVER [--json]
-    hostapp call SERVER TOOL [--args JSON] [--answers FILE] [--unanswered decline|wait] [--json]
-    hostapp ops [--json] | hostapp resume [--wait] [--answers FILE] [--json] | hostapp cancel OP
+    hostapp tools SERVER [--timeout S] [--json]
+    hostapp call SERVER TOOL [--args JSON] [--answers FILE] [--unanswered decline|wait] [--timeout S] [--json]
+    hostapp ops [--json] | hostapp resume [--wait] [--answers FILE] [--json] | hostapp cancel OP [--timeout S]
     hostapp conformance-client URL
     hostapp lab serve (--http PORT | --stdio) [...]
 
@@ -26,6 +27,7 @@ import contextlib
 import inspect
 import json
 import logging
+import os
 import sys
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -46,6 +48,12 @@ from hostapp.engine.api import (
     ServerView,
     SignInRequired,
 )
+from hostapp.protocol.elicitation import (
+    ElicitationContentError,
+    ElicitationSchemaError,
+    build_accept,
+    describe_form_request,
+)
 from hostapp.protocol.eras import era_of
 from hostapp.protocol.jsonrpc import ProtocolError
 
@@ -55,6 +63,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("hostapp")
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a command ended by Ctrl+C
 
 
 class UsageError(Exception):
@@ -125,6 +134,22 @@ def render_result_text(result: JsonObject) -> str:
     return "\n".join(lines)
 
 
+SERVERS_ADD_EPILOG = """\
+a stdio server: everything after -- is its command and its arguments, as typed in a
+shell (arguments that begin with - too):
+
+  hostapp servers add local -- npx -y @modelcontextprotocol/server-everything
+"""
+
+#: How long a command waits for a server's answer by default: the handshake, the tool list,
+#: the first sign of a call (its result, progress, a status, a question).
+DEFAULT_TIMEOUT = 30.0
+
+TIMEOUT_HELP = ("how long to wait for each answer of the server, in seconds (default %(default)g): "
+                "the initialize handshake, the tool list")
+CALL_TIMEOUT_HELP = (TIMEOUT_HELP + ", the call's first sign of life (its result, progress, a status or a "
+                     "question); a call that shows one is followed to its end")
+
 UNANSWERED_HELP = ("a question with no scripted answer left: decline it (the default), or wait: "
                    "leave it open, to be answered later by 'hostapp resume --answers' or in the window")
 
@@ -180,8 +205,16 @@ async def configured_server(engine: EngineApi, name: str) -> ServerConfig:
 # -- commands -------------------------------------------------------------------------
 
 async def cmd_servers_add(args: argparse.Namespace) -> int:
-    if bool(args.url) == bool(args.command):
-        raise UsageError("give exactly one of --url URL (Streamable HTTP) or --command CMD (stdio)")
+    command, command_args = args.command, list(args.arg or [])
+    if args.command_line is not None:  # everything after "--": the command and its arguments
+        if args.command or args.arg:
+            raise UsageError("give the stdio command either after -- or with --command/--arg, not both")
+        if not args.command_line:
+            raise UsageError("give the stdio server's command after --")
+        command, *command_args = args.command_line
+    if bool(args.url) == bool(command):
+        raise UsageError("give exactly one of --url URL (Streamable HTTP) or the stdio command after -- "
+                         "(or --command CMD)")
     secret_headers = parse_pairs(args.secret_header, "--secret-header")
     secret_env = parse_pairs(args.secret_env, "--secret-env")
     if args.url and not args.url.startswith(("http://", "https://")):
@@ -194,8 +227,8 @@ async def cmd_servers_add(args: argparse.Namespace) -> int:
             transport="http" if args.url else "stdio",
             url=args.url,
             headers=parse_pairs(args.header, "--header"),
-            command=args.command,
-            args=list(args.arg or []),
+            command=command,
+            args=command_args,
             env=parse_pairs(args.env, "--env"),
             protocol_version=args.protocol_version,
         )
@@ -272,7 +305,7 @@ async def cmd_servers_logout(args: argparse.Namespace) -> int:
 async def cmd_tools(args: argparse.Namespace) -> int:
     async with opened_engine() as engine:
         cfg = await configured_server(engine, args.server)
-        tools = await engine.probe_tools(cfg.name)
+        tools = await engine.probe_tools(cfg.name, timeout=args.timeout)
     if args.json:
         print(json.dumps(tools, ensure_ascii=False))
     else:
@@ -297,6 +330,23 @@ class CallFollower:
         self.follow: set[str] | None = None  # None: every operation
         self._last: dict[str, tuple[float | None, float | None, str | None]] = {}
         self._answering: set[asyncio.Task[None]] = set()
+        self._statuses: dict[str | None, tuple[str, str | None]] = {}  # the last status line printed, per op
+        #: Per watched operation: set once the server showed a sign of working on it.
+        self.heard: dict[str, asyncio.Event] = {}
+
+    def watch(self, op: OperationView) -> asyncio.Event:
+        """Follow ``op``; the event is set on the server's first sign of life for it."""
+        if self.follow is not None:
+            self.follow.add(op.id)
+        heard = self.heard.setdefault(op.id, asyncio.Event())
+        self._note(op)
+        return heard
+
+    def _note(self, op: OperationView) -> None:
+        # "pending" and "running" (and their messages) are the host's own doing: the request went out.
+        if op.id in self.heard and (op.progress is not None or op.needs_input
+                                    or op.status not in ("pending", "running")):
+            self.heard[op.id].set()
 
     def _follows(self, op_id: str | None) -> bool:
         return op_id is not None and (self.follow is None or op_id in self.follow)
@@ -308,20 +358,32 @@ class CallFollower:
     def operation_changed(self, op: OperationView) -> None:
         if not self._follows(op.id):
             return
+        self._note(op)
         key = (op.progress, op.total, op.message)
         if op.progress is not None and self._last.get(op.id) != key and op.status not in TERMINAL:
             self._last[op.id] = key
             self.printer_for(op.id).emit("progress", progress=op.progress, total=op.total, message=op.message)
 
     def operation_event(self, op_id: str, kind: str, data: JsonObject) -> None:
+        if op_id in self.heard and not (kind == "status" and data.get("to") in ("pending", "running")):
+            self.heard[op_id].set()
         if kind == "status" and self._follows(op_id) and data.get("to") not in TERMINAL:
-            fields = {"status": data.get("to")}
-            if data.get("message"):
-                fields["message"] = data["message"]
-            self.printer_for(op_id).emit("status", **fields)
+            self.status(op_id, str(data.get("to")), data.get("message"))
         elif kind == "log" and (self.follow is None or len(self.follow) == 1):
             op = next(iter(self.follow)) if self.follow else None
             self.printer_for(op).emit("log", level=data.get("level"), logger=data.get("logger"), data=data.get("data"))
+
+    def status(self, op_id: str | None, status: str, message: str | None = None) -> None:
+        """Print a status line, unless it only repeats the last one of the operation (the
+        command's own "running" and the engine's, for one)."""
+        last = self._statuses.get(op_id)
+        if last is not None and last[0] == status and (not message or message == last[1]):
+            return
+        self._statuses[op_id] = (status, message or None)
+        fields = {"status": status}
+        if message:
+            fields["message"] = message
+        self.printer_for(op_id).emit("status", **fields)
 
     def server_changed(self, server: ServerView) -> None:
         pass
@@ -329,6 +391,8 @@ class CallFollower:
     def input_requested(self, request: InputRequest) -> None:
         if request.operation_id is not None and not self._follows(request.operation_id):
             return
+        if request.operation_id in self.heard:
+            self.heard[request.operation_id].set()
         fields: dict[str, Any] = {"mode": request.mode, "message": request.message}
         if request.mode == "url":
             fields["url"] = request.params.get("url")
@@ -338,6 +402,12 @@ class CallFollower:
         answer = self.answers.pop(0) if self.answers else {"action": "decline"}
         if request.mode == "url":
             answer = {k: v for k, v in answer.items() if k != "content"}  # URL mode carries no content
+        elif answer.get("action") == "accept":
+            checked = self._checked(request, answer)
+            if checked is None and self.unanswered == "wait":
+                self.printer_for(request.operation_id).emit("elicitation", **fields, answer=None, pending=True)
+                return  # the question stays open, for a better answer
+            answer = checked or {"action": "decline"}
         fields["answer"] = answer.get("action")
         self.printer_for(request.operation_id).emit("elicitation", **fields)
         assert self.engine is not None
@@ -348,6 +418,23 @@ class CallFollower:
 
     def input_withdrawn(self, request_id: str) -> None:
         pass
+
+    @staticmethod
+    def _checked(request: InputRequest, answer: JsonObject) -> JsonObject | None:
+        """A scripted form answer checked against the form as the window checks it (and its
+        values coerced the same way), or None, said on stderr, when it does not fit."""
+        try:
+            form = describe_form_request(request.params)
+            content = answer.get("content")
+            return build_accept(form.fields, content if isinstance(content, dict) else {})
+        except ElicitationContentError as exc:
+            problems = "; ".join(f"{name}: {message}" for name, message in exc.errors.items())
+            print(f"hostapp: the answer to {request.server}'s question does not fit its form ({problems}); "
+                  "it is not sent", file=sys.stderr)
+        except ElicitationSchemaError as exc:
+            print(f"hostapp: {request.server} asks with a form that cannot be filled ({exc}); "
+                  "the answer is not sent", file=sys.stderr)
+        return None
 
     def problem(self, kind: str, message: str) -> None:
         print(f"hostapp: {message}", file=sys.stderr)
@@ -384,15 +471,37 @@ async def cmd_call(args: argparse.Namespace) -> int:
         cfg = await configured_server(engine, args.server)
         await engine.start(resume=False, only=frozenset({cfg.name}))
         try:
-            await engine.wait_connected(cfg.name, timeout=args.connect_timeout)
+            await engine.wait_connected(cfg.name, timeout=args.timeout)
         except (ServerUnavailable, TimeoutError) as exc:
             printer.emit("error", code=None, message=str(exc) or f"cannot connect to {cfg.name}: timed out")
             return EXIT_ERROR
         op = await engine.start_call(cfg.name, args.tool, arguments)
-        follower.follow.add(op.id)
-        printer.emit("status", status="running")
-        final = await engine.wait_finished(op.id)
+        heard = follower.watch(op)
+        follower.status(op.id, "running")
+        final = await finished_unless_silent(engine, op.id, heard, args.timeout)
+        if final is None:
+            printer.emit("error", code=None, message=f"{cfg.name} did not answer the call to {args.tool} "
+                                                     f"within {args.timeout:g} s; the call is cancelled")
+            with contextlib.suppress(EngineError, TimeoutError):
+                await asyncio.wait_for(engine.cancel(op.id), 5.0)
+            return EXIT_ERROR
         return emit_outcome(printer, final)
+
+
+async def finished_unless_silent(engine: EngineApi, op_id: str, heard: asyncio.Event,
+                                 timeout: float) -> OperationView | None:
+    """The operation once it ended; None if the server showed no sign of working on it
+    (``heard``) within ``timeout`` seconds. After a sign it is followed to its end."""
+    finished = asyncio.ensure_future(engine.wait_finished(op_id))
+    signed = asyncio.ensure_future(heard.wait())
+    try:
+        await asyncio.wait({finished, signed}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        signed.cancel()
+    if not finished.done() and not heard.is_set():
+        finished.cancel()
+        return None
+    return await finished
 
 
 async def cmd_resume(args: argparse.Namespace) -> int:
@@ -457,7 +566,11 @@ async def cmd_cancel(args: argparse.Namespace) -> int:
             return EXIT_OK
         await engine.start(resume=True, only=frozenset({op.server}))
         await engine.cancel(args.op)
-        final = await asyncio.wait_for(engine.wait_finished(args.op), args.timeout)
+        try:
+            final = await asyncio.wait_for(engine.wait_finished(args.op), args.timeout)
+        except TimeoutError:
+            raise api.EngineTimeout(f"{args.op} did not end within {args.timeout:g} s of the cancel request; "
+                                    f"'hostapp ops' shows its status") from None
         print(f"{args.op}: {final.status}")
         return EXIT_OK if final.status in TERMINAL else EXIT_ERROR
 
@@ -484,18 +597,20 @@ def build_parser() -> argparse.ArgumentParser:
 
     servers = sub.add_parser("servers", help="configure MCP servers")
     ssub = servers.add_subparsers(dest="servers_command", required=True)
-    add = ssub.add_parser("add", help="add a server")
+    add = ssub.add_parser("add", help="add a server", epilog=SERVERS_ADD_EPILOG,
+                          formatter_class=argparse.RawDescriptionHelpFormatter)
     add.add_argument("name")
     add.add_argument("--url", help="Streamable HTTP endpoint")
     add.add_argument("--header", action="append", metavar="K=V", help="HTTP header (stored in the journal)")
     add.add_argument("--secret-header", action="append", metavar="K=V", help="HTTP header kept in the OS keyring")
-    add.add_argument("--command", help="stdio server command")
-    add.add_argument("--arg", action="append", metavar="A", help="an argument of the command (repeatable)")
+    add.add_argument("--command", help="stdio server command (or give it after --, with its arguments)")
+    add.add_argument("--arg", action="append", metavar="A",
+                     help="an argument of the command (repeatable; one that begins with - as --arg=-y)")
     add.add_argument("--env", action="append", metavar="K=V", help="environment variable for the command")
     add.add_argument("--secret-env", action="append", metavar="K=V", help="environment variable kept in the keyring")
     add.add_argument("--protocol-version", metavar="REV",
                      help="use this protocol revision instead of negotiating the newest (e.g. 2025-11-25)")
-    add.set_defaults(func=cmd_servers_add)
+    add.set_defaults(func=cmd_servers_add, command_line=None)
     lst = ssub.add_parser("list", help="list configured servers")
     lst.add_argument("--json", action="store_true")
     lst.set_defaults(func=cmd_servers_list)
@@ -512,6 +627,7 @@ def build_parser() -> argparse.ArgumentParser:
     tools = sub.add_parser("tools", help="list a server's tools")
     tools.add_argument("server")
     tools.add_argument("--json", action="store_true")
+    tools.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, metavar="S", help=TIMEOUT_HELP)
     tools.set_defaults(func=cmd_tools)
 
     call = sub.add_parser("call", help="call a tool and follow it to its result")
@@ -521,7 +637,8 @@ def build_parser() -> argparse.ArgumentParser:
     call.add_argument("--answers", metavar="FILE", help="JSON list of elicitation answers, used in order")
     call.add_argument("--unanswered", choices=("decline", "wait"), default="decline", help=UNANSWERED_HELP)
     call.add_argument("--json", action="store_true", help="one JSON event per line")
-    call.add_argument("--connect-timeout", type=float, default=60.0, help=argparse.SUPPRESS)
+    call.add_argument("--timeout", "--connect-timeout", type=float, default=DEFAULT_TIMEOUT, metavar="S",
+                      help=CALL_TIMEOUT_HELP)
     call.set_defaults(func=cmd_call)
 
     ops = sub.add_parser("ops", help="the operations journal")
@@ -539,7 +656,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     cancel = sub.add_parser("cancel", help="cancel an operation")
     cancel.add_argument("op")
-    cancel.add_argument("--timeout", type=float, default=60.0, help=argparse.SUPPRESS)
+    cancel.add_argument("--timeout", type=float, default=60.0, metavar="S",
+                        help="how long to wait for the operation to end, in seconds (default %(default)g)")
     cancel.set_defaults(func=cmd_cancel)
 
     conf = sub.add_parser("conformance-client", help="client for the official MCP conformance suite")
@@ -562,7 +680,36 @@ def setup_logging(verbose: bool) -> None:
     logging.getLogger("httpcore").setLevel(logging.INFO)
 
 
+def split_command_line(argv: list[str]) -> tuple[list[str], list[str] | None]:
+    """``servers add NAME ... -- CMD ARG ...``: the options, and the stdio command after the
+    first ``--`` kept whole (argparse would take its arguments that begin with - as options)."""
+    if "--" not in argv:
+        return argv, None
+    cut = argv.index("--")
+    if not any(argv[i:i + 2] == ["servers", "add"] for i in range(cut)):
+        return argv, None  # another command's "--" is argparse's
+    return argv[:cut], argv[cut + 1:]
+
+
 def main(argv: list[str] | None = None) -> int:
+    """The ``hostapp`` command; ends quietly when its output is closed (``hostapp ops | head``)
+    or on Ctrl+C (one line on stderr, exit status 130)."""
+    try:
+        status = run(argv)
+        sys.stdout.flush()  # a closed pipe shows here rather than as a complaint at exit
+        return status
+    except BrokenPipeError:
+        # Python's recipe (signal module docs, "Note on SIGPIPE"): whatever is still
+        # buffered for the closed pipe goes nowhere, so that the exit flush cannot fail.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        print("hostapp: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+
+
+def run(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv:
         from hostapp.app import main as gui_main
@@ -571,7 +718,10 @@ def main(argv: list[str] | None = None) -> int:
     if argv[0] == "lab":
         return cmd_lab(argv[1:])
     parser = build_parser()
+    argv, command_line = split_command_line(argv)
     args = parser.parse_args(argv)
+    if command_line is not None:
+        args.command_line = command_line
     setup_logging(args.verbose)
     # Not args.command: `servers add --command CMD` shares that name (None with --url).
     if getattr(args, "func", None) is None:
@@ -590,5 +740,3 @@ def main(argv: list[str] | None = None) -> int:
     except (EngineError, TimeoutError) as exc:
         print(f"hostapp: {exc}", file=sys.stderr)
         return EXIT_ERROR
-    except KeyboardInterrupt:
-        return 130

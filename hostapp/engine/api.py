@@ -276,13 +276,15 @@ class EngineApi(Protocol):
         """Connect the server now instead of waiting for the next retry."""
 
     async def wait_connected(self, name: str, timeout: float = 60.0) -> ServerView:
-        """Until the server's first connection attempt ended; ServerUnavailable if it failed."""
+        """Until the server's first connection attempt ended; ServerUnavailable if it failed,
+        EngineTimeout (saying what the server did not answer) if it did not end in time."""
 
     async def list_tools(self, server: str, timeout: float = 30.0) -> list[JsonObject]:
         """The tools of a connected server (waits for its connection)."""
 
-    async def probe_tools(self, server: str) -> list[JsonObject]:
-        """Connect once, list the tools, disconnect: a failure is raised, not retried."""
+    async def probe_tools(self, server: str, timeout: float | None = None) -> list[JsonObject]:
+        """Connect once, list the tools, disconnect: a failure is raised, not retried.
+        ``timeout`` bounds the handshake and the tool list (EngineTimeout says which)."""
 
     async def begin_sign_in(self, server: str, timeout: float | None = None) -> str:
         """Start signing in to an HTTP server; the authorization URL for the browser."""

@@ -8,6 +8,7 @@ mechanism that carries each operation, which the window never shows.
 
 from __future__ import annotations
 
+import asyncio
 from typing import TYPE_CHECKING, Any
 
 from hostapp.engine.accounts import configured, off_loop
@@ -16,8 +17,17 @@ if TYPE_CHECKING:
     from hostapp.engine.service import Engine
 
 
-async def probe_tools(engine: Engine, name: str) -> list[dict[str, Any]]:
-    """The tools a server lists to a client that declares everything the host supports."""
+def silent_step(name: str, handshake_done: bool, timeout: float) -> str:
+    """What a server that kept silent for ``timeout`` seconds did not answer, in plain words."""
+    step = "the tool list (tools/list)" if handshake_done else "the initialize handshake"
+    return f"{name} did not answer {step} within {timeout:g} s"
+
+
+async def probe_tools(engine: Engine, name: str, timeout: float | None = None) -> list[dict[str, Any]]:
+    """The tools a server lists to a client that declares everything the host supports.
+
+    ``timeout`` bounds the handshake and the tool list, each; a ``TimeoutError`` says which
+    of them the server did not answer."""
     from hostapp.engine.connections import open_session
     from hostapp.mechanisms import client_capabilities
 
@@ -27,9 +37,15 @@ async def probe_tools(engine: Engine, name: str) -> list[dict[str, Any]]:
         await off_loop(engine.secrets.check)
         secret_store = engine.secrets
     # The same capabilities as a call: some servers list task tools only to clients that declare tasks.
-    session, _info = await open_session(cfg, secret_store=secret_store, capabilities=client_capabilities)
     try:
-        return await session.list_tools()
+        session, _info = await asyncio.wait_for(
+            open_session(cfg, secret_store=secret_store, capabilities=client_capabilities), timeout)
+    except TimeoutError:
+        raise TimeoutError(silent_step(name, False, timeout or 0)) from None
+    try:
+        return await asyncio.wait_for(session.list_tools(), timeout)
+    except TimeoutError:
+        raise TimeoutError(silent_step(name, True, timeout or 0)) from None
     finally:
         await session.close()
 

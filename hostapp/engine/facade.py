@@ -129,14 +129,21 @@ class LocalEngine:
         await _call(self._engine.reconnect(name))
 
     async def wait_connected(self, name: str, timeout: float = 60.0) -> ServerView:
-        conn = await _call(self._engine.connected(name, timeout))
+        try:
+            conn = await _call(self._engine.connected(name, timeout))
+        except api.EngineTimeout:
+            from hostapp.engine.diagnostics import silent_step
+
+            session = self._engine._connection(name).session
+            handshake_done = session is not None and session.state == "ready"
+            raise api.EngineTimeout(silent_step(name, handshake_done, timeout)) from None
         return conn.view
 
     async def list_tools(self, server: str, timeout: float = 30.0) -> list[JsonObject]:
         return await _call(self._engine.list_tools(server, timeout))
 
-    async def probe_tools(self, server: str) -> list[JsonObject]:
-        return await _call(self._engine.probe_tools(server))
+    async def probe_tools(self, server: str, timeout: float | None = None) -> list[JsonObject]:
+        return await _call(self._engine.probe_tools(server, timeout))
 
     async def begin_sign_in(self, server: str, timeout: float | None = None) -> str:
         return await _call(self._engine.begin_sign_in(server, timeout))

@@ -537,8 +537,8 @@ class Engine:
     async def sign_out(self, name: str) -> None:
         await self.sign_ins.sign_out(name)
 
-    async def probe_tools(self, name: str) -> list[dict[str, Any]]:
-        return await diagnostics.probe_tools(self, name)
+    async def probe_tools(self, name: str, timeout: float | None = None) -> list[dict[str, Any]]:
+        return await diagnostics.probe_tools(self, name, timeout)
 
     async def operation_rows(self, limit: int = 200) -> list[dict[str, Any]]:
         return await diagnostics.operation_rows(self, limit)
