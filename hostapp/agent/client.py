@@ -225,8 +225,8 @@ class RemoteEngine:
     async def list_tools(self, server: str, timeout: float = 30.0) -> list[api.JsonObject]:
         return await self._call("list_tools", server=server, timeout=timeout)
 
-    async def probe_tools(self, server: str) -> list[api.JsonObject]:
-        return await self._call("probe_tools", server=server)
+    async def probe_tools(self, server: str, timeout: float | None = None) -> list[api.JsonObject]:
+        return await self._call("probe_tools", server=server, timeout=timeout)
 
     async def begin_sign_in(self, server: str, timeout: float | None = None) -> str:
         return await self._call("begin_sign_in", server=server, timeout=timeout)

@@ -1,0 +1,50 @@
+"""The wire carries the whole facade: every EngineApi method, with its signature, on both
+sides, and every view and error round-trips."""
+
+from __future__ import annotations
+
+import inspect
+
+import pytest
+
+from hostapp.agent import wire
+from hostapp.agent.client import RemoteEngine
+from hostapp.engine import api
+
+
+def _facade_methods() -> dict[str, inspect.Signature]:
+    return {name: inspect.signature(member) for name, member in vars(api.EngineApi).items()
+            if inspect.iscoroutinefunction(member)}
+
+
+def test_the_remote_engine_is_the_whole_facade_with_the_same_signatures():
+    methods = _facade_methods()
+    assert methods
+    for name, signature in methods.items():
+        remote = getattr(RemoteEngine, name, None)
+        assert remote is not None and inspect.iscoroutinefunction(remote), name
+        assert list(inspect.signature(remote).parameters) == list(signature.parameters), name
+        assert [p.default for p in inspect.signature(remote).parameters.values()] == \
+               [p.default for p in signature.parameters.values()], name
+
+
+def test_every_facade_method_but_the_lifecycle_is_served():
+    assert set(_facade_methods()) - {"start", "stop"} == set(wire.RESULTS)
+
+
+def test_views_and_errors_round_trip():
+    op = api.OperationView(id="a", server="s", tool="t", method="tools/call", arguments={"x": [1, 2]},
+                           status=api.OperationStatus.RUNNING, progress=1.0, total=3.0)
+    assert wire.operation_view(wire.encode(op)) == op
+    server = api.ServerView(name="s", transport="http", target="http://x", tools=({"name": "t"},))
+    assert wire.server_view(wire.encode(server)) == server
+    assert wire.operation_view({**wire.encode(op), "a_field_from_a_newer_agent": 1}) == op
+    for exc in (api.NoSuchServer("no server named 'x'"), api.ServerError("Task not found", -32602),
+                api.SignInRequired("sign in", "s"), api.KeyringUnavailable("locked")):
+        back = wire.decode_error(wire.encode_error(exc))
+        assert type(back) is type(exc) and str(back) == str(exc)
+    assert wire.decode_error(wire.encode_error(api.ServerError("x", -1))).code == -1
+    with pytest.raises(wire.WireError):
+        wire.operation_view({"id": "missing the rest"})
+    with pytest.raises(wire.WireError):
+        wire.loads(b"[" * 100_000)
