@@ -8,6 +8,7 @@ people script against them.
     hostapp servers list [--json] | hostapp servers remove NAME
     hostapp servers login NAME | hostapp servers logout NAME
     hostapp tools SERVER [--json]
+    hostapp skills SERVER [--json] | hostapp skills SERVER NAME [--json]
     hostapp call SERVER TOOL [--args JSON] [--answers FILE] [--unanswered decline|wait] [--json]
     hostapp ops [--json] | hostapp resume [--wait] [--answers FILE] [--json] | hostapp cancel OP
     hostapp conformance-client URL
@@ -276,6 +277,33 @@ async def cmd_tools(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+async def cmd_skills(args: argparse.Namespace) -> int:
+    """List a server's skills (no file is read), or load one: every file read and verified."""
+    async with opened_engine() as engine:
+        cfg = await configured_server(engine, args.server)
+        if args.name is None:
+            skills = await engine.list_skills(cfg.name)
+        else:
+            skill = await engine.load_skill(cfg.name, args.name)
+    if args.name is None:
+        if args.json:
+            print(json.dumps(skills, ensure_ascii=False))
+        elif not skills:
+            print(f"{cfg.name} offers no skills")
+        else:
+            for s in skills:
+                print(f"{s['name']:<32} {s['description'].strip().splitlines()[0] if s['description'].strip() else ''}")
+        return EXIT_OK
+    if args.json:
+        print(json.dumps(skill, ensure_ascii=False))
+        return EXIT_OK
+    print(skill["instructions"], end="" if skill["instructions"].endswith("\n") else "\n")
+    others = [uri for uri in skill["files"] if uri != skill["uri"]]
+    print(f"-- {skill['name']}: {len(skill['files'])} file(s) verified (size, digest, frontmatter)"
+          + (f"; also: {', '.join(others)}" if others else ""), file=sys.stderr)
+    return EXIT_OK
+
+
 class CallFollower:
     """Engine listener for the CLI: prints the events of the operations it follows and
     answers their questions from the scripted answers."""
@@ -507,6 +535,12 @@ def build_parser() -> argparse.ArgumentParser:
     tools.add_argument("server")
     tools.add_argument("--json", action="store_true")
     tools.set_defaults(func=cmd_tools)
+
+    skills = sub.add_parser("skills", help="list a server's skills, or load one (verified) and print it")
+    skills.add_argument("server")
+    skills.add_argument("name", nargs="?", help="the skill to load (its name or URI)")
+    skills.add_argument("--json", action="store_true")
+    skills.set_defaults(func=cmd_skills)
 
     call = sub.add_parser("call", help="call a tool and follow it to its result")
     call.add_argument("server")

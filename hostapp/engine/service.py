@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from hostapp import mechanisms
-from hostapp.engine import accounts, api, diagnostics
+from hostapp.engine import accounts, api, diagnostics, skills
 from hostapp.engine.context import EngineContext
 from hostapp.engine.first_contact import FirstContactGate
 from hostapp.engine.handles import (
@@ -510,3 +510,10 @@ class Engine:
 
     async def unfinished_operations(self) -> list[api.OperationView]:
         return [operation_view(r) for r in await self._read(self.journal.unfinished_operations)]
+
+    # skills (SEP-2640): listed and loaded on request only
+    async def list_skills(self, name: str) -> list[dict[str, Any]]:
+        return await skills.server_skills(self, name)
+
+    async def load_skill(self, name: str, skill: str) -> dict[str, Any]:
+        return await skills.load_server_skill(self, name, skill)
