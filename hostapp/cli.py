@@ -5,6 +5,8 @@ people script against them.
 
     hostapp servers add NAME --url URL [--header K=V ...] [--secret-header K=V ...]
     hostapp servers add NAME --command CMD [--arg A ...] [--env K=V ...] [--secret-env K=V ...]
+    hostapp servers add NAME --url URL --grant GRANT --client-id ID [--client-secret-stdin |
+        --private-key PEM_FILE | --assertion-file FILE] [--scope S] [--dpop]
     hostapp servers list [--json] | hostapp servers remove NAME
     hostapp servers login NAME | hostapp servers logout NAME
     hostapp tools SERVER [--json]
@@ -199,10 +201,53 @@ async def cmd_servers_add(args: argparse.Namespace) -> int:
                 era_of(args.protocol_version)
             except ProtocolError as exc:
                 raise UsageError(str(exc)) from None
+        cfg.auth, credentials = sign_in_options(args)
         # The secret values go to the keyring; the journal keeps references to them.
-        await engine.add_server(cfg, {"headers": secret_headers, "env": secret_env})
+        try:
+            await engine.add_server(cfg, {"headers": secret_headers, "env": secret_env, "credentials": credentials})
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
     print(f"added {cfg.name} ({cfg.transport}: {cfg.url or cfg.command})")
     return EXIT_OK
+
+
+def sign_in_options(args: argparse.Namespace) -> tuple[dict[str, Any] | None, dict[str, str]]:
+    """The sign-in settings (``ServerConfig.auth``, nothing secret) and the credentials for the
+    keyring that ``servers add``'s options give. A client secret is read from stdin, never
+    from the command line; a private key's PEM file is read once and kept in the keyring."""
+    settings: dict[str, Any] = {}
+    credentials: dict[str, str] = {}
+    if args.grant:
+        settings["grant"] = args.grant
+    if args.client_id:
+        settings["client_id"] = args.client_id
+    if args.scope:
+        settings["scope"] = args.scope
+    if args.dpop:
+        settings["dpop"] = True
+    if args.assertion_file:
+        # Read at every use (the workload's platform rotates it): the path is kept, not the token.
+        settings["assertion_file"] = str(Path(args.assertion_file).expanduser().resolve())
+        settings.setdefault("grant", "jwt_bearer")
+    if args.client_secret_stdin:
+        secret = sys.stdin.readline().rstrip("\r\n")
+        if not secret:
+            raise UsageError("--client-secret-stdin: no client secret on standard input")
+        credentials["client_secret"] = secret
+    if args.private_key:
+        try:
+            pem = Path(args.private_key).expanduser().read_text()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise UsageError(f"--private-key: cannot read {args.private_key}: {exc}") from None
+        if "PRIVATE KEY-----" not in pem:
+            raise UsageError(f"--private-key: {args.private_key} is not a PEM private key")
+        credentials["private_key"] = pem
+        settings.setdefault("client_auth", "private_key_jwt")
+    if (settings or credentials) and not args.url:
+        raise UsageError("sign-in options are for HTTP servers (--url)")
+    if credentials and not settings.get("client_id"):
+        raise UsageError("a client secret or private key needs --client-id")
+    return (settings or None), credentials
 
 
 def server_summary(cfg: ServerConfig) -> dict[str, Any]:
@@ -214,6 +259,7 @@ def server_summary(cfg: ServerConfig) -> dict[str, Any]:
         "args": list(cfg.args or []),
         "headers": sorted([*(cfg.headers or {}), *(cfg.secret_headers or {})]),
         "env": sorted([*(cfg.env or {}), *(cfg.secret_env or {})]),
+        "auth": cfg.auth,
     }
 
 
@@ -517,6 +563,17 @@ def build_parser() -> argparse.ArgumentParser:
     add.add_argument("--secret-env", action="append", metavar="K=V", help="environment variable kept in the keyring")
     add.add_argument("--protocol-version", metavar="REV",
                      help="use this protocol revision instead of negotiating the newest (e.g. 2025-11-25)")
+    add.add_argument("--grant", choices=("authorization_code", "client_credentials", "jwt_bearer"),
+                     help="how the server signs in (default: a person in the browser, authorization_code)")
+    add.add_argument("--client-id", metavar="ID", help="this host's OAuth client id at the authorization server")
+    add.add_argument("--client-secret-stdin", action="store_true",
+                     help="read the client secret from standard input (kept in the OS keyring)")
+    add.add_argument("--private-key", metavar="PEM_FILE",
+                     help="sign client assertions with this private key (private_key_jwt); imported into the keyring")
+    add.add_argument("--assertion-file", metavar="FILE",
+                     help="a file holding the workload's identity JWT, read at each sign-in (jwt_bearer)")
+    add.add_argument("--scope", help="the OAuth scope to ask for")
+    add.add_argument("--dpop", action="store_true", help="ask for DPoP-bound tokens (RFC 9449)")
     add.set_defaults(func=cmd_servers_add)
     lst = ssub.add_parser("list", help="list configured servers")
     lst.add_argument("--json", action="store_true")

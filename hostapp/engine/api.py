@@ -53,7 +53,9 @@ __all__ = [
 JsonObject = dict[str, Any]
 
 #: Secret values of a server for the keyring, apart from its configuration:
-#: ``{"headers": {name: value}, "env": {name: value}}``.
+#: ``{"headers": {name: value}, "env": {name: value}, "credentials": {name: value}}``;
+#: ``credentials`` are its sign-in secrets (``client_secret``, ``private_key`` as PEM,
+#: ``assertion``, ``idp_client_secret``), used as its ``ServerConfig.auth`` settings say.
 ServerSecrets = dict[str, dict[str, str]]
 
 

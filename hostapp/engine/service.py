@@ -252,7 +252,9 @@ class Engine:
         return views
 
     async def _store_server_secrets(self, cfg: ServerConfig, secrets: dict[str, dict[str, str]]) -> None:
-        """Put new secret header and environment values in the keyring; the config keeps references."""
+        """Put new secret header and environment values in the keyring; the config keeps references.
+        (Sign-in credentials are kept by server name, once the server is written.)"""
+        accounts.check_sign_in_settings(cfg, secrets)
         if secrets.get("headers") or secrets.get("env"):
             keyring = self._handles
             await keyring.call(self.secrets.check)
@@ -262,9 +264,11 @@ class Engine:
                 cfg.secret_env[name] = await keyring.call(self.secrets.put, "env", value)
 
     async def add_server(self, cfg: ServerConfig, secrets: dict[str, dict[str, str]] | None = None) -> None:
-        """Add a server; ``secrets`` = {"headers": {...}, "env": {...}} of values for the keyring."""
+        """Add a server; ``secrets`` = {"headers": {...}, "env": {...}, "credentials": {...}} of
+        values for the keyring (credentials: ``hostapp.auth.settings.CREDENTIAL_NAMES``)."""
         await self._store_server_secrets(cfg, secrets or {})
         self.journal.add_server(cfg)
+        await accounts.store_credentials(self, cfg.name, dict((secrets or {}).get("credentials") or {}))
         if self._connect and cfg.enabled:
             self._supervise(cfg)
 
@@ -281,7 +285,8 @@ class Engine:
         self.journal.update_server(
             cfg.name, transport=cfg.transport, url=cfg.url, headers=cfg.headers, secret_headers=cfg.secret_headers,
             command=cfg.command, args=cfg.args, env=cfg.env, secret_env=cfg.secret_env, enabled=cfg.enabled,
-            protocol_version=cfg.protocol_version)
+            protocol_version=cfg.protocol_version, auth=cfg.auth)
+        await accounts.store_credentials(self, cfg.name, dict((secrets or {}).get("credentials") or {}))
         in_use = {*cfg.secret_headers.values(), *cfg.secret_env.values()}
         for ref in [*old.secret_headers.values(), *old.secret_env.values()]:
             if ref not in in_use:
