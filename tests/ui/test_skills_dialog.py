@@ -58,3 +58,4 @@ def test_skills_are_listed_and_one_is_loaded_only_on_request(qtbot, qloop):
         dialog.reject()
 
     qloop.run_until_complete(scenario())
+
