@@ -6,9 +6,12 @@ people script against them.
     hostapp servers add NAME --url URL [--header K=V ...] [--secret-header K=V ...]
     hostapp servers add NAME [--env K=V ...] [--secret-env K=V ...] -- CMD [ARG ...]
     hostapp servers add NAME --command CMD [--arg=A ...] [--env K=V ...] [--secret-env K=V ...]
+    hostapp servers add NAME --url URL --grant GRANT --client-id ID [--client-secret-stdin |
+        --private-key PEM_FILE | --assertion-file FILE] [--scope S] [--dpop]
     hostapp servers list [--json] | hostapp servers remove NAME
     hostapp servers login NAME | hostapp servers logout NAME
     hostapp tools SERVER [--timeout S] [--json]
+    hostapp skills SERVER [--json] | hostapp skills SERVER NAME [--json]
     hostapp call SERVER TOOL [--args JSON] [--answers FILE] [--unanswered decline|wait] [--timeout S] [--json]
     hostapp ops [--json] | hostapp resume [--wait] [--answers FILE] [--json] | hostapp cancel OP [--timeout S]
     hostapp conformance-client URL
@@ -237,10 +240,53 @@ async def cmd_servers_add(args: argparse.Namespace) -> int:
                 era_of(args.protocol_version)
             except ProtocolError as exc:
                 raise UsageError(str(exc)) from None
+        cfg.auth, credentials = sign_in_options(args)
         # The secret values go to the keyring; the journal keeps references to them.
-        await engine.add_server(cfg, {"headers": secret_headers, "env": secret_env})
+        try:
+            await engine.add_server(cfg, {"headers": secret_headers, "env": secret_env, "credentials": credentials})
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
     print(f"added {cfg.name} ({cfg.transport}: {cfg.url or cfg.command})")
     return EXIT_OK
+
+
+def sign_in_options(args: argparse.Namespace) -> tuple[dict[str, Any] | None, dict[str, str]]:
+    """The sign-in settings (``ServerConfig.auth``, nothing secret) and the credentials for the
+    keyring that ``servers add``'s options give. A client secret is read from stdin, never
+    from the command line; a private key's PEM file is read once and kept in the keyring."""
+    settings: dict[str, Any] = {}
+    credentials: dict[str, str] = {}
+    if args.grant:
+        settings["grant"] = args.grant
+    if args.client_id:
+        settings["client_id"] = args.client_id
+    if args.scope:
+        settings["scope"] = args.scope
+    if args.dpop:
+        settings["dpop"] = True
+    if args.assertion_file:
+        # Read at every use (the workload's platform rotates it): the path is kept, not the token.
+        settings["assertion_file"] = str(Path(args.assertion_file).expanduser().resolve())
+        settings.setdefault("grant", "jwt_bearer")
+    if args.client_secret_stdin:
+        secret = sys.stdin.readline().rstrip("\r\n")
+        if not secret:
+            raise UsageError("--client-secret-stdin: no client secret on standard input")
+        credentials["client_secret"] = secret
+    if args.private_key:
+        try:
+            pem = Path(args.private_key).expanduser().read_text()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise UsageError(f"--private-key: cannot read {args.private_key}: {exc}") from None
+        if "PRIVATE KEY-----" not in pem:
+            raise UsageError(f"--private-key: {args.private_key} is not a PEM private key")
+        credentials["private_key"] = pem
+        settings.setdefault("client_auth", "private_key_jwt")
+    if (settings or credentials) and not args.url:
+        raise UsageError("sign-in options are for HTTP servers (--url)")
+    if credentials and not settings.get("client_id"):
+        raise UsageError("a client secret or private key needs --client-id")
+    return (settings or None), credentials
 
 
 def server_summary(cfg: ServerConfig) -> dict[str, Any]:
@@ -252,6 +298,7 @@ def server_summary(cfg: ServerConfig) -> dict[str, Any]:
         "args": list(cfg.args or []),
         "headers": sorted([*(cfg.headers or {}), *(cfg.secret_headers or {})]),
         "env": sorted([*(cfg.env or {}), *(cfg.secret_env or {})]),
+        "auth": cfg.auth,
     }
 
 
@@ -312,6 +359,33 @@ async def cmd_tools(args: argparse.Namespace) -> int:
         for t in tools:
             desc = (t.get("description") or "").strip().splitlines()
             print(f"{t.get('name'):<32} {desc[0] if desc else ''}")
+    return EXIT_OK
+
+
+async def cmd_skills(args: argparse.Namespace) -> int:
+    """List a server's skills (no file is read), or load one: every file read and verified."""
+    async with opened_engine() as engine:
+        cfg = await configured_server(engine, args.server)
+        if args.name is None:
+            skills = await engine.list_skills(cfg.name)
+        else:
+            skill = await engine.load_skill(cfg.name, args.name)
+    if args.name is None:
+        if args.json:
+            print(json.dumps(skills, ensure_ascii=False))
+        elif not skills:
+            print(f"{cfg.name} offers no skills")
+        else:
+            for s in skills:
+                print(f"{s['name']:<32} {s['description'].strip().splitlines()[0] if s['description'].strip() else ''}")
+        return EXIT_OK
+    if args.json:
+        print(json.dumps(skill, ensure_ascii=False))
+        return EXIT_OK
+    print(skill["instructions"], end="" if skill["instructions"].endswith("\n") else "\n")
+    others = [uri for uri in skill["files"] if uri != skill["uri"]]
+    print(f"-- {skill['name']}: {len(skill['files'])} file(s) verified (size, digest, frontmatter)"
+          + (f"; also: {', '.join(others)}" if others else ""), file=sys.stderr)
     return EXIT_OK
 
 
@@ -610,6 +684,17 @@ def build_parser() -> argparse.ArgumentParser:
     add.add_argument("--secret-env", action="append", metavar="K=V", help="environment variable kept in the keyring")
     add.add_argument("--protocol-version", metavar="REV",
                      help="use this protocol revision instead of negotiating the newest (e.g. 2025-11-25)")
+    add.add_argument("--grant", choices=("authorization_code", "client_credentials", "jwt_bearer"),
+                     help="how the server signs in (default: a person in the browser, authorization_code)")
+    add.add_argument("--client-id", metavar="ID", help="this host's OAuth client id at the authorization server")
+    add.add_argument("--client-secret-stdin", action="store_true",
+                     help="read the client secret from standard input (kept in the OS keyring)")
+    add.add_argument("--private-key", metavar="PEM_FILE",
+                     help="sign client assertions with this private key (private_key_jwt); imported into the keyring")
+    add.add_argument("--assertion-file", metavar="FILE",
+                     help="a file holding the workload's identity JWT, read at each sign-in (jwt_bearer)")
+    add.add_argument("--scope", help="the OAuth scope to ask for")
+    add.add_argument("--dpop", action="store_true", help="ask for DPoP-bound tokens (RFC 9449)")
     add.set_defaults(func=cmd_servers_add, command_line=None)
     lst = ssub.add_parser("list", help="list configured servers")
     lst.add_argument("--json", action="store_true")
@@ -629,6 +714,12 @@ def build_parser() -> argparse.ArgumentParser:
     tools.add_argument("--json", action="store_true")
     tools.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, metavar="S", help=TIMEOUT_HELP)
     tools.set_defaults(func=cmd_tools)
+
+    skills = sub.add_parser("skills", help="list a server's skills, or load one (verified) and print it")
+    skills.add_argument("server")
+    skills.add_argument("name", nargs="?", help="the skill to load (its name or URI)")
+    skills.add_argument("--json", action="store_true")
+    skills.set_defaults(func=cmd_skills)
 
     call = sub.add_parser("call", help="call a tool and follow it to its result")
     call.add_argument("server")

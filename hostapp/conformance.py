@@ -26,12 +26,14 @@ from typing import Any
 
 from hostapp import CLIENT_NAME
 from hostapp.engine.session import ClientHandlers, ClientSession, RequestContext
+from hostapp.engine.skills import list_skills, load_skill
 from hostapp.protocol.elicitation import (
     build_accept,
     build_decline,
     default_content,
     describe_form_request,
 )
+from hostapp.protocol.skills import SkillVerificationError
 from hostapp.transport.http import StreamableHttpTransport
 
 SCENARIO_ENV = "MCP_CONFORMANCE_SCENARIO"
@@ -224,6 +226,26 @@ async def _invalid_tool_headers(session: ClientSession, handlers: ConsentingHand
     await _call_listed_tools(session)
 
 
+async def _skills_listed_only(session: ClientSession, handlers: ConsentingHandlers, context: dict) -> None:
+    # Listing is all a person does until they load a skill: no file may be read before that.
+    entries = await list_skills(session)
+    print(f"skills listed: {', '.join(e.name for e in entries) or 'none'}", file=sys.stderr)
+
+
+async def _skills_load_first(session: ClientSession, handlers: ConsentingHandlers, context: dict) -> None:
+    # A person loads the first listed skill; its SKILL.md has been tampered with, so the
+    # host must refuse it after reading that file and read nothing more.
+    entries = await list_skills(session)
+    if not entries:
+        raise ScenarioFailed("the server lists no skill to load")
+    try:
+        loaded = await load_skill(session, entries[0])
+    except SkillVerificationError as exc:
+        print(f"skill {entries[0].name} refused: {exc}", file=sys.stderr)
+        return
+    print(f"skill {loaded.entry.name} loaded ({len(loaded.files)} files verified)", file=sys.stderr)
+
+
 Scenario = Callable[[ClientSession, ConsentingHandlers, dict], Awaitable[None]]
 
 SCENARIOS: dict[str, Scenario] = {
@@ -238,6 +260,10 @@ SCENARIOS: dict[str, Scenario] = {
     "http-standard-headers": _standard_headers,
     "http-custom-headers": _custom_headers,
     "http-invalid-tool-headers": _invalid_tool_headers,
+    "sep-2640-client-no-prefetch": _skills_listed_only,
+    "sep-2640-client-verify-digest": _skills_load_first,
+    "sep-2640-client-verify-size": _skills_load_first,
+    "sep-2640-client-verify-frontmatter": _skills_load_first,
 }
 
 #: Transport settings a scenario's server needs. The sse-retry server hands its pending

@@ -181,6 +181,12 @@ class RemoteEngine:
 
     # -- EngineApi ----------------------------------------------------------------------
 
+    async def list_skills(self, server: str) -> list[api.JsonObject]:
+        return await self._call("list_skills", server=server)
+
+    async def load_skill(self, server: str, name: str) -> api.JsonObject:
+        return await self._call("load_skill", server=server, name=name)
+
     async def start(self, *, resume: bool = True, only: frozenset[str] | None = None) -> None:
         """The owner started its engine when it took the home; nothing to do."""
 

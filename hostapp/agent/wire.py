@@ -141,6 +141,8 @@ RESULTS: dict[str, Callable[[Any], Any]] = {
     "wait_finished": operation_view,
     "answer_input": _same,
     "open_questions": _list_of(input_request),
+    "list_skills": _same,
+    "load_skill": _same,
 }
 
 #: Arguments that travel as objects and are rebuilt on the owner's side.
@@ -176,6 +178,8 @@ ERRORS: dict[str, type[api.EngineError]] = {
         api.SignInRequired,
         api.SignInFailed,
         api.KeyringUnavailable,
+        api.SkillRefused,
+        api.EngineTimeout,
     )
 }
 
@@ -186,6 +190,8 @@ def encode_error(exc: api.EngineError) -> dict[str, Any]:
         data["code"] = exc.code
     if isinstance(exc, api.SignInRequired):
         data["server_name"] = exc.server_name
+    if isinstance(exc, api.SkillRefused):
+        data["check"] = exc.check
     return {"code": ENGINE_ERROR, "message": str(exc), "data": data}
 
 
@@ -202,4 +208,7 @@ def decode_error(error: Any) -> Exception:
         return api.ServerError(message, code if isinstance(code, int) else None)
     if cls is api.SignInRequired:
         return api.SignInRequired(message, str(data.get("server_name") or ""))
+    if cls is api.SkillRefused:
+        check = data.get("check")
+        return api.SkillRefused(message, check if isinstance(check, str) else None)
     return cls(message)

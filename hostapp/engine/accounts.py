@@ -96,6 +96,33 @@ class SignIns:
         await logout(name, TokenStore(self._engine.secrets))
 
 
+def check_sign_in_settings(cfg: ServerConfig, secrets: ServerSecrets | None) -> None:
+    """ValueError unless ``cfg.auth`` is valid sign-in settings and the credentials in
+    ``secrets["credentials"]`` are ones a server signs in with."""
+    from hostapp.auth.settings import CREDENTIAL_NAMES, AuthSettings
+
+    if cfg.auth is not None:
+        if cfg.transport != "http":
+            raise ValueError(f"server {cfg.name!r}: only HTTP servers sign in; a stdio server has no sign-in settings")
+        AuthSettings.from_dict(cfg.auth)
+    unknown = set((secrets or {}).get("credentials") or {}) - set(CREDENTIAL_NAMES)
+    if unknown:
+        raise ValueError(f"unknown sign-in credential(s) {', '.join(sorted(unknown))}; "
+                         f"known: {', '.join(CREDENTIAL_NAMES)}")
+
+
+async def store_credentials(engine: Engine, server: str, credentials: dict[str, str]) -> None:
+    """Keep a server's sign-in secrets (client secret, private key PEM, assertion) in the keyring only."""
+    if not credentials:
+        return
+    from hostapp.auth import TokenStore
+
+    await off_loop(engine.secrets.check)
+    tokens = TokenStore(engine.secrets)
+    for name, value in credentials.items():
+        await off_loop(tokens.save_credential, server, name, value)
+
+
 async def replace_server(engine: Engine, old_name: str, cfg: ServerConfig,
                          secrets: ServerSecrets | None = None) -> None:
     """Put ``cfg`` (a new name) in place of ``old_name``.

@@ -45,6 +45,7 @@ __all__ = [
     "ServerView",
     "SignInFailed",
     "SignInRequired",
+    "SkillRefused",
 ]
 
 #: A JSON object as the server sent it (tool arguments and results, elicitation params,
@@ -52,7 +53,9 @@ __all__ = [
 JsonObject = dict[str, Any]
 
 #: Secret values of a server for the keyring, apart from its configuration:
-#: ``{"headers": {name: value}, "env": {name: value}}``.
+#: ``{"headers": {name: value}, "env": {name: value}, "credentials": {name: value}}``;
+#: ``credentials`` are its sign-in secrets (``client_secret``, ``private_key`` as PEM,
+#: ``assertion``, ``idp_client_secret``), used as its ``ServerConfig.auth`` settings say.
 ServerSecrets = dict[str, dict[str, str]]
 
 
@@ -207,6 +210,15 @@ class KeyringUnavailable(EngineError):
     """The OS keyring cannot take or give secrets; the message says what to do."""
 
 
+class SkillRefused(EngineError):
+    """A server's skill cannot be listed or loaded: a malformed listing, an unknown name, or a
+    file that fails verification (``check`` is then ``"size"``, ``"digest"`` or ``"frontmatter"``)."""
+
+    def __init__(self, message: str, check: str | None = None):
+        super().__init__(message)
+        self.check = check
+
+
 class EngineTimeout(EngineError, TimeoutError):
     """What was awaited did not happen in time (still a ``TimeoutError``)."""
 
@@ -285,6 +297,15 @@ class EngineApi(Protocol):
     async def probe_tools(self, server: str, timeout: float | None = None) -> list[JsonObject]:
         """Connect once, list the tools, disconnect: a failure is raised, not retried.
         ``timeout`` bounds the handshake and the tool list (EngineTimeout says which)."""
+
+    async def list_skills(self, server: str) -> list[JsonObject]:
+        """The skills ``server`` offers (SEP-2640): ``uri``, ``name``, ``description``,
+        ``frontmatter``, ``resources``. No skill file is read."""
+
+    async def load_skill(self, server: str, name: str) -> JsonObject:
+        """Read and verify every file of the skill ``name`` (its name or URI): the entry plus
+        ``instructions`` (SKILL.md) and ``files`` (URI to text). :class:`SkillRefused` on any
+        mismatch with the listing, naming the check that failed."""
 
     async def begin_sign_in(self, server: str, timeout: float | None = None) -> str:
         """Start signing in to an HTTP server; the authorization URL for the browser."""

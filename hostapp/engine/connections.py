@@ -79,12 +79,14 @@ def server_auth(cfg: ServerConfig, headers: dict[str, str],
     if cfg.url is None or any(name.lower() == "authorization" for name in headers):
         return None
     from hostapp.auth.oauth import McpOAuth
+    from hostapp.auth.settings import AuthSettings
     from hostapp.auth.tokens import TokenStore
     from hostapp.store.paths import home_dir
     from hostapp.store.secrets import SecretStore
 
     store = secret_store if secret_store is not None else SecretStore(home_dir())
-    return McpOAuth(cfg.name, cfg.url, TokenStore(store), protocol_version=cfg.protocol_version)
+    return McpOAuth(cfg.name, cfg.url, TokenStore(store), protocol_version=cfg.protocol_version,
+                    settings=AuthSettings.from_dict(cfg.auth))
 
 
 async def open_session(cfg: ServerConfig, handlers: ClientHandlers | None = None, *,

@@ -53,6 +53,9 @@ def translate(exc: BaseException, missing: type[api.EngineError] = api.NoSuchSer
     authorization = _loaded("hostapp.auth.discovery", "AuthorizationError")
     if isinstance(exc, NotSignable) or (authorization is not None and isinstance(exc, authorization)):
         return api.SignInFailed(str(exc))
+    skill_error = _loaded("hostapp.protocol.skills", "SkillError")
+    if skill_error is not None and isinstance(exc, skill_error):
+        return api.SkillRefused(str(exc), getattr(exc, "check", None))
     if isinstance(exc, TransportError):
         return api.ServerUnavailable(str(exc))
     if isinstance(exc, RpcError):
@@ -144,6 +147,12 @@ class LocalEngine:
 
     async def probe_tools(self, server: str, timeout: float | None = None) -> list[JsonObject]:
         return await _call(self._engine.probe_tools(server, timeout))
+
+    async def list_skills(self, server: str) -> list[JsonObject]:
+        return await _call(self._engine.list_skills(server))
+
+    async def load_skill(self, server: str, name: str) -> JsonObject:
+        return await _call(self._engine.load_skill(server, name))
 
     async def begin_sign_in(self, server: str, timeout: float | None = None) -> str:
         return await _call(self._engine.begin_sign_in(server, timeout))

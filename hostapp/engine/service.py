@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from hostapp import mechanisms
-from hostapp.engine import accounts, api, diagnostics
+from hostapp.engine import accounts, api, diagnostics, skills
 from hostapp.engine.context import EngineContext
 from hostapp.engine.first_contact import FirstContactGate
 from hostapp.engine.handles import (
@@ -291,7 +291,9 @@ class Engine:
         return views
 
     async def _store_server_secrets(self, cfg: ServerConfig, secrets: dict[str, dict[str, str]]) -> None:
-        """Put new secret header and environment values in the keyring; the config keeps references."""
+        """Put new secret header and environment values in the keyring; the config keeps references.
+        (Sign-in credentials are kept by server name, once the server is written.)"""
+        accounts.check_sign_in_settings(cfg, secrets)
         if secrets.get("headers") or secrets.get("env"):
             keyring = self._handles
             await keyring.call(self.secrets.check)
@@ -301,9 +303,11 @@ class Engine:
                 cfg.secret_env[name] = await keyring.call(self.secrets.put, "env", value)
 
     async def add_server(self, cfg: ServerConfig, secrets: dict[str, dict[str, str]] | None = None) -> None:
-        """Add a server; ``secrets`` = {"headers": {...}, "env": {...}} of values for the keyring."""
+        """Add a server; ``secrets`` = {"headers": {...}, "env": {...}, "credentials": {...}} of
+        values for the keyring (credentials: ``hostapp.auth.settings.CREDENTIAL_NAMES``)."""
         await self._store_server_secrets(cfg, secrets or {})
         self.journal.add_server(cfg)
+        await accounts.store_credentials(self, cfg.name, dict((secrets or {}).get("credentials") or {}))
         if self._connect and cfg.enabled:
             self._supervise(cfg)
 
@@ -320,7 +324,8 @@ class Engine:
         self.journal.update_server(
             cfg.name, transport=cfg.transport, url=cfg.url, headers=cfg.headers, secret_headers=cfg.secret_headers,
             command=cfg.command, args=cfg.args, env=cfg.env, secret_env=cfg.secret_env, enabled=cfg.enabled,
-            protocol_version=cfg.protocol_version)
+            protocol_version=cfg.protocol_version, auth=cfg.auth)
+        await accounts.store_credentials(self, cfg.name, dict((secrets or {}).get("credentials") or {}))
         in_use = {*cfg.secret_headers.values(), *cfg.secret_env.values()}
         for ref in [*old.secret_headers.values(), *old.secret_env.values()]:
             if ref not in in_use:
@@ -552,3 +557,10 @@ class Engine:
 
     async def unfinished_operations(self) -> list[api.OperationView]:
         return [operation_view(r) for r in await self._read(self.journal.unfinished_operations)]
+
+    # skills (SEP-2640): listed and loaded on request only
+    async def list_skills(self, name: str) -> list[dict[str, Any]]:
+        return await skills.server_skills(self, name)
+
+    async def load_skill(self, name: str, skill: str) -> dict[str, Any]:
+        return await skills.load_server_skill(self, name, skill)

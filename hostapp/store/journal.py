@@ -86,8 +86,10 @@ _T = TypeVar("_T")
 class ServerConfig:
     """One configured MCP server; secret header and env values are keyring references.
 
-    The last three fields are runtime state the engine records (negotiated protocol
-    version, the keyring reference of the ``Mcp-Session-Id``, when it last answered).
+    ``session_ref`` and ``last_seen`` are runtime state the engine records (the keyring
+    reference of the ``Mcp-Session-Id``, when it last answered). ``auth`` is how an HTTP
+    server signs in, as ``hostapp.auth.settings.AuthSettings.to_dict()`` gives it (None:
+    the default interactive sign-in); its secrets live in the keyring, never here.
     """
 
     name: str
@@ -103,6 +105,7 @@ class ServerConfig:
     protocol_version: str | None = None
     session_ref: str | None = None
     last_seen: float | None = None
+    auth: dict[str, Any] | None = None
 
 
 @dataclass
@@ -166,6 +169,8 @@ def new_operation_id() -> str:
 _JSON_OPERATION_FIELDS = ("params", "jsonrpc_id", "result", "error", "handle")
 _BOOL_OPERATION_FIELDS = ("resumable",)
 _JSON_SERVER_FIELDS = ("headers", "secret_headers", "args", "env", "secret_env")
+# JSON server columns whose absence stays None.
+_OPTIONAL_JSON_SERVER_FIELDS = ("auth",)
 _OPERATION_FIELDS = tuple(f.name for f in fields(OperationRecord))
 _SERVER_FIELDS = tuple(f.name for f in fields(ServerConfig))
 # Membership tests take any string; a StrEnum's values are its members' equals.
@@ -208,7 +213,7 @@ def _row_to_operation(row: sqlite3.Row | Mapping[str, Any]) -> OperationRecord:
 
 def _server_to_row(config: ServerConfig) -> dict[str, Any]:
     row = asdict(config)
-    for name in _JSON_SERVER_FIELDS:
+    for name in (*_JSON_SERVER_FIELDS, *_OPTIONAL_JSON_SERVER_FIELDS):
         row[name] = _dumps(row[name])
     row["enabled"] = int(bool(row["enabled"]))
     return row
@@ -218,6 +223,8 @@ def _row_to_server(row: sqlite3.Row | Mapping[str, Any]) -> ServerConfig:
     values = {name: row[name] for name in _SERVER_FIELDS}
     for name in _JSON_SERVER_FIELDS:
         values[name] = _loads(values[name]) or ({} if name != "args" else [])
+    for name in _OPTIONAL_JSON_SERVER_FIELDS:
+        values[name] = _loads(values[name])
     values["enabled"] = bool(values["enabled"])
     return ServerConfig(**values)
 
@@ -234,6 +241,8 @@ def _validate_server(config: ServerConfig) -> None:
             if not is_secret_ref(ref):
                 # Catches a plaintext value handed over by mistake, without echoing it.
                 raise ValueError(f"server {config.name!r}: {what}[{key!r}] must be a keyring reference")
+    if config.auth is not None and not isinstance(config.auth, dict):
+        raise ValueError(f"server {config.name!r}: auth must be a JSON object of sign-in settings")
     if config.session_ref is not None and not is_secret_ref(config.session_ref):
         raise ValueError(f"server {config.name!r}: session_ref must be a keyring reference")
 
@@ -394,6 +403,8 @@ class OperationJournal:
             current = dict(zip(columns, found, strict=True))
             for column in _JSON_SERVER_FIELDS:
                 current[column] = _loads(current[column]) or ({} if column != "args" else [])
+            for column in _OPTIONAL_JSON_SERVER_FIELDS:
+                current[column] = _loads(current[column])
             current["enabled"] = bool(current["enabled"])
             config = ServerConfig(**{**current, **changes})
             _validate_server(config)

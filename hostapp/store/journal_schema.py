@@ -115,6 +115,12 @@ def _request_id_blocks_2_1(db: sqlite_utils.Database) -> None:
     db.execute("CREATE TABLE request_ids (server TEXT PRIMARY KEY, next INTEGER NOT NULL)")
 
 
+def _add_server_auth_2_2(db: sqlite_utils.Database) -> None:
+    # How a server signs in (hostapp.auth.settings.AuthSettings.to_dict(), JSON; never a
+    # secret). A minor step: an older 2.x hostapp ignores the column and signs in by default.
+    db.table("servers").add_column("auth", str)
+
+
 @dataclass(frozen=True)
 class Migration:
     """One step of the schema: brings a journal to ``version`` by calling ``apply``."""
@@ -131,6 +137,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration((1, 0), "servers, operations, events", _create_schema_1_0),
     Migration((2, 0), "operations without delivered and pending_input", _drop_unused_operation_columns_2_0),
     Migration((2, 1), "blocks of request ids reserved per server", _request_id_blocks_2_1),
+    Migration((2, 2), "servers' sign-in settings", _add_server_auth_2_2),
 )
 
 #: The schema this code writes: (major, minor).

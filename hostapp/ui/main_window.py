@@ -78,6 +78,7 @@ from hostapp.ui.servers_model import ServerRole, ServerTableModel
 
 if TYPE_CHECKING:
     from hostapp.ui.call_dialog import StartCallDialog
+    from hostapp.ui.skills_dialog import SkillsDialog
 
 log = logging.getLogger(__name__)
 
@@ -158,6 +159,7 @@ class MainWindow(QMainWindow):
         self._file_dialog: QFileDialog | None = None
         # The dialog open right now (None when closed): the window drives it, tests inspect it.
         self.call_dialog: StartCallDialog | None = None
+        self.skills_dialog: SkillsDialog | None = None
         # Servers whose last attempt was refused for want of sign-in. Kept while they retry
         # (connecting…), so that the Sign in button does not come and go with each attempt.
         self._needs_sign_in: set[str] = set()
@@ -225,6 +227,8 @@ class MainWindow(QMainWindow):
         self.sign_out_action = self._action("Sign o&ut", self.server_actions.sign_out_server,
                                             tip="Forget the sign-in of the selected server "
                                             "(its tokens leave the keyring)")
+        self.skills_action = self._action("S&kills…", self.show_skills,
+                                          tip="The skills the selected server offers; load one to read it")
         self.import_action = self._action("&Import servers…", self.server_actions.import_servers, "Ctrl+I",
                                           tip="Import servers from Claude Desktop, VS Code or Cursor")
         self.quit_action = self._action("&Quit", self.quitRequested.emit, QKeySequence.StandardKey.Quit,
@@ -246,6 +250,8 @@ class MainWindow(QMainWindow):
         server_menu.addSeparator()
         server_menu.addAction(self.sign_in_action)
         server_menu.addAction(self.sign_out_action)
+        server_menu.addSeparator()
+        server_menu.addAction(self.skills_action)
         op_menu = menu.addMenu("&Operation")
         for a in (self.start_action, self.cancel_action, self.rerun_action, self.copy_action, self.save_action):
             op_menu.addAction(a)
@@ -413,7 +419,7 @@ class MainWindow(QMainWindow):
     def _servers_menu(self, pos: QPoint) -> None:
         menu = QMenu(self)
         for a in (self.edit_server_action, self.reconnect_action, self.sign_in_action, self.sign_out_action,
-                  self.remove_server_action):
+                  self.skills_action, self.remove_server_action):
             menu.addAction(a)
         menu.popup(self.servers_table.viewport().mapToGlobal(pos))
 
@@ -636,7 +642,7 @@ class MainWindow(QMainWindow):
         self.copy_action.setEnabled(outcome)
         self.save_action.setEnabled(outcome)
         self.start_action.setEnabled(bool(self.servers_model.rowCount()))
-        for a in (self.edit_server_action, self.remove_server_action, self.reconnect_action):
+        for a in (self.edit_server_action, self.remove_server_action, self.reconnect_action, self.skills_action):
             a.setEnabled(server is not None)
         signing_in = server is not None and server.name in self.server_actions.signing_in
         self.sign_in_action.setEnabled(server is not None and server.name in self._needs_sign_in and not signing_in)
@@ -686,6 +692,23 @@ class MainWindow(QMainWindow):
             self.ops_table.selectRow(row)
         self.statusBar().showMessage(f"Started {op.tool} on {op.server}", 5000)
         return op
+
+    def show_skills(self) -> None:
+        server = self.selected_server()
+        if server is not None:
+            self.run(self._show_skills(server.name), "show the skills")
+
+    async def _show_skills(self, server: str) -> None:
+        # Imported on first use, like the call dialog.
+        from hostapp.ui.skills_dialog import SkillsDialog
+
+        dialog = SkillsDialog(server, self.engine.list_skills, self.engine.load_skill, self)
+        self.skills_dialog = dialog
+        try:
+            await run_dialog(dialog)
+        finally:
+            self.skills_dialog = None
+            dialog.deleteLater()
 
     def cancel_selected(self) -> None:
         op = self.selected_operation()

@@ -9,6 +9,7 @@ configuration, and from there to the keyring only.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Callable, Coroutine
 from typing import Any
 
@@ -87,6 +88,10 @@ class ServerActions(QObject):
 
     async def save(self, settings: ServerSettings, replacing: str | None = None) -> None:
         cfg = settings.to_config()
+        old = await self.engine.server_config(replacing) if replacing is not None else None
+        if old is not None and old.auth is not None and cfg.transport == "http":
+            # The dialog does not edit how a server signs in (set by 'hostapp servers add'): keep it.
+            cfg = dataclasses.replace(cfg, auth=old.auth)
         if replacing is not None and replacing == settings.name:
             await self.engine.update_server(cfg, settings.secrets)
         elif replacing is not None:

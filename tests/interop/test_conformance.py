@@ -45,7 +45,18 @@ CLIENT_SCENARIOS: dict[str, list[str]] = {
     ],
 }
 
-CASES = [(version, scenario) for version in SPEC_VERSIONS for scenario in CLIENT_SCENARIOS[version]]
+#: The ``[extension]`` client scenarios outside ``auth/`` (the skills extension, SEP-2640):
+#: on no revision's timeline, so run at the suite's choice of revision.
+EXTENSION_SCENARIOS = [
+    "sep-2640-client-no-prefetch",
+    "sep-2640-client-verify-digest",
+    "sep-2640-client-verify-size",
+    "sep-2640-client-verify-frontmatter",
+]
+
+CASES: list[tuple[str | None, str]] = [
+    (version, scenario) for version in SPEC_VERSIONS for scenario in CLIENT_SCENARIOS[version]
+] + [(None, scenario) for scenario in EXTENSION_SCENARIOS]
 
 CLIENT_COMMAND = [sys.executable, "-m", "hostapp", "conformance-client"]
 
@@ -62,6 +73,14 @@ def test_checked_in_scenario_list_matches_the_installed_suite(spec_version: str)
     _require_suite_or_fail()
     assert list_client_scenarios(spec_version) == CLIENT_SCENARIOS[spec_version], (
         "the installed conformance suite lists other client scenarios than CLIENT_SCENARIOS; "
+        "update the list (and the README's conformance table)"
+    )
+
+
+def test_checked_in_extension_scenario_list_matches_the_installed_suite() -> None:
+    _require_suite_or_fail()
+    assert list_client_scenarios(None, extension=True) == EXTENSION_SCENARIOS, (
+        "the installed conformance suite lists other extension client scenarios than EXTENSION_SCENARIOS; "
         "update the list (and the README's conformance table)"
     )
 
@@ -92,8 +111,8 @@ def scenario_runs(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempP
         yield runs
 
 
-@pytest.mark.parametrize(("spec_version", "scenario"), CASES, ids=[f"{v}-{s}" for v, s in CASES])
-def test_client_scenario(spec_version: str, scenario: str, scenario_runs) -> None:
+@pytest.mark.parametrize(("spec_version", "scenario"), CASES, ids=[f"{v or 'extension'}-{s}" for v, s in CASES])
+def test_client_scenario(spec_version: str | None, scenario: str, scenario_runs) -> None:
     if isinstance(scenario_runs, ConformanceSuiteMissing):
         pytest.fail(str(scenario_runs), pytrace=False)
     run = scenario_runs[(spec_version, scenario)].result()

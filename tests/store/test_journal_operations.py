@@ -287,6 +287,7 @@ def test_servers_round_trip(journal: OperationJournal):
     http = ServerConfig(
         "remote", "http", url="https://example.test/mcp", headers={"X-Team": "a"},
         secret_headers={"Authorization": "header:" + "01" * 16},
+        auth={"grant": "client_credentials", "client_id": "ci"},
     )
     stdio = ServerConfig("local", "stdio", command="python", args=["-m", "srv"], env={"A": "1"},
                          secret_env={"TOKEN": "env:" + "02" * 16}, enabled=False)

@@ -69,7 +69,7 @@ def test_migrations_run_in_order_from_any_older_version(tmp_path: Path):
     steps = (*MIGRATIONS, Migration((major, minor + 1), "notes", add_notes),
              Migration((major, minor + 2), "tags", add_tags))
     path = tmp_path / "journal.sqlite3"
-    OperationJournal(path).close()  # a journal at x.0, as an older hostapp left it
+    OperationJournal(path).close()  # a journal at the current version, as an older hostapp left it
     with OperationJournal(path, migrations=steps) as journal:
         assert journal.schema_version == (major, minor + 2)
     assert applied == ["x.1", "x.2"]
@@ -82,6 +82,22 @@ def test_migrations_run_in_order_from_any_older_version(tmp_path: Path):
     assert applied == ["x.1", "x.2"]  # nothing runs again
 
 
+def test_a_2_0_journal_gains_the_servers_sign_in_settings(tmp_path: Path):
+    path = tmp_path / "journal.sqlite3"
+    before_auth = tuple(m for m in MIGRATIONS if m.version <= (2, 0))
+    OperationJournal(path, migrations=before_auth).close()
+    with sqlite3.connect(path) as conn:  # a server as a 2.0 hostapp wrote it
+        conn.execute("INSERT INTO servers (name, transport, url, enabled) "
+                     "VALUES ('remote', 'http', 'https://example.test/mcp', 1)")
+    assert user_version(path) == (2, 0)
+    with OperationJournal(path) as journal:
+        assert journal.get_server("remote").auth is None
+        settings = {"grant": "client_credentials", "client_id": "ci", "dpop": True}
+        journal.update_server("remote", auth=settings)
+        assert journal.get_server("remote").auth == settings
+    assert user_version(path) >= (2, 2)
+
+
 def test_a_failing_migration_leaves_the_previous_version(tmp_path: Path):
     def broken(db: sqlite_utils.Database) -> None:
         db["operations"].add_column("half_done", str)
@@ -90,8 +106,8 @@ def test_a_failing_migration_leaves_the_previous_version(tmp_path: Path):
     path = tmp_path / "journal.sqlite3"
     OperationJournal(path).close()
     with pytest.raises(RuntimeError, match="disk on fire"):
-        OperationJournal(path, migrations=(*MIGRATIONS, Migration((SCHEMA_VERSION[0], SCHEMA_VERSION[1] + 1),
-                                                                  "broken", broken)))
+        next_minor = (SCHEMA_VERSION[0], SCHEMA_VERSION[1] + 1)
+        OperationJournal(path, migrations=(*MIGRATIONS, Migration(next_minor, "broken", broken)))
     assert user_version(path) == SCHEMA_VERSION
     db = sqlite_utils.Database(path)
     assert "half_done" not in db["operations"].columns_dict
@@ -102,11 +118,11 @@ def test_a_newer_minor_version_opens(tmp_path: Path):
     path = tmp_path / "journal.sqlite3"
     OperationJournal(path).close()
     with sqlite3.connect(path) as conn:
-        conn.execute(f"PRAGMA user_version = {encode_user_version((SCHEMA_VERSION[0], 9))}")
+        conn.execute(f"PRAGMA user_version = {encode_user_version((SCHEMA_VERSION[0], 99))}")
     with OperationJournal(path) as journal:
         journal.create_operation_sync(OperationRecord("op1", "srv", "tools/call", {}))
-        assert journal.schema_version == (SCHEMA_VERSION[0], 9)
-    assert user_version(path) == (SCHEMA_VERSION[0], 9)  # never downgraded
+        assert journal.schema_version == (SCHEMA_VERSION[0], 99)
+    assert user_version(path) == (SCHEMA_VERSION[0], 99)  # never downgraded
 
 
 def test_a_newer_major_version_is_refused_with_a_clear_message(tmp_path: Path):
@@ -209,8 +225,8 @@ def test_a_journal_of_schema_1_0_opens_upgraded_and_keeps_working(tmp_path: Path
     _journal_1_0(path)
     assert user_version(path) == (1, 0)
     with OperationJournal(path) as journal:
-        assert journal.schema_version == SCHEMA_VERSION == (2, 1)
-        assert [s.name for s in journal.list_servers()] == ["lab"]
+        assert journal.schema_version == SCHEMA_VERSION == (2, 2)
+        assert [(s.name, s.auth) for s in journal.list_servers()] == [("lab", None)]
         ops = {op.id: op for op in journal.list_operations()}
         assert {op_id: op.status for op_id, op in ops.items()} == {
             "op-1": "pending", "op-2": "running", "op-3": "input_required",
@@ -233,9 +249,9 @@ def test_a_journal_of_schema_1_0_opens_upgraded_and_keeps_working(tmp_path: Path
         indexes = {row[1] for row in conn.execute("PRAGMA index_list(operations)")}
     assert "delivered" not in columns and "pending_input" not in columns
     assert {"operations_by_list_order", "operations_by_status", "operations_by_server"} <= indexes
-    assert user_version(path) == (2, 1)
+    assert user_version(path) == (2, 2)
     with OperationJournal(path) as journal:  # opening it again changes nothing
-        assert journal.schema_version == (2, 1) and journal.count_operations() == 6
+        assert journal.schema_version == (2, 2) and journal.count_operations() == 6
         # The ids the 1.0 journal's operations were sent under are never handed out again.
         used = [op.jsonrpc_id for op in journal.list_operations() if isinstance(op.jsonrpc_id, int)]
         assert journal.reserve_request_ids("lab", 10) > max(used, default=0)

@@ -102,6 +102,8 @@ class FakeServer:
     def __init__(self, name: str = "fake") -> None:
         self.name = name
         self.tools: dict[str, Tool] = {}
+        #: Other requests the server answers at once: method -> params -> result.
+        self.methods: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {}
         self.received: list[dict[str, Any]] = []
         self.links: list[MemoryTransport] = []
         self._calls: dict[tuple[int, RequestId], asyncio.Task[None]] = {}
@@ -147,6 +149,8 @@ class FakeServer:
             key = (id(link), rid)
             self._calls[key] = task
             task.add_done_callback(lambda _t: self._calls.pop(key, None))
+        elif method in self.methods:
+            link.to_client(Response(rid, self.methods[method](params)))
         else:
             link.to_client(ErrorResponse(rid, ErrorObject(METHOD_NOT_FOUND, f"no method {method}")))
 

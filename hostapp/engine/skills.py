@@ -1,0 +1,97 @@
+"""Listing a server's skills and loading one on request (SEP-2640).
+
+Listing reads only ``skills/list``. Loading reads the skill's files with
+``resources/read``, ``SKILL.md`` first, and verifies each one as it arrives
+(:mod:`hostapp.protocol.skills`); the first mismatch stops the load, so no file after a
+tampered one is even requested. Nothing is fetched ahead of a person's asking.
+
+Like ``hostapp tools``, each call connects once and disconnects: a failure is the
+answer, not something to retry.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from hostapp.engine.accounts import configured, off_loop
+from hostapp.protocol.skills import (
+    LIST_METHOD,
+    LoadedSkill,
+    SkillEntry,
+    find_skill,
+    load_order,
+    parse_list_result,
+    read_contents,
+    verify_read,
+)
+
+if TYPE_CHECKING:
+    from hostapp.engine.service import Engine
+    from hostapp.engine.session import ClientSession
+
+#: Pages of ``skills/list`` followed at most (a server that repeats its cursor stops sooner).
+MAX_PAGES = 50
+
+
+async def list_skills(session: ClientSession) -> list[SkillEntry]:
+    """Every skill the server lists, following ``nextCursor``; no file is read."""
+    entries: list[SkillEntry] = []
+    cursor: str | None = None
+    seen: set[str] = set()
+    for _ in range(MAX_PAGES):
+        page, cursor = parse_list_result(await session.request(LIST_METHOD, {"cursor": cursor} if cursor else {}))
+        entries.extend(page)
+        if cursor is None or cursor in seen:
+            break
+        seen.add(cursor)
+    return entries
+
+
+async def load_skill(session: ClientSession, entry: SkillEntry) -> LoadedSkill:
+    """Read and verify every file of ``entry``; :class:`SkillVerificationError` on the first mismatch."""
+    files: dict[str, bytes] = {}
+    for uri in load_order(entry):
+        data = read_contents(await session.request("resources/read", {"uri": uri}), uri)
+        verify_read(entry, uri, data)
+        files[uri] = data
+    return LoadedSkill(entry, files)
+
+
+async def _session(engine: Engine, name: str) -> ClientSession:
+    from hostapp.engine.connections import open_session
+
+    cfg = configured(engine, name)
+    secret_store = None
+    if cfg.secret_headers or cfg.secret_env:
+        await off_loop(engine.secrets.check)
+        secret_store = engine.secrets
+    session, _info = await open_session(cfg, secret_store=secret_store)
+    return session
+
+
+async def server_skills(engine: Engine, name: str) -> list[dict[str, Any]]:
+    """The skills server ``name`` lists, as plain dicts (``SkillEntry.to_dict``)."""
+    session = await _session(engine, name)
+    try:
+        return [entry.to_dict() for entry in await list_skills(session)]
+    finally:
+        await session.close()
+
+
+async def load_server_skill(engine: Engine, name: str, skill: str) -> dict[str, Any]:
+    """Load the skill named ``skill`` (its name or URI) of server ``name``, verified.
+
+    The answer: the entry (``SkillEntry.to_dict``), ``instructions`` (SKILL.md's text)
+    and ``files`` (URI to text, SKILL.md first).
+    """
+    session = await _session(engine, name)
+    try:
+        entry = find_skill(await list_skills(session), skill)
+        loaded = await load_skill(session, entry)
+    finally:
+        await session.close()
+    return {
+        **entry.to_dict(),
+        "instructions": loaded.instructions,
+        "files": {uri: data.decode("utf-8", errors="replace") for uri, data in loaded.files.items()},
+    }
