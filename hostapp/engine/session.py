@@ -33,6 +33,7 @@ from hostapp.protocol.jsonrpc import (
     ErrorObject,
     ErrorResponse,
     IdAllocator,
+    InvalidAnswer,
     Message,
     Notification,
     ProtocolError,
@@ -588,6 +589,11 @@ class ClientSession:
     def on_request_lost(self, request_id: RequestId, error: Exception) -> None:
         pending = self._pending.get(request_id)
         if pending is not None and not pending.future.done():
+            if isinstance(error, InvalidAnswer):
+                # The server answered, with something unreadable: the request failed, like
+                # one answered with an error (nothing was lost that a retry would find).
+                pending.future.set_exception(RpcError(error.code, str(error)))
+                return
             # An HTTP refusal keeps its type: the caller tells "session gone" from "network".
             pending.future.set_exception(error if isinstance(error, (ConnectionLost, HttpStatusError))
                                          else ConnectionLost(f"the answer to {pending.method} was lost: {error}"))

@@ -46,7 +46,9 @@ if importlib.util.find_spec("sniffio") is None:
     sys.modules["sniffio"] = None  # type: ignore[assignment]
 
 from hostapp.protocol.jsonrpc import (
+    PARSE_ERROR,
     ErrorResponse,
+    InvalidAnswer,
     Message,
     Notification,
     ProtocolError,
@@ -274,11 +276,7 @@ class StreamableHttpTransport(Transport):
                 return
             body = await response.aread()
             await response.aclose()
-            if not body.strip():
-                self.listener.on_invalid(ProtocolError(
-                    f"empty answer (HTTP {response.status_code}) to {message.method}"), body)
-                return
-            self._dispatch(body)
+            self._take_json_answer(body, message, response.status_code)
         except httpx.HTTPError as exc:
             raise ConnectionLost(f"connection to {self._display_url} lost while reading the answer: "
                                  f"{type(exc).__name__}") from None
@@ -508,16 +506,35 @@ class StreamableHttpTransport(Transport):
             return answer
         return None
 
-    def _dispatch(self, data: bytes | str) -> Message | None:
-        try:
-            message = parse(data)
-        except ProtocolError as exc:
-            self.listener.on_invalid(exc, data)
-            return None
+    def _take_json_answer(self, body: bytes, request: Request, status: int) -> None:
+        """The JSON body that answers ``request``. Nothing else will come for the request on
+        this POST, so a body that is not its answer (empty, not JSON-RPC, another message)
+        ends the request with the reason instead of leaving it waiting for ever."""
+        if not body.strip():
+            reason = f"it is empty (HTTP {status})"
+            self.listener.on_invalid(ProtocolError(f"empty answer (HTTP {status}) to {request.method}"), body)
+        else:
+            try:
+                answer = parse(body)
+            except ProtocolError as exc:
+                self.listener.on_invalid(exc, body)
+                reason = str(exc)
+            else:
+                if type(answer) is ErrorResponse and answer.id is None:
+                    # JSON-RPC's "id": null means the server could not tell which request
+                    # it answers; the body of this POST can only answer this one.
+                    answer = ErrorResponse(request.id, answer.error)
+                self._deliver(answer)
+                if type(answer) in _ANSWERS and answer.id == request.id:  # type: ignore[union-attr]
+                    return
+                reason = f"it is {_describe(answer)}, not the response to request {request.id!r}"
+        self.listener.on_request_lost(request.id, InvalidAnswer(
+            f"the server's answer to {request.method} is not valid JSON-RPC: {reason}", PARSE_ERROR, request.id))
+
+    def _deliver(self, message: Message) -> None:
         if self._tools_list_ids and type(message) in _ANSWERS and message.id in self._tools_list_ids:  # type: ignore[union-attr]
             self._take_tools_list(message)
         self.listener.on_message(message)
-        return message
 
     def _spawn(self, coro: Any, name: str) -> asyncio.Task[None]:
         task = asyncio.create_task(self._logging_failures(coro, name), name=name)
@@ -591,7 +608,9 @@ class StreamableHttpTransport(Transport):
                             message = parse(data)
                         except ProtocolError as exc:
                             listener.on_invalid(exc, data)
+                            state.bad_last = exc
                             continue
+                        state.bad_last = None
                         if type(message) in _ANSWERS:
                             if self._tools_list_ids and message.id in self._tools_list_ids:  # type: ignore[union-attr]
                                 self._take_tools_list(message)  # type: ignore[arg-type]
@@ -622,6 +641,12 @@ class StreamableHttpTransport(Transport):
         state = _StreamState(last_event_id, self.resumed_silence_seconds)
         end = await self._read_events(response, request_id, state, state.silence if resumed else None)
         if end is _StreamEnd.ANSWERED or self._closing:
+            return
+        if end is _StreamEnd.CLOSED and state.bad_last is not None:
+            # The server closed the request's stream right after a message that could not
+            # be read: that was its answer, and resuming would only skip past it.
+            self.listener.on_request_lost(request_id, InvalidAnswer(
+                f"the server's answer is not valid JSON-RPC: {state.bad_last}", PARSE_ERROR, request_id))
             return
         if self._stateless:
             self.listener.on_request_lost(request_id, ConnectionLost(
@@ -748,11 +773,13 @@ class _StreamState:
     """Where one SSE stream stands: the last event id seen, the server's retry delay, and
     how long a resumed connection of it may stay silent (None: for ever)."""
 
-    __slots__ = ("_first_silence", "last_event_id", "retry_ms", "silence")
+    __slots__ = ("_first_silence", "bad_last", "last_event_id", "retry_ms", "silence")
 
     def __init__(self, last_event_id: str | None, silence: float | None = None):
         self.last_event_id = last_event_id
         self.retry_ms: int | None = None
+        #: Why the last message of the stream could not be read (None: it could).
+        self.bad_last: ProtocolError | None = None
         self.silence = self._first_silence = silence
 
     def retry_seconds(self, default_ms: int) -> float:
@@ -767,6 +794,15 @@ class _StreamState:
         if self.silence is None:
             return
         self.silence = min(max(self.silence * 2, self._first_silence or 0.0), MAX_BACKOFF_SECONDS)
+
+
+def _describe(message: Message) -> str:
+    """A message as named in an error: its kind and method or id, never its contents."""
+    if isinstance(message, Request):
+        return f"a request ({message.method})"
+    if isinstance(message, Notification):
+        return f"a notification ({message.method})"
+    return f"the answer to request {message.id!r}"
 
 
 def _reason(exc: BaseException) -> str:

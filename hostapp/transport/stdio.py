@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import logging
 import os
 import signal
 import sys
@@ -28,6 +29,8 @@ from hostapp.transport.base import (
     TransportError,
     TransportListener,
 )
+
+log = logging.getLogger(__name__)
 
 #: Variables a child inherits from the host; everything else comes from the server's
 #: configuration. A server gets what it needs to find programs and write files, but not
@@ -268,7 +271,12 @@ class StdioTransport(Transport):
         except ProtocolError as exc:
             self.listener.on_invalid(exc, line)
             return
-        self.listener.on_message(message)
+        try:
+            self.listener.on_message(message)
+        except Exception:
+            # The reader is the connection: a listener that fails on one message (a bug,
+            # or a shape nobody foresaw) must not leave every later answer unread.
+            log.exception("a message from the server could not be handled")
 
     def _report_oversized(self, size: int) -> None:
         error = ProtocolError(

@@ -68,3 +68,12 @@ def test_ids_are_allocated_in_order_from_a_start():
 def test_rpc_error_message_names_the_code():
     err = j.RpcError(-32042, "URL elicitation required", {"elicitations": []})
     assert "-32042" in str(err) and err.to_error().data == {"elicitations": []}
+
+
+@pytest.mark.parametrize("opening", ["[", '{"a":'])
+def test_json_nested_too_deeply_is_a_protocol_error(opening):
+    closing = "]" if opening == "[" else "}"
+    with pytest.raises(j.ProtocolError) as caught:
+        j.parse(opening * 100_000 + closing * 100_000)
+    assert caught.value.code == j.PARSE_ERROR
+    assert "nested too deeply" in str(caught.value)

@@ -165,3 +165,17 @@ async def test_last_line_without_newline_before_exit_is_delivered(listener):
     await listener.wait_for(lambda: listener.closed)
     assert listener.messages == [Notification("notifications/message", {})]
     await transport.close()
+
+
+async def test_json_nested_too_deeply_is_reported_and_the_answer_after_it_arrives(listener):
+    transport = echo_transport()
+    await transport.connect(listener)
+    try:
+        await transport.send(Request(1, "deep", {"depth": 100_000}))
+        await listener.wait_for(lambda: listener.has_response(1))
+        [(error, _raw)] = listener.invalid
+        assert isinstance(error, ProtocolError) and "nested too deeply" in str(error)
+        await transport.send(Request(2, "ping"))
+        await listener.wait_for(lambda: listener.has_response(2))
+    finally:
+        await transport.close()
