@@ -243,19 +243,38 @@ class StdioTransport(Transport):
                 self._report_oversized(skipped + end)
                 skipped = 0
                 chunk = chunk[end + 1:]
-            parts.append(chunk)
-            size += len(chunk)
-            if b"\n" in chunk:
-                lines = b"".join(parts).split(b"\n")
-                last = lines.pop()
-                parts, size = ([last], len(last)) if last else ([], 0)
-                for line in lines:
-                    if len(line) > limit:
-                        self._report_oversized(len(line))
-                    else:
-                        dispatch(line)
-            if size > limit:
-                skipped, parts, size = size, [], 0
+            end = chunk.find(b"\n")
+            if end < 0:
+                if size + len(chunk) > limit:  # counted before it is kept
+                    skipped, parts, size = size + len(chunk), [], 0
+                else:
+                    parts.append(chunk)
+                    size += len(chunk)
+                continue
+            if parts:
+                # Only the unfinished line is joined, not the chunk that ends it: a long
+                # line is copied once, and the parts are let go before it is parsed.
+                if size + end > limit:
+                    self._report_oversized(size + end)
+                else:
+                    parts.append(chunk[:end])
+                    line = b"".join(parts)
+                    parts.clear()
+                    dispatch(line)
+                    del line
+                parts, size = [], 0
+                chunk = chunk[end + 1:]
+            lines = chunk.split(b"\n")
+            last = lines.pop()
+            for line in lines:
+                if len(line) > limit:
+                    self._report_oversized(len(line))
+                else:
+                    dispatch(line)
+            if len(last) > limit:
+                skipped = len(last)
+            elif last:
+                parts, size = [last], len(last)
 
     def _dispatch(self, line: bytes) -> None:
         if not line.strip():

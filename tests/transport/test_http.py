@@ -550,3 +550,24 @@ async def test_a_session_fails_a_request_whose_answer_is_unreadable(sse_server):
         assert (await session.call_tool("json"))["content"][0]["text"] == "json"
     finally:
         await session.close()
+
+
+@pytest.mark.parametrize("tool", ["endless_line", "endless_event", "endless_json", "huge_json"])
+async def test_an_answer_over_the_size_limit_ends_its_request_while_it_is_read(hostile_url, listener, tool):
+    transport = StreamableHttpTransport(hostile_url, standalone_stream=False, max_message_bytes=1024 * 1024)
+    await transport.connect(listener)
+    try:
+        await transport.send(Request(0, "initialize", INIT_PARAMS))
+        transport.set_protocol_version("2025-06-18", stateless=False)
+        started = asyncio.get_running_loop().time()
+        await transport.send(call(1, tool))
+        await listener.wait_for(lambda: listener.lost, timeout=10)
+        elapsed = asyncio.get_running_loop().time() - started
+        [(request_id, error)] = listener.lost
+        assert request_id == 1 and isinstance(error, InvalidAnswer), error
+        assert "limit of 1048576" in str(error), str(error)
+        assert elapsed < 5
+        await transport.send(call(2, "ok"))  # the connection is still usable
+        assert listener.has_response(2)
+    finally:
+        await transport.close()

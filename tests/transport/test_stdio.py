@@ -179,3 +179,16 @@ async def test_json_nested_too_deeply_is_reported_and_the_answer_after_it_arrive
         await listener.wait_for(lambda: listener.has_response(2))
     finally:
         await transport.close()
+
+
+async def test_a_long_line_under_the_limit_arrives_whole_across_reads(listener):
+    transport = echo_transport(max_message_bytes=2 * 1024 * 1024)
+    await transport.connect(listener)
+    try:
+        await transport.send(Request(1, "oversized", {"size": 1_500_000}))  # several reads of the pipe
+        await listener.wait_for(lambda: listener.has_response(1))
+        assert listener.invalid == []
+        [notification, _answer] = listener.messages
+        assert len(notification.params["data"]) == 1_500_000
+    finally:
+        await transport.close()
