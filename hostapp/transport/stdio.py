@@ -16,6 +16,7 @@ import signal
 import sys
 from collections.abc import Mapping, Sequence
 
+from hostapp.protocol.excerpt import excerpt
 from hostapp.protocol.jsonrpc import (
     MAX_MESSAGE_BYTES,
     Message,
@@ -288,7 +289,12 @@ class StdioTransport(Transport):
                 text = line
             message = parse(text)
         except ProtocolError as exc:
-            self.listener.on_invalid(exc, line)
+            # Often a print() or a log line that went to stdout: the parser's own words
+            # ("Expecting value: line 1 column 1") would not say so.
+            self.listener.on_invalid(ProtocolError(
+                f"the server wrote a line to its stdout that is not a JSON-RPC message ({exc}); "
+                f"a server must write its logs to stderr. It begins: {excerpt(line)}", exc.code, exc.request_id),
+                line)
             return
         try:
             self.listener.on_message(message)

@@ -12,6 +12,7 @@ import pytest
 from hostapp.protocol.jsonrpc import Notification, ProtocolError, Request, Response
 from hostapp.transport.base import ServerExited, TransportError
 from hostapp.transport.stdio import StdioTransport, child_environment
+from tests.support.hostile_server import stdio_command
 
 ECHO = str(Path(__file__).resolve().parents[1] / "support" / "stdio_echo_server.py")
 
@@ -190,5 +191,23 @@ async def test_a_long_line_under_the_limit_arrives_whole_across_reads(listener):
         assert listener.invalid == []
         [notification, _answer] = listener.messages
         assert len(notification.params["data"]) == 1_500_000
+    finally:
+        await transport.close()
+
+
+async def test_text_on_stdout_is_named_for_what_it_is_and_quoted_escaped(listener):
+    command = stdio_command()
+    transport = StdioTransport(command[0], command[1:])
+    await transport.connect(listener)
+    try:
+        await transport.send(Request(1, "tools/call", {"name": "not_json"}))
+        await listener.wait_for(lambda: listener.has_response(1))
+        [(error, _raw)] = listener.invalid
+        text = str(error)
+        assert isinstance(error, ProtocolError)
+        assert "wrote a line to its stdout that is not a JSON-RPC message" in text
+        quoted = text.split("It begins: ")[1]
+        assert quoted.startswith("Traceback (most recent call last): \\x1b[31mboom")
+        assert "\x1b" not in text and quoted.endswith("…") and len(quoted) <= 81
     finally:
         await transport.close()
