@@ -8,7 +8,7 @@ Both answer ``initialize``, ``tools/list`` and ``ping`` properly (``server/disco
 
 - ``ok``: a proper result (the client is still usable).
 - ``deep``: the answer is JSON nested ``depth`` levels deep (default 200,000), as the
-  last event of an SSE stream (HTTP) or a line (stdio).
+  last event of an SSE stream (HTTP); on stdio, a line of it and then the proper answer.
 - ``deep_json`` (HTTP): the same as a JSON body.
 - ``endless_line`` (HTTP): an SSE stream whose one ``data:`` line never ends.
 - ``endless_event`` (HTTP): an SSE stream of ``data:`` lines that never reach the empty
@@ -152,6 +152,7 @@ def stdio_main() -> None:
             write(answer(rid, text_result("ok")))
         elif name == "deep":
             write(nested(depth))
+            write(answer(rid, text_result("after the deep line")))
         elif name == "stray":
             write(answer(f"{rid}-stray", {"secret": SECRET}))
             write(answer(rid, text_result("after the stray")))
