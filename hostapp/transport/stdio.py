@@ -17,6 +17,7 @@ import sys
 from collections.abc import Mapping, Sequence
 
 from hostapp.protocol.excerpt import excerpt
+from hostapp.protocol.framing import LineFramer
 from hostapp.protocol.jsonrpc import (
     MAX_MESSAGE_BYTES,
     Message,
@@ -213,69 +214,29 @@ class StdioTransport(Transport):
         """Split stdout into lines and dispatch them.
 
         Hot path: progress notifications can come by the hundred thousand, so the pipe is
-        read in large chunks and split here (one await per chunk, not per line). A line
-        longer than ``max_message_bytes`` is dropped as it streams by, never held whole.
+        read in large chunks and split by a :class:`LineFramer` (one await per chunk, not
+        per line). A line longer than ``max_message_bytes`` is dropped as it streams by,
+        never held whole.
         """
         assert self._process is not None and self._process.stdout is not None
         stdout = self._process.stdout
         dispatch = self._dispatch
-        limit = self.max_message_bytes
-        # The unfinished last line, as parts: joining on every chunk would copy a long
-        # line over and over.
-        parts: list[bytes] = []
-        size = 0
-        skipped = 0  # bytes of an oversized line being dropped (0: not dropping)
+        framer = LineFramer(self.max_message_bytes)
         while True:
             try:
                 chunk = await stdout.read(_READ_CHUNK)
             except (ConnectionResetError, BrokenPipeError):
                 chunk = b""
-            if not chunk:
-                if skipped:
-                    self._report_oversized(skipped + size)
-                elif parts and (last := b"".join(parts)).strip():
-                    dispatch(last)  # a last line without a newline still counts
-                return
-            if skipped:
-                end = chunk.find(b"\n")
-                if end < 0:
-                    skipped += len(chunk)
-                    continue
-                self._report_oversized(skipped + end)
-                skipped = 0
-                chunk = chunk[end + 1:]
-            end = chunk.find(b"\n")
-            if end < 0:
-                if size + len(chunk) > limit:  # counted before it is kept
-                    skipped, parts, size = size + len(chunk), [], 0
-                else:
-                    parts.append(chunk)
-                    size += len(chunk)
-                continue
-            if parts:
-                # Only the unfinished line is joined, not the chunk that ends it: a long
-                # line is copied once, and the parts are let go before it is parsed.
-                if size + end > limit:
-                    self._report_oversized(size + end)
-                else:
-                    parts.append(chunk[:end])
-                    line = b"".join(parts)
-                    parts.clear()
-                    dispatch(line)
-                    del line
-                parts, size = [], 0
-                chunk = chunk[end + 1:]
-            lines = chunk.split(b"\n")
-            last = lines.pop()
+            # a last line without a newline still counts
+            lines = framer.feed(chunk) if chunk else framer.end()
             for line in lines:
-                if len(line) > limit:
-                    self._report_oversized(len(line))
-                else:
+                if type(line) is bytes:
                     dispatch(line)
-            if len(last) > limit:
-                skipped = len(last)
-            elif last:
-                parts, size = [last], len(last)
+                else:
+                    self._report_oversized(line.size)  # type: ignore[union-attr]
+            del lines
+            if not chunk:
+                return
 
     def _dispatch(self, line: bytes) -> None:
         if not line.strip():
