@@ -205,7 +205,12 @@ def parse(data: bytes | str) -> Message:
 def encode(message: Message | dict[str, Any]) -> bytes:
     """Serialise one message as compact UTF-8 JSON (no newline)."""
     obj = message if isinstance(message, dict) else message.to_obj()
-    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
+    try:
+        return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
+    except UnicodeEncodeError:
+        # A lone surrogate, which JSON may carry as an escape ("\ud800") and a server may
+        # send in an id or a value the host echoes: no UTF-8 for it, so escape it again.
+        return json.dumps(obj, separators=(",", ":")).encode()
 
 
 class IdAllocator:

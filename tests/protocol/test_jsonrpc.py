@@ -77,3 +77,10 @@ def test_json_nested_too_deeply_is_a_protocol_error(opening):
         j.parse(opening * 100_000 + closing * 100_000)
     assert caught.value.code == j.PARSE_ERROR
     assert "nested too deeply" in str(caught.value)
+
+
+def test_a_lone_surrogate_from_the_wire_is_written_back_escaped():
+    # JSON allows "\ud800" as an escape; such an id must survive the answer the host sends.
+    request = j.parse(b'{"jsonrpc":"2.0","id":"a\\ud800","method":"ping"}')
+    data = j.encode(j.Response(request.id, {}))
+    assert data.isascii() and j.parse(data) == j.Response("a\ud800", {})
