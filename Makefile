@@ -5,13 +5,21 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PEERS := tests/peers
 
-.PHONY: run test setup peers sysdeps bench clean
+.PHONY: run test fuzz setup peers sysdeps bench clean
 
 run: setup sysdeps
 	$(PY) main.py
 
 test: setup peers sysdeps
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+# Hypothesis-driven fuzzing of the parsers and the client session (tests/fuzz): about
+# 130 inputs per example, so 1,000 examples a target make some 130,000 inputs. The normal
+# suite runs the same targets briefly (25 examples each).
+FUZZ_EXAMPLES ?= 1000
+
+fuzz: setup
+	HOSTAPP_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(PY) -m pytest -p no:cacheprovider tests/fuzz $(PYTEST_ARGS)
 
 bench: setup peers sysdeps
 	$(PY) -m bench $(BENCH_ARGS)
