@@ -143,8 +143,8 @@ class SseDecoder:
                 size += len(line) - 4
                 if size > limit:
                     raise SseEventTooLarge(self._too_large(), events)
-                value = line[5:]
-                data.append(value[1:] if value[:1] == " " else value)
+                # One slice, not two: a long line is copied once more, not twice.
+                data.append(line[6:] if line[5:6] == " " else line[5:])
                 in_event = True
                 continue
             if line[0] == ":":

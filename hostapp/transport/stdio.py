@@ -229,34 +229,39 @@ class StdioTransport(Transport):
                 chunk = b""
             # a last line without a newline still counts
             lines = framer.feed(chunk) if chunk else framer.end()
-            for line in lines:
-                if type(line) is bytes:
-                    dispatch(line)
+            # Taken from the list as they are dispatched (last first, reversed once), so
+            # that a long line is let go as soon as it is decoded, not when the chunk is done.
+            lines.reverse()
+            while lines:
+                if type(lines[-1]) is bytes:
+                    dispatch(lines.pop())  # type: ignore[arg-type]
                 else:
-                    self._report_oversized(line.size)  # type: ignore[union-attr]
-            del lines
+                    self._report_oversized(lines.pop().size)  # type: ignore[union-attr]
             if not chunk:
                 return
 
     def _dispatch(self, line: bytes) -> None:
         if not line.strip():
             return  # blank lines between messages are harmless
+        # json.loads of bytes first sniffs the encoding; MCP's stdio is UTF-8, so decode
+        # here (a line that is not UTF-8 goes to parse as it is, for its usual error).
         try:
-            # json.loads of bytes first sniffs the encoding; MCP's stdio is UTF-8, so decode
-            # here (a line that is not UTF-8 goes to parse as it is, for its usual error).
-            try:
-                text: bytes | str = line.decode("utf-8")
-            except UnicodeDecodeError:
-                text = line
+            text: bytes | str = line.decode("utf-8")
+        except UnicodeDecodeError:
+            text = line
+        del line  # the only reference (see _read_stdout): a long line is not held twice
+        try:
             message = parse(text)
         except ProtocolError as exc:
+            raw = text.encode("utf-8") if isinstance(text, str) else text
             # Often a print() or a log line that went to stdout: the parser's own words
             # ("Expecting value: line 1 column 1") would not say so.
             self.listener.on_invalid(ProtocolError(
                 f"the server wrote a line to its stdout that is not a JSON-RPC message ({exc}); "
-                f"a server must write its logs to stderr. It begins: {excerpt(line)}", exc.code, exc.request_id),
-                line)
+                f"a server must write its logs to stderr. It begins: {excerpt(raw)}", exc.code, exc.request_id),
+                raw)
             return
+        del text
         try:
             self.listener.on_message(message)
         except Exception:
