@@ -43,4 +43,5 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     write(f"fuzz: HOSTAPP_FUZZ_EXAMPLES={EXAMPLES}; inputs run per target:")
     for target, n in sorted(COUNTS.items()):
         write(f"  {target}: {n}")
-    write(f"  total: {sum(COUNTS.values())}; peak resident size (VmHWM) {_status('VmHWM') >> 20} MiB")
+    write(f"  total: {sum(COUNTS.values())}; peak resident size of this pytest process (VmHWM, "
+          f"with whatever else it ran) {_status('VmHWM') >> 20} MiB")
