@@ -533,7 +533,7 @@ class ClientSession:
         stray.last_id = message.id
         stray.last = quoted
         error = StrayAnswer(f"the server answered request id {message.id!r}, which is not pending; "
-                              f"ignored: {quoted}", request_id=message.id)
+                            f"ignored: {quoted}", request_id=message.id)
         # A warning whatever the handlers make of it: a request waiting for ever is often
         # explained by a server that answers under another id.
         log.warning("%s", error)
