@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PEERS := tests/peers
 
-.PHONY: run test lint setup app-setup peers sysdeps bench clean
+.PHONY: run test lint fuzz setup app-setup peers sysdeps bench clean
 
 # The window needs the app alone: no test peers, linters or packaging tools.
 run: app-setup sysdeps
@@ -19,6 +19,14 @@ test: setup lint peers sysdeps
 lint: setup
 	$(PY) -m ruff check .
 	$(PY) -m mypy
+
+# Hypothesis-driven fuzzing of the parsers and the client session (tests/fuzz): about
+# 130 inputs per example, so 1,000 examples a target make some 130,000 inputs. The normal
+# suite runs the same targets briefly (25 examples each).
+FUZZ_EXAMPLES ?= 1000
+
+fuzz: setup
+	HOSTAPP_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(PY) -m pytest -p no:cacheprovider tests/fuzz $(PYTEST_ARGS)
 
 bench: setup peers sysdeps
 	$(PY) -m bench $(BENCH_ARGS)

@@ -59,6 +59,7 @@ from hostapp.protocol.elicitation import (
 )
 from hostapp.protocol.eras import era_of
 from hostapp.protocol.jsonrpc import ProtocolError
+from hostapp.protocol.tool_results import content_blocks, text_of
 
 if TYPE_CHECKING:
     from hostapp.engine.api import ServerConfig
@@ -115,21 +116,26 @@ class EventPrinter:
 
 
 def render_result_text(result: JsonObject) -> str:
-    """A CallToolResult as plain text for a terminal."""
+    """A CallToolResult as plain text for a terminal (whatever shape the server gave it)."""
     lines: list[str] = []
-    if result.get("isError"):
+    if not isinstance(result, dict):
+        return json.dumps(result, ensure_ascii=False)
+    if result.get("isError") is True:
         lines.append("the tool reported an error:")
-    for block in result.get("content") or []:
+    for block in content_blocks(result):
         kind = block.get("type")
         if kind == "text":
-            lines.append(str(block.get("text", "")))
+            lines.append(text_of(block.get("text", "")))
         elif kind in ("image", "audio"):
-            lines.append(f"<{kind} {block.get('mimeType', '?')}, {len(block.get('data', '')) * 3 // 4} bytes>")
+            data = block.get("data")
+            size = len(data) * 3 // 4 if isinstance(data, str) else 0
+            lines.append(f"<{kind} {text_of(block.get('mimeType', '?'))}, {size} bytes>")
         elif kind == "resource_link":
-            lines.append(f"<resource link {block.get('uri')}>")
+            lines.append(f"<resource link {text_of(block.get('uri'))}>")
         elif kind == "resource":
-            res = block.get("resource") or {}
-            lines.append(str(res["text"]) if "text" in res else f"<resource {res.get('uri')}>")
+            res = block.get("resource")
+            res = res if isinstance(res, dict) else {}
+            lines.append(text_of(res["text"]) if "text" in res else f"<resource {text_of(res.get('uri'))}>")
         else:
             lines.append(json.dumps(block, ensure_ascii=False))
     if result.get("structuredContent") is not None and not lines:

@@ -25,6 +25,7 @@ from typing import Any
 from hostapp import CLIENT_NAME, __version__
 from hostapp.protocol import eras
 from hostapp.protocol.eras import ServerInfo
+from hostapp.protocol.excerpt import excerpt, redacted
 from hostapp.protocol.jsonrpc import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
@@ -34,6 +35,7 @@ from hostapp.protocol.jsonrpc import (
     ErrorObject,
     ErrorResponse,
     IdAllocator,
+    InvalidAnswer,
     Message,
     Notification,
     ProtocolError,
@@ -41,6 +43,7 @@ from hostapp.protocol.jsonrpc import (
     RequestId,
     Response,
     RpcError,
+    encode,
 )
 from hostapp.transport.base import ConnectionLost, HttpStatusError, Transport, TransportError
 
@@ -53,6 +56,9 @@ ProgressCallback = Callable[[float, float | None, str | None], None]
 MAX_INPUT_ROUNDS = 32
 #: Server request ids remembered per session to recognise a replayed request.
 MAX_TAKEN_IDS = 4096
+#: Ids of requests given up (cancelled, timed out) remembered, so that their late answer
+#: is not taken for a stray one.
+MAX_ABANDONED_IDS = 1024
 
 DEFAULT_CLIENT_INFO = {"name": CLIENT_NAME, "title": "hostapp", "version": __version__}
 
@@ -107,10 +113,30 @@ class ClientHandlers:
 
     def on_protocol_error(self, error: Exception) -> None:
         """Bad input from the server that the session survived (malformed, unknown id, ...)."""
-        log.warning("%s", error)
+        if not isinstance(error, StrayAnswer):  # the session has logged that one already
+            log.warning("%s", error)
 
     def on_closed(self, error: Exception | None) -> None:
         """The connection ended; pending requests have already failed."""
+
+
+class StrayAnswer(ProtocolError):
+    """An answer for a request id nobody was waiting for (counted in :class:`StrayAnswers`)."""
+
+
+@dataclass(slots=True)
+class StrayAnswers:
+    """Answers a server sent for request ids nobody was waiting for, on one session.
+
+    Such an answer is dropped (there is nobody to give it to), but a request that waits
+    for ever is often explained by it: a server that answers under the wrong id. Shown by
+    the window and the CLI next to the server; ``last`` quotes the message (cut, escaped,
+    secrets redacted, see hostapp.protocol.excerpt).
+    """
+
+    count: int = 0
+    last_id: RequestId | None = None
+    last: str = ""
 
 
 @dataclass(slots=True)
@@ -157,6 +183,9 @@ class ClientSession:
         self._served: dict[RequestId, asyncio.Task] = {}
         # Ids of the server's requests already taken (bounded): a replayed stream may bring one again.
         self._taken: OrderedDict[RequestId, None] = OrderedDict()
+        self._abandoned: OrderedDict[RequestId, None] = OrderedDict()
+        #: Answers to ids nobody was waiting for (public: the window and CLI show it).
+        self.stray_answers = StrayAnswers()
         self._closed_error: Exception | None = None
         self._token_prefix = secrets.token_hex(4)
 
@@ -320,13 +349,20 @@ class ClientSession:
             return await future
         except asyncio.CancelledError:
             if not future.done():
+                self._abandon(rid)
                 await self._send_cancel(rid, "cancelled by the user")
             raise
         except TimeoutError:
+            self._abandon(rid)
             await self._send_cancel(rid, f"no answer within {timeout} s")
             raise
         finally:
             self._release(rid, entry)
+
+    def _abandon(self, rid: RequestId) -> None:
+        self._abandoned[rid] = None
+        if len(self._abandoned) > MAX_ABANDONED_IDS:
+            self._abandoned.popitem(last=False)
 
     def _release(self, rid: RequestId, entry: _Pending) -> None:
         # Only our own entry: a later request may have taken the same id (same-id resume).
@@ -478,9 +514,11 @@ class ClientSession:
         if pending is None:
             if isinstance(message, ErrorResponse) and message.id is None:
                 self.handlers.on_protocol_error(RpcError.from_error(message.error))
+            elif message.id is not None and message.id in self._abandoned:
+                del self._abandoned[message.id]
+                log.debug("late answer to request %r, given up before it came", message.id)
             else:
-                self.handlers.on_protocol_error(
-                    ProtocolError(f"the server answered request id {message.id!r}, which is not pending; ignored"))
+                self._on_stray_answer(message)
             return
         if pending.future.done():
             return
@@ -488,6 +526,19 @@ class ClientSession:
             pending.future.set_result(message.result)
         else:
             pending.future.set_exception(RpcError.from_error(message.error))
+
+    def _on_stray_answer(self, message: Response | ErrorResponse) -> None:
+        quoted = excerpt(encode(redacted(message.to_obj())))
+        stray = self.stray_answers
+        stray.count += 1
+        stray.last_id = message.id
+        stray.last = quoted
+        error = StrayAnswer(f"the server answered request id {message.id!r}, which is not pending; "
+                            f"ignored: {quoted}", request_id=message.id)
+        # A warning whatever the handlers make of it: a request waiting for ever is often
+        # explained by a server that answers under another id.
+        log.warning("%s", error)
+        self.handlers.on_protocol_error(error)
 
     def _on_notification(self, message: Notification, related: RequestId | None) -> None:
         method, params = message.method, message.params or {}
@@ -591,6 +642,11 @@ class ClientSession:
     def on_request_lost(self, request_id: RequestId, error: Exception) -> None:
         pending = self._pending.get(request_id)
         if pending is not None and not pending.future.done():
+            if isinstance(error, InvalidAnswer):
+                # The server answered, with something unreadable: the request failed, like
+                # one answered with an error (nothing was lost that a retry would find).
+                pending.future.set_exception(RpcError(error.code, str(error)))
+                return
             # An HTTP refusal keeps its type: the caller tells "session gone" from "network".
             pending.future.set_exception(error if isinstance(error, (ConnectionLost, HttpStatusError))
                                          else ConnectionLost(f"the answer to {pending.method} was lost: {error}"))

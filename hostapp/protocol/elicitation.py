@@ -270,7 +270,9 @@ def _single_select(
     name: str, prop: Mapping[str, Any], required: bool, options: tuple[Option, ...]
 ) -> Field:
     default = prop.get("default")
-    if default is not None and default not in {option.value for option in options}:
+    # Option values are strings: anything else (a list, an object) is no option, and is not
+    # looked up in the set of them (unhashable: found by fuzzing).
+    if default is not None and not (isinstance(default, str) and default in {option.value for option in options}):
         raise ElicitationSchemaError(f"property {name!r}: default {default!r} is not one of the options", name)
     return Field(name, "single_select", **_texts(name, prop), required=required, default=default,
                  options=options)
@@ -305,7 +307,7 @@ def _parse_multi_select(name: str, prop: Mapping[str, Any], required: bool) -> F
     default = prop.get("default")
     if default is not None:
         allowed = {option.value for option in options}
-        if not isinstance(default, list) or not all(value in allowed for value in default):
+        if not isinstance(default, list) or not all(isinstance(v, str) and v in allowed for v in default):
             raise ElicitationSchemaError(
                 f"property {name!r}: default must be a list of the options' values", name
             )

@@ -44,6 +44,13 @@ class ProtocolError(Exception):
         self.request_id = request_id
 
 
+class InvalidAnswer(ProtocolError):
+    """The server answered a request with something that is not a readable answer to it.
+
+    The request is over: it failed (the server did answer), and a retry would find nothing.
+    """
+
+
 @dataclass(slots=True)
 class ErrorObject:
     code: int
@@ -187,13 +194,23 @@ def parse(data: bytes | str) -> Message:
         obj = _loads(data)
     except (ValueError, UnicodeDecodeError) as exc:
         raise ProtocolError(f"malformed JSON: {exc}", PARSE_ERROR) from None
+    except RecursionError:
+        # The C decoder recurses once per level: a few kilobytes of "[[[[..." reach the
+        # interpreter's limit. Not an error of ours but of the message, and a reader that
+        # let RecursionError through would die with its connection.
+        raise ProtocolError("JSON nested too deeply to decode", PARSE_ERROR) from None
     return from_obj(obj)
 
 
 def encode(message: Message | dict[str, Any]) -> bytes:
     """Serialise one message as compact UTF-8 JSON (no newline)."""
     obj = message if isinstance(message, dict) else message.to_obj()
-    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
+    try:
+        return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
+    except UnicodeEncodeError:
+        # A lone surrogate, which JSON may carry as an escape ("\ud800") and a server may
+        # send in an id or a value the host echoes: no UTF-8 for it, so escape it again.
+        return json.dumps(obj, separators=(",", ":")).encode()
 
 
 class IdAllocator:

@@ -181,6 +181,10 @@ class _Builder:
         except referencing.exceptions.Unresolvable:
             # The exception text quotes the whole schema; the reference alone says enough.
             return _raw(name, path, required, schema, f"{ref} cannot be resolved here")
+        except (AttributeError, TypeError, KeyError, ValueError):
+            # referencing reads the whole schema to resolve a reference, and trips on parts
+            # that are not schemas at all ("$defs": {"a": null}): found by fuzzing.
+            return _raw(name, path, required, schema, f"{ref} cannot be resolved in a malformed schema")
         # Identity of the target, not the text of the reference: under another $id the
         # same text may point elsewhere, and two texts may point at one place.
         key = id(resolved.contents)
@@ -362,12 +366,21 @@ def validate_arguments(input_schema: Any, args: Any) -> list[str]:
         validator_class.check_schema(input_schema)  # type: ignore[arg-type]
     except jsonschema.SchemaError as exc:
         return [f"$: the tool's input schema is not valid JSON Schema ({_shorten(exc.message)})"]
+    except RecursionError:
+        return ["$: the tool's input schema is nested too deeply to be checked"]
     validator = validator_class(input_schema, format_checker=validator_class.FORMAT_CHECKER)
     try:
         errors = list(validator.iter_errors(args))
     except referencing.exceptions.Unresolvable as exc:
         ref = getattr(exc, "ref", None)
         return [f"$: the tool's input schema refers to {ref or 'a schema'} that cannot be resolved"]
+    except RecursionError:
+        # {"$ref": "#"} and its kin: a schema that refers to itself without end.
+        return ["$: the tool's input schema refers to itself without end"]
+    except (AttributeError, TypeError, KeyError, ValueError):
+        # jsonschema and referencing trip on parts of a schema that are no schema at all
+        # ("$defs": {"a": null}) when a reference makes them look (found by fuzzing).
+        return ["$: the tool's input schema is malformed where a $ref points"]
     errors.sort(key=lambda error: (error.json_path, error.message))
     return [_describe(error) for error in errors]
 

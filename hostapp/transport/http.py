@@ -46,7 +46,10 @@ if importlib.util.find_spec("sniffio") is None:
     sys.modules["sniffio"] = None  # type: ignore[assignment]
 
 from hostapp.protocol.jsonrpc import (
+    MAX_MESSAGE_BYTES,
+    PARSE_ERROR,
     ErrorResponse,
+    InvalidAnswer,
     Message,
     Notification,
     ProtocolError,
@@ -72,7 +75,7 @@ from hostapp.transport.http_headers import (
     standard_headers,
 )
 from hostapp.transport.pool import client_with_pool
-from hostapp.transport.sse import SseDecoder
+from hostapp.transport.sse import SseDecoder, SseEventTooLarge
 
 log = logging.getLogger(__name__)
 
@@ -100,6 +103,8 @@ LIVE_RESUMED_SILENCE_SECONDS = MAX_BACKOFF_SECONDS
 _RESUME_LATER_STATUSES = frozenset({409, 502, 503, 504})
 #: How much of an error body is quoted in an exception.
 BODY_EXCERPT_CHARS = 300
+#: The largest body of an HTTP error status that is read (for its JSON-RPC error or its words).
+MAX_ERROR_BODY_BYTES = 1024 * 1024
 
 _ACCEPT_POST = "application/json, text/event-stream"
 _ANSWERS = (Response, ErrorResponse)
@@ -166,6 +171,7 @@ class StreamableHttpTransport(Transport):
         resumed_silence_seconds: float | None = DEFAULT_RESUMED_SILENCE_SECONDS,
         auth: httpx.Auth | None = None,
         habits: StreamHabits | None = None,
+        max_message_bytes: int = MAX_MESSAGE_BYTES,
     ):
         self.url = httpx.URL(url)
         self._display_url = _display_url(self.url)
@@ -186,6 +192,10 @@ class StreamableHttpTransport(Transport):
         self.resumed_silence_seconds = resumed_silence_seconds
         self.live_event_gap_seconds = LIVE_EVENT_GAP_SECONDS
         self.habits = habits or StreamHabits()
+        #: The most one message from the server may hold (a JSON body, an SSE event or
+        #: line), enforced while it is read: a server that sends more is refused before it
+        #: has cost the host more memory than that.
+        self.max_message_bytes = max_message_bytes
         self._tasks: set[asyncio.Task[None]] = set()
         self._request_slots = asyncio.Semaphore(MAX_REQUESTS_IN_FLIGHT)
         self._standalone_task: asyncio.Task[None] | None = None
@@ -281,13 +291,15 @@ class StreamableHttpTransport(Transport):
                 self._spawn(self._follow_stream(response, message.id), f"sse-{message.method}")
                 unread = None  # the task owns it now
                 return
-            body = await response.aread()
+            body = await self._read_body(response, self.max_message_bytes)
             await response.aclose()
-            if not body.strip():
-                self.listener.on_invalid(ProtocolError(
-                    f"empty answer (HTTP {response.status_code}) to {message.method}"), body)
+            if body is None:
+                error = InvalidAnswer(f"the server's answer to {message.method} is larger than the limit of "
+                                      f"{self.max_message_bytes} bytes; it was not read", request_id=message.id)
+                self.listener.on_invalid(error, b"")
+                self.listener.on_request_lost(message.id, error)
                 return
-            self._dispatch(body)
+            self._take_json_answer(body, message, response.status_code)
         except httpx.HTTPError as exc:
             raise ConnectionLost(f"connection to {self._display_url} lost while reading the answer: "
                                  f"{type(exc).__name__}") from None
@@ -313,7 +325,10 @@ class StreamableHttpTransport(Transport):
         client = self._client
         if end_session and client is not None and self._session_id is not None and not self._stateless:
             try:
-                response = await client.delete(self.url, headers=self._base_headers(), timeout=5.0)
+                request = client.build_request("DELETE", self.url, headers=self._base_headers(), timeout=5.0)
+                # Streamed and closed unread: only the status matters, whatever the body holds.
+                response = await client.send(request, stream=True)
+                await response.aclose()
                 if response.status_code not in (200, 202, 204, 404, 405):
                     log.info("DELETE of the session at %s answered HTTP %s", self._display_url,
                              response.status_code)
@@ -477,7 +492,9 @@ class StreamableHttpTransport(Transport):
                                 message: Message | None) -> None:
         """Turn an HTTP error status into the right exception (or a JSON-RPC error answer)."""
         try:
-            body = (await response.aread()).decode("utf-8", errors="replace")
+            # Only a JSON-RPC error or a few words are of use here: a larger body is not read.
+            raw = await self._read_body(response, MAX_ERROR_BODY_BYTES)
+            body = raw.decode("utf-8", errors="replace") if raw is not None else ""
         except httpx.HTTPError:
             body = ""
         finally:
@@ -517,16 +534,55 @@ class StreamableHttpTransport(Transport):
             return answer
         return None
 
-    def _dispatch(self, data: bytes | str) -> Message | None:
-        try:
-            message = parse(data)
-        except ProtocolError as exc:
-            self.listener.on_invalid(exc, data)
+    @staticmethod
+    async def _read_body(response: httpx.Response, limit: int) -> bytes | None:
+        """The body of ``response``, or None when it is larger than ``limit`` bytes.
+
+        Read in chunks and counted as it comes (not read whole, then measured): an endless
+        body costs no more than the limit. A Content-Length over the limit is refused
+        before anything is read.
+        """
+        declared = response.headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > limit:
             return None
+        chunks: list[bytes] = []
+        size = 0
+        async for chunk in response.aiter_bytes():
+            size += len(chunk)
+            if size > limit:
+                return None
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    def _take_json_answer(self, body: bytes, request: Request, status: int) -> None:
+        """The JSON body that answers ``request``. Nothing else will come for the request on
+        this POST, so a body that is not its answer (empty, not JSON-RPC, another message)
+        ends the request with the reason instead of leaving it waiting for ever."""
+        if not body.strip():
+            reason = f"it is empty (HTTP {status})"
+            self.listener.on_invalid(ProtocolError(f"empty answer (HTTP {status}) to {request.method}"), body)
+        else:
+            try:
+                answer = parse(body)
+            except ProtocolError as exc:
+                self.listener.on_invalid(exc, body)
+                reason = str(exc)
+            else:
+                if type(answer) is ErrorResponse and answer.id is None:
+                    # JSON-RPC's "id": null means the server could not tell which request
+                    # it answers; the body of this POST can only answer this one.
+                    answer = ErrorResponse(request.id, answer.error)
+                self._deliver(answer)
+                if isinstance(answer, _ANSWERS) and answer.id == request.id:
+                    return
+                reason = f"it is {_describe(answer)}, not the response to request {request.id!r}"
+        self.listener.on_request_lost(request.id, InvalidAnswer(
+            f"the server's answer to {request.method} is not valid JSON-RPC: {reason}", PARSE_ERROR, request.id))
+
+    def _deliver(self, message: Message) -> None:
         if self._tools_list_ids and isinstance(message, _ANSWERS) and message.id in self._tools_list_ids:
             self._take_tools_list(message)
         self.listener.on_message(message)
-        return message
 
     def _spawn(self, coro: Any, name: str) -> asyncio.Task[None]:
         task = asyncio.create_task(self._logging_failures(coro, name), name=name)
@@ -561,7 +617,8 @@ class StreamableHttpTransport(Transport):
         # Messages on a request's stream belong to that request (an elicitation during a call).
         on_message = listener.on_message if request_id is None else functools.partial(
             listener.on_message, related_request_id=request_id)
-        decoder = SseDecoder()
+        decoder = SseDecoder(self.max_message_bytes)
+        too_large: SseEventTooLarge | None = None
         last_id = state.last_event_id
         loop = asyncio.get_running_loop()
         last_news = loop.time()
@@ -581,7 +638,10 @@ class StreamableHttpTransport(Transport):
 
                     watchdog = loop.call_at(last_news + silence, watch)
                 async for chunk in response.aiter_bytes():
-                    events = decoder.feed(chunk)
+                    try:
+                        events = decoder.feed(chunk)
+                    except SseEventTooLarge as exc:
+                        events, too_large = exc.events, exc
                     if events and silence is not None:
                         now = loop.time()
                         if now - last_news >= self.live_event_gap_seconds and not habits.live_after_resume:
@@ -600,7 +660,9 @@ class StreamableHttpTransport(Transport):
                             message = parse(data)
                         except ProtocolError as exc:
                             listener.on_invalid(exc, data)
+                            state.bad_last = exc
                             continue
+                        state.bad_last = None
                         if isinstance(message, _ANSWERS):
                             if self._tools_list_ids and message.id in self._tools_list_ids:
                                 self._take_tools_list(message)
@@ -609,6 +671,10 @@ class StreamableHttpTransport(Transport):
                                 return _StreamEnd.ANSWERED
                         else:
                             on_message(message)
+                    if too_large is not None:
+                        listener.on_invalid(too_large, b"")
+                        state.bad_last = too_large
+                        return _StreamEnd.REFUSED
         except TimeoutError:
             if quiet.expired():
                 return _StreamEnd.SILENT
@@ -631,6 +697,11 @@ class StreamableHttpTransport(Transport):
         state = _StreamState(last_event_id, self.resumed_silence_seconds)
         end = await self._read_events(response, request_id, state, state.silence if resumed else None)
         if end is _StreamEnd.ANSWERED or self._closing:
+            return
+        if end is _StreamEnd.REFUSED or (end is _StreamEnd.CLOSED and state.bad_last is not None):
+            # The server closed the request's stream right after a message that could not
+            # be read: that was its answer, and resuming would only skip past it.
+            self.listener.on_request_lost(request_id, _unreadable_answer(state, request_id))
             return
         if self._stateless:
             self.listener.on_request_lost(request_id, ConnectionLost(
@@ -688,6 +759,8 @@ class StreamableHttpTransport(Transport):
             end = await self._read_events(response, request_id, state, state.silence)
             if end is _StreamEnd.ANSWERED:
                 return None
+            if end is _StreamEnd.REFUSED:
+                return _unreadable_answer(state, request_id)
             brought_news = state.last_event_id != seen_before
             if end is _StreamEnd.SILENT:
                 failures = 0
@@ -739,7 +812,10 @@ class StreamableHttpTransport(Transport):
                 await response.aclose()
                 return
             failures = 0
-            await self._read_events(response, None, state)
+            if await self._read_events(response, None, state) is _StreamEnd.REFUSED:
+                # Asking again would only fetch the same flood.
+                log.warning("standalone stream of %s given up: %s", self._display_url, state.bad_last)
+                return
             if self._closing:
                 return
             await asyncio.sleep(state.retry_seconds(self.default_retry_ms))
@@ -751,17 +827,20 @@ class _StreamEnd(enum.Enum):
     ANSWERED = "the response to the stream's request came"
     CLOSED = "the connection ended or dropped"
     SILENT = "no event came for the allowed silence; the client let go"
+    REFUSED = "the server sent something that could not be read; the client let go"
 
 
 class _StreamState:
     """Where one SSE stream stands: the last event id seen, the server's retry delay, and
     how long a resumed connection of it may stay silent (None: for ever)."""
 
-    __slots__ = ("_first_silence", "last_event_id", "retry_ms", "silence")
+    __slots__ = ("_first_silence", "bad_last", "last_event_id", "retry_ms", "silence")
 
     def __init__(self, last_event_id: str | None, silence: float | None = None):
         self.last_event_id = last_event_id
         self.retry_ms: int | None = None
+        #: Why the last message of the stream could not be read (None: it could).
+        self.bad_last: ProtocolError | None = None
         self.silence = self._first_silence = silence
 
     def retry_seconds(self, default_ms: int) -> float:
@@ -776,6 +855,21 @@ class _StreamState:
         if self.silence is None:
             return
         self.silence = min(max(self.silence * 2, self._first_silence or 0.0), MAX_BACKOFF_SECONDS)
+
+
+def _unreadable_answer(state: _StreamState, request_id: RequestId) -> InvalidAnswer:
+    """Why the request of a stream ends with the message it could not read."""
+    what = "larger than the limit" if isinstance(state.bad_last, SseEventTooLarge) else "not valid JSON-RPC"
+    return InvalidAnswer(f"the server's answer is {what}: {state.bad_last}", PARSE_ERROR, request_id)
+
+
+def _describe(message: Message) -> str:
+    """A message as named in an error: its kind and method or id, never its contents."""
+    if isinstance(message, Request):
+        return f"a request ({message.method})"
+    if isinstance(message, Notification):
+        return f"a notification ({message.method})"
+    return f"the answer to request {message.id!r}"
 
 
 def _reason(exc: BaseException) -> str:

@@ -10,11 +10,14 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import logging
 import os
 import signal
 import sys
 from collections.abc import Mapping, Sequence
 
+from hostapp.protocol.excerpt import excerpt
+from hostapp.protocol.framing import LineFramer
 from hostapp.protocol.jsonrpc import (
     MAX_MESSAGE_BYTES,
     Message,
@@ -28,6 +31,8 @@ from hostapp.transport.base import (
     TransportError,
     TransportListener,
 )
+
+log = logging.getLogger(__name__)
 
 #: Variables a child inherits from the host; everything else comes from the server's
 #: configuration. A server gets what it needs to find programs and write files, but not
@@ -209,66 +214,60 @@ class StdioTransport(Transport):
         """Split stdout into lines and dispatch them.
 
         Hot path: progress notifications can come by the hundred thousand, so the pipe is
-        read in large chunks and split here (one await per chunk, not per line). A line
-        longer than ``max_message_bytes`` is dropped as it streams by, never held whole.
+        read in large chunks and split by a :class:`LineFramer` (one await per chunk, not
+        per line). A line longer than ``max_message_bytes`` is dropped as it streams by,
+        never held whole.
         """
         assert self._process is not None and self._process.stdout is not None
         stdout = self._process.stdout
         dispatch = self._dispatch
-        limit = self.max_message_bytes
-        # The unfinished last line, as parts: joining on every chunk would copy a long
-        # line over and over.
-        parts: list[bytes] = []
-        size = 0
-        skipped = 0  # bytes of an oversized line being dropped (0: not dropping)
+        framer = LineFramer(self.max_message_bytes)
         while True:
             try:
                 chunk = await stdout.read(_READ_CHUNK)
             except (ConnectionResetError, BrokenPipeError):
                 chunk = b""
+            # a last line without a newline still counts
+            lines = framer.feed(chunk) if chunk else framer.end()
+            # Taken from the list as they are dispatched (last first, reversed once), so
+            # that a long line is let go as soon as it is decoded, not when the chunk is done.
+            lines.reverse()
+            while lines:
+                if type(lines[-1]) is bytes:
+                    dispatch(lines.pop())  # type: ignore[arg-type]
+                else:
+                    self._report_oversized(lines.pop().size)  # type: ignore[union-attr]
             if not chunk:
-                if skipped:
-                    self._report_oversized(skipped + size)
-                elif parts and (last := b"".join(parts)).strip():
-                    dispatch(last)  # a last line without a newline still counts
                 return
-            if skipped:
-                end = chunk.find(b"\n")
-                if end < 0:
-                    skipped += len(chunk)
-                    continue
-                self._report_oversized(skipped + end)
-                skipped = 0
-                chunk = chunk[end + 1:]
-            parts.append(chunk)
-            size += len(chunk)
-            if b"\n" in chunk:
-                lines = b"".join(parts).split(b"\n")
-                last = lines.pop()
-                parts, size = ([last], len(last)) if last else ([], 0)
-                for line in lines:
-                    if len(line) > limit:
-                        self._report_oversized(len(line))
-                    else:
-                        dispatch(line)
-            if size > limit:
-                skipped, parts, size = size, [], 0
 
     def _dispatch(self, line: bytes) -> None:
         if not line.strip():
             return  # blank lines between messages are harmless
+        # json.loads of bytes first sniffs the encoding; MCP's stdio is UTF-8, so decode
+        # here (a line that is not UTF-8 goes to parse as it is, for its usual error).
         try:
-            # json.loads of bytes first sniffs the encoding; MCP's stdio is UTF-8, so decode
-            # here (a line that is not UTF-8 goes to parse as it is, for its usual error).
-            try:
-                text: bytes | str = line.decode("utf-8")
-            except UnicodeDecodeError:
-                text = line
+            text: bytes | str = line.decode("utf-8")
+        except UnicodeDecodeError:
+            text = line
+        del line  # the only reference (see _read_stdout): a long line is not held twice
+        try:
             message = parse(text)
         except ProtocolError as exc:
-            self.listener.on_invalid(exc, line)
+            raw = text.encode("utf-8") if isinstance(text, str) else text
+            # Often a print() or a log line that went to stdout: the parser's own words
+            # ("Expecting value: line 1 column 1") would not say so.
+            self.listener.on_invalid(ProtocolError(
+                f"the server wrote a line to its stdout that is not a JSON-RPC message ({exc}); "
+                f"a server must write its logs to stderr. It begins: {excerpt(raw)}", exc.code, exc.request_id),
+                raw)
             return
-        self.listener.on_message(message)
+        del text
+        try:
+            self.listener.on_message(message)
+        except Exception:
+            # The reader is the connection: a listener that fails on one message (a bug,
+            # or a shape nobody foresaw) must not leave every later answer unread.
+            log.exception("a message from the server could not be handled")
 
     def _report_oversized(self, size: int) -> None:
         error = ProtocolError(

@@ -34,6 +34,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from hostapp.protocol.tool_results import content_blocks, text_of
+
 #: Largest width an image is shown at (it is scaled down, never up).
 MAX_IMAGE_WIDTH = 640
 
@@ -58,11 +60,14 @@ def plain_tooltip(text: str) -> str:
 def result_as_text(result: dict[str, Any] | None, error: dict[str, Any] | None = None) -> str:
     """What "Copy result" puts on the clipboard: the text blocks, else the JSON."""
     if error and not result:
+        if not isinstance(error, dict):
+            return text_of(error)
         code = error.get("code")
-        return f"Error {code}: {error.get('message', '')}" if code is not None else str(error.get("message", ""))
+        return f"Error {code}: {text_of(error.get('message', ''))}" if code is not None \
+            else text_of(error.get("message", ""))
     if not result:
         return ""
-    texts = [str(b.get("text", "")) for b in result.get("content") or [] if b.get("type") == "text"]
+    texts = [text_of(b.get("text", "")) for b in content_blocks(result) if b.get("type") == "text"]
     if texts:
         return "\n".join(texts)
     return json.dumps(result, ensure_ascii=False, indent=2)

@@ -441,3 +441,15 @@ def test_url_request_needs_its_fields(missing):
 def test_form_params_are_not_a_url_request():
     with pytest.raises(UrlElicitationError, match="not a URL-mode"):
         describe_url_request({"message": "m", "requestedSchema": ALL_KINDS})
+
+
+@pytest.mark.parametrize("prop", [
+    {"type": "array", "items": {"type": "string", "enum": ["a"]}, "default": [["a"]]},
+    {"type": "string", "enum": ["a"], "default": ["a"]},
+    {"type": "string", "oneOf": [{"const": "a", "title": "A"}], "default": {"a": 1}},
+])
+def test_a_default_that_is_no_option_value_is_refused_whatever_its_type(prop):
+    from hostapp.protocol.elicitation import ElicitationSchemaError, parse_requested_schema
+
+    with pytest.raises(ElicitationSchemaError, match="default"):
+        parse_requested_schema({"type": "object", "properties": {"p": prop}})

@@ -76,3 +76,19 @@ def test_id_allocator_takes_a_new_block_when_one_is_used_up():
     assert [ids.next() for _ in range(8)] == [10, 11, 12, 100, 101, 102, 500, 501]
     with pytest.raises(ValueError):
         j.IdAllocator(1, block=3)
+
+
+@pytest.mark.parametrize("opening", ["[", '{"a":'])
+def test_json_nested_too_deeply_is_a_protocol_error(opening):
+    closing = "]" if opening == "[" else "}"
+    with pytest.raises(j.ProtocolError) as caught:
+        j.parse(opening * 100_000 + closing * 100_000)
+    assert caught.value.code == j.PARSE_ERROR
+    assert "nested too deeply" in str(caught.value)
+
+
+def test_a_lone_surrogate_from_the_wire_is_written_back_escaped():
+    # JSON allows "\ud800" as an escape; such an id must survive the answer the host sends.
+    request = j.parse(b'{"jsonrpc":"2.0","id":"a\\ud800","method":"ping"}')
+    data = j.encode(j.Response(request.id, {}))
+    assert data.isascii() and j.parse(data) == j.Response("a\ud800", {})

@@ -312,3 +312,19 @@ def test_huge_values_are_not_repeated_in_full():
 
 def test_empty_schema_accepts_anything():
     assert validate_arguments({}, {"x": 1}) == []
+
+
+def test_a_schema_that_refers_to_itself_without_end_is_reported_not_raised():
+    from hostapp.protocol.schema_form import validate_arguments
+
+    [message] = validate_arguments({"$ref": "#"}, 1)
+    assert "refers to itself" in message
+
+
+def test_a_reference_into_a_malformed_schema_gives_a_raw_field_and_a_message():
+    from hostapp.protocol.schema_form import build_form, validate_arguments
+
+    schema = {"type": "object", "properties": {"a": {"$ref": "other"}}, "$defs": {"y": None}}
+    form = build_form(schema)
+    assert form.properties[0].kind == "raw_json"
+    assert all(isinstance(m, str) for m in validate_arguments(schema, {"a": 1}))

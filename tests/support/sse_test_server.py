@@ -18,6 +18,10 @@ makes the next N standalone GETs answer 409 (the server still holds an earlier o
   With ``gap: seconds`` a resumption sends its events that far apart (a slow tool's steps).
 - ``drop_noid``: an SSE answer without event ids that closes before the response.
 - ``bad``: an SSE answer with one malformed event between good ones.
+- ``deep``: an SSE answer whose first event is JSON nested ``depth`` levels deep, then
+  the response; ``deep_last``: the same event, then the stream closes (no response);
+  ``deep_json``: a JSON answer nested that deep; ``other_json``: a JSON answer for
+  another request id.
 - ``status``: answers HTTP ``status`` with a short text body.
 - ``rpc_error``: HTTP 400 with a JSON-RPC error for the request's id.
 - ``flood``: ``count`` progress notifications with ids, as fast as possible.
@@ -206,6 +210,20 @@ async def mcp(request: Request) -> Response:
             yield sse_event(progress(2, 2), f"{key}:3")
             yield sse_event(result(rid, "bad"), f"{key}:4")
         return sse_response(with_bad_event(), session)
+    if name in ("deep", "deep_last", "deep_json"):
+        depth = int(args.get("depth", 100_000))
+        nested = "[" * depth + "]" * depth
+        if name == "deep_json":
+            return Response(nested, media_type="application/json")
+
+        async def deep_events():
+            yield sse_event("", f"{key}:0")
+            yield sse_event(nested, f"{key}:1")
+            if name == "deep":
+                yield sse_event(result(rid, "deep"), f"{key}:2")
+        return sse_response(deep_events(), session)
+    if name == "other_json":
+        return JSONResponse(json.loads(result(4242, "not yours")))
     if name == "status":
         return PlainTextResponse("something broke\nin the server", status_code=int(args["status"]))
     if name == "rpc_error":

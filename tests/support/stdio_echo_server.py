@@ -1,7 +1,8 @@
 """A tiny stdio MCP-ish server for the transport tests: it answers every request with its params.
 
 Methods with a scripted behaviour: ``malformed`` (writes a line that is not JSON first),
-``oversized`` (writes a notification line of ``params.size`` bytes first), ``log`` (writes
+``oversized`` (writes a notification line of ``params.size`` bytes first), ``deep`` (writes
+a line of JSON nested ``params.depth`` levels deep first), ``log`` (writes
 ``params.lines`` to stderr), ``die`` (writes to stderr and exits with ``params.code``
 without answering). ``--stubborn`` makes it ignore SIGTERM and stdin EOF, so only SIGKILL
 ends it.
@@ -33,6 +34,9 @@ def main() -> None:
         elif method == "oversized":
             filler = "x" * int(params["size"])
             write({"jsonrpc": "2.0", "method": "notifications/message", "params": {"data": filler}})
+        elif method == "deep":
+            depth = int(params.get("depth", 100_000))
+            sys.stdout.write("[" * depth + "]" * depth + "\n")
         elif method == "log":
             for text in params["lines"]:
                 print(text, file=sys.stderr, flush=True)

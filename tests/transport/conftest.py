@@ -167,3 +167,12 @@ def sse_server(sse_server_process: SseTestServer) -> SseTestServer:
     return sse_server_process
 
 
+
+
+@pytest.fixture(scope="session")
+def hostile_url():
+    """The endpoint of tests/support/hostile_server.py, run as its own process."""
+    from tests.support.hostile_server import running_http_server
+
+    with running_http_server() as url:
+        yield url

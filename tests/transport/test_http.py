@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 
 import httpx
 import pytest
 
+from hostapp.engine.session import ClientSession
 from hostapp.protocol.jsonrpc import (
+    PARSE_ERROR,
     ErrorResponse,
+    InvalidAnswer,
     Notification,
     ProtocolError,
     Request,
     Response,
+    RpcError,
 )
 from hostapp.transport.base import HttpStatusError, SessionExpired, TransportError
 from hostapp.transport.http import StreamableHttpTransport
@@ -501,3 +506,68 @@ async def test_initialize_starts_a_new_session_without_the_old_id(sse_server, li
         await transport.close()
     [init] = posts(sse_server, "initialize")
     assert "mcp-session-id" not in init["headers"]
+
+
+async def test_json_nested_too_deeply_on_a_stream_is_reported_and_the_stream_goes_on(sse_server, listener):
+    transport = await initialized(sse_server, listener, standalone_stream=False)
+    try:
+        await transport.send(call(1, "deep"))
+        await listener.wait_for(lambda: listener.has_response(1))
+        [(error, _raw)] = listener.invalid
+        assert isinstance(error, ProtocolError) and "nested too deeply" in str(error)
+        assert listener.lost == []
+    finally:
+        await transport.close()
+
+
+@pytest.mark.parametrize("tool, words", [
+    ("deep_last", "not valid JSON-RPC: JSON nested too deeply"),  # the last event of its stream
+    ("deep_json", "not valid JSON-RPC: JSON nested too deeply"),  # the JSON body of the POST
+    ("other_json", "the answer to request 4242, not the response to request 1"),
+])
+async def test_an_unreadable_answer_ends_its_request_with_the_reason(sse_server, listener, tool, words):
+    transport = await initialized(sse_server, listener, standalone_stream=False)
+    try:
+        await transport.send(call(1, tool))
+        await listener.wait_for(lambda: listener.lost, timeout=5)
+        [(request_id, error)] = listener.lost
+        assert request_id == 1 and isinstance(error, InvalidAnswer)
+        assert "the server's answer" in str(error) and words in str(error), str(error)
+        # the connection is still usable
+        await transport.send(call(2, "json"))
+        assert listener.has_response(2)
+    finally:
+        await transport.close()
+
+
+async def test_a_session_fails_a_request_whose_answer_is_unreadable(sse_server):
+    session = ClientSession(StreamableHttpTransport(sse_server.url, standalone_stream=False))
+    await session.connect("2025-11-25")
+    try:
+        with pytest.raises(RpcError) as caught:
+            await asyncio.wait_for(session.call_tool("deep_json"), 10)
+        assert caught.value.code == PARSE_ERROR and "nested too deeply" in caught.value.message
+        assert (await session.call_tool("json"))["content"][0]["text"] == "json"
+    finally:
+        await session.close()
+
+
+@pytest.mark.parametrize("tool", ["endless_line", "endless_event", "endless_json", "huge_json"])
+async def test_an_answer_over_the_size_limit_ends_its_request_while_it_is_read(hostile_url, listener, tool):
+    transport = StreamableHttpTransport(hostile_url, standalone_stream=False, max_message_bytes=1024 * 1024)
+    await transport.connect(listener)
+    try:
+        await transport.send(Request(0, "initialize", INIT_PARAMS))
+        transport.set_protocol_version("2025-06-18", stateless=False)
+        started = asyncio.get_running_loop().time()
+        await transport.send(call(1, tool))
+        await listener.wait_for(lambda: listener.lost, timeout=10)
+        elapsed = asyncio.get_running_loop().time() - started
+        [(request_id, error)] = listener.lost
+        assert request_id == 1 and isinstance(error, InvalidAnswer), error
+        assert "limit of 1048576" in str(error), str(error)
+        assert elapsed < 5
+        await transport.send(call(2, "ok"))  # the connection is still usable
+        assert listener.has_response(2)
+    finally:
+        await transport.close()

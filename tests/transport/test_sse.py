@@ -8,7 +8,7 @@ import random
 import pytest
 from httpx_sse._decoders import SSEDecoder, SSELineDecoder
 
-from hostapp.transport.sse import SseDecoder, SseEvent
+from hostapp.transport.sse import SseDecoder, SseEvent, SseEventTooLarge
 
 
 def decode(*chunks: bytes) -> list[SseEvent]:
@@ -88,3 +88,36 @@ def test_same_events_as_httpx_sse_on_random_streams(seed):
     byte_cuts = sorted(rng.sample(range(1, len(raw)), k=min(len(raw) - 1, rng.randint(0, 20))))
     byte_chunks = [raw[a:b] for a, b in itertools.pairwise([0, *byte_cuts, len(raw)])]
     assert our_events(byte_chunks) == reference_events(text_chunks)
+
+
+def test_an_endless_line_is_refused_before_it_passes_the_limit():
+    decoder = SseDecoder(max_event_chars=1000)
+    assert decoder.feed(b"data: ") == []
+    with pytest.raises(SseEventTooLarge) as caught:
+        for _ in range(100):
+            decoder.feed(b"x" * 100)
+    assert "limit of 1000 characters" in str(caught.value)
+    assert sum(map(len, decoder._tail)) <= 1000  # nothing past the limit was kept
+
+
+def test_an_endless_event_is_refused_whatever_its_lines():
+    decoder = SseDecoder(max_event_chars=1000)
+    with pytest.raises(SseEventTooLarge):
+        for _ in range(100):
+            decoder.feed(b"data: " + b"x" * 40 + b"\n")
+    assert sum(map(len, decoder._data)) <= 1000
+
+
+def test_events_that_end_before_the_limit_is_passed_are_kept():
+    decoder = SseDecoder(max_event_chars=100)
+    assert decoder.feed(b"data: " + b"a" * 90 + b"\n\n") == [SseEvent(None, None, "a" * 90)]
+    with pytest.raises(SseEventTooLarge) as caught:
+        decoder.feed(b"data: ok\n\ndata: " + b"b" * 200)
+    assert caught.value.events == [SseEvent(None, None, "ok")]
+
+
+def test_comments_and_replaced_fields_never_reach_the_limit():
+    decoder = SseDecoder(max_event_chars=100)
+    for _ in range(1000):
+        assert decoder.feed(b": keep-alive\nid: 1\nevent: x\n: more\n") == []
+    assert decoder.feed(b"data: a\n\n") == [SseEvent("1", None, "a", "x")]

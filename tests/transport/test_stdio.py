@@ -12,6 +12,7 @@ import pytest
 from hostapp.protocol.jsonrpc import Notification, ProtocolError, Request, Response
 from hostapp.transport.base import ServerExited, TransportError
 from hostapp.transport.stdio import StdioTransport, child_environment
+from tests.support.hostile_server import stdio_command
 
 ECHO = str(Path(__file__).resolve().parents[1] / "support" / "stdio_echo_server.py")
 
@@ -165,3 +166,48 @@ async def test_last_line_without_newline_before_exit_is_delivered(listener):
     await listener.wait_for(lambda: listener.closed)
     assert listener.messages == [Notification("notifications/message", {})]
     await transport.close()
+
+
+async def test_json_nested_too_deeply_is_reported_and_the_answer_after_it_arrives(listener):
+    transport = echo_transport()
+    await transport.connect(listener)
+    try:
+        await transport.send(Request(1, "deep", {"depth": 100_000}))
+        await listener.wait_for(lambda: listener.has_response(1))
+        [(error, _raw)] = listener.invalid
+        assert isinstance(error, ProtocolError) and "nested too deeply" in str(error)
+        await transport.send(Request(2, "ping"))
+        await listener.wait_for(lambda: listener.has_response(2))
+    finally:
+        await transport.close()
+
+
+async def test_a_long_line_under_the_limit_arrives_whole_across_reads(listener):
+    transport = echo_transport(max_message_bytes=2 * 1024 * 1024)
+    await transport.connect(listener)
+    try:
+        await transport.send(Request(1, "oversized", {"size": 1_500_000}))  # several reads of the pipe
+        await listener.wait_for(lambda: listener.has_response(1))
+        assert listener.invalid == []
+        [notification, _answer] = listener.messages
+        assert len(notification.params["data"]) == 1_500_000
+    finally:
+        await transport.close()
+
+
+async def test_text_on_stdout_is_named_for_what_it_is_and_quoted_escaped(listener):
+    command = stdio_command()
+    transport = StdioTransport(command[0], command[1:])
+    await transport.connect(listener)
+    try:
+        await transport.send(Request(1, "tools/call", {"name": "not_json"}))
+        await listener.wait_for(lambda: listener.has_response(1))
+        [(error, _raw)] = listener.invalid
+        text = str(error)
+        assert isinstance(error, ProtocolError)
+        assert "wrote a line to its stdout that is not a JSON-RPC message" in text
+        quoted = text.split("It begins: ")[1]
+        assert quoted.startswith("Traceback (most recent call last): \\x1b[31mboom")
+        assert "\x1b" not in text and quoted.endswith("…") and len(quoted) <= 81
+    finally:
+        await transport.close()
