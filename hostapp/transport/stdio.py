@@ -108,10 +108,6 @@ class StdioTransport(Transport):
     def returncode(self) -> int | None:
         return self._process.returncode if self._process else None
 
-    @property
-    def stderr_tail(self) -> list[str]:
-        return list(self._stderr_tail)
-
     async def connect(self, listener: TransportListener) -> None:
         if self._process is not None:
             raise TransportError("the server process was already started")
