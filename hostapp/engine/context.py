@@ -3,7 +3,7 @@
 :class:`EngineContext` composes the journal, the keyring's handles, the request routing,
 the first-contact gate, the questions to the person and the server connections, and is
 what an :class:`~hostapp.engine.runner.OperationRunner` sees of the engine (it implements
-:class:`~hostapp.engine.runner.RunnerContext`) and what the server-traffic handlers use.
+:class:`~hostapp.engine.operation.RunnerContext`) and what the server-traffic handlers use.
 """
 
 from __future__ import annotations

@@ -7,6 +7,8 @@ parts that do the work:
 
 - :mod:`hostapp.engine.runner`: one :class:`OperationRunner` per operation, its mechanism
   fed and its actions carried out (write-ahead: see that module);
+- :mod:`hostapp.engine.operation`: what a runner needs from the engine (``RunnerContext``),
+  its policy constants, and how an operation is shown;
 - :mod:`hostapp.engine.traffic`: what a server sends on its own, routed to operations;
 - :mod:`hostapp.engine.routing`: which operation owns which request of which session;
 - :mod:`hostapp.engine.handles`: the handles in the OS keyring, its health, the positions
@@ -42,9 +44,10 @@ from hostapp.engine.handles import (
     off_loop,
     unwrap_secret,
 )
+from hostapp.engine.operation import mechanism_for, operation_view
 from hostapp.engine.questions import QuestionDesk
 from hostapp.engine.routing import RequestRouting
-from hostapp.engine.runner import OperationRunner, mechanism_for, operation_view
+from hostapp.engine.runner import OperationRunner
 from hostapp.engine.session import ClientSession
 from hostapp.engine.supervisor import ServerConnection
 from hostapp.engine.traffic import ServerTraffic

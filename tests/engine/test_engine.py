@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from hostapp.engine import api
-from hostapp.engine.runner import progress_in_message
+from hostapp.engine.operation import progress_in_message
 from hostapp.engine.service import Engine
 from hostapp.lab.state import execution_count
 from hostapp.store.journal import OperationJournal

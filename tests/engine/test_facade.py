@@ -140,7 +140,7 @@ def imported_modules(path: Path) -> set[str]:
     return names
 
 
-@pytest.mark.parametrize("path", [*sorted((ROOT / "ui").rglob("*.py")), ROOT / "cli.py"],
+@pytest.mark.parametrize("path", [*sorted((ROOT / "ui").rglob("*.py")), *sorted((ROOT / "cli").rglob("*.py"))],
                          ids=lambda p: str(p.relative_to(ROOT)))
 def test_clients_use_only_the_facade(path: Path):
     reaching = sorted(m for m in imported_modules(path)

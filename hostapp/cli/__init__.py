@@ -1,0 +1,254 @@
+"""The headless command line, over the same engine as the window.
+
+``hostapp`` with no arguments opens the window. The sub-commands are stable: tests and
+people script against them.
+
+    hostapp servers add NAME --url URL [--header K=V ...] [--secret-header K=V ...]
+    hostapp servers add NAME [--env K=V ...] [--secret-env K=V ...] -- CMD [ARG ...]
+    hostapp servers add NAME --command CMD [--arg=A ...] [--env K=V ...] [--secret-env K=V ...]
+    hostapp servers add NAME --url URL --grant GRANT --client-id ID [--client-secret-stdin |
+        --private-key PEM_FILE | --assertion-file FILE] [--scope S] [--dpop]
+    hostapp servers list [--json] | hostapp servers remove NAME
+    hostapp servers login NAME | hostapp servers logout NAME
+    hostapp tools SERVER [--timeout S] [--json]
+    hostapp skills SERVER [--json] | hostapp skills SERVER NAME [--json]
+    hostapp call SERVER TOOL [--args JSON] [--answers FILE] [--unanswered decline|wait] [--timeout S] [--json]
+    hostapp ops [--json] | hostapp resume [--wait] [--answers FILE] [--json] | hostapp cancel OP [--timeout S]
+    hostapp conformance-client URL
+    hostapp lab serve (--http PORT | --stdio) [...]
+
+With ``--json`` a call prints one JSON object per line: progress, status, elicitation and
+log events, then a last ``result`` or ``error`` line. Exit status 0 on a result (an
+``isError`` result too), 1 on an error, 2 on bad usage.
+
+The package: this module parses the command line (:func:`build_parser`) and runs it
+(:func:`main`); the sub-commands are in :mod:`hostapp.cli.commands`, the following of a
+call's events in :mod:`hostapp.cli.follow`, the exit statuses in :mod:`hostapp.cli.exits`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import inspect
+import logging
+import os
+import sys
+
+from hostapp.agent.commands import add_parsers as add_agent_parsers
+from hostapp.cli.commands import (
+    cmd_call,
+    cmd_cancel,
+    cmd_conformance,
+    cmd_lab,
+    cmd_ops,
+    cmd_resume,
+    cmd_servers_add,
+    cmd_servers_list,
+    cmd_servers_login,
+    cmd_servers_logout,
+    cmd_servers_remove,
+    cmd_skills,
+    cmd_tools,
+)
+from hostapp.cli.exits import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, UsageError
+from hostapp.cli.follow import CallFollower, EventPrinter, render_result_text
+from hostapp.engine.api import EngineError, SignInRequired
+
+log = logging.getLogger("hostapp")
+
+__all__ = [
+    "EXIT_ERROR", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_USAGE", "CallFollower", "EventPrinter", "UsageError",
+    "build_parser", "main", "render_result_text", "run",
+]
+
+SERVERS_ADD_EPILOG = """\
+a stdio server: everything after -- is its command and its arguments, as typed in a
+shell (arguments that begin with - too):
+
+  hostapp servers add local -- npx -y @modelcontextprotocol/server-everything
+"""
+
+#: How long a command waits for a server's answer by default: the handshake, the tool list,
+#: the first sign of a call (its result, progress, a status, a question).
+DEFAULT_TIMEOUT = 30.0
+
+TIMEOUT_HELP = ("how long to wait for each answer of the server, in seconds (default %(default)g): "
+                "the initialize handshake, the tool list")
+CALL_TIMEOUT_HELP = (TIMEOUT_HELP + ", the call's first sign of life (its result, progress, a status or a "
+                     "question); a call that shows one is followed to its end")
+
+UNANSWERED_HELP = ("a question with no scripted answer left: decline it (the default), or wait: "
+                   "leave it open, to be answered later by 'hostapp resume --answers' or in the window")
+
+
+# -- parser ---------------------------------------------------------------------------
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="hostapp", description="A desktop host for MCP servers. "
+                                     "Without a command, opens the window.")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log debugging detail to stderr")
+    sub = parser.add_subparsers(dest="command")
+
+    servers = sub.add_parser("servers", help="configure MCP servers")
+    ssub = servers.add_subparsers(dest="servers_command", required=True)
+    add = ssub.add_parser("add", help="add a server", epilog=SERVERS_ADD_EPILOG,
+                          formatter_class=argparse.RawDescriptionHelpFormatter)
+    add.add_argument("name")
+    add.add_argument("--url", help="Streamable HTTP endpoint")
+    add.add_argument("--header", action="append", metavar="K=V", help="HTTP header (stored in the journal)")
+    add.add_argument("--secret-header", action="append", metavar="K=V", help="HTTP header kept in the OS keyring")
+    add.add_argument("--command", help="stdio server command (or give it after --, with its arguments)")
+    add.add_argument("--arg", action="append", metavar="A",
+                     help="an argument of the command (repeatable; one that begins with - as --arg=-y)")
+    add.add_argument("--env", action="append", metavar="K=V", help="environment variable for the command")
+    add.add_argument("--secret-env", action="append", metavar="K=V", help="environment variable kept in the keyring")
+    add.add_argument("--protocol-version", metavar="REV",
+                     help="use this protocol revision instead of negotiating the newest (e.g. 2025-11-25)")
+    add.add_argument("--grant", choices=("authorization_code", "client_credentials", "jwt_bearer"),
+                     help="how the server signs in (default: a person in the browser, authorization_code)")
+    add.add_argument("--client-id", metavar="ID", help="this host's OAuth client id at the authorization server")
+    add.add_argument("--client-secret-stdin", action="store_true",
+                     help="read the client secret from standard input (kept in the OS keyring)")
+    add.add_argument("--private-key", metavar="PEM_FILE",
+                     help="sign client assertions with this private key (private_key_jwt); imported into the keyring")
+    add.add_argument("--assertion-file", metavar="FILE",
+                     help="a file holding the workload's identity JWT, read at each sign-in (jwt_bearer)")
+    add.add_argument("--scope", help="the OAuth scope to ask for")
+    add.add_argument("--dpop", action="store_true", help="ask for DPoP-bound tokens (RFC 9449)")
+    add.set_defaults(func=cmd_servers_add, command_line=None)
+    lst = ssub.add_parser("list", help="list configured servers")
+    lst.add_argument("--json", action="store_true")
+    lst.set_defaults(func=cmd_servers_list)
+    rm = ssub.add_parser("remove", help="remove a server (its history stays)")
+    rm.add_argument("name")
+    rm.set_defaults(func=cmd_servers_remove)
+    login = ssub.add_parser("login", help="sign in to an HTTP server that asks for it (OAuth)")
+    login.add_argument("name")
+    login.set_defaults(func=cmd_servers_login)
+    logout = ssub.add_parser("logout", help="sign out: remove the server's tokens from the keyring")
+    logout.add_argument("name")
+    logout.set_defaults(func=cmd_servers_logout)
+
+    tools = sub.add_parser("tools", help="list a server's tools")
+    tools.add_argument("server")
+    tools.add_argument("--json", action="store_true")
+    tools.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, metavar="S", help=TIMEOUT_HELP)
+    tools.set_defaults(func=cmd_tools)
+
+    skills = sub.add_parser("skills", help="list a server's skills, or load one (verified) and print it")
+    skills.add_argument("server")
+    skills.add_argument("name", nargs="?", help="the skill to load (its name or URI)")
+    skills.add_argument("--json", action="store_true")
+    skills.set_defaults(func=cmd_skills)
+
+    call = sub.add_parser("call", help="call a tool and follow it to its result")
+    call.add_argument("server")
+    call.add_argument("tool")
+    call.add_argument("--args", help="the tool's arguments as a JSON object")
+    call.add_argument("--answers", metavar="FILE", help="JSON list of elicitation answers, used in order")
+    call.add_argument("--unanswered", choices=("decline", "wait"), default="decline", help=UNANSWERED_HELP)
+    call.add_argument("--json", action="store_true", help="one JSON event per line")
+    call.add_argument("--timeout", "--connect-timeout", type=float, default=DEFAULT_TIMEOUT, metavar="S",
+                      help=CALL_TIMEOUT_HELP)
+    call.set_defaults(func=cmd_call)
+
+    ops = sub.add_parser("ops", help="the operations journal")
+    ops.add_argument("--json", action="store_true")
+    ops.add_argument("--limit", type=int, default=200)
+    ops.set_defaults(func=cmd_ops)
+
+    resume = sub.add_parser("resume", help="resume and poll every unfinished operation")
+    resume.add_argument("--wait", action="store_true", help="follow each until it ends")
+    resume.add_argument("--json", action="store_true")
+    resume.add_argument("--answers", metavar="FILE", help="JSON list of elicitation answers, used in order")
+    resume.add_argument("--unanswered", choices=("decline", "wait"), default="decline", help=UNANSWERED_HELP)
+    resume.add_argument("--settle", type=float, default=2.0, help=argparse.SUPPRESS)
+    resume.set_defaults(func=cmd_resume)
+
+    cancel = sub.add_parser("cancel", help="cancel an operation")
+    cancel.add_argument("op")
+    cancel.add_argument("--timeout", type=float, default=60.0, metavar="S",
+                        help="how long to wait for the operation to end, in seconds (default %(default)g)")
+    cancel.set_defaults(func=cmd_cancel)
+
+    conf = sub.add_parser("conformance-client", help="client for the official MCP conformance suite")
+    conf.add_argument("url")
+    conf.set_defaults(func=cmd_conformance)
+
+    add_agent_parsers(sub)  # hostapp agent [status|stop], hostapp autostart
+
+    lab = sub.add_parser("lab", help="the built-in lab server (run 'hostapp lab serve --help')", add_help=False)
+    lab.add_argument("lab_args", nargs=argparse.REMAINDER)
+    lab.set_defaults(func=None)
+    return parser
+
+
+def setup_logging(verbose: bool) -> None:
+    logging.basicConfig(level=logging.DEBUG if verbose else logging.WARNING, stream=sys.stderr,
+                        format="%(levelname)s %(name)s: %(message)s")
+    # httpcore's debug lines quote whole request and response headers (session ids,
+    # secret header values); they stay out of the log even when verbose.
+    logging.getLogger("httpcore").setLevel(logging.INFO)
+
+
+def split_command_line(argv: list[str]) -> tuple[list[str], list[str] | None]:
+    """``servers add NAME ... -- CMD ARG ...``: the options, and the stdio command after the
+    first ``--`` kept whole (argparse would take its arguments that begin with - as options)."""
+    if "--" not in argv:
+        return argv, None
+    cut = argv.index("--")
+    if not any(argv[i:i + 2] == ["servers", "add"] for i in range(cut)):
+        return argv, None  # another command's "--" is argparse's
+    return argv[:cut], argv[cut + 1:]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The ``hostapp`` command; ends quietly when its output is closed (``hostapp ops | head``)
+    or on Ctrl+C (one line on stderr, exit status 130)."""
+    try:
+        status = run(argv)
+        sys.stdout.flush()  # a closed pipe shows here rather than as a complaint at exit
+        return status
+    except BrokenPipeError:
+        # Python's recipe (signal module docs, "Note on SIGPIPE"): whatever is still
+        # buffered for the closed pipe goes nowhere, so that the exit flush cannot fail.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        print("hostapp: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+
+
+def run(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv:
+        from hostapp.app import main as gui_main
+
+        return gui_main([])
+    if argv[0] == "lab":
+        return cmd_lab(argv[1:])
+    parser = build_parser()
+    argv, command_line = split_command_line(argv)
+    args = parser.parse_args(argv)
+    if command_line is not None:
+        args.command_line = command_line
+    setup_logging(args.verbose)
+    # Not args.command: `servers add --command CMD` shares that name (None with --url).
+    if getattr(args, "func", None) is None:
+        from hostapp.app import main as gui_main
+
+        return gui_main([])
+    try:
+        outcome = args.func(args)
+        return asyncio.run(outcome) if inspect.iscoroutine(outcome) else outcome
+    except UsageError as exc:
+        print(f"hostapp: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except SignInRequired as exc:
+        print(f"hostapp: {exc}; run 'hostapp servers login {exc.server_name}'", file=sys.stderr)
+        return EXIT_ERROR
+    except (EngineError, TimeoutError) as exc:
+        print(f"hostapp: {exc}", file=sys.stderr)
+        return EXIT_ERROR

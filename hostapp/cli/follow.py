@@ -1,0 +1,252 @@
+"""Following operations on the command line: their events printed, their questions answered.
+
+:class:`CallFollower` is the engine listener of ``hostapp call`` and ``hostapp resume``:
+it prints what happens to the operations it follows through an :class:`EventPrinter`
+(JSON lines with ``--json``, short lines otherwise) and answers their questions from the
+scripted answers. :func:`emit_outcome` prints a followed operation's last lines and gives
+the exit status it deserves.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from collections.abc import Callable
+from typing import Any, TextIO
+
+from hostapp.cli.exits import EXIT_ERROR, EXIT_OK
+from hostapp.engine.api import (
+    TERMINAL,
+    EngineApi,
+    InputRequest,
+    JsonObject,
+    OperationView,
+    ServerView,
+)
+from hostapp.protocol.elicitation import (
+    ElicitationContentError,
+    ElicitationSchemaError,
+    build_accept,
+    describe_form_request,
+)
+from hostapp.protocol.tool_results import content_blocks, text_of
+
+
+class EventPrinter:
+    """Prints call events as JSON lines (``--json``) or as short human lines."""
+
+    def __init__(self, as_json: bool, stream: TextIO | None = None, operation_id: str | None = None):
+        self.as_json = as_json
+        self.stream = stream or sys.stdout
+        self.operation_id = operation_id
+
+    def emit(self, event: str, **fields: Any) -> None:
+        if self.as_json:
+            obj: dict[str, Any] = {"event": event}
+            if self.operation_id is not None:
+                obj["operation"] = self.operation_id
+            obj.update(fields)
+            self.stream.write(json.dumps(obj, ensure_ascii=False) + "\n")
+        else:
+            self.stream.write(self._human(event, fields) + "\n")
+        self.stream.flush()
+
+    def _human(self, event: str, f: dict[str, Any]) -> str:
+        prefix = f"[{self.operation_id}] " if self.operation_id else ""
+        if event == "progress":
+            total = f.get("total")
+            amount = f"{100 * f['progress'] / total:5.1f}%" if total else f"{f['progress']:g}"
+            return f"{prefix}progress {amount}" + (f" {f['message']}" if f.get("message") else "")
+        if event == "status":
+            return f"{prefix}status: {f['status']}" + (f" ({f['message']})" if f.get("message") else "")
+        if event == "elicitation":
+            where = f" {f['url']}" if f.get("url") else ""
+            return f"{prefix}the server asks ({f['mode']}): {f.get('message', '')}{where} -> {f.get('answer')}"
+        if event == "log":
+            return f"{prefix}log [{f.get('level', 'info')}] {f.get('data')}"
+        if event == "result":
+            return prefix + render_result_text(f["result"])
+        if event == "error":
+            return f"{prefix}error {f.get('code')}: {f.get('message')}"
+        return f"{prefix}{event}: {json.dumps(f, ensure_ascii=False)}"
+
+
+def render_result_text(result: JsonObject) -> str:
+    """A CallToolResult as plain text for a terminal (whatever shape the server gave it)."""
+    lines: list[str] = []
+    if not isinstance(result, dict):
+        return json.dumps(result, ensure_ascii=False)
+    if result.get("isError") is True:
+        lines.append("the tool reported an error:")
+    for block in content_blocks(result):
+        kind = block.get("type")
+        if kind == "text":
+            lines.append(text_of(block.get("text", "")))
+        elif kind in ("image", "audio"):
+            data = block.get("data")
+            size = len(data) * 3 // 4 if isinstance(data, str) else 0
+            lines.append(f"<{kind} {text_of(block.get('mimeType', '?'))}, {size} bytes>")
+        elif kind == "resource_link":
+            lines.append(f"<resource link {text_of(block.get('uri'))}>")
+        elif kind == "resource":
+            res = block.get("resource")
+            res = res if isinstance(res, dict) else {}
+            lines.append(text_of(res["text"]) if "text" in res else f"<resource {text_of(res.get('uri'))}>")
+        else:
+            lines.append(json.dumps(block, ensure_ascii=False))
+    if result.get("structuredContent") is not None and not lines:
+        lines.append(json.dumps(result["structuredContent"], ensure_ascii=False, indent=2))
+    return "\n".join(lines)
+
+
+class CallFollower:
+    """Engine listener for the CLI: prints the events of the operations it follows and
+    answers their questions from the scripted answers."""
+
+    def __init__(self, printer_for: Callable[[str | None], EventPrinter], answers: list[JsonObject],
+                 unanswered: str = "decline"):
+        self.printer_for = printer_for
+        self.answers = list(answers)
+        #: What to do with a question when no scripted answer is left: "decline" it, or
+        #: "wait": leave it open (answered later by ``hostapp resume --answers`` or the window).
+        self.unanswered = unanswered
+        self.engine: EngineApi | None = None
+        self.follow: set[str] | None = None  # None: every operation
+        self._last: dict[str, tuple[float | None, float | None, str | None]] = {}
+        self._answering: set[asyncio.Task[None]] = set()
+        self._statuses: dict[str | None, tuple[str, str | None]] = {}  # the last status line printed, per op
+        #: Per watched operation: set once the server showed a sign of working on it.
+        self.heard: dict[str, asyncio.Event] = {}
+
+    def watch(self, op: OperationView) -> asyncio.Event:
+        """Follow ``op``; the event is set on the server's first sign of life for it."""
+        if self.follow is not None:
+            self.follow.add(op.id)
+        heard = self.heard.setdefault(op.id, asyncio.Event())
+        self._note(op)
+        return heard
+
+    def _note(self, op: OperationView) -> None:
+        # "pending" and "running" (and their messages) are the host's own doing: the request went out.
+        if op.id in self.heard and (op.progress is not None or op.needs_input
+                                    or op.status not in ("pending", "running")):
+            self.heard[op.id].set()
+
+    def _follows(self, op_id: str | None) -> bool:
+        return op_id is not None and (self.follow is None or op_id in self.follow)
+
+    def seen(self, op: OperationView) -> None:
+        """What ``op`` showed before: only news about it is printed."""
+        self._last[op.id] = (op.progress, op.total, op.message)
+
+    def operation_changed(self, op: OperationView) -> None:
+        if not self._follows(op.id):
+            return
+        self._note(op)
+        key = (op.progress, op.total, op.message)
+        if op.progress is not None and self._last.get(op.id) != key and op.status not in TERMINAL:
+            self._last[op.id] = key
+            self.printer_for(op.id).emit("progress", progress=op.progress, total=op.total, message=op.message)
+
+    def operation_event(self, op_id: str, kind: str, data: JsonObject) -> None:
+        if op_id in self.heard and not (kind == "status" and data.get("to") in ("pending", "running")):
+            self.heard[op_id].set()
+        if kind == "status" and self._follows(op_id) and data.get("to") not in TERMINAL:
+            self.status(op_id, str(data.get("to")), data.get("message"))
+        elif kind == "log" and (self.follow is None or len(self.follow) == 1):
+            op = next(iter(self.follow)) if self.follow else None
+            self.printer_for(op).emit("log", level=data.get("level"), logger=data.get("logger"), data=data.get("data"))
+
+    def status(self, op_id: str | None, status: str, message: str | None = None) -> None:
+        """Print a status line, unless it only repeats the last one of the operation (the
+        command's own "running" and the engine's, for one)."""
+        last = self._statuses.get(op_id)
+        if last is not None and last[0] == status and (not message or message == last[1]):
+            return
+        self._statuses[op_id] = (status, message or None)
+        fields = {"status": status}
+        if message:
+            fields["message"] = message
+        self.printer_for(op_id).emit("status", **fields)
+
+    def server_changed(self, server: ServerView) -> None:
+        pass
+
+    def input_requested(self, request: InputRequest) -> None:
+        if request.operation_id is not None and not self._follows(request.operation_id):
+            return
+        if request.operation_id in self.heard:
+            self.heard[request.operation_id].set()
+        fields: dict[str, Any] = {"mode": request.mode, "message": request.message}
+        if request.mode == "url":
+            fields["url"] = request.params.get("url")
+        if not self.answers and self.unanswered == "wait":
+            self.printer_for(request.operation_id).emit("elicitation", **fields, answer=None, pending=True)
+            return  # the question stays open in the journal
+        answer = self.answers.pop(0) if self.answers else {"action": "decline"}
+        if request.mode == "url":
+            answer = {k: v for k, v in answer.items() if k != "content"}  # URL mode carries no content
+        elif answer.get("action") == "accept":
+            checked = self._checked(request, answer)
+            if checked is None and self.unanswered == "wait":
+                self.printer_for(request.operation_id).emit("elicitation", **fields, answer=None, pending=True)
+                return  # the question stays open, for a better answer
+            answer = checked or {"action": "decline"}
+        fields["answer"] = answer.get("action")
+        self.printer_for(request.operation_id).emit("elicitation", **fields)
+        assert self.engine is not None
+        # Listener calls return at once; the answer goes to the engine as its own request.
+        task = asyncio.ensure_future(self.engine.answer_input(request.id, answer))
+        self._answering.add(task)
+        task.add_done_callback(self._answering.discard)
+
+    def input_withdrawn(self, request_id: str) -> None:
+        pass
+
+    @staticmethod
+    def _checked(request: InputRequest, answer: JsonObject) -> JsonObject | None:
+        """A scripted form answer checked against the form as the window checks it (and its
+        values coerced the same way), or None, said on stderr, when it does not fit."""
+        try:
+            form = describe_form_request(request.params)
+            content = answer.get("content")
+            return build_accept(form.fields, content if isinstance(content, dict) else {})
+        except ElicitationContentError as exc:
+            problems = "; ".join(f"{name}: {message}" for name, message in exc.errors.items())
+            print(f"hostapp: the answer to {request.server}'s question does not fit its form ({problems}); "
+                  "it is not sent", file=sys.stderr)
+        except ElicitationSchemaError as exc:
+            print(f"hostapp: {request.server} asks with a form that cannot be filled ({exc}); "
+                  "the answer is not sent", file=sys.stderr)
+        return None
+
+    def problem(self, kind: str, message: str) -> None:
+        print(f"hostapp: {message}", file=sys.stderr)
+
+
+def emit_outcome(printer: EventPrinter, op: OperationView) -> int:
+    """The last lines of a followed operation; the exit status it deserves."""
+    printer.emit("status", status=op.status)
+    if op.result is not None:
+        printer.emit("result", result=op.result)
+        return EXIT_OK
+    error = op.error or {}
+    printer.emit("error", code=error.get("code"), message=error.get("message") or op.status)
+    return EXIT_ERROR
+
+
+async def finished_unless_silent(engine: EngineApi, op_id: str, heard: asyncio.Event,
+                                 timeout: float) -> OperationView | None:
+    """The operation once it ended; None if the server showed no sign of working on it
+    (``heard``) within ``timeout`` seconds. After a sign it is followed to its end."""
+    finished = asyncio.ensure_future(engine.wait_finished(op_id))
+    signed = asyncio.ensure_future(heard.wait())
+    try:
+        await asyncio.wait({finished, signed}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        signed.cancel()
+    if not finished.done() and not heard.is_set():
+        finished.cancel()
+        return None
+    return await finished
