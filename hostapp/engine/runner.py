@@ -283,7 +283,7 @@ class OperationRunner:
             message = "waiting for your answer"
         if self.view.status == status:
             if message and message != self.view.message:
-                await self._show_status_message(message)
+                self._show_status_message(message)
             return
         old = self.view.status
         await self.context.journal.update_operation(self.id, status=status, message=message)
@@ -294,11 +294,13 @@ class OperationRunner:
         self.context.changed(self)
         self._progress_from_message(message)
 
-    async def _show_status_message(self, message: str) -> None:
+    def _show_status_message(self, message: str) -> None:
         """A new message from the server under an unchanged status (a task telling how far
         it got, as fastmcp does in its statusMessage): journaled and shown like a status."""
         ctx = self.context
-        await ctx.journal.update_operation(self.id, message=message)
+        # Batched like progress (a task may say something new at every poll): not a
+        # write-ahead record, nothing is decided by it.
+        ctx.journal.record_progress(self.id, self.view.progress, self.view.total, message)
         self.view = replace(self.view, message=message, updated_at=ctx.clock())
         data = {"message": message}
         ctx.journal.append_event(self.id, "status_message", data)

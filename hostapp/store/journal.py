@@ -550,9 +550,10 @@ class OperationJournal:
     # -- operations: hot path --------------------------------------------------------------
 
     def record_progress(
-        self, op_id: str, progress: float, total: float | None = None, message: str | None = None
+        self, op_id: str, progress: float | None, total: float | None = None, message: str | None = None
     ) -> None:
-        """Queue a progress value; the writer keeps only the newest per operation and batch.
+        """Queue a progress value (None: none yet, only a message); the writer keeps only the
+        newest per operation and batch.
 
         Ignored once the operation is terminal. Never blocks.
         """

@@ -42,7 +42,7 @@ _PROGRESS = "progress"
 _EVENT = "event"
 # Hot-path items stay plain tuples: thousands a second go through the queue.
 #: ("progress", op_id, progress, total, message, at)
-_ProgressItem: TypeAlias = tuple[str, str, float, float | None, str | None, float]
+_ProgressItem: TypeAlias = tuple[str, str, float | None, float | None, str | None, float]
 #: ("event", op_id, kind, data as JSON text, at)
 _EventItem: TypeAlias = tuple[str, str, str, str | None, float]
 
@@ -109,7 +109,8 @@ class JournalWriter(threading.Thread):
         self._queue.put(_Barrier(future, stop))
         return future
 
-    def progress(self, op_id: str, progress: float, total: float | None, message: str | None, at: float) -> None:
+    def progress(self, op_id: str, progress: float | None, total: float | None, message: str | None,
+                 at: float) -> None:
         """Queue a progress value (only the newest per operation and batch is written)."""
         self._queue.put((_PROGRESS, op_id, progress, total, message, at))
 
