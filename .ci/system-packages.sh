@@ -4,7 +4,10 @@
 # entry). Does nothing when all are present.
 set -euo pipefail
 pkgs=(dbus gnome-keyring libsecret-1-0 libegl1 libgl1 libxkbcommon0 libfontconfig1
-      fonts-dejavu-core libglib2.0-0 libglib2.0-bin libdbus-1-3 libxcb-cursor0)
+      fonts-dejavu-core libglib2.0-0 libglib2.0-bin libdbus-1-3 libxcb-cursor0
+      # Qt's xcb platform, for the window on an X display (make run on a desktop)
+      libxcb-icccm4 libxcb-image0 libxcb-keysyms1 libxcb-render-util0 libxcb-xinerama0
+      libxcb-xkb1 libxkbcommon-x11-0 libxcb-randr0 libxcb-shape0)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
