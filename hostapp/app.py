@@ -44,11 +44,15 @@ def lab_command() -> tuple[str, list[str]]:
     return sys.executable, ["-m", "hostapp", "lab", "serve", "--stdio"]
 
 
-def lab_server_config() -> ServerConfig:
+def lab_server_config(home: Path) -> ServerConfig:
+    """The built-in lab server of ``home``. Its state file is named on its command line: a
+    stdio server inherits only a minimal environment (not ``HOSTAPP_HOME``), and without it
+    every home's lab would share one state file in the platform's data folder."""
     from hostapp.store.journal import ServerConfig
 
     command, args = lab_command()
-    return ServerConfig(name=LAB_SERVER_NAME, transport="stdio", command=command, args=args)
+    state = Path(home).resolve() / "lab" / "lab.sqlite3"
+    return ServerConfig(name=LAB_SERVER_NAME, transport="stdio", command=command, args=[*args, "--state", str(state)])
 
 
 def blocking_call_executor() -> ThreadPoolExecutor:
@@ -146,7 +150,7 @@ class HostApp:
         self.started = True
         if not self.settings.value(FIRST_RUN_KEY, False, type=bool):
             if not await self.api.servers():
-                await self.api.add_server(lab_server_config())
+                await self.api.add_server(lab_server_config(self.home))
             self.settings.setValue(FIRST_RUN_KEY, True)
             self.settings.sync()
         await self.window.load_servers()

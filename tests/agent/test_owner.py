@@ -34,8 +34,13 @@ async def _connect(home: Path, listener: api.EngineListener | None = None, timeo
 
 
 def _lab_config() -> api.ServerConfig:
+    """The lab on stdio, its state in this test's home (a stdio server does not inherit
+    HOSTAPP_HOME: without --state it would share the platform's data folder)."""
+    import os
+
+    state = Path(os.environ["HOSTAPP_HOME"]) / "lab" / "lab.sqlite3"
     return api.ServerConfig(name="lab", transport="stdio", command=sys.executable,
-                            args=["-m", "hostapp", "lab", "serve", "--stdio"])
+                            args=["-m", "hostapp", "lab", "serve", "--stdio", "--state", str(state)])
 
 
 class Seen:
@@ -277,8 +282,8 @@ async def test_the_command_line_is_a_client_of_a_running_owner(agents: Agents):
     agents.start("--idle-exit", "600")
     engine = await _connect(agents.home)
     try:
-        added = agents.run("servers", "add", "lab", "--command", sys.executable, "--arg=-m", "--arg=hostapp",
-                           "--arg=lab", "--arg=serve", "--arg=--stdio")
+        added = agents.run("servers", "add", "lab", "--", sys.executable, "-m", "hostapp", "lab", "serve",
+                           "--stdio", "--state", str(agents.home / "lab" / "lab.sqlite3"))
         assert added.returncode == 0, added.stderr
         assert [s.name for s in await engine.servers()] == ["lab"]  # the owner configured it
 

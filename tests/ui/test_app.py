@@ -22,6 +22,16 @@ def test_lab_command_runs_this_interpreter():
     assert args == ["-m", "hostapp", "lab", "serve", "--stdio"]
 
 
+def test_the_built_in_lab_keeps_its_state_in_its_home(tmp_path):
+    """A stdio server inherits no HOSTAPP_HOME, so the state file is named on the lab's
+    command line: two homes' labs (or a test's and a person's) never share their work."""
+    from hostapp.app import lab_server_config
+
+    cfg = lab_server_config(tmp_path / "home")
+    assert cfg.args[-2:] == ["--state", str((tmp_path / "home").resolve() / "lab" / "lab.sqlite3")]
+    assert (cfg.command, cfg.args[:-2]) == lab_command()
+
+
 def test_uncaught_errors_are_shown_not_fatal(qtbot, qloop, isolated_home, monkeypatch):
     monkeypatch.setattr(sys, "excepthook", sys.excepthook)
     host = HostApp(isolated_home)
