@@ -53,6 +53,7 @@ SDK_MRTR_SERVER = Path(__file__).parents[1] / "support" / "sdk_mrtr_server.py"
 
 #: Long enough that a fault lands mid-call, short enough for the suite.
 LAB_ARGS = {"seconds": 3, "steps": 6}
+MRTR_ARGS = {"seconds": 12, "steps": 6}
 ACCEPT_MRTR = {"action": "accept", "content": {"proceed": True, "note": "go on"}}
 ACCEPT_RESEARCH = {"action": "accept", "content": {"interpretation": "technical"}}
 LONG_OUTAGE_SECONDS = 30.0
@@ -202,7 +203,10 @@ CASES = [
     # MRTR carries only a pending question across a break; answered at once here, every
     # fault lands on a request in flight, whose outcome cannot be known. The question left
     # open across a fault: test_mrtr_question_left_open_is_answered_after_a_restart.
-    Case("mrtr", "lab", "long_mrtr", LAB_ARGS, [ACCEPT_MRTR],
+    # Its steps are slower than the others': each fault must land while the request is in
+    # flight, and a host kill waits first until the journal holds the progress printed (one
+    # `hostapp ops` a check); at 0.5 s a step that wait could outlast the whole call.
+    Case("mrtr", "lab", "long_mrtr", MRTR_ARGS, [ACCEPT_MRTR],
          outcomes={f: LOST for f in FAULTS}),
     # Resume tokens and streams are drafts of no era; the handshake era lets the plain
     # request adopt them (see the stateless-era case below).
