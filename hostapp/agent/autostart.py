@@ -111,6 +111,14 @@ def _unescape_string_value(value: str) -> str:
     return "".join(out)
 
 
+def _replace_file(path: Path, data: bytes) -> None:
+    """Write ``path`` whole or not at all: a session manager or launchd never reads half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+
+
 def exec_line(argv: Sequence[str], env: Mapping[str, str]) -> str:
     """The value of an ``Exec`` key that runs ``argv`` with ``env`` set (through ``env``)."""
     words = [*(["env", *(f"{k}={v}" for k, v in env.items())] if env else []), *argv]
@@ -202,10 +210,7 @@ class XdgAutostart:
         )
 
     def enable(self) -> AutostartStatus:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_suffix(".desktop.tmp")
-        tmp.write_text(self.entry_text(), encoding="utf-8")
-        os.replace(tmp, self.path)  # a session manager never reads half a file
+        _replace_file(self.path, self.entry_text().encode("utf-8"))
         return self.status()
 
     def disable(self) -> AutostartStatus:
@@ -216,9 +221,7 @@ class XdgAutostart:
         where = str(self.path)
         try:
             keys = _read_desktop_entry(self.path)
-        except FileNotFoundError:
-            return AutostartStatus(enabled=False, location=where)
-        except (OSError, UnicodeDecodeError):
+        except (OSError, UnicodeDecodeError):  # none, or unreadable: it starts nothing
             return AutostartStatus(enabled=False, location=where)
         hidden = keys.get("Hidden", "false").lower() == "true"
         off = keys.get("X-GNOME-Autostart-enabled", "true").lower() == "false"
@@ -262,10 +265,7 @@ class LaunchAgent:
         return spec
 
     def enable(self) -> AutostartStatus:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_suffix(".plist.tmp")
-        tmp.write_bytes(plistlib.dumps(self.plist()))
-        os.replace(tmp, self.path)
+        _replace_file(self.path, plistlib.dumps(self.plist()))
         return self.status()
 
     def disable(self) -> AutostartStatus:
@@ -276,9 +276,7 @@ class LaunchAgent:
         where = str(self.path)
         try:
             spec = plistlib.loads(self.path.read_bytes())
-        except FileNotFoundError:
-            return AutostartStatus(enabled=False, location=where)
-        except (OSError, plistlib.InvalidFileException, ValueError):
+        except (OSError, plistlib.InvalidFileException, ValueError):  # none, or unreadable
             return AutostartStatus(enabled=False, location=where)
         args = spec.get("ProgramArguments") if isinstance(spec, dict) else None
         command = tuple(str(a) for a in args) if isinstance(args, list) else None

@@ -229,6 +229,10 @@ class TokenStore:
     def load_credential(self, server: str, name: str) -> str | None:
         with self._lock:
             ref = (self._entry(server).get("credentials") or {}).get(name)
+        return self._secret_or_none(ref)
+
+    def _secret_or_none(self, ref: str | None) -> str | None:
+        """The keyring value behind ``ref``; None without a reference or when the keyring lost it."""
         if not ref:
             return None
         try:
@@ -253,12 +257,7 @@ class TokenStore:
         """The server's DPoP private key (a JWK as JSON), or None."""
         with self._lock:
             ref = self._entry(server).get("dpop_key_ref")
-        if not ref:
-            return None
-        try:
-            return self.secrets.get(ref)
-        except SecretMissing:
-            return None
+        return self._secret_or_none(ref)
 
     def save_dpop_key(self, server: str, private_jwk: str) -> None:
         with self._lock:
