@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from hostapp.engine.api import EngineApi
     from hostapp.engine.service import Engine
     from hostapp.store.journal import ServerConfig
+    from hostapp.ui.lifecycle import AutostartControl, WindowLifecycle
 
 log = logging.getLogger("hostapp.app")
 
@@ -96,10 +97,14 @@ class HostApp:
     States: built → started (engine running, window filled) → stopped.
     """
 
-    def __init__(self, home: Path, *, engine: Engine | None = None, agent: EngineApi | None = None) -> None:
-        """``agent``: the facade of the background agent that owns ``home``; the window is
-        then its client (the agent's engine carries the work, and goes on after the window
-        quits). Without it, the window runs an engine of its own in this process."""
+    def __init__(self, home: Path, *, engine: Engine | None = None, agent: EngineApi | None = None,
+                 autostart: AutostartControl | None = None, show_operation: str | None = None) -> None:
+        """``agent``: the facade of the background agent that owns ``home`` (an
+        :class:`~hostapp.ui.agent_link.AgentLink` in the app); the window is then its client
+        (the agent's engine carries the work, and goes on after the window quits), ✕ hides
+        it to the tray and Quit asks while operations run (:mod:`hostapp.ui.lifecycle`).
+        Without it, the window runs an engine of its own in this process. ``show_operation``:
+        the operation selected once the rows are read."""
         from PySide6.QtCore import QSettings
 
         from hostapp.engine.facade import LocalEngine
@@ -123,11 +128,26 @@ class HostApp:
             self.api = LocalEngine(self.engine)
         # The window is a client of the engine: it sees the facade only.
         self.window = MainWindow(self.api, self.signals, self.settings, self.home)
-        self.window.quitRequested.connect(self.request_quit)
+        self.show_operation = show_operation
+        self.lifecycle: WindowLifecycle | None = None
+        if agent is None:
+            self.window.quitRequested.connect(self.request_quit)
+        else:
+            self._become_client(agent, autostart)
         self.started = False
         self.stopped = asyncio.Event()
         self._stopping: asyncio.Task | None = None
         self.exit_code = 0
+
+    def _become_client(self, agent: EngineApi, autostart: AutostartControl | None) -> None:
+        from hostapp.ui.agent_link import AgentLink
+        from hostapp.ui.lifecycle import WindowLifecycle
+
+        self.lifecycle = WindowLifecycle(self.window, agent, self.settings, autostart=autostart)
+        self.window.quitRequested.connect(self.lifecycle.request_quit)
+        self.lifecycle.quitConfirmed.connect(lambda stop_everything: self.request_quit(stop_everything))
+        if isinstance(agent, AgentLink):
+            agent.on_change = self.lifecycle.agent_changed
 
     async def start(self) -> None:
         """Show the journal's operations, then start the engine (keyring, connections,
@@ -136,8 +156,14 @@ class HostApp:
         The rows come first: reading the keyring and connecting take a while with many
         operations, and until then the window shows each as the journal left it.
         """
+        from hostapp.ui.agent_link import AgentLink
+
+        if isinstance(self.api, AgentLink):
+            self.api.open()  # connects, starting the agent when none runs; waits for nothing
         try:
             await self.window.load_operations()
+            if self.show_operation and self.lifecycle is not None:
+                await self.lifecycle.show_operation(self.show_operation)
             if self.engine is not None:
                 await self.engine.start()
             else:  # the agent's questions asked before the window came
@@ -155,14 +181,20 @@ class HostApp:
             self.settings.sync()
         await self.window.load_servers()
 
-    def request_quit(self) -> None:
+    def request_quit(self, stop_everything: bool = False) -> None:
         if self._stopping is None:
-            self._stopping = asyncio.ensure_future(self.shutdown())
+            self._stopping = asyncio.ensure_future(self.shutdown(stop_everything=stop_everything))
 
-    async def shutdown(self, *, stop_loop: bool = True) -> None:
-        """Close every connection, flush the journal, save the window, end the loop."""
+    async def shutdown(self, *, stop_loop: bool = True, stop_everything: bool = False) -> None:
+        """Close every connection, flush the journal, save the window, end the loop.
+        ``stop_everything``: the agent stops too (its journal flushed, its servers closed)."""
+        if self.lifecycle is not None:
+            self.lifecycle.quitting = True
         try:
-            if self.started:
+            stop_owner = getattr(self.api, "stop_owner", None)
+            if stop_everything and stop_owner is not None:
+                await stop_owner()
+            if self.started or self.engine is None:
                 await self.api.stop()  # the agent's work goes on; an own engine stops
         except Exception:
             log.exception("stopping the engine failed")
@@ -175,15 +207,38 @@ class HostApp:
                 asyncio.get_running_loop().stop()
 
 
-async def agent_for_window(home: Path) -> EngineApi | None:
-    """The facade of the agent that owns ``home``, if one runs (the window is its client)."""
-    from hostapp.agent.client import AgentUnavailable, RemoteEngine
+class LoginEntry:
+    """The window's "Start hostapp at login": this platform's autostart entry."""
+
+    def status(self) -> tuple[bool, str]:
+        from hostapp.agent.autostart import for_platform
+
+        state = for_platform().status()
+        return state.enabled, state.location
+
+    def set_enabled(self, enabled: bool) -> tuple[bool, str]:
+        from hostapp.agent.autostart import for_platform
+
+        entry = for_platform()
+        state = entry.enable() if enabled else entry.disable()
+        return state.enabled, state.location
+
+
+def window_folder(home: Path) -> Path:
+    """Where the home's window listens for later launches: beside the agent's socket."""
     from hostapp.agent.endpoint import socket_path
 
-    try:
-        return await RemoteEngine.connect(socket_path(home), client="window")
-    except AgentUnavailable:
-        return None
+    path = socket_path(home)
+    return path.parent if path.name == "agent.sock" else path.parent / path.stem
+
+
+def agent_link(home: Path) -> EngineApi:
+    """The window's facade: the agent that owns ``home``, started when none runs, and
+    started again should it die while the window is open."""
+    from hostapp.agent.client import connect_or_spawn
+    from hostapp.ui.agent_link import AgentLink
+
+    return AgentLink(lambda: connect_or_spawn(home, client="window"))  # type: ignore[return-value]
 
 
 def install_error_handlers(loop: asyncio.AbstractEventLoop, host_ref: list[HostApp]) -> None:
@@ -217,6 +272,7 @@ def main(argv: list[str] | None = None) -> int:
     """Open the window; returns the process exit status."""
     parser = argparse.ArgumentParser(prog="hostapp", description="The hostapp window.")
     parser.add_argument("-v", "--verbose", action="store_true", help="log debugging detail")
+    parser.add_argument("--show-operation", metavar="OP", help="open the window at this operation")
     args, qt_args = parser.parse_known_args(list(sys.argv[1:] if argv is None else argv))
 
     from PySide6.QtWidgets import QApplication
@@ -224,6 +280,7 @@ def main(argv: list[str] | None = None) -> int:
     from hostapp.store.paths import home_dir
     from hostapp.ui.event_loop import HostEventLoop
     from hostapp.ui.main_window import app_icon
+    from hostapp.ui.single_instance import SingleInstance
     from hostapp.ui.theme import apply_color_scheme
 
     home = home_dir()
@@ -237,14 +294,25 @@ def main(argv: list[str] | None = None) -> int:
     app.setWindowIcon(app_icon())
     app.setQuitOnLastWindowClosed(False)  # quitting goes through HostApp.shutdown
     apply_color_scheme(app)
+    # One window per home: a later launch brings it forward and ends here.
+    instance = SingleInstance(window_folder(home))
+    if not instance.claim():
+        if instance.hand_over(args.show_operation):
+            log.info("another window of %s runs: brought it forward", home)
+            return 0
+        print(f"hostapp: a window of {home} runs but does not answer", file=sys.stderr)
+        return 1
 
     loop = HostEventLoop(app)
     loop.set_default_executor(blocking_call_executor())
     asyncio.set_event_loop(loop)
     host_ref: list[HostApp] = []
     install_error_handlers(loop, host_ref)
-    host = HostApp(home, agent=loop.run_until_complete(agent_for_window(home)))
+    host = HostApp(home, agent=agent_link(home), autostart=LoginEntry(), show_operation=args.show_operation)
     host_ref.append(host)
+    assert host.lifecycle is not None  # the window is the agent's client
+    lifecycle = host.lifecycle
+    instance.showRequested.connect(lambda op_id: lifecycle.bring_forward(op_id or None))
     app.aboutToQuit.connect(host.signals.flush)
     # Ctrl+C in the terminal quits like the Quit action (connections closed, journal flushed).
     signal.signal(signal.SIGINT, lambda *_: loop.call_soon_threadsafe(host.request_quit))
@@ -253,5 +321,6 @@ def main(argv: list[str] | None = None) -> int:
     try:
         loop.run_forever()
     finally:
+        instance.release()
         loop.close()
     return host.exit_code

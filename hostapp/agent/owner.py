@@ -70,13 +70,14 @@ class _OwnerListener:
 
 
 def open_window(op_id: str) -> None:
-    """A notification's action: open the window (a process of its own, detached)."""
+    """A notification's action: open the window at the operation (a process of its own,
+    detached; a window already open comes forward there instead)."""
     import subprocess
 
     from hostapp.agent.autostart import self_command
 
     log.info("opening the window for %s", op_id)
-    subprocess.Popen(self_command(), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+    subprocess.Popen([*self_command(), "--show-operation", op_id], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                      stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True)
 
 

@@ -88,6 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="hostapp", description="A desktop host for MCP servers. "
                                      "Without a command, opens the window.")
     parser.add_argument("-v", "--verbose", action="store_true", help="log debugging detail to stderr")
+    parser.add_argument("--show-operation", metavar="OP", help="open the window at this operation")
     sub = parser.add_subparsers(dest="command")
 
     servers = sub.add_parser("servers", help="configure MCP servers")
@@ -239,7 +240,7 @@ def run(argv: list[str] | None = None) -> int:
     if getattr(args, "func", None) is None:
         from hostapp.app import main as gui_main
 
-        return gui_main([])
+        return gui_main(["--show-operation", args.show_operation] if args.show_operation else [])
     try:
         outcome = args.func(args)
         return asyncio.run(outcome) if inspect.iscoroutine(outcome) else outcome

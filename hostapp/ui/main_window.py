@@ -239,7 +239,7 @@ class MainWindow(QMainWindow):
                                                     lambda _=False, k=key: self.set_filter(k), f"Ctrl+{i}")
 
         menu = self.menuBar()
-        file_menu = menu.addMenu("&File")
+        file_menu = self.file_menu = menu.addMenu("&File")
         for a in (self.add_server_action, self.import_action):
             file_menu.addAction(a)
         file_menu.addSeparator()
