@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from hostapp.engine.api import EngineApi
+    from hostapp.engine.api import EngineApi, OperationView
     from hostapp.engine.service import Engine
     from hostapp.store.journal import ServerConfig
     from hostapp.ui.lifecycle import AutostartControl, WindowLifecycle
@@ -138,12 +138,14 @@ class HostApp:
         self.stopped = asyncio.Event()
         self._stopping: asyncio.Task | None = None
         self.exit_code = 0
+        self.stop_loop_on_quit = True  # the loop is the app's (a test keeps its own running)
 
     def _become_client(self, agent: EngineApi, autostart: AutostartControl | None) -> None:
         from hostapp.ui.agent_link import AgentLink
         from hostapp.ui.lifecycle import WindowLifecycle
 
-        self.lifecycle = WindowLifecycle(self.window, agent, self.settings, autostart=autostart)
+        self.lifecycle = WindowLifecycle(self.window, agent, self.settings, autostart=autostart,
+                                         survivors=lambda ops: survivors(agent, ops))
         self.window.quitRequested.connect(self.lifecycle.request_quit)
         self.lifecycle.quitConfirmed.connect(lambda stop_everything: self.request_quit(stop_everything))
         if isinstance(agent, AgentLink):
@@ -183,7 +185,8 @@ class HostApp:
 
     def request_quit(self, stop_everything: bool = False) -> None:
         if self._stopping is None:
-            self._stopping = asyncio.ensure_future(self.shutdown(stop_everything=stop_everything))
+            self._stopping = asyncio.ensure_future(self.shutdown(stop_loop=self.stop_loop_on_quit,
+                                                                 stop_everything=stop_everything))
 
     async def shutdown(self, *, stop_loop: bool = True, stop_everything: bool = False) -> None:
         """Close every connection, flush the journal, save the window, end the loop.
@@ -205,6 +208,19 @@ class HostApp:
             self.stopped.set()
             if stop_loop:
                 asyncio.get_running_loop().stop()
+
+
+async def survivors(api: EngineApi, running: list[OperationView]) -> set[str]:
+    """Which of the ``running`` operations survive their agent's stop: those carried by a
+    mechanism that can resume them (a task, a stream, a resume token…). A plain request
+    cannot (it ends "unknown"), nor can one never sent (it ends "never sent")."""
+    from hostapp.mechanisms.direct import DirectRequest
+
+    wanted = {op.id for op in running}
+    rows = await api.operation_rows(limit=10_000)  # the newest first: the running ones are among them
+    mechanisms = {row["id"]: row.get("mechanism") for row in rows if row.get("id") in wanted}
+    return {op.id for op in running if op.resumable and op.id in mechanisms
+            and mechanisms[op.id] not in (None, DirectRequest.name)}
 
 
 class LoginEntry:
@@ -238,7 +254,7 @@ def agent_link(home: Path) -> EngineApi:
     from hostapp.agent.client import connect_or_spawn
     from hostapp.ui.agent_link import AgentLink
 
-    return AgentLink(lambda: connect_or_spawn(home, client="window"))  # type: ignore[return-value]
+    return AgentLink(lambda: connect_or_spawn(home, client="window"))
 
 
 def install_error_handlers(loop: asyncio.AbstractEventLoop, host_ref: list[HostApp]) -> None:

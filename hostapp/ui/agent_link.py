@@ -78,7 +78,7 @@ class AgentLink:
         if self._running is None:
             self._running = asyncio.ensure_future(self._run())
 
-    async def wait_connected(self, timeout: float | None = None) -> None:
+    async def wait_link(self, timeout: float | None = None) -> None:
         await asyncio.wait_for(self._ready.wait(), timeout)
 
     @property

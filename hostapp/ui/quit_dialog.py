@@ -30,18 +30,19 @@ def describe(op: OperationView) -> str:
 
 
 class QuitDialog(QDialog):
-    """Lists the running operations by whether they survive the agent's stop.
+    """Lists the running operations by whether they survive the agent's stop (``survivors``:
+    the ids of those whose mechanism can resume them).
 
     ``choice`` is :data:`KEEP`, :data:`STOP`, or None (cancelled).
     """
 
-    def __init__(self, running: list[OperationView], parent: QWidget | None = None) -> None:
+    def __init__(self, running: list[OperationView], survivors: set[str], parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setObjectName("quitDialog")
         self.setWindowTitle("Quit hostapp")
         self.choice: str | None = None
-        self.survivors = [op for op in running if op.resumable]
-        self.lost = [op for op in running if not op.resumable]
+        self.survivors = [op for op in running if op.id in survivors]
+        self.lost = [op for op in running if op.id not in survivors]
         n = len(running)
         lay = QVBoxLayout(self)
         lay.addWidget(plain_label(

@@ -11,7 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from hostapp.agent.lock import HomeLock
 from hostapp.app import HostApp, install_error_handlers, lab_command
+from tests.support.agents import Agents
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -78,7 +80,8 @@ def test_the_app_collects_garbage_in_a_larger_young_generation(qtbot, isolated_h
 
 
 def test_main_starts_and_quits_cleanly(isolated_home, tmp_path):
-    """``python main.py`` opens the window on a fresh home, then quits on request with exit 0."""
+    """``python main.py`` opens the window on a fresh home, as a client of the agent it starts,
+    then quits on request with exit 0 (nothing running: no question), the agent left to idle."""
     pytest.importorskip("hostapp.store.journal")
     script = tmp_path / "drive.py"
     script.write_text(
@@ -88,13 +91,18 @@ def test_main_starts_and_quits_cleanly(isolated_home, tmp_path):
         "async def start_then_quit(self):\n"
         "    await original_start(self)\n"
         "    await asyncio.sleep(1.0)\n"
-        "    print('servers', [s.name for s in self.engine.servers()], flush=True)\n"
+        "    print('servers', [s.name for s in await self.api.servers()], flush=True)\n"
         "    self.window.quit_action.trigger()\n"
         "app.HostApp.start = start_then_quit\n"
         "sys.argv = ['main.py']\n"
         f"runpy.run_path({str(ROOT / 'main.py')!r}, run_name='__main__')\n")
     env = dict(os.environ, QT_QPA_PLATFORM="offscreen", HOSTAPP_HOME=str(isolated_home))
-    proc = subprocess.run([sys.executable, str(script)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    try:
+        proc = subprocess.run([sys.executable, str(script)], cwd=ROOT, env=env, capture_output=True, text=True,
+                              timeout=120)
+        assert HomeLock(isolated_home).owner() is not None  # the agent it started goes on
+    finally:
+        Agents(isolated_home, env).kill_all()
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "servers ['lab']" in proc.stdout
     assert (isolated_home / "hostapp.ini").is_file()
