@@ -305,6 +305,29 @@ def test_a_second_launch_brings_the_window_forward_at_the_operation(qtbot, qloop
         close_window(qloop, host)
 
 
+def test_a_notifications_action_brings_the_window_to_its_operation(qtbot, qloop, agents: Agents):
+    """What the agent runs when a notification's "Open hostapp" is clicked, for real."""
+    from hostapp.agent.owner import open_window as notification_action
+
+    host = open_window(qtbot, qloop, agents.home)
+    instance = SingleInstance(window_folder(agents.home))
+    assert instance.claim()
+    try:
+        assert host.lifecycle is not None
+        instance.showRequested.connect(lambda op_id: host.lifecycle.bring_forward(op_id or None))
+        first = start(qloop, host, "sleep_with_progress", 0.1, 1)
+        start(qloop, host, "sleep_with_progress", 0.1, 1)
+        wait(qloop, lambda: host.window.ops_model.row_count() == 2, 30)
+        host.window.ops_table.selectRow(host.window.ops_model.row_of(first.id) ^ 1)  # the other one
+        host.window.hide()
+        notification_action(first.id)
+        wait(qloop, lambda: host.window.isVisible() and host.window.selected_operation().id == first.id, 60,
+             "the window at the operation")
+    finally:
+        instance.release()
+        close_window(qloop, host)
+
+
 def test_a_launch_with_an_operation_opens_the_window_there(qtbot, qloop, agents: Agents):
     host = open_window(qtbot, qloop, agents.home)
     first = start(qloop, host, "sleep_with_progress", 0.1, 1)
