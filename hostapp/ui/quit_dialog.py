@@ -40,6 +40,7 @@ class QuitDialog(QDialog):
         super().__init__(parent)
         self.setObjectName("quitDialog")
         self.setWindowTitle("Quit hostapp")
+        self.setMinimumWidth(self.fontMetrics().averageCharWidth() * 80)
         self.choice: str | None = None
         self.survivors = [op for op in running if op.id in survivors]
         self.lost = [op for op in running if op.id not in survivors]
