@@ -217,7 +217,8 @@ async def survivors(api: EngineApi, running: list[OperationView]) -> set[str]:
     from hostapp.mechanisms.direct import DirectRequest
 
     wanted = {op.id for op in running}
-    rows = await api.operation_rows(limit=10_000)  # the newest first: the running ones are among them
+    # The journal lists the operations in flight first: these rows are the running ones.
+    rows = await api.operation_rows(limit=len(running) + 100)
     mechanisms = {row["id"]: row.get("mechanism") for row in rows if row.get("id") in wanted}
     return {op.id for op in running if op.resumable and op.id in mechanisms
             and mechanisms[op.id] not in (None, DirectRequest.name)}
