@@ -366,3 +366,32 @@ def test_the_login_checkbox_writes_and_removes_the_xdg_entry(qtbot, qloop, agent
         assert action.isChecked()
     finally:
         close_window(qloop, host)
+
+
+def test_a_window_that_died_leaves_nothing_in_the_way(qapp, tmp_path):
+    """A killed window's lock and socket are taken over by the next launch."""
+    folder = tmp_path / "runtime"
+    holder = subprocess.Popen(
+        [sys.executable, "-c",
+         "import sys, time\n"
+         "from PySide6.QtCore import QCoreApplication\n"
+         "from pathlib import Path\n"
+         "from hostapp.ui.single_instance import SingleInstance\n"
+         "app = QCoreApplication([])\n"
+         f"instance = SingleInstance(Path({str(folder)!r}))\n"
+         "assert instance.claim()\n"
+         "print('claimed', flush=True)\n"
+         "time.sleep(60)\n"],
+        stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "claimed"
+        assert not SingleInstance(folder).claim()  # held by a live window
+        holder.kill()
+        holder.wait(10)
+        assert (folder / "window.lock").exists()  # left behind
+        instance = SingleInstance(folder)
+        assert instance.claim()
+        instance.release()
+    finally:
+        holder.kill()
+        holder.wait(10)
