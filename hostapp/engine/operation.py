@@ -145,6 +145,15 @@ def outcome_message(status: str, result: dict[str, Any] | None, error: dict[str,
     return None
 
 
+def survives_a_stop(handle_kept: bool, mechanism: str | None) -> bool:
+    """Whether an operation in flight would carry on after its host stopped: its handle
+    reached the keyring (``handle_kept``, the journal's ``resumable``) and its mechanism
+    can resume. A plain request (``direct``, no carrier adopted) cannot: its outcome would
+    be unknown. Before any mechanism is journaled the call was never sent, and a stop
+    ends it as "never sent" (it did not run), so it counts as kept."""
+    return handle_kept and mechanism != "direct"
+
+
 def operation_view(record: OperationRecord) -> api.OperationView:
     """What a person is shown of a journaled operation."""
     message = record.message
@@ -157,7 +166,7 @@ def operation_view(record: OperationRecord) -> api.OperationView:
         created_at=record.created_at, updated_at=record.updated_at,
         ended_at=record.updated_at if record.status in TERMINAL else None,
         needs_input=record.status == OperationStatus.INPUT_REQUIRED, result=record.result, error=record.error,
-        resumable=bool(record.resumable))
+        resumable=survives_a_stop(bool(record.resumable), record.mechanism))
 
 
 def mechanism_for(conn: ServerConnection, tool: str | None) -> Mechanism:

@@ -45,6 +45,7 @@ from hostapp.engine.operation import (
     progress_in_message,
     server_busy,
     status_of_mark,
+    survives_a_stop,
 )
 from hostapp.engine.session import MAX_INPUT_ROUNDS, ClientSession
 from hostapp.engine.supervisor import session_refused
@@ -228,7 +229,7 @@ class OperationRunner:
         then is the old one deleted."""
         ctx = self.context
         old_ref = ref = self.handle_ref
-        resumable = self.view.resumable
+        resumable = bool(self.record.resumable)  # the handle is kept; the view adds the mechanism
         if action.secret is None:
             ref = None
             self._committed_secret = None
@@ -245,9 +246,9 @@ class OperationRunner:
                     ctx.keyring_failed(exc)
                     resumable, ref = False, None
         self.handle_ref = ref
-        self.view = replace(self.view, resumable=resumable)
         mechanism = action.state.get("mechanism")
-        self.record.mechanism = mechanism
+        self.view = replace(self.view, resumable=survives_a_stop(resumable, mechanism))
+        self.record.mechanism, self.record.resumable = mechanism, resumable
         await ctx.journal.update_operation(self.id, handle=action.state, handle_ref=ref,
                                            mechanism=mechanism, resumable=resumable)
         if old_ref is not None and old_ref != ref:
@@ -441,9 +442,11 @@ class OperationRunner:
             return
         rid = session.ids.next()
         self.record.jsonrpc_id = rid
+        self.record.mechanism = self.record.mechanism or self.mech.name
         await ctx.journal.update_operation(self.id, jsonrpc_id=rid, status=OperationStatus.RUNNING,
-                                           mechanism=self.record.mechanism or self.mech.name)
-        self.view = replace(self.view, status=OperationStatus.RUNNING)
+                                           mechanism=self.record.mechanism)
+        self.view = replace(self.view, status=OperationStatus.RUNNING,
+                            resumable=survives_a_stop(bool(self.record.resumable), self.record.mechanism))
         ctx.changed(self)
         ctx.own_request(self, session, rid)
         await self._request(session, self.mech.method, to_send, rid, original=True)

@@ -253,3 +253,33 @@ async def test_a_task_question_left_open_is_asked_again_after_a_restart(isolated
     assert [q.operation_id for q in second.questions] == [op.id]
     assert final.status == api.COMPLETED, (final.error, final.result)
     assert execution_count(lab.state_file, "long_task") == 1
+
+
+async def _in_flight_with_mechanism(engine: Engine, op_id: str) -> api.OperationView:
+    """The operation's view once it runs and its mechanism is journaled."""
+    for _ in range(600):
+        view = await engine.operation(op_id)
+        assert view is not None and view.status not in api.TERMINAL, view
+        if view.status == api.RUNNING and engine.journal.get_operation(op_id).mechanism:
+            return view
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"{op_id} never ran with a mechanism")
+
+
+@pytest.mark.parametrize("tool, version, survives", [
+    ("sleep_with_progress", "2026-07-28", False),  # a plain request: lost if the host stops
+    ("long_async", None, True),
+])
+async def test_an_operation_says_whether_it_survives_a_stop(isolated_home, lab, recorder, real_keyring,
+                                                            tool, version, survives):
+    engine = await run_engine(isolated_home, recorder)
+    try:
+        await engine.add_server(lab_server(lab, version=version))
+        await engine.connected("lab")
+        op = await engine.start_call("lab", tool, {"seconds": 4, "steps": 4})
+        view = await _in_flight_with_mechanism(engine, op.id)
+        assert view.resumable is survives, (view, engine.journal.get_operation(op.id).mechanism)
+        assert [o.resumable for o in await engine.unfinished_operations() if o.id == op.id] == [survives]
+        await engine.cancel(op.id)
+    finally:
+        await engine.stop()
