@@ -13,7 +13,8 @@ people script against them.
     hostapp tools SERVER [--timeout S] [--json]
     hostapp skills SERVER [--json] | hostapp skills SERVER NAME [--json]
     hostapp call SERVER TOOL [--args JSON] [--answers FILE] [--unanswered decline|wait] [--timeout S] [--json]
-    hostapp ops [--json] | hostapp resume [--wait] [--answers FILE] [--json] | hostapp cancel OP [--timeout S]
+    hostapp ops [--status S[,S...]] [--server NAME] [--limit N] [--json]
+    hostapp resume [--wait] [--answers FILE] [--json] | hostapp cancel OP [--timeout S]
     hostapp conformance-client URL
     hostapp lab serve (--http PORT | --stdio) [...]
 
@@ -156,6 +157,11 @@ def build_parser() -> argparse.ArgumentParser:
     ops = sub.add_parser("ops", help="the operations journal")
     ops.add_argument("--json", action="store_true")
     ops.add_argument("--limit", type=int, default=200)
+    ops.add_argument("--status", action="append", metavar="S",
+                     help="only operations with this status (repeatable, or a comma list): running, "
+                          "input_required (needs-input), completed, failed, cancelled, expired, unknown, "
+                          "pending; in-flight, finished")
+    ops.add_argument("--server", action="append", metavar="NAME", help="only operations on this server (repeatable)")
     ops.set_defaults(func=cmd_ops)
 
     resume = sub.add_parser("resume", help="resume and poll every unfinished operation")

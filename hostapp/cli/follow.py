@@ -16,6 +16,8 @@ from collections.abc import Callable
 from typing import Any, TextIO
 
 from hostapp.cli.exits import EXIT_ERROR, EXIT_OK
+from hostapp.cli.progress import LiveView, PlainView, board_for
+from hostapp.cli.text import is_terminal
 from hostapp.engine.api import (
     TERMINAL,
     EngineApi,
@@ -34,12 +36,17 @@ from hostapp.protocol.tool_results import content_blocks, text_of
 
 
 class EventPrinter:
-    """Prints call events as JSON lines (``--json``) or as short human lines."""
+    """Prints call events as JSON lines (``--json``) or for a person: a live progress line
+    on a terminal, short lines elsewhere (:mod:`hostapp.cli.progress`). ``live=False``
+    asks for the short lines on a terminal too."""
 
-    def __init__(self, as_json: bool, stream: TextIO | None = None, operation_id: str | None = None):
+    def __init__(self, as_json: bool, stream: TextIO | None = None, operation_id: str | None = None,
+                 live: bool | None = None):
         self.as_json = as_json
         self.stream = stream or sys.stdout
         self.operation_id = operation_id
+        live = is_terminal(self.stream) if live is None else live
+        self.view = LiveView(board_for(self.stream), operation_id) if live and not as_json else PlainView(self.stream)
 
     def emit(self, event: str, **fields: Any) -> None:
         if self.as_json:
@@ -49,7 +56,7 @@ class EventPrinter:
             obj.update(fields)
             self.stream.write(json.dumps(obj, ensure_ascii=False) + "\n")
         else:
-            self.stream.write(self._human(event, fields) + "\n")
+            self.view.show(event, fields, lambda: self._human(event, fields))
         self.stream.flush()
 
     def _human(self, event: str, f: dict[str, Any]) -> str:
