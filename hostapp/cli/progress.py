@@ -42,6 +42,8 @@ PLAIN_INTERVAL = 1.0
 #: The rate behind "time left" is measured over the progress of the last this many seconds.
 RATE_WINDOW = 20.0
 BAR_CELLS = (20, 10, 6)
+#: A shorter bar, or none, before a message cut to fewer cells than this.
+MESSAGE_CELLS = 12
 
 _SGR = {"bar": "32", "percent": "1", "dim": "2", "ask": "33", "bad": "31", "good": "32"}
 _STATUS_WORD = {"pending": "starting", "input_required": "needs your input", "completed": "completed",
@@ -136,14 +138,16 @@ def render(track: Track, cells: int, now: float, frame: int = 0, colour: bool = 
             out += [(" · ", "dim"), (f"~{text.clock(math.ceil(remaining))} left", "")]
         return out
 
-    tries = [(b, True, True) for b in BAR_CELLS] + [(0, True, True), (0, False, True), (0, False, False)]
+    # Narrower: the bar shortens, then the message goes, then the bar, the time left, the label.
+    wanted = min(MESSAGE_CELLS, text.width(message)) if message else 0
+    tries = [(wanted, b, True, True) for b in BAR_CELLS] + [(0, b, True, True) for b in (*BAR_CELLS, 0)]
+    tries += [(0, 0, False, True), (0, 0, False, False)]
     chosen: list[tuple[str, str]] = []
-    for bar, with_left, with_label in tries:
+    for need, bar, with_left, with_label in tries:
         chosen = parts(bar, with_left, with_label)
-        used = sum(text.width(t) for t, _ in chosen)
-        if used <= cells:
-            room = cells - used - 3  # " · " before the message
-            if message and room >= 8:
+        room = cells - sum(text.width(t) for t, _ in chosen) - 3  # " · " before the message
+        if room >= need:
+            if message and room >= min(8, text.width(message)):
                 chosen += [(" · ", "dim"), (text.fit(message, room, glyphs.ellipsis), "")]
             break
     else:  # a very narrow terminal: what fits, without colour (a cut escape sequence would spill)
@@ -159,6 +163,8 @@ def terminal_size(stream: TextIO) -> tuple[int, int]:
     try:
         size = os.get_terminal_size(stream.fileno())
     except (AttributeError, OSError, ValueError):
+        size = shutil.get_terminal_size()
+    if size.columns <= 0 or size.lines <= 0:  # a terminal that never said its size
         size = shutil.get_terminal_size()
     return max(size.columns, 1), max(size.lines, 1)
 
@@ -201,9 +207,8 @@ class LiveBoard:
             track.note_progress(progress, total, self.clock())
         if message:
             track.message = message
-        if self.clock() - self._drawn_at >= MIN_REDRAW:
-            self.redraw()
-        self._schedule()
+        if not self._schedule() or self.clock() - self._drawn_at >= MIN_REDRAW:
+            self.redraw()  # else the next tick draws it, with whatever news came by then
 
     def finish(self, key: object, label: str | None, status: str) -> None:
         """The operation ended: its last line goes to the scrollback, the others go on."""
@@ -288,14 +293,15 @@ class LiveBoard:
             self.redraw()
             self._schedule()
 
-    def _schedule(self) -> None:
+    def _schedule(self) -> bool:
+        """Tick while lines are live; False without an event loop (drawn at each change only)."""
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
-            return  # no loop: drawn at each change only
-        if self._timer is not None and self._timer_loop is loop:
-            return
-        self._timer, self._timer_loop = loop.call_later(TICK, self._tick), loop
+            return False
+        if self._timer is None or self._timer_loop is not loop:
+            self._timer, self._timer_loop = loop.call_later(TICK, self._tick), loop
+        return True
 
     # -- stdout and stderr written by others, while live lines are drawn ---------------------------
     def _route(self) -> None:
