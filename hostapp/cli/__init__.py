@@ -24,7 +24,9 @@ log events, then a last ``result`` or ``error`` line. Exit status 0 on a result 
 
 The package: this module parses the command line (:func:`build_parser`) and runs it
 (:func:`main`); the sub-commands are in :mod:`hostapp.cli.commands`, the following of a
-call's events in :mod:`hostapp.cli.follow`, the exit statuses in :mod:`hostapp.cli.exits`.
+call's events in :mod:`hostapp.cli.follow` (shown to a person by :mod:`hostapp.cli.progress`:
+a live line per operation on a terminal), ``hostapp ops`` in :mod:`hostapp.cli.ops` (its
+table drawn by :mod:`hostapp.cli.table`), the exit statuses in :mod:`hostapp.cli.exits`.
 """
 
 from __future__ import annotations
