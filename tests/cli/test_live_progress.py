@@ -5,14 +5,16 @@ built-in lab server, with what the terminal shows drawn by a terminal emulator."
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from tests.support.peers import events, hostapp
+from tests.support.peers import REPO_ROOT, events, hostapp
 from tests.support.terminal import run_in_terminal
 
 pytestmark = pytest.mark.timeout(300)
@@ -99,3 +101,40 @@ def test_without_a_terminal_progress_lines_are_throttled_and_json_is_not(lab):
     assert "\x1b" not in human.stdout and "\r" not in human.stdout
     as_json = hostapp(*args, "--json", home=lab)
     assert len([e for e in events(as_json) if e["event"] == "progress"]) > took + 2
+
+
+def leave_a_question_open(home: Path, env: dict[str, str]) -> None:
+    """A long_mrtr call stopped while its question waits (``--unanswered wait``): the
+    operation stays in the journal, to be resumed."""
+    proc = subprocess.Popen([sys.executable, "-m", "hostapp", "call", "lab", "long_mrtr", "--json", "--args",
+                             '{"seconds": 2, "steps": 4}', "--unanswered", "wait"], stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, text=True, cwd=REPO_ROOT,
+                            env={**os.environ, "HOSTAPP_HOME": str(home), **env})
+    try:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            event = json.loads(line)
+            if event["event"] == "elicitation":
+                assert event["pending"] is True
+                return
+        raise AssertionError(f"hostapp ended (exit {proc.wait()}) before asking")
+    finally:
+        proc.kill()
+        proc.communicate(timeout=30)
+
+
+def test_resume_wait_shows_a_live_line_per_operation(lab, keyring_env):
+    for _ in range(2):
+        leave_a_question_open(lab, keyring_env)
+    ops = json.loads(hostapp("ops", "--json", home=lab, env=keyring_env).stdout)
+    assert [o["status"] for o in ops] == ["input_required"] * 2
+    answers = lab / "answers.json"
+    answers.write_text(json.dumps([{"action": "accept", "content": {"proceed": True}}] * 2))
+    run = run_in_terminal("resume", "--wait", "--answers", str(answers), home=lab, env=keyring_env)
+    assert run.returncode == 0, run.text
+    screen = run.screen()
+    for o in ops:  # each operation's line, labelled with its id, ends in the scrollback
+        assert any(re.fullmatch(rf"✓ {o['id']} \[█{{20}}\] 100% · completed · \d:\d\d · long_mrtr: step 4/4", line)
+                   for line in screen), screen
+    assert "\x1b[1A" in run.raw.decode(), "two live lines at once: the cursor goes up to redraw both"
+    assert sum("long_mrtr finished 4 steps" in line for line in screen) == 2
