@@ -102,10 +102,7 @@ async def matching_rows(engine: EngineApi, statuses: set[str] | None, servers: s
 
 
 def status_word(op: OperationView) -> str:
-    word = STATUS_WORDS.get(op.status, text.plain(op.status))
-    if op.status in IN_FLIGHT and not op.resumable:
-        word += " (cannot resume)"
-    return word
+    return STATUS_WORDS.get(op.status, text.plain(op.status))
 
 
 def progress_text(op: OperationView) -> str:

@@ -77,6 +77,7 @@ class Track:
     total: float | None = None
     message: str | None = None
     ended: float | None = None
+    status_message: bool = False  # the message came with the status, and goes with it
     samples: deque[tuple[float, float]] = field(default_factory=lambda: deque(maxlen=256))
 
     def note_progress(self, progress: float, total: float | None, now: float) -> None:
@@ -201,12 +202,14 @@ class LiveBoard:
     def update(self, key: object, label: str | None, *, status: str | None = None,
                progress: float | None = None, total: float | None = None, message: str | None = None) -> None:
         track = self.track(key, label)
-        if status is not None:
+        if status is not None and status != track.status:
             track.status = status
+            if track.status_message:  # "waiting for your answer" is over once answered
+                track.message, track.status_message = None, False
         if progress is not None:
             track.note_progress(progress, total, self.clock())
-        if message:
-            track.message = message
+        if message and message != track.message:  # (the engine repeats a status's message with progress)
+            track.message, track.status_message = message, progress is None
         if not self._schedule() or self.clock() - self._drawn_at >= MIN_REDRAW:
             self.redraw()  # else the next tick draws it, with whatever news came by then
 
@@ -214,8 +217,6 @@ class LiveBoard:
         """The operation ended: its last line goes to the scrollback, the others go on."""
         track = self.track(key, label)
         track.status, track.ended = status, self.clock()
-        if status == "completed" and track.total and track.progress is not None:
-            track.progress = max(track.progress, track.total)
         line = render(track, self._cells(), self.clock(), self.frame, self.colour, self.glyphs)
         del self.tracks[key]
         self.write_above(line)

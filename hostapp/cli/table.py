@@ -11,6 +11,9 @@ from hostapp.cli import text
 GAP = "  "
 #: A column is never cut below this many cells (nor below its header).
 NARROWEST = 6
+#: The free text column (``shrink_first``) is cut first, but not below this: the other
+#: columns are cut next, and it is left out entirely before it is narrower.
+FREE_TEXT = 16
 
 
 def _fitted(natural: list[int], floor: list[int], cells: int, shrink_first: int | None) -> list[int] | None:
@@ -35,8 +38,9 @@ def layout(headers: Sequence[str], rows: Sequence[Sequence[str]], cells: int | N
            shrink_first: int | None = None, keep: frozenset[int] = frozenset(),
            drop: Sequence[int] = ()) -> list[tuple[int, int]]:
     """The columns shown and their widths: each as wide as its widest cell; when the line
-    is longer than ``cells``, the column ``shrink_first`` (the free text, say) and then the
-    widest others are cut (never those in ``keep``, none below :data:`NARROWEST`), and if
+    is longer than ``cells``, the column ``shrink_first`` (the free text, say, to
+    :data:`FREE_TEXT`) and then the widest others are cut (never those in ``keep``, none
+    below :data:`NARROWEST`), and if
     that is not enough, the columns in ``drop`` are left out, in that order."""
     natural = [max([text.width(h), *(text.width(r[i]) for r in rows)]) for i, h in enumerate(headers)]
     shown = list(range(len(headers)))
@@ -44,7 +48,8 @@ def layout(headers: Sequence[str], rows: Sequence[Sequence[str]], cells: int | N
         return [(i, natural[i]) for i in shown]
     to_drop = list(drop)
     while True:
-        floor = [natural[i] if i in keep else min(natural[i], max(NARROWEST, text.width(headers[i]))) for i in shown]
+        floor = [natural[i] if i in keep else min(natural[i], max(FREE_TEXT if i == shrink_first else NARROWEST,
+                                                                  text.width(headers[i]))) for i in shown]
         first = shown.index(shrink_first) if shrink_first in shown else None
         widths = _fitted([natural[i] for i in shown], floor, cells, first)
         if widths is not None:

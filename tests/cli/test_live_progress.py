@@ -81,7 +81,8 @@ def test_a_question_is_printed_above_the_live_line(lab):
     [asked] = [i for i, line in enumerate(screen) if "the server asks (form)" in line]
     assert screen[asked].startswith("the server asks (form): ") and screen[asked].endswith("-> decline"), screen
     assert "█" not in screen[asked] and "%" not in screen[asked]
-    assert re.match(r"✓ \[█+░*\] +\d+% · completed · ", screen[asked + 1]), screen
+    # Declined half-way: the line ends where the work stopped, and "waiting for your answer" went with the answer.
+    assert re.fullmatch(r"✓ \[█{10}░{10}\]  50% · completed · 0:0\d", screen[asked + 1]), screen
     # While waiting for the answer the live line said so.
     assert any("needs your input" in d for d in run.drawings())
 

@@ -40,7 +40,7 @@ def test_the_table_has_a_header_words_percentages_and_aligned_columns():
         op("0123456789ab", "input_required", age=40, progress=1, total=2, message="waiting for your answer"),
         op("ffffeeeedddd", "completed", age=3 * 3600, took=95, progress=10, total=10, tool="sleep_with_progress"),
         op("999988887777", "failed", age=86400 * 2, took=0.5, error={"code": -1, "message": "boom\nat line 2"}),
-        op("555544443333", "unknown", age=7, took=4, server="remote-server", resumable=False),
+        op("555544443333", "unknown", age=7, took=4, server="remote-server"),
         op("111122223333", "cancelled", age=600, took=61, progress=4),
     ]
     lines = table_lines(ops, NOW, cells=200)

@@ -136,17 +136,20 @@ def test_the_board_keeps_one_line_per_operation_and_prints_above_them():
         "⠋ op-b [█████░░░░░░░░░░░░░░░]  25% · 0:01 · step 1/4",
     ]
     clock.now += 1
+    b.update("b", "op-b", progress=4, total=4, message="step 4/4")
     b.finish("b", "op-b", "completed")
     b.write_above("result of b")
     b.update("a", "op-a", status="input_required", message="waiting for your answer")
     assert term.lines() == [
         "the server asks (form): Continue? -> decline",
-        "✓ op-b [████████████████████] 100% · completed · 0:02 · step 1/4",
+        "✓ op-b [████████████████████] 100% · completed · 0:02 · step 4/4",
         "result of b",
         "? op-a [██████████░░░░░░░░░░]  50% · needs your input · 0:02 · waiting for your answer",
     ]
+    b.update("a", "op-a", status="running")  # answered: the status's message goes with it
+    assert term.lines()[-1] == "⠋ op-a [██████████░░░░░░░░░░]  50% · 0:02"
     b.finish("a", "op-a", "failed")
-    assert term.lines()[-1] == "✗ op-a [██████████░░░░░░░░░░]  50% · failed · 0:02 · waiting for your answer"
+    assert term.lines()[-1] == "✗ op-a [██████████░░░░░░░░░░]  50% · failed · 0:02"
     assert not b.tracks
 
 
@@ -218,7 +221,7 @@ def test_stderr_and_prints_go_above_the_live_line(monkeypatch):
     pyte.ByteStream(screen).feed(raw)
     lines = [line.rstrip() for line in screen.display if line.strip()]
     assert lines[:2] == ["hostapp: a warning", "a print in two writes"], lines
-    assert lines[2].startswith("✓ [████████████████████] 100% · completed · 0:00 · first half"), lines
+    assert lines[2] == "✓ [██████████░░░░░░░░░░]  50% · completed · 0:00 · first half", lines
 
 
 # -- without a terminal --------------------------------------------------------------------------
