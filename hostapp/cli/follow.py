@@ -59,6 +59,11 @@ class EventPrinter:
             self.view.show(event, fields, lambda: self._human(event, fields))
         self.stream.flush()
 
+    def known(self, op: OperationView) -> None:
+        """Where ``op`` stood before it is followed again: a live line starts from there."""
+        if not self.as_json:
+            self.view.known(op)
+
     def _human(self, event: str, f: dict[str, Any]) -> str:
         prefix = f"[{self.operation_id}] " if self.operation_id else ""
         if event == "progress":
@@ -146,6 +151,7 @@ class CallFollower:
     def seen(self, op: OperationView) -> None:
         """What ``op`` showed before: only news about it is printed."""
         self._last[op.id] = (op.progress, op.total, op.message)
+        self.printer_for(op.id).known(op)
 
     def operation_changed(self, op: OperationView) -> None:
         if not self._follows(op.id):

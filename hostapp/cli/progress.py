@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 from hostapp.cli import text
-from hostapp.engine.api import TERMINAL
+from hostapp.engine.api import TERMINAL, OperationView
 
 Clock = Callable[[], float]
 
@@ -213,6 +213,17 @@ class LiveBoard:
         if not self._schedule() or self.clock() - self._drawn_at >= MIN_REDRAW:
             self.redraw()  # else the next tick draws it, with whatever news came by then
 
+    def seed(self, key: object, label: str | None, *, age: float, status: str, progress: float | None,
+             total: float | None, message: str | None) -> None:
+        """A line for an operation that began ``age`` seconds ago, as the journal left it."""
+        track = self.track(key, label)
+        track.started = self.clock() - max(0.0, age)
+        track.status, track.message = status, message
+        track.status_message = status == "input_required"
+        if progress is not None:
+            track.note_progress(progress, total, self.clock())
+        self.update(key, label)
+
     def finish(self, key: object, label: str | None, status: str) -> None:
         """The operation ended: its last line goes to the scrollback, the others go on."""
         track = self.track(key, label)
@@ -391,6 +402,13 @@ class LiveView:
     def __init__(self, board: LiveBoard, label: str | None):
         self.board, self.label = board, label
 
+    def known(self, op: OperationView) -> None:
+        """The line of an operation followed again (``resume --wait``): its time since it
+        began, and where the journal left it."""
+        if op.status not in TERMINAL:
+            self.board.seed(self, self.label, age=time.time() - op.created_at if op.created_at else 0.0,
+                            status=op.status, progress=op.progress, total=op.total, message=op.message)
+
     def show(self, event: str, fields: dict[str, Any], line: Callable[[], str]) -> None:
         board = self.board
         if event == "progress":
@@ -415,6 +433,9 @@ class PlainView:
         self._printed: str | None = None  # the last progress line printed
         self._held: str | None = None     # a newer one, not printed yet
         self._timer: asyncio.TimerHandle | None = None
+
+    def known(self, op: OperationView) -> None:
+        pass  # only news is printed
 
     def show(self, event: str, fields: dict[str, Any], line: Callable[[], str]) -> None:
         if event == "progress":

@@ -138,4 +138,7 @@ def test_resume_wait_shows_a_live_line_per_operation(lab, keyring_env):
         assert any(re.fullmatch(rf"✓ {o['id']} \[█{{20}}\] 100% · completed · \d:\d\d · long_mrtr: step 4/4", line)
                    for line in screen), screen
     assert "\x1b[1A" in run.raw.decode(), "two live lines at once: the cursor goes up to redraw both"
+    for o in ops:  # each line starts where the journal left its operation, its time counted from its start
+        assert any(re.fullmatch(rf". {o['id']} \[█{{10}}░{{10}}\]  50% · needs your input · \d:\d\d · "
+                                r"waiting for your answer", d) for d in run.drawings()), run.drawings()
     assert sum("long_mrtr finished 4 steps" in line for line in screen) == 2
