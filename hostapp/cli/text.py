@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 import time
 import unicodedata
 from typing import TextIO
@@ -123,7 +124,29 @@ def is_terminal(stream: TextIO) -> bool:
         tty = stream.isatty()
     except (AttributeError, ValueError):  # a closed or unusual stream
         return False
-    return tty and os.environ.get("TERM", "") != "dumb"
+    return tty and os.environ.get("TERM", "") != "dumb" and _cursor_moves(stream)
+
+
+def _cursor_moves(stream: TextIO) -> bool:
+    """A Windows console understands cursor moves and colours once asked to (Windows 10
+    and later); elsewhere a terminal does."""
+    if sys.platform != "win32":
+        return True
+    import ctypes
+    import msvcrt
+    from ctypes import wintypes
+
+    enable_virtual_terminal_processing = 0x0004
+    try:
+        handle = msvcrt.get_osfhandle(stream.fileno())
+        kernel32 = ctypes.WinDLL("kernel32", use_last_error=True)
+        mode = wintypes.DWORD()
+        if not kernel32.GetConsoleMode(handle, ctypes.byref(mode)):
+            return False
+        return bool(mode.value & enable_virtual_terminal_processing
+                    or kernel32.SetConsoleMode(handle, mode.value | enable_virtual_terminal_processing))
+    except (AttributeError, OSError, ValueError):
+        return False
 
 
 def speaks_unicode(stream: TextIO) -> bool:

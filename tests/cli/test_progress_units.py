@@ -248,3 +248,16 @@ def test_a_printer_on_a_terminal_keeps_json_lines():
     printer.emit("progress", progress=1, total=4, message="m")
     assert stream.getvalue() == ('{"event": "progress", "operation": "op1", "progress": 1, "total": 4, '
                                  '"message": "m"}\n')
+
+
+def test_a_suspended_board_draws_nothing_until_the_block_ends():
+    """A question read from the terminal, say: no live line under the person's typing."""
+    term, clock = Terminal(), FakeClock()
+    b = board(term, clock)
+    b.update("a", None, progress=1, total=2)
+    with b.suspended():
+        assert term.lines() == []
+        b.update("a", None, progress=2, total=2)  # news meanwhile is kept, not drawn
+        term.write("Continue? [y/n] y\n")
+        assert term.lines() == ["Continue? [y/n] y"]
+    assert term.lines() == ["Continue? [y/n] y", "⠋ [████████████████████] 100% · 0:00"]
