@@ -102,6 +102,12 @@ def test_without_a_terminal_progress_lines_are_throttled_and_json_is_not(lab):
     assert "\x1b" not in human.stdout and "\r" not in human.stdout
     as_json = hostapp(*args, "--json", home=lab)
     assert len([e for e in events(as_json) if e["event"] == "progress"]) > took + 2
+    # On a terminal too, --json is JSON lines only, every event of them.
+    on_terminal = run_in_terminal(*args, "--json", home=lab)
+    lines = [json.loads(line) for line in on_terminal.raw.decode().split("\r\n")
+             if line and not line.startswith("hostapp: ")]  # (stderr's warnings share the terminal)
+    assert [e["event"] for e in lines][-2:] == ["status", "result"]
+    assert len([e for e in lines if e["event"] == "progress"]) > took + 2
 
 
 def leave_a_question_open(home: Path, env: dict[str, str]) -> None:

@@ -238,18 +238,6 @@ def test_plain_progress_lines_are_throttled_and_the_last_one_comes_before_the_en
                                               "progress 40/40", "status: completed"]
 
 
-def test_a_printer_on_a_terminal_keeps_json_lines():
-    class Tty(io.StringIO):
-        def isatty(self) -> bool:
-            return True
-
-    stream = Tty()
-    printer = EventPrinter(True, stream=stream, operation_id="op1")
-    printer.emit("progress", progress=1, total=4, message="m")
-    assert stream.getvalue() == ('{"event": "progress", "operation": "op1", "progress": 1, "total": 4, '
-                                 '"message": "m"}\n')
-
-
 def test_a_suspended_board_draws_nothing_until_the_block_ends():
     """A question read from the terminal, say: no live line under the person's typing."""
     term, clock = Terminal(), FakeClock()
