@@ -41,12 +41,12 @@ class EventPrinter:
     asks for the short lines on a terminal too."""
 
     def __init__(self, as_json: bool, stream: TextIO | None = None, operation_id: str | None = None,
-                 live: bool | None = None):
+                 live: bool = True):
         self.as_json = as_json
         self.stream = stream or sys.stdout
         self.operation_id = operation_id
-        live = is_terminal(self.stream) if live is None else live
-        self.view = LiveView(board_for(self.stream), operation_id) if live and not as_json else PlainView(self.stream)
+        live = live and not as_json and is_terminal(self.stream)
+        self.view = LiveView(board_for(self.stream), operation_id) if live else PlainView(self.stream)
 
     def emit(self, event: str, **fields: Any) -> None:
         if self.as_json:

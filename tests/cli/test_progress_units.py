@@ -249,3 +249,15 @@ def test_a_suspended_board_draws_nothing_until_the_block_ends():
         term.write("Continue? [y/n] y\n")
         assert term.lines() == ["Continue? [y/n] y"]
     assert term.lines() == ["Continue? [y/n] y", "⠋ [████████████████████] 100% · 0:00"]
+
+
+def test_a_printer_draws_live_lines_only_on_a_terminal_and_when_allowed(monkeypatch):
+    monkeypatch.setenv("TERM", "xterm")
+
+    class Tty(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    assert isinstance(EventPrinter(False, stream=Tty()).view, progress.LiveView)
+    assert isinstance(EventPrinter(False, stream=Tty(), live=False).view, PlainView)  # hostapp cancel, resume
+    assert isinstance(EventPrinter(False, stream=io.StringIO(), live=True).view, PlainView)  # resume --wait | cat
