@@ -158,7 +158,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     ops = sub.add_parser("ops", help="the operations journal")
     ops.add_argument("--json", action="store_true")
-    ops.add_argument("--limit", type=int, default=200)
+    ops.add_argument("--limit", type=int, default=200, metavar="N",
+                     help="at most N operations, those in flight first, then the newest (default %(default)s)")
     ops.add_argument("--status", action="append", metavar="S",
                      help="only operations with this status (repeatable, or a comma list): running, "
                           "input_required (needs-input), completed, failed, cancelled, expired, unknown, "
