@@ -13,7 +13,8 @@ people script against them.
     hostapp tools SERVER [--timeout S] [--json]
     hostapp skills SERVER [--json] | hostapp skills SERVER NAME [--json]
     hostapp call SERVER TOOL [--args JSON] [--answers FILE] [--unanswered decline|wait] [--timeout S] [--json]
-    hostapp ops [--json] | hostapp resume [--wait] [--answers FILE] [--json] | hostapp cancel OP [--timeout S]
+    hostapp ops [--status S[,S...]] [--server NAME] [--limit N] [--json]
+    hostapp resume [--wait] [--answers FILE] [--json] | hostapp cancel OP [--timeout S]
     hostapp conformance-client URL
     hostapp lab serve (--http PORT | --stdio) [...]
 
@@ -23,7 +24,9 @@ log events, then a last ``result`` or ``error`` line. Exit status 0 on a result 
 
 The package: this module parses the command line (:func:`build_parser`) and runs it
 (:func:`main`); the sub-commands are in :mod:`hostapp.cli.commands`, the following of a
-call's events in :mod:`hostapp.cli.follow`, the exit statuses in :mod:`hostapp.cli.exits`.
+call's events in :mod:`hostapp.cli.follow` (shown to a person by :mod:`hostapp.cli.progress`:
+a live line per operation on a terminal), ``hostapp ops`` in :mod:`hostapp.cli.ops` (its
+table drawn by :mod:`hostapp.cli.table`), the exit statuses in :mod:`hostapp.cli.exits`.
 """
 
 from __future__ import annotations
@@ -156,7 +159,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     ops = sub.add_parser("ops", help="the operations journal")
     ops.add_argument("--json", action="store_true")
-    ops.add_argument("--limit", type=int, default=200)
+    ops.add_argument("--limit", type=int, default=200, metavar="N",
+                     help="at most N operations, those in flight first, then the newest (default %(default)s)")
+    ops.add_argument("--status", action="append", metavar="S",
+                     help="only operations with this status (repeatable, or a comma list): running, "
+                          "input_required (needs-input), completed, failed, cancelled, expired, unknown, "
+                          "pending; in-flight, finished")
+    ops.add_argument("--server", action="append", metavar="NAME", help="only operations on this server (repeatable)")
     ops.set_defaults(func=cmd_ops)
 
     resume = sub.add_parser("resume", help="resume and poll every unfinished operation")

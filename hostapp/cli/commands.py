@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hostapp.agent.commands import agent_engine
+from hostapp.cli import ops
 from hostapp.cli.exits import EXIT_ERROR, EXIT_OK, UsageError
 from hostapp.cli.follow import CallFollower, EventPrinter, emit_outcome, finished_unless_silent
 from hostapp.engine import api, open_engine
@@ -309,7 +310,7 @@ async def cmd_resume(args: argparse.Namespace) -> int:
 
     def printer_for(op_id: str | None) -> EventPrinter:
         if op_id not in printers:
-            printers[op_id] = EventPrinter(args.json, operation_id=op_id)
+            printers[op_id] = EventPrinter(args.json, operation_id=op_id, live=args.wait)
         return printers[op_id]
 
     follower = CallFollower(printer_for, load_answers(args.answers), args.unanswered)
@@ -338,22 +339,21 @@ async def cmd_resume(args: argparse.Namespace) -> int:
 
 
 async def cmd_ops(args: argparse.Namespace) -> int:
+    statuses, servers = ops.parse_statuses(args.status), set(args.server or []) or None
     async with opened_engine() as engine:
-        rows = await engine.operation_rows(limit=args.limit)
+        if args.json:
+            rows = await ops.matching_rows(engine, statuses, servers, args.limit)
+        else:
+            views = await ops.matching_operations(engine, statuses, servers, args.limit)
     if args.json:
         print(json.dumps(rows, ensure_ascii=False))
-        return EXIT_OK
-    if not rows:
-        print("no operations yet")
-    for r in rows:
-        pct = f"{100 * r['progress'] / r['total']:5.1f}%" if r["progress"] is not None and r["total"] else (
-            f"{r['progress']:g}" if r["progress"] is not None else "-")
-        print(f"{r['id']}  {r['server']:<14} {r['tool']!s:<24} {r['mechanism']!s:<18} {r['status']:<14} {pct}")
+    else:
+        ops.print_table(views, filtered=bool(statuses or servers))
     return EXIT_OK
 
 
 async def cmd_cancel(args: argparse.Namespace) -> int:
-    printer = EventPrinter(False, operation_id=args.op)
+    printer = EventPrinter(False, operation_id=args.op, live=False)
     follower = CallFollower(lambda _op: printer, [])
     follower.follow = {args.op}
     async with following(follower) as engine:

@@ -16,6 +16,8 @@ from collections.abc import Callable
 from typing import Any, TextIO
 
 from hostapp.cli.exits import EXIT_ERROR, EXIT_OK
+from hostapp.cli.progress import LiveView, PlainView, board_for
+from hostapp.cli.text import is_terminal
 from hostapp.engine.api import (
     TERMINAL,
     EngineApi,
@@ -34,12 +36,17 @@ from hostapp.protocol.tool_results import content_blocks, text_of
 
 
 class EventPrinter:
-    """Prints call events as JSON lines (``--json``) or as short human lines."""
+    """Prints call events as JSON lines (``--json``) or for a person: a live progress line
+    on a terminal, short lines elsewhere (:mod:`hostapp.cli.progress`). ``live=False``
+    asks for the short lines on a terminal too."""
 
-    def __init__(self, as_json: bool, stream: TextIO | None = None, operation_id: str | None = None):
+    def __init__(self, as_json: bool, stream: TextIO | None = None, operation_id: str | None = None,
+                 live: bool = True):
         self.as_json = as_json
         self.stream = stream or sys.stdout
         self.operation_id = operation_id
+        live = live and not as_json and is_terminal(self.stream)
+        self.view = LiveView(board_for(self.stream), operation_id) if live else PlainView(self.stream)
 
     def emit(self, event: str, **fields: Any) -> None:
         if self.as_json:
@@ -49,8 +56,13 @@ class EventPrinter:
             obj.update(fields)
             self.stream.write(json.dumps(obj, ensure_ascii=False) + "\n")
         else:
-            self.stream.write(self._human(event, fields) + "\n")
+            self.view.show(event, fields, lambda: self._human(event, fields))
         self.stream.flush()
+
+    def known(self, op: OperationView) -> None:
+        """Where ``op`` stood before it is followed again: a live line starts from there."""
+        if not self.as_json:
+            self.view.known(op)
 
     def _human(self, event: str, f: dict[str, Any]) -> str:
         prefix = f"[{self.operation_id}] " if self.operation_id else ""
@@ -139,6 +151,7 @@ class CallFollower:
     def seen(self, op: OperationView) -> None:
         """What ``op`` showed before: only news about it is printed."""
         self._last[op.id] = (op.progress, op.total, op.message)
+        self.printer_for(op.id).known(op)
 
     def operation_changed(self, op: OperationView) -> None:
         if not self._follows(op.id):

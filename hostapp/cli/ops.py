@@ -1,0 +1,142 @@
+"""``hostapp ops``: the operations journal as a table a person reads, or as JSON, with
+filters by status and by server.
+
+The table shows when each operation started ("2 min ago"), how long it ran, its progress
+as a percentage, its status in words ("needs your input") and its latest message; the
+JSON is the journal's rows as before, only the filters applied.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import time
+from collections.abc import Iterable
+from typing import TextIO
+
+from hostapp.cli import text
+from hostapp.cli.exits import UsageError
+from hostapp.cli.table import render_table
+from hostapp.engine.api import IN_FLIGHT, TERMINAL, EngineApi, JsonObject, OperationStatus, OperationView
+
+#: Status words a person reads.
+STATUS_WORDS: dict[str, str] = {
+    OperationStatus.PENDING: "starting",
+    OperationStatus.RUNNING: "running",
+    OperationStatus.INPUT_REQUIRED: "needs your input",
+    OperationStatus.COMPLETED: "completed",
+    OperationStatus.FAILED: "failed",
+    OperationStatus.CANCELLED: "cancelled",
+    OperationStatus.EXPIRED: "expired",
+    OperationStatus.UNKNOWN: "unknown",
+}
+
+#: What ``--status`` accepts besides the journal's own values and the words above.
+STATUS_ALIASES: dict[str, frozenset[str]] = {
+    "needs-input": frozenset({OperationStatus.INPUT_REQUIRED}),
+    "input": frozenset({OperationStatus.INPUT_REQUIRED}),
+    "in-flight": frozenset(IN_FLIGHT),
+    "finished": frozenset(TERMINAL),
+}
+
+HEADERS = ("ID", "STARTED", "DURATION", "SERVER", "TOOL", "STATUS", "PROGRESS", "MESSAGE")
+MESSAGE = HEADERS.index("MESSAGE")
+RIGHT = frozenset({HEADERS.index("DURATION"), HEADERS.index("PROGRESS")})
+#: Never cut: what a person types next (the id) and reads first (the status, the progress).
+KEEP = frozenset({HEADERS.index("ID"), HEADERS.index("STATUS"), HEADERS.index("PROGRESS")})
+#: Left out, in this order, when a terminal is too narrow for every column.
+DROP = tuple(HEADERS.index(h) for h in ("MESSAGE", "DURATION", "SERVER", "STARTED"))
+NO_PROGRESS = "—"
+
+
+def _key(word: str) -> str:
+    return "-".join(word.strip().lower().replace("_", " ").split())
+
+
+def parse_statuses(values: Iterable[str] | None) -> set[str] | None:
+    """``--status`` values (each may be a comma list) as journal statuses; None: all."""
+    known: dict[str, frozenset[str]] = {_key(s): frozenset({s}) for s in OperationStatus}
+    known.update({_key(word): frozenset({s}) for s, word in STATUS_WORDS.items()})
+    known.update(STATUS_ALIASES)
+    wanted: set[str] = set()
+    for value in values or []:
+        for word in value.split(","):
+            if not word.strip():
+                continue
+            statuses = known.get(_key(word))
+            if statuses is None:
+                choices = ", ".join([*(str(s) for s in OperationStatus), *STATUS_ALIASES])
+                raise UsageError(f"--status: no status {word.strip()!r}; choose from {choices}")
+            wanted |= statuses
+    return wanted or None
+
+
+async def matching_operations(engine: EngineApi, statuses: set[str] | None, servers: set[str] | None,
+                              limit: int) -> list[OperationView]:
+    """Up to ``limit`` operations of those statuses on those servers, in the journal's
+    order (those in flight first, then the newest)."""
+    found: list[OperationView] = []
+    page, offset = max(limit, 200), 0
+    while len(found) < limit:
+        views = await engine.operations(statuses=statuses, limit=page, offset=offset)
+        found += [v for v in views if not servers or v.server in servers]
+        if len(views) < page:
+            break
+        offset += page
+    return found[:limit]
+
+
+async def matching_rows(engine: EngineApi, statuses: set[str] | None, servers: set[str] | None,
+                        limit: int) -> list[JsonObject]:
+    """``--json``: the journal's rows as ever (``operation_rows``), only those that match."""
+    if not statuses and not servers:
+        return await engine.operation_rows(limit=limit)
+    asked = limit
+    while True:
+        rows = await engine.operation_rows(limit=asked)
+        found = [r for r in rows if (not statuses or r["status"] in statuses)
+                 and (not servers or r["server"] in servers)]
+        if len(found) >= limit or len(rows) < asked:
+            return found[:limit]
+        asked *= 4
+
+
+def status_word(op: OperationView) -> str:
+    return STATUS_WORDS.get(op.status, text.plain(op.status))
+
+
+def progress_text(op: OperationView) -> str:
+    fraction = op.fraction
+    return NO_PROGRESS if fraction is None else f"{int(fraction * 100)}%"
+
+
+def message_of(op: OperationView) -> str:
+    """The latest message; for an operation that failed or ended unknown, its reason."""
+    if op.status in TERMINAL and op.error and op.error.get("message"):
+        return text.plain(op.error["message"])
+    return text.plain(op.message or "")
+
+
+def row_of(op: OperationView, now: float) -> list[str]:
+    end = op.ended_at if op.ended_at is not None else now
+    started = text.ago(op.created_at, now) if op.created_at else "?"
+    took = text.duration(end - op.created_at) if op.created_at else "?"
+    return [op.id, started, took, text.plain(op.server), text.plain(op.tool or op.method), status_word(op),
+            progress_text(op), message_of(op)]
+
+
+def table_lines(ops: list[OperationView], now: float, cells: int | None) -> list[str]:
+    return render_table(HEADERS, [row_of(op, now) for op in ops], cells, right=RIGHT, shrink_first=MESSAGE,
+                        keep=KEEP, drop=DROP)
+
+
+def print_table(ops: list[OperationView], filtered: bool, stream: TextIO | None = None,
+                now: float | None = None) -> None:
+    """The table, as wide as the terminal (or ``COLUMNS``, or 160 columns into a pipe)."""
+    stream = stream or sys.stdout
+    if not ops:
+        print("no operations match" if filtered else "no operations yet", file=stream)
+        return
+    cells = shutil.get_terminal_size((160, 24)).columns - 1
+    for line in table_lines(ops, time.time() if now is None else now, cells):
+        print(line, file=stream)

@@ -1,0 +1,159 @@
+"""Text for a terminal: server text made plain, widths in terminal cells, truncation with
+an ellipsis, and times as people read them. Shared by the live progress lines
+(:mod:`hostapp.cli.progress`) and the tables (:mod:`hostapp.cli.table`)."""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+import time
+import unicodedata
+from typing import TextIO
+
+ELLIPSIS = "…"
+
+# C0 and C1 controls, DEL: a server's text never moves the cursor or colours the terminal.
+_CONTROLS = re.compile(r"[\x00-\x1f\x7f-\x9f]+")
+
+
+def plain(text: object) -> str:
+    """Server text on one line: control characters (escape sequences, new lines, tabs)
+    become single spaces; surrounding space is dropped."""
+    return _CONTROLS.sub(" ", "" if text is None else str(text)).strip()
+
+
+def char_width(ch: str) -> int:
+    if unicodedata.combining(ch) or unicodedata.category(ch) in ("Mn", "Me", "Cf"):
+        return 0
+    return 2 if unicodedata.east_asian_width(ch) in ("W", "F") else 1
+
+
+def width(text: str) -> int:
+    """How many terminal cells ``text`` (without escape sequences) takes."""
+    return sum(char_width(ch) for ch in text)
+
+
+def fit(text: str, cells: int, ellipsis: str = ELLIPSIS) -> str:
+    """``text`` cut to at most ``cells`` cells, ending with the ellipsis when cut."""
+    if width(text) <= cells:
+        return text
+    if cells <= 0:
+        return ""
+    room = cells - width(ellipsis)
+    out, used = [], 0
+    for ch in text:
+        w = char_width(ch)
+        if used + w > room:
+            break
+        out.append(ch)
+        used += w
+    return "".join(out) + ellipsis if room >= 0 else ellipsis[:cells]
+
+
+def pad(text: str, cells: int, right: bool = False) -> str:
+    """``text`` padded with spaces to ``cells`` cells (on the left when ``right``)."""
+    fill = " " * max(0, cells - width(text))
+    return fill + text if right else text + fill
+
+
+def clock(seconds: float) -> str:
+    """An elapsed time as a clock: ``0:07``, ``12:34``, ``1:02:03``, ``3 d 4 h``."""
+    seconds = max(0, int(seconds))
+    days, rest = divmod(seconds, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    if days:
+        return f"{days} d {hours} h"
+    if hours:
+        return f"{hours}:{minutes:02d}:{secs:02d}"
+    return f"{minutes}:{secs:02d}"
+
+
+def duration(seconds: float) -> str:
+    """A duration in words: ``0.4 s``, ``12 s``, ``3 min 5 s``, ``2 h 10 min``, ``3 d 4 h``."""
+    seconds = max(0.0, seconds)
+    if seconds < 1:
+        return f"{seconds:.1f} s"
+    whole = int(seconds)
+    days, rest = divmod(whole, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    if days:
+        return f"{days} d {hours} h" if hours else f"{days} d"
+    if hours:
+        return f"{hours} h {minutes} min" if minutes else f"{hours} h"
+    if minutes:
+        return f"{minutes} min {secs} s" if secs and minutes < 10 else f"{minutes} min"
+    return f"{secs} s"
+
+
+def ago(then: float, now: float) -> str:
+    """How long ago ``then`` was (seconds since the epoch): ``just now``, ``40 s ago``,
+    ``2 min ago``, ``3 h ago``, ``yesterday``, ``5 days ago``, then the date."""
+    delta = now - then
+    if delta < 0:
+        return "in the future"  # another machine's clock, or this one's set back
+    if delta < 5:
+        return "just now"
+    if delta < 60:
+        return f"{int(delta)} s ago"
+    if delta < 3600:
+        return f"{int(delta // 60)} min ago"
+    if delta < 86400:
+        return f"{int(delta // 3600)} h ago"
+    days = int(delta // 86400)
+    if days == 1:
+        return "yesterday"
+    if days < 30:
+        return f"{days} days ago"
+    return time.strftime("%Y-%m-%d", time.localtime(then))
+
+
+def colour_wanted(stream: TextIO) -> bool:
+    """Colour only on a terminal, and never with ``NO_COLOR`` set (https://no-color.org)
+    or on a terminal that says it is dumb."""
+    if os.environ.get("NO_COLOR"):
+        return False
+    return is_terminal(stream)
+
+
+def is_terminal(stream: TextIO) -> bool:
+    """``stream`` is a terminal that understands the cursor moves of a live line."""
+    try:
+        tty = stream.isatty()
+    except (AttributeError, ValueError):  # a closed or unusual stream
+        return False
+    return tty and os.environ.get("TERM", "") != "dumb" and _cursor_moves(stream)
+
+
+def _cursor_moves(stream: TextIO) -> bool:
+    """A Windows console understands cursor moves and colours once asked to (Windows 10
+    and later); elsewhere a terminal does."""
+    if sys.platform != "win32":
+        return True
+    import ctypes
+    import msvcrt
+    from ctypes import wintypes
+
+    enable_virtual_terminal_processing = 0x0004
+    try:
+        handle = msvcrt.get_osfhandle(stream.fileno())
+        kernel32 = ctypes.WinDLL("kernel32", use_last_error=True)
+        mode = wintypes.DWORD()
+        if not kernel32.GetConsoleMode(handle, ctypes.byref(mode)):
+            return False
+        return bool(mode.value & enable_virtual_terminal_processing
+                    or kernel32.SetConsoleMode(handle, mode.value | enable_virtual_terminal_processing))
+    except (AttributeError, OSError, ValueError):
+        return False
+
+
+def speaks_unicode(stream: TextIO) -> bool:
+    """The bar and spinner characters can be written to ``stream``."""
+    encoding = getattr(stream, "encoding", None) or "ascii"
+    try:
+        "█░⠋✓…".encode(encoding)
+    except (UnicodeEncodeError, LookupError):
+        return False
+    return True
