@@ -261,13 +261,28 @@ class OperationTableModel(FlatTableModel):
             self._row_list(row)[self._list_pos(row)] = op
             self.emit_row_changed(row)
             return 0
-        # It crossed between in flight and finished: move it to the head of its section.
-        self._remove(row)
-        if op.in_flight:
-            self._insert(0, op, live=True)
-        else:
-            self._insert(len(self._live), op, live=False)
+        # It crossed between in flight and finished: move it to the head of its section, as
+        # a move (not a removal and an insertion), so that the selection and every other
+        # persistent index stay on this operation.
+        self._move(row, op)
         return 0
+
+    def _move(self, row: int, op: OperationView) -> None:
+        # The destination in the numbering before the move: the head of the live rows, or
+        # the head of the history (just after the last live row).
+        dest = 0 if op.in_flight else len(self._live)
+        moving = dest not in (row, row + 1)
+        if moving:
+            self.beginMoveRows(QModelIndex(), row, row, QModelIndex(), dest)
+        self._row_list(row).pop(self._list_pos(row))
+        if op.in_flight:
+            self._live.insert(0, op)
+        else:
+            self._history.insert(0, op)
+        self._row_index = None
+        if moving:
+            self.endMoveRows()
+        self.emit_row_changed(self.row_of(op.id) or 0)
 
     def _row_list(self, row: int) -> list[OperationView]:
         return self._live if row < len(self._live) else self._history
