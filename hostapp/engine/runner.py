@@ -245,8 +245,8 @@ class OperationRunner:
                     ctx.keyring_failed(exc)
                     resumable, ref = False, None
         self.handle_ref = ref
-        self.view = replace(self.view, resumable=resumable)
         mechanism = action.state.get("mechanism")
+        self.view = replace(self.view, resumable=resumable, mechanism=mechanism or self.view.mechanism)
         self.record.mechanism = mechanism
         await ctx.journal.update_operation(self.id, handle=action.state, handle_ref=ref,
                                            mechanism=mechanism, resumable=resumable)
@@ -443,7 +443,8 @@ class OperationRunner:
         self.record.jsonrpc_id = rid
         await ctx.journal.update_operation(self.id, jsonrpc_id=rid, status=OperationStatus.RUNNING,
                                            mechanism=self.record.mechanism or self.mech.name)
-        self.view = replace(self.view, status=OperationStatus.RUNNING)
+        self.view = replace(self.view, status=OperationStatus.RUNNING,
+                            mechanism=self.record.mechanism or self.mech.name)
         ctx.changed(self)
         ctx.own_request(self, session, rid)
         await self._request(session, self.mech.method, to_send, rid, original=True)

@@ -189,6 +189,14 @@ class Engine:
             runner = self._restore(record, handles.get(record.id))
             runner.restored_at_start = True
             self._contacts.expect(runner)
+            if not runner.done:
+                self._note_resumed(runner)
+
+    def _note_resumed(self, runner: OperationRunner) -> None:
+        """The timeline says that this start took the operation up again (batched, like progress)."""
+        data = {"mechanism": runner.mech.name, "message": "resumed after hostapp restarted"}
+        self.journal.append_event(runner.id, api.EVENT_RESUMED, data)
+        self._context.operation_event(runner.id, api.EVENT_RESUMED, data)
 
     async def _end_unsent(self, records: list[OperationRecord]) -> list[OperationRecord]:
         """End the ``pending`` operations among ``records`` (see :meth:`start`); the others."""

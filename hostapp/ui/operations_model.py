@@ -23,6 +23,7 @@ from PySide6.QtWidgets import QApplication, QStyle
 from hostapp.engine import api
 from hostapp.engine.api import OperationView
 from hostapp.ui.flat_table_model import TOP_LEVEL, FlatTableModel
+from hostapp.ui.progress_estimate import Estimate, ProgressEstimator
 from hostapp.ui.result_view import plain_tooltip
 
 log = logging.getLogger(__name__)
@@ -33,10 +34,45 @@ PAGE_SIZE = 200
 #: The role that carries the whole :class:`OperationView` of a row (for the delegate and the details).
 OperationRole = Qt.ItemDataRole.UserRole + 1
 
-TOOL, SERVER, PROGRESS, MESSAGE, STATUS, ELAPSED = range(6)
+#: The role of a row's :class:`Estimate` (rate and time left), None without a total.
+EstimateRole = Qt.ItemDataRole.UserRole + 3
+#: The role of a cell's value for sorting (numbers for progress and elapsed time).
+SortRole = Qt.ItemDataRole.UserRole + 2
+
+TOOL, SERVER, PROGRESS, MESSAGE, STATUS, ELAPSED, SURVIVES = range(7)
 #: The message of a call whose server needs the person to sign in first.
 WAITING_FOR_SIGN_IN = "waiting for sign-in"
-HEADERS = ("Tool", "Server", "Progress", "Latest message", "Status", "Elapsed")
+HEADERS = ("Tool", "Server", "Progress", "Latest message", "Status", "Elapsed", "If hostapp stops")
+
+#: Whether a call outlives hostapp, by the way it is carried, in plain words.
+MECHANISM_TEXT: dict[str, str] = {
+    "async_tool": "resumable (async tool)",
+    "tasks_extension": "resumable (task)",
+    "tasks_2025": "resumable (task)",
+    "resumable_requests": "resumable (resume token)",
+    "streams": "resumable (stream)",
+    "resume_token": "resumable between parts",
+    "mrtr": "only its question survives",
+    "http_resumption": "resumable while the server keeps it",
+    "direct": "lost if hostapp stops",
+}
+#: Longer explanations of the same, for the cell's tooltip.
+MECHANISM_TIPS: dict[str, str] = {
+    "async_tool": "An asynchronous tool call: hostapp made its token before sending it, so after a restart it "
+                  "asks the server how the call went.",
+    "tasks_extension": "The server runs it as a task: after a restart hostapp asks for the task by its id.",
+    "tasks_2025": "The server runs it as a task: after a restart hostapp asks for the task by its id.",
+    "resumable_requests": "The server gave a resume token: hostapp resumes the request with it, within the "
+                          "time the server keeps it.",
+    "streams": "The answer comes on a stream the server keeps: hostapp resumes the stream, within the time "
+               "the server keeps it.",
+    "resume_token": "The result comes in parts, each with a token for the next: a restart loses at most the "
+                    "part under way.",
+    "mrtr": "A plain request: if hostapp stops, only a question the server asked survives.",
+    "http_resumption": "The answer streams over HTTP: hostapp picks the stream up again only while the server "
+                       "keeps its events and session.",
+    "direct": "A plain request: if hostapp stops before the answer, its outcome is unknown.",
+}
 
 #: Status words a person reads.
 STATUS_TEXT: dict[str, str] = {
@@ -90,6 +126,25 @@ def status_text(op: OperationView) -> str:
     return text
 
 
+def shown_fraction(op: OperationView) -> float | None:
+    """The share of the bar to fill: a completed call is whole (its server may not have
+    reported the last step); a failed or cancelled one shows how far it got, if known."""
+    if op.status == api.OperationStatus.COMPLETED:
+        return 1.0
+    return op.fraction
+
+
+def survives_text(op: OperationView) -> str:
+    """Whether the call outlives hostapp, in plain words (empty once it ended)."""
+    if not op.in_flight:
+        return ""
+    if not op.resumable:
+        return "lost if hostapp stops (keyring)"
+    if op.mechanism is None:
+        return "not sent yet"
+    return MECHANISM_TEXT.get(op.mechanism, op.mechanism)
+
+
 def elapsed_of(op: OperationView, now: float | None = None) -> float:
     end = op.ended_at if op.ended_at is not None else (now if now is not None else time.time())
     return max(0.0, end - op.created_at) if op.created_at else 0.0
@@ -125,6 +180,7 @@ class OperationTableModel(FlatTableModel):
         self._tasks: set[asyncio.Task] = set()
         # Servers that need the person to sign in: their calls in flight wait for it.
         self._awaiting_sign_in: frozenset[str] = frozenset()
+        self.estimator = ProgressEstimator()
         # Elapsed times and indeterminate bars move without any engine event.
         self._tick = QTimer(self)
         self._tick.setInterval(200)
@@ -238,6 +294,7 @@ class OperationTableModel(FlatTableModel):
         """Fold a batch of changed operations into the rows (one signal per touched row)."""
         added = 0
         for op in ops:
+            self.estimator.observe(op)
             added += self._apply_one(op)
         if added:
             self._set_total(self._total + added)
@@ -315,7 +372,7 @@ class OperationTableModel(FlatTableModel):
 
     def _refresh_live_cells(self) -> None:
         if self._live:
-            self.dataChanged.emit(self.index(0, PROGRESS), self.index(len(self._live) - 1, ELAPSED))
+            self.dataChanged.emit(self.index(0, PROGRESS), self.index(len(self._live) - 1, SURVIVES))
 
     # -- lookup -------------------------------------------------------------------------
 
@@ -353,7 +410,13 @@ class OperationTableModel(FlatTableModel):
             return op
         if role == Qt.ItemDataRole.DisplayRole:
             return self._display(op, col)
+        if role == EstimateRole:
+            return self.estimate(op)
+        if role == SortRole:
+            return self._sort_key(op, col)
         if role == Qt.ItemDataRole.ToolTipRole:
+            if col == SURVIVES and op.mechanism:
+                return plain_tooltip(MECHANISM_TIPS.get(op.mechanism, op.mechanism))
             if col == MESSAGE and op.message:
                 return plain_tooltip(op.message)
             if col == STATUS and op.error:
@@ -371,6 +434,9 @@ class OperationTableModel(FlatTableModel):
             return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
         return None
 
+    def estimate(self, op: OperationView) -> Estimate | None:
+        return self.estimator.estimate(op)
+
     def set_awaiting_sign_in(self, servers: Iterable[str]) -> None:
         """Name the servers that need sign-in; their operations in flight say they wait for it."""
         awaiting = frozenset(servers)
@@ -385,7 +451,7 @@ class OperationTableModel(FlatTableModel):
         if col == SERVER:
             return op.server
         if col == PROGRESS:
-            fraction = op.fraction
+            fraction = shown_fraction(op)
             if fraction is not None:
                 return f"{fraction * 100:.0f}%"
             return "" if op.progress is None else f"{op.progress:g}"
@@ -397,7 +463,17 @@ class OperationTableModel(FlatTableModel):
             return status_text(op)
         if col == ELAPSED:
             return format_elapsed(elapsed_of(op))
+        if col == SURVIVES:
+            return survives_text(op)
         return ""
+
+    def _sort_key(self, op: OperationView, col: int) -> Any:
+        if col == PROGRESS:
+            fraction = shown_fraction(op)
+            return -1.0 if fraction is None else fraction
+        if col == ELAPSED:
+            return elapsed_of(op)
+        return self._display(op, col).lower()
 
     def _status_icon(self, op: OperationView):
         style = QApplication.style()

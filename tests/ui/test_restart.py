@@ -81,6 +81,12 @@ def finish_in_new_window(home: Path, op_ids: list[str]) -> dict[str, api.Operati
         # Shown as resumed and under way, not as lost or ended.
         assert all(op_of(host.window, op_id).in_flight for op_id in op_ids), \
             [op_of(host.window, op_id) for op_id in op_ids]
+        # Each timeline says that this start took the operation up again.
+        for op_id in op_ids:
+            await resumed_in_journal(host, op_id)
+        host.window.select_operation(op_ids[0])
+        await until(lambda: any("resumed after hostapp restarted" in text for text in timeline_texts(host.window)),
+                    what="the resumed entry in the timeline")
         await until(lambda: all(op_of(host.window, op_id).status in api.TERMINAL for op_id in op_ids),
                     timeout=60, what="the resumed operations to finish")
         outcome = {op_id: op_of(host.window, op_id) for op_id in op_ids}
@@ -94,6 +100,20 @@ def finish_in_new_window(home: Path, op_ids: list[str]) -> dict[str, api.Operati
         if not host.stopped.is_set():
             loop.run_until_complete(host.shutdown(stop_loop=False))
         dispose(host.window)
+
+
+async def resumed_in_journal(host: HostApp, op_id: str, timeout: float = 30.0) -> None:
+    """Wait until the journal holds the operation's "resumed" event (events are batched)."""
+    loop = asyncio.get_running_loop()
+    end = loop.time() + timeout
+    while not any(e["kind"] == api.EVENT_RESUMED for e in await host.engine.events(op_id)):
+        assert loop.time() < end, f"no resumed event for {op_id}"
+        await asyncio.sleep(0.05)
+
+
+def timeline_texts(window) -> list[str]:
+    tree = window.details.timeline
+    return [tree.topLevelItem(i).text(2) for i in range(tree.topLevelItemCount())]
 
 
 def assert_finished_once(outcome: dict[str, api.OperationView], lab: LabProcess) -> None:
