@@ -9,6 +9,8 @@ them back (the time of the last clearing is kept in the settings).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from PySide6.QtCore import (
     QAbstractItemModel,
     QEvent,
@@ -81,17 +83,27 @@ class OperationFilter(QSortFilterProxyModel):
         self.cleared_before: float | None = None  # finished before then: hidden
         self.show_cleared = False
 
+    def _refilter(self, change: Callable[[], None]) -> None:
+        """Change what the filter lets through. Qt 6.10 replaced invalidateRowsFilter
+        (deprecated there) with beginFilterChange before and endFilterChange after."""
+        if hasattr(self, "endFilterChange"):
+            self.beginFilterChange()
+            change()
+            self.endFilterChange(QSortFilterProxyModel.Direction.Rows)
+        else:  # pragma: no cover - Qt before 6.10
+            change()
+            self.invalidateRowsFilter()
+
     def set_text(self, text: str) -> None:
-        self._text = text.strip().lower()
-        self.invalidateRowsFilter()
+        self._refilter(lambda: setattr(self, "_text", text.strip().lower()))
 
     def set_server(self, server: str) -> None:
-        self._server = server
-        self.invalidateRowsFilter()
+        self._refilter(lambda: setattr(self, "_server", server))
 
     def set_cleared(self, before: float | None, show: bool) -> None:
-        self.cleared_before, self.show_cleared = before, show
-        self.invalidateRowsFilter()
+        def change() -> None:
+            self.cleared_before, self.show_cleared = before, show
+        self._refilter(change)
 
     def is_cleared(self, op: OperationView) -> bool:
         return (self.cleared_before is not None and not op.in_flight and op.ended_at is not None
