@@ -178,6 +178,7 @@ class ElicitationPrompt(ElicitationPromptBase):
         self._add_message(message)
         self.form = ElicitationForm(fields)
         scroll = QScrollArea()
+        scroll.setAccessibleName("The form")
         scroll.setWidgetResizable(True)
         scroll.setFrameShape(QFrame.Shape.NoFrame)
         scroll.setWidget(self.form)

@@ -70,6 +70,7 @@ from hostapp.ui.result_view import plain_label, result_as_text
 from hostapp.ui.server_actions import ServerActions
 from hostapp.ui.servers_model import TARGET as SERVER_TARGET
 from hostapp.ui.servers_model import ServerRole, ServerTableModel
+from hostapp.ui.theme import glyph_icon
 from hostapp.ui.window_parts import OUTCOME_NOTICES, TITLE, Summary, arrange_splitter
 
 if TYPE_CHECKING:
@@ -185,7 +186,7 @@ class MainWindow(QMainWindow):
 
     def _action(self, text: str, slot: Callable[..., object],
                 shortcut: QKeySequence | QKeySequence.StandardKey | str | None = None, *, tip: str = "",
-                icon: QStyle.StandardPixmap | None = None) -> QAction:
+                icon: QStyle.StandardPixmap | QIcon | None = None) -> QAction:
         action = QAction(text, self)
         if shortcut is not None:
             action.setShortcut(QKeySequence(shortcut))
@@ -193,7 +194,9 @@ class MainWindow(QMainWindow):
             action.setToolTip(tip + (f" ({action.shortcut().toString(QKeySequence.SequenceFormat.NativeText)})"
                                      if shortcut else ""))
             action.setStatusTip(tip)
-        if icon is not None:
+        if isinstance(icon, QIcon):
+            action.setIcon(icon)
+        elif icon is not None:
             action.setIcon(self.style().standardIcon(icon))
         action.triggered.connect(slot)
         self.addAction(action)
@@ -202,11 +205,11 @@ class MainWindow(QMainWindow):
     def _build_actions(self) -> None:
         S = QStyle.StandardPixmap
         self.start_action = self._action("&Start call…", self.start_call, QKeySequence.StandardKey.New,
-                                         tip="Call a tool on a server", icon=S.SP_MediaPlay)
+                                         tip="Call a tool on a server", icon=glyph_icon("play"))
         self.cancel_action = self._action("&Cancel", self.cancel_selected, "Ctrl+.",
-                                          tip="Cancel the selected operation", icon=S.SP_MediaStop)
+                                          tip="Cancel the selected operation", icon=glyph_icon("stop"))
         self.rerun_action = self._action("&Re-run", self.rerun_selected, "Ctrl+R",
-                                         tip="Run the selected call again as a new operation", icon=S.SP_BrowserReload)
+                                         tip="Run the selected call again as a new operation", icon=glyph_icon("rerun"))
         self.copy_action = self._action("C&opy result", self.copy_selected, "Ctrl+Shift+C",
                                         tip="Copy the result of the selected operation")
         self.save_action = self._action("Sa&ve result…", self.save_selected, QKeySequence.StandardKey.Save,
@@ -652,7 +655,8 @@ class MainWindow(QMainWindow):
         # sixth of the app's import time, and the window is shown without it.
         from hostapp.ui.call_dialog import StartCallDialog
 
-        dialog = StartCallDialog(names, self.engine.list_tools, self, server=default_server, tool=tool)
+        dialog = StartCallDialog(names, self.engine.list_tools, self, server=default_server, tool=tool,
+                                 memory=self.settings)
         self.call_dialog = dialog
         try:
             if await run_dialog(dialog) != StartCallDialog.DialogCode.Accepted:

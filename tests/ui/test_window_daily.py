@@ -248,3 +248,51 @@ def test_protocol_column_and_tooltips_read_well(qapp):
     label.setText(plain_tooltip(sentence))
     label.adjustSize()
     assert label.width() >= label.fontMetrics().horizontalAdvance(sentence) * 0.9, label.width()
+
+
+TOOLS = [
+    {"name": "sleep_with_progress", "description": "Wait and report progress.",
+     "inputSchema": {"type": "object", "properties": {"seconds": {"type": "number"}, "steps": {"type": "integer"}}}},
+    {"name": "ask_form", "description": "Ask the person a question.",
+     "inputSchema": {"type": "object", "properties": {"message": {"type": "string"},
+                                                      "token": {"type": "string", "format": "password"}}}},
+]
+
+
+def test_start_call_focuses_the_tools_searches_them_and_remembers_the_last_call(qtbot, qloop, tmp_path):
+    from PySide6.QtCore import QSettings
+
+    from hostapp.ui.call_dialog import StartCallDialog
+
+    memory = QSettings(str(tmp_path / "settings.ini"), QSettings.Format.IniFormat)
+
+    async def load(_server):
+        return TOOLS
+
+    async def scenario():
+        dialog = StartCallDialog(["lab", "other"], load, memory=memory)
+        qtbot.addWidget(dialog)
+        dialog.show()
+        dialog.activateWindow()
+        await until(lambda: dialog.tool_list.count() == 2, what="the tools")
+        assert dialog.focusWidget() is dialog.tool_list
+        dialog.tool_search.setText("question")
+        shown = [dialog.tool_list.item(i).text() for i in range(2) if not dialog.tool_list.item(i).isHidden()]
+        assert shown == ["ask_form"] and dialog.tool_list.currentItem().text() == "ask_form"
+        dialog.form.set_arguments({"message": "Which colour?", "token": "s3cret"})
+        dialog.start_button.click()
+        assert dialog.result() == StartCallDialog.DialogCode.Accepted
+
+        again = StartCallDialog(["lab", "other"], load, memory=memory)
+        qtbot.addWidget(again)
+        again.show()
+        await until(lambda: again.tool_list.count() == 2 and again.form is not None, what="the tools again")
+        assert again.server_box.currentText() == "lab"
+        assert again.tool_list.currentItem().text() == "ask_form"
+        assert again.form.arguments().get("message") == "Which colour?"
+        assert "token" not in again.form.arguments()  # a password is never remembered
+        memory.sync()
+        assert "s3cret" not in (tmp_path / "settings.ini").read_text()
+        again.reject()
+
+    qloop.run_until_complete(scenario())
