@@ -301,7 +301,7 @@ class MainWindow(QMainWindow):
         oheader = self.ops_table.horizontalHeader()
         oheader.setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
         oheader.setSectionResizeMode(OP_MESSAGE, QHeaderView.ResizeMode.Stretch)
-        for col, width in enumerate((170, 90, 190, 0, 140, 70, 170)):
+        for col, width in enumerate((150, 70, 170, 0, 150, 60, 170)):
             if width:
                 self.ops_table.setColumnWidth(col, width)
 

@@ -67,6 +67,9 @@ def make_table(model: QAbstractItemModel, name: str) -> QTableView:
     table.verticalHeader().setDefaultSectionSize(table.fontMetrics().height() + 12)
     table.horizontalHeader().setHighlightSections(False)
     table.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
+    # Tab goes to the next control (arrows move between rows), not from cell to cell of a
+    # selected row, where nothing visible happens.
+    table.setTabKeyNavigation(False)
     return table
 
 
