@@ -64,7 +64,6 @@ from hostapp.ui.async_dialog import run_dialog
 from hostapp.ui.details import OperationDetails
 from hostapp.ui.elicitation_queue import ElicitationQueue
 from hostapp.ui.operations_model import FILTERS, OperationTableModel
-from hostapp.ui.operations_model import MESSAGE as OP_MESSAGE
 from hostapp.ui.operations_pane import OperationsPane, make_table
 from hostapp.ui.result_view import plain_label, result_as_text
 from hostapp.ui.server_actions import ServerActions
@@ -298,12 +297,6 @@ class MainWindow(QMainWindow):
         self.filter_box = self.ops_pane.filter_box
         self.count_label = self.ops_pane.count_label
         self.statusBar().addPermanentWidget(self.count_label)
-        oheader = self.ops_table.horizontalHeader()
-        oheader.setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
-        oheader.setSectionResizeMode(OP_MESSAGE, QHeaderView.ResizeMode.Stretch)
-        for col, width in enumerate((150, 70, 170, 0, 150, 60, 170)):
-            if width:
-                self.ops_table.setColumnWidth(col, width)
 
         details_box = QGroupBox("Selected operation")
         QVBoxLayout(details_box).addWidget(self.details)
@@ -398,8 +391,9 @@ class MainWindow(QMainWindow):
         if isinstance(state, QByteArray) and not state.isEmpty():
             self.splitter.restoreState(state)
         columns = self.settings.value("window/operations_columns")
-        if isinstance(columns, QByteArray) and not columns.isEmpty():
-            self.ops_table.horizontalHeader().restoreState(columns)
+        if isinstance(columns, QByteArray) and not columns.isEmpty() \
+                and self.ops_table.horizontalHeader().restoreState(columns):
+            self.ops_pane.columns_set_by_person = True
         filter_name = self.settings.value("window/filter", "all")
         if filter_name in FILTERS:
             self.filter_box.setCurrentIndex(list(FILTERS).index(filter_name))

@@ -24,9 +24,11 @@ from PySide6.QtCore import (
 )
 from PySide6.QtWidgets import (
     QAbstractItemView,
+    QApplication,
     QComboBox,
     QGroupBox,
     QHBoxLayout,
+    QHeaderView,
     QLabel,
     QLineEdit,
     QPushButton,
@@ -37,9 +39,14 @@ from PySide6.QtWidgets import (
 
 from hostapp.engine.api import OperationView
 from hostapp.ui.operations_model import (
+    ELAPSED,
     FILTERS,
     MESSAGE,
     PROGRESS,
+    SERVER,
+    STATUS,
+    SURVIVES,
+    TOOL,
     OperationRole,
     OperationTableModel,
     SortRole,
@@ -51,6 +58,10 @@ from hostapp.ui.result_view import plain_label
 #: What the empty list suggests on a first run: demo tools of the built-in lab.
 DEMO_TOOLS = ("sleep_with_progress", "long_task_ext", "ask_form")
 ALL_SERVERS = ""
+#: Column widths in a wide window; in a narrower one they shrink (to 60 %) so that the
+#: latest message keeps :data:`MESSAGE_MIN` pixels, until the person sizes a column.
+COLUMN_WIDTHS = {TOOL: 140, SERVER: 60, PROGRESS: 160, STATUS: 145, ELAPSED: 55, SURVIVES: 175}
+MESSAGE_MIN = 180
 
 
 def make_table(model: QAbstractItemModel, name: str) -> QTableView:
@@ -149,6 +160,13 @@ class OperationsPane(QGroupBox):
         self.table.horizontalHeader().setSortIndicatorShown(True)
         self.table.horizontalHeader().setSortIndicator(-1, Qt.SortOrder.AscendingOrder)
         self.table.setItemDelegateForColumn(PROGRESS, ProgressDelegate(self.table))
+        header = self.table.horizontalHeader()
+        header.setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
+        header.setSectionResizeMode(MESSAGE, QHeaderView.ResizeMode.Stretch)
+        #: Set once the person resized a column (or their widths were restored): kept then.
+        self.columns_set_by_person = False
+        self._fitting = False
+        header.sectionResized.connect(self._section_resized)
         self.table.setMinimumHeight(self.table.horizontalHeader().sizeHint().height()
                                     + 3 * self.table.verticalHeader().defaultSectionSize() + 4)
 
@@ -285,7 +303,25 @@ class OperationsPane(QGroupBox):
     def eventFilter(self, watched: QObject, event: QEvent) -> bool:
         if watched is self.table.viewport() and event.type() == QEvent.Type.Resize:
             self._place_hint()
+            self.fit_columns()
         return False
+
+    def fit_columns(self) -> None:
+        if self.columns_set_by_person:
+            return
+        total = sum(COLUMN_WIDTHS.values())
+        scale = min(1.0, max(0.6, (self.table.viewport().width() - MESSAGE_MIN) / total))
+        self._fitting = True
+        try:
+            for col, width in COLUMN_WIDTHS.items():
+                self.table.setColumnWidth(col, int(width * scale))
+        finally:
+            self._fitting = False
+
+    def _section_resized(self, column: int, _old: int, _new: int) -> None:
+        if not self._fitting and column != MESSAGE and self.table.horizontalHeader().sectionsClickable() \
+                and self.table.isVisible() and QApplication.mouseButtons() != Qt.MouseButton.NoButton:
+            self.columns_set_by_person = True
 
     # -- rows and operations ---------------------------------------------------------------
 

@@ -12,7 +12,7 @@ from PySide6.QtCore import Qt
 
 from hostapp.engine import api
 from hostapp.engine.api import ServerView
-from hostapp.ui.operations_model import ELAPSED, PROGRESS, SURVIVES, TOOL
+from hostapp.ui.operations_model import ELAPSED, MESSAGE, PROGRESS, SURVIVES, TOOL
 from tests.ui.test_window import dispose, op_of, start_via_dialog, until
 
 pytestmark = pytest.mark.timeout(180)
@@ -50,6 +50,9 @@ def test_a_small_window_keeps_the_operations_in_view(small_host, qloop):
         sizes = window.splitter.sizes()
         assert sizes[1] == max(sizes), sizes
         assert visible_rows(window.ops_table) >= 3, (sizes, window.ops_table.viewport().height())
+        # The columns shrink so that the latest message keeps room, without scrolling sideways.
+        assert window.ops_table.columnWidth(MESSAGE) >= 150
+        assert not window.ops_table.horizontalScrollBar().isVisible()
         # The servers table shows each of its rows, a new one included.
         assert visible_rows(window.servers_table) >= 1
         for i in range(2):
