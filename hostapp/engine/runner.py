@@ -101,6 +101,8 @@ class OperationRunner:
         # repeat polls of the others (see FirstContactGate).
         self.awaiting_first_contact = False
         self.restored_at_start = False
+        # Restored only to be ended (its handle or its server is gone): not resumed.
+        self.restore_refused = False
         # What the keyring holds under handle_ref (None: unknown, the next commit writes it).
         self._committed_secret = committed_secret
         self._expiring = False

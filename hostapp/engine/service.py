@@ -189,7 +189,7 @@ class Engine:
             runner = self._restore(record, handles.get(record.id))
             runner.restored_at_start = True
             self._contacts.expect(runner)
-            if not runner.done:
+            if not runner.done and not runner.restore_refused:
                 self._note_resumed(runner)
 
     def _note_resumed(self, runner: OperationRunner) -> None:
@@ -446,11 +446,13 @@ class Engine:
                 and state.get("phase") not in ("new", "done"):
             # Its handle never reached the keyring: asking the server with nothing would
             # draw a misleading "unknown handle" answer.
+            runner.restore_refused = True
             runner.spawn(runner.finish(OperationStatus.UNKNOWN, error={"code": None, "message": HANDLE_NOT_KEPT}))
             return runner
         if record.server not in self.connections:
             cfg = self.journal.get_server(record.server)
             if cfg is None:
+                runner.restore_refused = True
                 runner.spawn(runner.finish(OperationStatus.UNKNOWN, error={
                     "code": None, "message": f"its server {record.server!r} was removed"}))
                 return runner
