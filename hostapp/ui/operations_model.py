@@ -23,7 +23,7 @@ from PySide6.QtWidgets import QApplication, QStyle
 from hostapp.engine import api
 from hostapp.engine.api import OperationView
 from hostapp.ui.flat_table_model import TOP_LEVEL, FlatTableModel
-from hostapp.ui.progress_estimate import Estimate, ProgressEstimator
+from hostapp.ui.progress_estimate import Estimate, ProgressEstimator, format_duration
 from hostapp.ui.result_view import plain_tooltip
 
 log = logging.getLogger(__name__)
@@ -143,6 +143,19 @@ def survives_text(op: OperationView) -> str:
     if op.mechanism is None:
         return "not sent yet"
     return MECHANISM_TEXT.get(op.mechanism, op.mechanism)
+
+
+#: Seconds without any news from the server after which a working call says so.
+QUIET_AFTER = 60.0
+
+
+def quiet_for(op: OperationView, now: float | None = None) -> float | None:
+    """How long a running call with no known share of its work has been silent, once that
+    is :data:`QUIET_AFTER` or more (else None)."""
+    if op.status != api.OperationStatus.RUNNING or op.fraction is not None or not op.updated_at:
+        return None
+    quiet = (now if now is not None else time.time()) - op.updated_at
+    return quiet if quiet >= QUIET_AFTER else None
 
 
 def elapsed_of(op: OperationView, now: float | None = None) -> float:
@@ -458,7 +471,11 @@ class OperationTableModel(FlatTableModel):
         if col == MESSAGE:
             if op.in_flight and op.server in self._awaiting_sign_in:
                 return WAITING_FOR_SIGN_IN
-            return (op.message or "").replace("\n", " ")
+            text = (op.message or "").replace("\n", " ")
+            quiet = quiet_for(op)
+            if quiet is not None:
+                text += (" · " if text else "") + f"no news for {format_duration(quiet)}"
+            return text
         if col == STATUS:
             return status_text(op)
         if col == ELAPSED:

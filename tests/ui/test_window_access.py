@@ -177,3 +177,19 @@ def test_focused_button_shows_a_frame(dark, qtbot):
         return count
 
     assert highlight_pixels(True) > highlight_pixels(False) + 150
+
+
+def test_each_action_has_one_visible_place_besides_the_menus(window):
+    from PySide6.QtWidgets import QAbstractButton
+
+    main = window.window
+    main.resize(1280, 800)
+    buttons = [b for b in main.findChildren(QAbstractButton) if b.isVisibleTo(main)]
+
+    def places(name: str) -> int:
+        return sum(1 for b in buttons if b.text().replace("&", "").rstrip("…").strip() == name)
+
+    for name in ("Start call", "Add server", "Import servers", "Edit server", "Remove server", "Re-run",
+                 "Cancel call"):
+        assert places(name) == 1, (name, [b.text() for b in buttons])
+    assert places("Cancel") == 0  # not a second Cancel beside "Cancel call"

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import time
 
 import pytest
 from PySide6.QtCore import Qt
@@ -167,6 +168,13 @@ def test_progress_cells_show_time_left_and_no_bar_for_ended_calls(qloop):
     row = model.row_of("op1")
     estimate = model.estimate(model.operation(row))
     assert estimate is not None and estimate.rate == pytest.approx(1.0) and estimate.seconds_left == pytest.approx(6)
+    # A working call without a total that has been silent says so beside its last message.
+    quiet = dataclasses.replace(running, id="op9", progress=None, total=None, message="starting",
+                                updated_at=time.time() - 300)
+    model.apply_changes([quiet])
+    assert model.data(model.index(model.row_of("op9"), MESSAGE)) == "starting · no news for 5 min"
+    model.apply_changes([dataclasses.replace(quiet, updated_at=time.time())])
+    assert model.data(model.index(model.row_of("op9"), MESSAGE)) == "starting"
     # A completed call is whole even if its last step was never reported.
     assert model.data(model.index(model.row_of("op4"), PROGRESS)) == "100%"
 
