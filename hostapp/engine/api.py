@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from hostapp.store.journal import ServerConfig
 
 __all__ = [
+    "EVENT_RESUMED",
     "IN_FLIGHT",
     "TERMINAL",
     "EngineApi",
@@ -100,6 +101,12 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
+#: The timeline event (``EngineListener.operation_event`` and ``EngineApi.events``) of an
+#: unfinished operation that a host taking over the home (after a quit or a crash) picks up
+#: again; its data says how (``{"mechanism": ..., "message": ...}``).
+EVENT_RESUMED = "resumed"
+
+
 # -- views: immutable; a change is a new copy (dataclasses.replace) ---------------------
 
 @dataclass(frozen=True, slots=True)
@@ -122,6 +129,9 @@ class OperationView:
     result: JsonObject | None = None
     error: JsonObject | None = None
     resumable: bool = True
+    #: How the call is carried (a mechanism's name, e.g. "tasks_extension", "direct"), once
+    #: the engine chose it; None before. Lets a client say whether it survives a restart.
+    mechanism: str | None = None
 
     @property
     def in_flight(self) -> bool:

@@ -166,7 +166,7 @@ def operation_view(record: OperationRecord) -> api.OperationView:
         created_at=record.created_at, updated_at=record.updated_at,
         ended_at=record.updated_at if record.status in TERMINAL else None,
         needs_input=record.status == OperationStatus.INPUT_REQUIRED, result=record.result, error=record.error,
-        resumable=survives_a_stop(bool(record.resumable), record.mechanism))
+        resumable=survives_a_stop(bool(record.resumable), record.mechanism), mechanism=record.mechanism)
 
 
 def mechanism_for(conn: ServerConnection, tool: str | None) -> Mechanism:

@@ -102,6 +102,8 @@ class OperationRunner:
         # repeat polls of the others (see FirstContactGate).
         self.awaiting_first_contact = False
         self.restored_at_start = False
+        # Restored only to be ended (its handle or its server is gone): not resumed.
+        self.restore_refused = False
         # What the keyring holds under handle_ref (None: unknown, the next commit writes it).
         self._committed_secret = committed_secret
         self._expiring = False
@@ -247,7 +249,8 @@ class OperationRunner:
                     resumable, ref = False, None
         self.handle_ref = ref
         mechanism = action.state.get("mechanism")
-        self.view = replace(self.view, resumable=survives_a_stop(resumable, mechanism))
+        self.view = replace(self.view, resumable=survives_a_stop(resumable, mechanism),
+                            mechanism=mechanism or self.view.mechanism)
         self.record.mechanism, self.record.resumable = mechanism, resumable
         await ctx.journal.update_operation(self.id, handle=action.state, handle_ref=ref,
                                            mechanism=mechanism, resumable=resumable)
@@ -445,7 +448,7 @@ class OperationRunner:
         self.record.mechanism = self.record.mechanism or self.mech.name
         await ctx.journal.update_operation(self.id, jsonrpc_id=rid, status=OperationStatus.RUNNING,
                                            mechanism=self.record.mechanism)
-        self.view = replace(self.view, status=OperationStatus.RUNNING,
+        self.view = replace(self.view, status=OperationStatus.RUNNING, mechanism=self.record.mechanism,
                             resumable=survives_a_stop(bool(self.record.resumable), self.record.mechanism))
         ctx.changed(self)
         ctx.own_request(self, session, rid)

@@ -189,6 +189,14 @@ class Engine:
             runner = self._restore(record, handles.get(record.id))
             runner.restored_at_start = True
             self._contacts.expect(runner)
+            if not runner.done and not runner.restore_refused:
+                self._note_resumed(runner)
+
+    def _note_resumed(self, runner: OperationRunner) -> None:
+        """The timeline says that this start took the operation up again (batched, like progress)."""
+        data = {"mechanism": runner.mech.name, "message": "resumed after hostapp restarted"}
+        self.journal.append_event(runner.id, api.EVENT_RESUMED, data)
+        self._context.operation_event(runner.id, api.EVENT_RESUMED, data)
 
     async def _end_unsent(self, records: list[OperationRecord]) -> list[OperationRecord]:
         """End the ``pending`` operations among ``records`` (see :meth:`start`); the others."""
@@ -438,11 +446,13 @@ class Engine:
                 and state.get("phase") not in ("new", "done"):
             # Its handle never reached the keyring: asking the server with nothing would
             # draw a misleading "unknown handle" answer.
+            runner.restore_refused = True
             runner.spawn(runner.finish(OperationStatus.UNKNOWN, error={"code": None, "message": HANDLE_NOT_KEPT}))
             return runner
         if record.server not in self.connections:
             cfg = self.journal.get_server(record.server)
             if cfg is None:
+                runner.restore_refused = True
                 runner.spawn(runner.finish(OperationStatus.UNKNOWN, error={
                     "code": None, "message": f"its server {record.server!r} was removed"}))
                 return runner

@@ -1,18 +1,25 @@
-"""Starting a call: pick a server and a tool, fill its arguments, validate, send."""
+"""Starting a call: pick a server and a tool, fill its arguments, validate, send.
+
+The dialog remembers the last call (server, tool) and each tool's last arguments in the
+window's settings, and offers them the next time; arguments the schema marks as
+passwords or write-only are never remembered.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QSettings, Qt
 from PySide6.QtWidgets import (
     QComboBox,
     QDialog,
     QDialogButtonBox,
     QFormLayout,
     QFrame,
+    QLineEdit,
     QListWidget,
     QListWidgetItem,
     QScrollArea,
@@ -35,9 +42,15 @@ class StartCallDialog(QDialog):
     """
 
     def __init__(self, servers: list[str], load_tools: ToolLoader, parent: QWidget | None = None, *,
-                 server: str | None = None, tool: str | None = None) -> None:
+                 server: str | None = None, tool: str | None = None, memory: QSettings | None = None) -> None:
         super().__init__(parent)
         self.setWindowTitle("Start a call")
+        self._memory = memory
+        if memory is not None and server is None and memory.value("call/last_server") in servers:
+            server = str(memory.value("call/last_server"))
+        if memory is not None and tool is None and server is not None \
+                and memory.value("call/last_server") == server:
+            tool = str(memory.value("call/last_tool") or "") or None
         self._load_tools = load_tools
         self._tools: dict[str, dict[str, Any]] = {}
         self._wanted_tool = tool
@@ -52,6 +65,11 @@ class StartCallDialog(QDialog):
         self.server_box.addItems(servers)
         self.tool_list = QListWidget()
         self.tool_list.setAccessibleName("Tools")
+        self.tool_search = QLineEdit()
+        self.tool_search.setPlaceholderText("Search tools")
+        self.tool_search.setClearButtonEnabled(True)
+        self.tool_search.setAccessibleName("Search the tools")
+        self.tool_search.textChanged.connect(self._filter_tools)
         self.description = plain_label("")
         self.description.setAccessibleName("Tool description")
         self.status = plain_label("")
@@ -65,8 +83,13 @@ class StartCallDialog(QDialog):
         rlay.setContentsMargins(0, 0, 0, 0)
         rlay.addWidget(self.description)
         rlay.addWidget(self.form_area, 1)
+        left = QWidget()
+        llay = QVBoxLayout(left)
+        llay.setContentsMargins(0, 0, 0, 0)
+        llay.addWidget(self.tool_search)
+        llay.addWidget(self.tool_list, 1)
         split = QSplitter(Qt.Orientation.Horizontal)
-        split.addWidget(self.tool_list)
+        split.addWidget(left)
         split.addWidget(right)
         split.setStretchFactor(1, 2)
 
@@ -89,6 +112,11 @@ class StartCallDialog(QDialog):
         self.tool_list.currentItemChanged.connect(self._tool_chosen)
         if server:
             self.server_box.setCurrentText(server)
+        # The tool list has the focus: type to search it, arrows to choose, Tab to the form.
+        self.setTabOrder(self.server_box, self.tool_search)
+        self.setTabOrder(self.tool_search, self.tool_list)
+        self.setTabOrder(self.tool_list, self.form_area)
+        self.tool_list.setFocus(Qt.FocusReason.OtherFocusReason)
         self._server_chosen(self.server_box.currentText())
 
     def _server_chosen(self, name: str) -> None:
@@ -124,6 +152,25 @@ class StartCallDialog(QDialog):
         matches = self.tool_list.findItems(wanted or "", Qt.MatchFlag.MatchExactly) if wanted else []
         if matches:
             self.tool_list.setCurrentItem(matches[0])
+        self._filter_tools(self.tool_search.text())
+        if self.isVisible() and self.focusWidget() in (None, self.server_box, self.tool_list):
+            self.tool_list.setFocus(Qt.FocusReason.OtherFocusReason)
+
+    def _filter_tools(self, text: str) -> None:
+        """Hide the tools whose name and description do not contain every word searched."""
+        words = text.lower().split()
+        first_shown = None
+        for i in range(self.tool_list.count()):
+            item = self.tool_list.item(i)
+            tool = self._tools.get(item.text(), {})
+            haystack = f"{item.text()} {tool.get('description') or ''}".lower()
+            hidden = not all(w in haystack for w in words)
+            item.setHidden(hidden)
+            if not hidden and first_shown is None:
+                first_shown = item
+        current = self.tool_list.currentItem()
+        if (current is None or current.isHidden()) and first_shown is not None:
+            self.tool_list.setCurrentItem(first_shown)
 
     def _tool_chosen(self, item: QListWidgetItem | None, _previous=None) -> None:
         self._show_form(self._tools.get(item.text()) if item else None)
@@ -137,6 +184,12 @@ class StartCallDialog(QDialog):
             return
         self.description.setText((tool.get("description") or "").strip() or "No description.")
         self.form = ToolArgumentsForm(tool.get("inputSchema") or {"type": "object"})
+        remembered = self._remembered_arguments(tool.get("name", ""))
+        if remembered:
+            try:
+                self.form.set_arguments(remembered)
+            except (ValueError, TypeError, KeyError):
+                pass  # the tool's schema changed since: start from its defaults
         self.form_area.setWidget(self.form)
         self.start_button.setEnabled(True)
 
@@ -156,7 +209,34 @@ class StartCallDialog(QDialog):
         self.server = self.server_box.currentText()
         self.tool = self.tool_list.currentItem().text()
         self.arguments = self.form.arguments()
+        self._remember()
         self.accept()
+
+    # -- memory -------------------------------------------------------------------------
+
+    def _key(self, tool: str) -> str:
+        return f"call/arguments/{self.server_box.currentText()}/{tool}".replace("//", "/")
+
+    def _remembered_arguments(self, tool: str) -> dict[str, Any] | None:
+        if self._memory is None or not tool:
+            return None
+        try:
+            value = json.loads(str(self._memory.value(self._key(tool)) or "null"))
+        except json.JSONDecodeError:
+            return None
+        return value if isinstance(value, dict) else None
+
+    def _remember(self) -> None:
+        if self._memory is None or self.tool is None:
+            return
+        schema = (self._tools.get(self.tool) or {}).get("inputSchema") or {}
+        props = schema.get("properties") if isinstance(schema, dict) else None
+        secret = {name for name, spec in (props or {}).items()
+                  if isinstance(spec, dict) and (spec.get("format") == "password" or spec.get("writeOnly"))}
+        kept = {k: v for k, v in self.arguments.items() if k not in secret}
+        self._memory.setValue("call/last_server", self.server)
+        self._memory.setValue("call/last_tool", self.tool)
+        self._memory.setValue(self._key(self.tool), json.dumps(kept, ensure_ascii=False))
 
     def done(self, code: int) -> None:
         if self._load_task is not None and not self._load_task.done():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,11 +22,23 @@ from PySide6.QtWidgets import (
 
 from hostapp.engine import api
 from hostapp.engine.api import OperationView
-from hostapp.ui.operations_model import STATUS_TEXT, elapsed_of, format_elapsed, status_text
+from hostapp.ui.operations_model import (
+    MECHANISM_TEXT,
+    STATUS_TEXT,
+    elapsed_of,
+    format_elapsed,
+    shown_fraction,
+    status_text,
+    survives_text,
+)
+from hostapp.ui.progress_estimate import Estimate, format_duration, format_rate
 from hostapp.ui.result_view import ResultView, plain_label, plain_tooltip
 
 #: Most timeline lines kept for one operation (a chatty server must not eat the memory).
 MAX_TIMELINE_ROWS = 2000
+
+#: Names in the Event column for the timeline's kinds (others: the kind, spaced).
+EVENT_LABELS = {api.EVENT_RESUMED: "resumed", "status_message": "message"}
 
 
 def describe_event(kind: str, data: dict[str, Any]) -> str:
@@ -41,6 +54,11 @@ def describe_event(kind: str, data: dict[str, Any]) -> str:
     if kind == "log":
         value = data.get("data")
         return f"[{data.get('level', 'info')}] " + (value if isinstance(value, str) else json.dumps(value))
+    if kind == "partial_result":
+        return partial_text(data.get("result"))
+    if kind == api.EVENT_RESUMED:
+        how = MECHANISM_TEXT.get(str(data.get("mechanism") or ""), "")
+        return str(data.get("message") or "resumed") + (f" — {how}" if how else "")
     if kind == "input_requested":
         return f"asked for input ({data.get('mode', 'form')}): {data.get('message', '')}"
     if kind == "input_answered":
@@ -48,6 +66,19 @@ def describe_event(kind: str, data: dict[str, Any]) -> str:
     if data.get("message"):
         return str(data["message"])
     return json.dumps(data, ensure_ascii=False, default=str)
+
+
+def partial_text(result: Any) -> str:
+    """A partial result in one readable line: its text blocks, else a short description."""
+    if not isinstance(result, dict):
+        return "partial result"
+    texts = [str(b.get("text", "")) for b in result.get("content") or []
+             if isinstance(b, dict) and b.get("type") == "text" and b.get("text")]
+    if texts:
+        line = " ".join(" ".join(texts).split())
+        return line if len(line) <= 200 else line[:199] + "…"
+    kinds = [str(b.get("type")) for b in result.get("content") or [] if isinstance(b, dict)]
+    return "partial result" + (f" ({', '.join(kinds)})" if kinds else "")
 
 
 class OperationDetails(QWidget):
@@ -65,6 +96,8 @@ class OperationDetails(QWidget):
     def __init__(self, attachments_dir: Path, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.op: OperationView | None = None
+        #: Rate and time left of an operation (the window sets the operations model's).
+        self.estimate: Callable[[OperationView], Estimate | None] = lambda _op: None
         self._shown_outcome: tuple | None = None
 
         self.title = plain_label("Select an operation to see its details.", selectable=False)
@@ -90,7 +123,7 @@ class OperationDetails(QWidget):
 
         self.timeline = QTreeWidget()
         self.timeline.setHeaderLabels(["Time", "Event", "Detail"])
-        self.timeline.setRootIsDecorated(False)
+        self.timeline.setRootIsDecorated(True)  # partial results fold into one expandable row
         self.timeline.setUniformRowHeights(True)
         self.timeline.setAccessibleName("Timeline")
         self.timeline.setColumnWidth(0, 80)
@@ -171,9 +204,19 @@ class OperationDetails(QWidget):
 
     def _render_summary(self, op: OperationView) -> None:
         parts = [status_text(op)]
-        if op.fraction is not None:
-            parts.append(f"{op.fraction * 100:.0f}%")
+        fraction = shown_fraction(op)
+        if fraction is not None:
+            parts.append(f"{fraction * 100:.0f}%")
         parts.append(f"elapsed {format_elapsed(elapsed_of(op))}")
+        estimate = self.estimate(op)
+        if estimate is not None:
+            parts.append(format_rate(estimate.rate, op.total))
+            parts.append(f"about {format_duration(estimate.seconds_left)} left")
+        elif op.in_flight and fraction is None and op.status != api.OperationStatus.INPUT_REQUIRED:
+            parts.append("the server reports no share of the work done")
+        survives = survives_text(op)
+        if survives:
+            parts.append(survives)
         if op.arguments:
             parts.append("arguments " + json.dumps(op.arguments, ensure_ascii=False)[:200])
         if op.message:
@@ -186,9 +229,47 @@ class OperationDetails(QWidget):
 
     def add_event(self, kind: str, data: dict[str, Any], at: float | None = None) -> None:
         stamp = time.strftime("%H:%M:%S", time.localtime(at if at is not None else time.time()))
-        item = QTreeWidgetItem([stamp, kind.replace("_", " "), describe_event(kind, data)])
+        text = describe_event(kind, data)
+        if kind == "partial_result":
+            self._add_partial(stamp, text)
+            return
+        label = EVENT_LABELS.get(kind, kind.replace("_", " "))
+        item = QTreeWidgetItem([stamp, label, text])
         item.setToolTip(2, plain_tooltip(item.text(2)))
         self.timeline.addTopLevelItem(item)
+        self._trim()
+
+    def _add_partial(self, stamp: str, text: str) -> None:
+        """Partial results in a row collapse into one row (expandable to each of them); a
+        result that repeats the one before is counted, not listed again."""
+        last = self.timeline.topLevelItem(self.timeline.topLevelItemCount() - 1)
+        if last is None or last.data(0, Qt.ItemDataRole.UserRole) != "partial_result":
+            last = QTreeWidgetItem([stamp, "partial results", ""])
+            last.setData(0, Qt.ItemDataRole.UserRole, "partial_result")
+            self.timeline.addTopLevelItem(last)
+        child = last.child(last.childCount() - 1) if last.childCount() else None
+        if child is not None and child.data(2, Qt.ItemDataRole.UserRole) == text:
+            repeats = int(child.data(1, Qt.ItemDataRole.UserRole) or 1) + 1
+            child.setData(1, Qt.ItemDataRole.UserRole, repeats)
+            child.setText(0, stamp)
+            child.setText(1, f"× {repeats}")
+        else:
+            child = QTreeWidgetItem([stamp, "", text])
+            child.setData(2, Qt.ItemDataRole.UserRole, text)
+            child.setToolTip(2, plain_tooltip(text))
+            last.addChild(child)
+            while last.childCount() > MAX_TIMELINE_ROWS:
+                last.takeChild(0)
+        count = 0
+        for i in range(last.childCount()):
+            item = last.child(i)
+            count += int((item.data(1, Qt.ItemDataRole.UserRole) if item is not None else None) or 1)
+        last.setText(1, "partial result" if count == 1 else f"partial results ({count})")
+        last.setText(2, f"latest: {text}" if count > 1 else text)
+        last.setToolTip(2, plain_tooltip(text))
+        self._trim()
+
+    def _trim(self) -> None:
         while self.timeline.topLevelItemCount() > MAX_TIMELINE_ROWS:
             self.timeline.takeTopLevelItem(0)
         self.timeline.scrollToBottom()

@@ -59,6 +59,7 @@ class ElicitationPromptBase(QDialog):
         self.setModal(False)
         self.setWindowModality(Qt.WindowModality.NonModal)
         self._answer: dict[str, Any] | None = None
+        self._later = False
         self._layout = QVBoxLayout(self)
         asker = plain_label(f"{server_name} asks for your input")
         asker.setObjectName("asker")
@@ -87,6 +88,17 @@ class ElicitationPromptBase(QDialog):
         self.accept_button = buttons.addButton(accept_text, QDialogButtonBox.ButtonRole.AcceptRole)
         self.decline_button = buttons.addButton("Decline", QDialogButtonBox.ButtonRole.DestructiveRole)
         self.cancel_button = buttons.addButton(QDialogButtonBox.StandardButton.Cancel)
+        self.cancel_button.setToolTip("Tell the server you will not answer (the call may end)")
+        # Esc and the window's close button do the same: the question stays open.
+        self.later_button = buttons.addButton("Answer &later", QDialogButtonBox.ButtonRole.RejectRole)
+        self.later_button.setToolTip("Close this for now; the question stays open and the server waits "
+                                     "(open it again from \"questions waiting for you\")")
+        self.later_button.clicked.connect(self.reject)
+        for button, name in ((self.accept_button, f"{accept_text} the request"),
+                             (self.decline_button, "Decline the request"),
+                             (self.cancel_button, "Cancel: refuse to answer"),
+                             (self.later_button, "Answer later: keep the question open")):
+            button.setAccessibleName(name)
         self.accept_button.setDefault(True)
         self.accept_button.clicked.connect(self._on_accept_clicked)
         self.decline_button.clicked.connect(lambda: self._finish(build_decline()))
@@ -111,26 +123,27 @@ class ElicitationPromptBase(QDialog):
         self.done(QDialog.DialogCode.Accepted if answer["action"] == "accept" else QDialog.DialogCode.Rejected)
 
     def reject(self) -> None:
-        # Escape and the window's close button: dismissed without a choice.
+        # Escape, the window's close button and "Answer later": closed without an answer;
+        # the question stays open (ask() returns None, the queue keeps it for later).
         if self._answer is None:
-            self._finish(build_cancel())
-        else:
-            super().reject()
+            self._later = True
+        super().reject()
 
     def withdraw(self) -> None:
         """Close because the question no longer needs an answer (the server moved on)."""
         self._finish(build_cancel())
 
-    async def ask(self) -> dict[str, Any]:
-        """Show the prompt and wait for the answer without blocking the event loop.
+    async def ask(self) -> dict[str, Any] | None:
+        """Show the prompt and wait for the answer without blocking the event loop; None
+        when the person chose to answer later (Esc, the close button, "Answer later").
 
         If the awaiting task is cancelled, the prompt closes with ``cancel``.
         """
-        future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        future: asyncio.Future[dict[str, Any] | None] = asyncio.get_running_loop().create_future()
 
         def on_finished(_code: int) -> None:
             if not future.done():
-                future.set_result(self._answer or build_cancel())
+                future.set_result(None if self._later and self._answer is None else self._answer or build_cancel())
 
         self.finished.connect(on_finished)
         try:
@@ -165,6 +178,7 @@ class ElicitationPrompt(ElicitationPromptBase):
         self._add_message(message)
         self.form = ElicitationForm(fields)
         scroll = QScrollArea()
+        scroll.setAccessibleName("The form")
         scroll.setWidgetResizable(True)
         scroll.setFrameShape(QFrame.Shape.NoFrame)
         scroll.setWidget(self.form)

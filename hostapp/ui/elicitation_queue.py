@@ -41,13 +41,15 @@ class ElicitationQueue(QObject):
         self._title = operation_title
         self._parent_widget = parent_widget
         self._queue: list[InputRequest] = []
+        # Questions the person chose to answer later: open, waiting for "open_later".
+        self.later: list[InputRequest] = []
         self.current: InputRequest | None = None
         self.prompt: ElicitationPromptBase | None = None
         self._task: asyncio.Task | None = None
 
     @property
     def waiting(self) -> int:
-        return len(self._queue) + (1 if self.current is not None else 0)
+        return len(self._queue) + len(self.later) + (1 if self.current is not None else 0)
 
     def enqueue(self, request: InputRequest) -> None:
         self._queue.append(request)
@@ -57,6 +59,7 @@ class ElicitationQueue(QObject):
     def withdraw(self, request_id: str) -> None:
         before = self.waiting
         self._queue = [r for r in self._queue if r.id != request_id]
+        self.later = [r for r in self.later if r.id != request_id]
         if self.current is not None and self.current.id == request_id and self.prompt is not None:
             self.current = None  # the engine no longer waits: do not answer it
             self.prompt.withdraw()
@@ -86,7 +89,10 @@ class ElicitationQueue(QObject):
         try:
             answer = await prompt.ask()
             if self.current is request:
-                self._deliver(request, answer)
+                if answer is None:
+                    self.later.append(request)  # still open: the server keeps waiting
+                else:
+                    self._deliver(request, answer)
         finally:
             prompt.deleteLater()
             self._done_with(request)
@@ -104,9 +110,22 @@ class ElicitationQueue(QObject):
         self.waitingChanged.emit(self.waiting)
         self._show_next()
 
+    def open_later(self) -> None:
+        """Show the questions left for later again (they go before any still queued);
+        with one on screen already, bring it to the front."""
+        if self.later:
+            self._queue[:0] = self.later
+            self.later = []
+            self._show_next()
+        if self.prompt is not None:
+            self.prompt.show()
+            self.prompt.raise_()
+            self.prompt.activateWindow()
+
     def close_all(self) -> None:
         """On quit: close what is open without answering (the engine is stopping too)."""
         self._queue.clear()
+        self.later.clear()
         self.current = None
         if self.prompt is not None:
             self.prompt.withdraw()

@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import (
-    QAbstractItemModel,
     QByteArray,
     QPoint,
     QSettings,
@@ -33,8 +32,6 @@ from PySide6.QtGui import (
     QKeySequence,
 )
 from PySide6.QtWidgets import (
-    QAbstractItemView,
-    QComboBox,
     QFileDialog,
     QFrame,
     QGroupBox,
@@ -47,7 +44,6 @@ from PySide6.QtWidgets import (
     QSplitter,
     QStyle,
     QSystemTrayIcon,
-    QTableView,
     QToolBar,
     QVBoxLayout,
     QWidget,
@@ -67,14 +63,14 @@ from hostapp.ui.adapter import EngineSignals
 from hostapp.ui.async_dialog import run_dialog
 from hostapp.ui.details import OperationDetails
 from hostapp.ui.elicitation_queue import ElicitationQueue
-from hostapp.ui.operations_model import FILTERS, OperationRole, OperationTableModel
-from hostapp.ui.operations_model import MESSAGE as OP_MESSAGE
-from hostapp.ui.operations_model import PROGRESS as OP_PROGRESS
-from hostapp.ui.progress_delegate import ProgressDelegate
+from hostapp.ui.operations_model import FILTERS, OperationTableModel
+from hostapp.ui.operations_pane import OperationsPane, make_table
 from hostapp.ui.result_view import plain_label, result_as_text
 from hostapp.ui.server_actions import ServerActions
 from hostapp.ui.servers_model import TARGET as SERVER_TARGET
 from hostapp.ui.servers_model import ServerRole, ServerTableModel
+from hostapp.ui.theme import glyph_icon
+from hostapp.ui.window_parts import OUTCOME_NOTICES, TITLE, Summary, arrange_splitter
 
 if TYPE_CHECKING:
     from hostapp.ui.call_dialog import StartCallDialog
@@ -164,15 +160,18 @@ class MainWindow(QMainWindow):
         # (connecting…), so that the Sign in button does not come and go with each attempt.
         self._needs_sign_in: set[str] = set()
         self.setObjectName("mainWindow")
-        self.setWindowTitle("hostapp — MCP operations")
+        # The application's display name ("hostapp") is added to the title by Qt.
+        self.setWindowTitle(TITLE)
         self.setWindowIcon(app_icon())
 
         self.servers_model = ServerTableModel(self)
         self.server_actions = ServerActions(engine, self.servers_model, self, run=self.run,
                                             selected=self.selected_server)
         self.ops_model = OperationTableModel(engine, self)
+        self.summary = Summary()
         self.banner = Banner()
         self.details = OperationDetails(self.home / "attachments")
+        self.details.estimate = self.ops_model.estimate
         self.elicitations = ElicitationQueue(self._answer_question, self._operation_title, self)
 
         self._build_actions()
@@ -186,7 +185,7 @@ class MainWindow(QMainWindow):
 
     def _action(self, text: str, slot: Callable[..., object],
                 shortcut: QKeySequence | QKeySequence.StandardKey | str | None = None, *, tip: str = "",
-                icon: QStyle.StandardPixmap | None = None) -> QAction:
+                icon: QStyle.StandardPixmap | QIcon | None = None) -> QAction:
         action = QAction(text, self)
         if shortcut is not None:
             action.setShortcut(QKeySequence(shortcut))
@@ -194,7 +193,9 @@ class MainWindow(QMainWindow):
             action.setToolTip(tip + (f" ({action.shortcut().toString(QKeySequence.SequenceFormat.NativeText)})"
                                      if shortcut else ""))
             action.setStatusTip(tip)
-        if icon is not None:
+        if isinstance(icon, QIcon):
+            action.setIcon(icon)
+        elif icon is not None:
             action.setIcon(self.style().standardIcon(icon))
         action.triggered.connect(slot)
         self.addAction(action)
@@ -203,11 +204,11 @@ class MainWindow(QMainWindow):
     def _build_actions(self) -> None:
         S = QStyle.StandardPixmap
         self.start_action = self._action("&Start call…", self.start_call, QKeySequence.StandardKey.New,
-                                         tip="Call a tool on a server", icon=S.SP_MediaPlay)
+                                         tip="Call a tool on a server", icon=glyph_icon("play"))
         self.cancel_action = self._action("&Cancel", self.cancel_selected, "Ctrl+.",
-                                          tip="Cancel the selected operation", icon=S.SP_MediaStop)
+                                          tip="Cancel the selected operation", icon=glyph_icon("stop"))
         self.rerun_action = self._action("&Re-run", self.rerun_selected, "Ctrl+R",
-                                         tip="Run the selected call again as a new operation", icon=S.SP_BrowserReload)
+                                         tip="Run the selected call again as a new operation", icon=glyph_icon("rerun"))
         self.copy_action = self._action("C&opy result", self.copy_selected, "Ctrl+Shift+C",
                                         tip="Copy the result of the selected operation")
         self.save_action = self._action("Sa&ve result…", self.save_selected, QKeySequence.StandardKey.Save,
@@ -263,30 +264,14 @@ class MainWindow(QMainWindow):
         toolbar.setObjectName("mainToolbar")
         toolbar.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
         toolbar.setMovable(False)
-        for a in (self.start_action, self.cancel_action, self.rerun_action):
-            toolbar.addAction(a)
-        toolbar.addSeparator()
-        for a in (self.add_server_action, self.import_action):
+        # Each action has one visible place besides the menus: what concerns the whole
+        # window here, a server's actions under the servers, an operation's in its details.
+        for a in (self.start_action, self.add_server_action, self.import_action):
             toolbar.addAction(a)
         self.addToolBar(toolbar)
 
-    def _table(self, model: QAbstractItemModel, name: str) -> QTableView:
-        table = QTableView()
-        table.setModel(model)
-        table.setAccessibleName(name)
-        table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
-        table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
-        table.setAlternatingRowColors(True)
-        table.setShowGrid(False)
-        table.setWordWrap(False)
-        table.verticalHeader().setVisible(False)
-        table.verticalHeader().setDefaultSectionSize(table.fontMetrics().height() + 12)
-        table.horizontalHeader().setHighlightSections(False)
-        table.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
-        return table
-
     def _build_layout(self) -> None:
-        self.servers_table = self._table(self.servers_model, "Servers")
+        self.servers_table = make_table(self.servers_model, "Servers")
         header = self.servers_table.horizontalHeader()
         header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
         header.setSectionResizeMode(SERVER_TARGET, QHeaderView.ResizeMode.Stretch)
@@ -295,8 +280,8 @@ class MainWindow(QMainWindow):
         slay.addWidget(self.servers_table)
         srow = QHBoxLayout()
         self.server_buttons: dict[QAction, QPushButton] = {}
-        for action in (self.add_server_action, self.edit_server_action, self.reconnect_action,
-                       self.sign_in_action, self.remove_server_action, self.import_action):
+        for action in (self.edit_server_action, self.reconnect_action, self.sign_in_action,
+                       self.remove_server_action):
             button = QPushButton(action.text().replace("&", "&"))
             button.setAccessibleName(action.toolTip() or action.text())
             button.clicked.connect(action.trigger)
@@ -307,51 +292,20 @@ class MainWindow(QMainWindow):
         srow.addStretch(1)
         slay.addLayout(srow)
 
-        self.ops_table = self._table(self.ops_model, "Operations")
-        self.ops_table.setItemDelegateForColumn(OP_PROGRESS, ProgressDelegate(self.ops_table))
-        oheader = self.ops_table.horizontalHeader()
-        oheader.setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
-        oheader.setSectionResizeMode(OP_MESSAGE, QHeaderView.ResizeMode.Stretch)
-        for col, width in enumerate((180, 100, 190, 0, 210, 80)):
-            if width:
-                self.ops_table.setColumnWidth(col, width)
-        self.filter_box = QComboBox()
-        self.filter_box.setAccessibleName("Show operations")
-        for key, (label, _) in FILTERS.items():
-            self.filter_box.addItem(label, key)
-        self.count_label = plain_label("", wrap=False, selectable=False)
-        self.questions_label = plain_label("", wrap=False, selectable=False)
-        self.questions_label.setAccessibleName("Open questions")
-        ops_box = QGroupBox("Operations")
-        olay = QVBoxLayout(ops_box)
-        orow = QHBoxLayout()
-        show = QLabel("S&how:")
-        show.setBuddy(self.filter_box)
-        orow.addWidget(show)
-        orow.addWidget(self.filter_box)
-        orow.addWidget(self.count_label)
-        orow.addStretch(1)
-        orow.addWidget(self.questions_label)
-        start = QPushButton("Start call…")
-        start.setAccessibleName("Start a call")
-        start.clicked.connect(self.start_action.trigger)
-        orow.addWidget(start)
-        olay.addLayout(orow)
-        olay.addWidget(self.ops_table)
+        self.ops_pane = OperationsPane(self.ops_model, self.settings)
+        self.ops_table = self.ops_pane.table
+        self.filter_box = self.ops_pane.filter_box
+        self.count_label = self.ops_pane.count_label
+        self.statusBar().addPermanentWidget(self.count_label)
 
         details_box = QGroupBox("Selected operation")
         QVBoxLayout(details_box).addWidget(self.details)
 
         self.splitter = QSplitter(Qt.Orientation.Vertical)
         self.splitter.setObjectName("mainSplitter")
-        self.splitter.addWidget(servers_box)
-        self.splitter.addWidget(ops_box)
-        self.splitter.addWidget(details_box)
-        self.splitter.setStretchFactor(0, 0)
-        self.splitter.setStretchFactor(1, 2)
-        self.splitter.setStretchFactor(2, 3)
-        self.splitter.setSizes([110, 330, 360])
-        self.splitter.setChildrenCollapsible(False)
+        self.servers_box = servers_box
+        self.details_box = details_box
+        arrange_splitter(self.splitter, servers_box, self.servers_table, self.ops_pane, details_box)
 
         central = QWidget()
         lay = QVBoxLayout(central)
@@ -366,7 +320,7 @@ class MainWindow(QMainWindow):
         if not QSystemTrayIcon.isSystemTrayAvailable():
             return
         self.tray = QSystemTrayIcon(self.windowIcon(), self)
-        self.tray.setToolTip("hostapp")
+        self.tray.setToolTip(self.windowTitle() or "hostapp")
         menu = QMenu(self)
         menu.addAction("Show hostapp", self.show_normal)
         menu.addAction(self.start_action)
@@ -407,6 +361,8 @@ class MainWindow(QMainWindow):
         self.details.copyRequested.connect(lambda _id: self.copy_selected())
         self.details.saveRequested.connect(lambda _id: self.save_selected())
         self.elicitations.waitingChanged.connect(self._questions_waiting)
+        self.ops_pane.questionsRequested.connect(self.elicitations.open_later)
+        self.ops_pane.startRequested.connect(self.start_action.trigger)
         self.ops_table.customContextMenuRequested.connect(self._ops_menu)
         self.servers_table.customContextMenuRequested.connect(self._servers_menu)
 
@@ -435,8 +391,9 @@ class MainWindow(QMainWindow):
         if isinstance(state, QByteArray) and not state.isEmpty():
             self.splitter.restoreState(state)
         columns = self.settings.value("window/operations_columns")
-        if isinstance(columns, QByteArray) and not columns.isEmpty():
-            self.ops_table.horizontalHeader().restoreState(columns)
+        if isinstance(columns, QByteArray) and not columns.isEmpty() \
+                and self.ops_table.horizontalHeader().restoreState(columns):
+            self.ops_pane.columns_set_by_person = True
         filter_name = self.settings.value("window/filter", "all")
         if filter_name in FILTERS:
             self.filter_box.setCurrentIndex(list(FILTERS).index(filter_name))
@@ -501,6 +458,8 @@ class MainWindow(QMainWindow):
         start-up the rows are shown before the keyring is read or any server connected,
         and the engine's restored operations then update them in place."""
         await self.ops_model.reload(self.ops_model.filter_name)
+        self._update_summary([op for r in range(self.ops_model.live_count)
+                              if (op := self.ops_model.operation(r)) is not None])
         if self.ops_model.rowCount():
             self.ops_table.selectRow(0)
         self._update_count()
@@ -519,6 +478,7 @@ class MainWindow(QMainWindow):
 
     def _operations_changed(self, ops: list[OperationView]) -> None:
         self.ops_model.apply_changes(ops)
+        self._update_summary(ops)
         shown = self.details.op
         for op in ops:
             if shown is not None and op.id == shown.id:
@@ -540,7 +500,9 @@ class MainWindow(QMainWindow):
             self.notify("Operation finished", f"{tool} on {op.server} finished.")
         elif op.status in (OperationStatus.FAILED, OperationStatus.EXPIRED, OperationStatus.UNKNOWN):
             why = (op.error or {}).get("message") or op.message or ""
-            self.notify("Operation failed", f"{tool} on {op.server} failed.", detail=why)
+            # The outcome's own word: an unknown outcome is not a failure (it may have run).
+            title, verb = OUTCOME_NOTICES[op.status]
+            self.notify(title, f"{tool} on {op.server} {verb}.", detail=why)
         # "Input needed" is announced with the question itself (see _input_requested).
 
     def notify(self, title: str, text: str, detail: str = "") -> None:
@@ -573,6 +535,7 @@ class MainWindow(QMainWindow):
         self._update_actions()
 
     def _servers_health(self) -> None:
+        self.ops_pane.set_servers([s.name for s in self.servers_model.servers()])
         lines = []
         for s in self.servers_model.servers():
             if s.state == ServerState.OFFLINE:
@@ -606,14 +569,24 @@ class MainWindow(QMainWindow):
         return f"{op.tool or op.method} (#{op.id[:6]})" if op else f"operation #{op_id[:6]}"
 
     def _questions_waiting(self, count: int) -> None:
-        self.questions_label.setText(f"{count} question{'s' if count != 1 else ''} waiting for you"
-                                     if count else "")
+        self.ops_pane.set_questions(count)
+        self._update_summary()
+
+    def _update_summary(self, ops: list[OperationView] | None = None) -> None:
+        """N running, M need you: in the title (what task bars show), and the tray's tooltip."""
+        self.summary.update(ops or [])
+        text = self.summary.text()
+        self.setWindowTitle(f"{text} — {TITLE}" if text else TITLE)
+        if self.tray is not None:
+            self.tray.setToolTip(f"hostapp: {text}" if text else "hostapp: nothing running")
 
     # -- selection --------------------------------------------------------------------
 
     def selected_operation(self) -> OperationView | None:
-        index = self.ops_table.currentIndex()
-        return index.data(OperationRole) if index.isValid() else None
+        return self.ops_pane.selected()
+
+    def select_operation(self, op_id: str) -> bool:
+        return self.ops_pane.select(op_id)
 
     def selected_server(self) -> ServerView | None:
         index = self.servers_table.currentIndex()
@@ -676,7 +649,8 @@ class MainWindow(QMainWindow):
         # sixth of the app's import time, and the window is shown without it.
         from hostapp.ui.call_dialog import StartCallDialog
 
-        dialog = StartCallDialog(names, self.engine.list_tools, self, server=default_server, tool=tool)
+        dialog = StartCallDialog(names, self.engine.list_tools, self, server=default_server, tool=tool,
+                                 memory=self.settings)
         self.call_dialog = dialog
         try:
             if await run_dialog(dialog) != StartCallDialog.DialogCode.Accepted:
@@ -687,9 +661,7 @@ class MainWindow(QMainWindow):
             self.call_dialog = None
             dialog.deleteLater()
         self.ops_model.apply_changes([op])
-        row = self.ops_model.row_of(op.id)
-        if row is not None:
-            self.ops_table.selectRow(row)
+        self.select_operation(op.id)
         self.statusBar().showMessage(f"Started {op.tool} on {op.server}", 5000)
         return op
 
@@ -724,9 +696,7 @@ class MainWindow(QMainWindow):
     async def _rerun(self, op_id: str) -> None:
         new = await self.engine.rerun(op_id)
         self.ops_model.apply_changes([new])
-        row = self.ops_model.row_of(new.id)
-        if row is not None:
-            self.ops_table.selectRow(row)
+        self.select_operation(new.id)
 
     def copy_selected(self) -> None:
         op = self.selected_operation()

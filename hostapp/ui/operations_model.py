@@ -23,6 +23,7 @@ from PySide6.QtWidgets import QApplication, QStyle
 from hostapp.engine import api
 from hostapp.engine.api import OperationView
 from hostapp.ui.flat_table_model import TOP_LEVEL, FlatTableModel
+from hostapp.ui.progress_estimate import Estimate, ProgressEstimator, format_duration
 from hostapp.ui.result_view import plain_tooltip
 
 log = logging.getLogger(__name__)
@@ -33,10 +34,45 @@ PAGE_SIZE = 200
 #: The role that carries the whole :class:`OperationView` of a row (for the delegate and the details).
 OperationRole = Qt.ItemDataRole.UserRole + 1
 
-TOOL, SERVER, PROGRESS, MESSAGE, STATUS, ELAPSED = range(6)
+#: The role of a row's :class:`Estimate` (rate and time left), None without a total.
+EstimateRole = Qt.ItemDataRole.UserRole + 3
+#: The role of a cell's value for sorting (numbers for progress and elapsed time).
+SortRole = Qt.ItemDataRole.UserRole + 2
+
+TOOL, SERVER, PROGRESS, MESSAGE, STATUS, ELAPSED, SURVIVES = range(7)
 #: The message of a call whose server needs the person to sign in first.
 WAITING_FOR_SIGN_IN = "waiting for sign-in"
-HEADERS = ("Tool", "Server", "Progress", "Latest message", "Status", "Elapsed")
+HEADERS = ("Tool", "Server", "Progress", "Latest message", "Status", "Elapsed", "If hostapp stops")
+
+#: Whether a call outlives hostapp, by the way it is carried, in plain words.
+MECHANISM_TEXT: dict[str, str] = {
+    "async_tool": "resumable (async tool)",
+    "tasks_extension": "resumable (task)",
+    "tasks_2025": "resumable (task)",
+    "resumable_requests": "resumable (resume token)",
+    "streams": "resumable (stream)",
+    "resume_token": "resumable between parts",
+    "mrtr": "only its question survives",
+    "http_resumption": "resumable while the server keeps it",
+    "direct": "lost if hostapp stops",
+}
+#: Longer explanations of the same, for the cell's tooltip.
+MECHANISM_TIPS: dict[str, str] = {
+    "async_tool": "An asynchronous tool call: hostapp made its token before sending it, so after a restart it "
+                  "asks the server how the call went.",
+    "tasks_extension": "The server runs it as a task: after a restart hostapp asks for the task by its id.",
+    "tasks_2025": "The server runs it as a task: after a restart hostapp asks for the task by its id.",
+    "resumable_requests": "The server gave a resume token: hostapp resumes the request with it, within the "
+                          "time the server keeps it.",
+    "streams": "The answer comes on a stream the server keeps: hostapp resumes the stream, within the time "
+               "the server keeps it.",
+    "resume_token": "The result comes in parts, each with a token for the next: a restart loses at most the "
+                    "part under way.",
+    "mrtr": "A plain request: if hostapp stops, only a question the server asked survives.",
+    "http_resumption": "The answer streams over HTTP: hostapp picks the stream up again only while the server "
+                       "keeps its events and session.",
+    "direct": "A plain request: if hostapp stops before the answer, its outcome is unknown.",
+}
 
 #: Status words a person reads.
 STATUS_TEXT: dict[str, str] = {
@@ -84,10 +120,42 @@ def format_elapsed(seconds: float) -> str:
 
 
 def status_text(op: OperationView) -> str:
-    text = STATUS_TEXT.get(op.status, op.status)
-    if op.status in api.IN_FLIGHT and not op.resumable:
-        text += " (cannot resume)"
-    return text
+    """The status in words (whether it would survive a stop is its own column)."""
+    return STATUS_TEXT.get(op.status, op.status)
+
+
+def shown_fraction(op: OperationView) -> float | None:
+    """The share of the bar to fill: a completed call is whole (its server may not have
+    reported the last step); a failed or cancelled one shows how far it got, if known."""
+    if op.status == api.OperationStatus.COMPLETED:
+        return 1.0
+    return op.fraction
+
+
+def survives_text(op: OperationView) -> str:
+    """Whether the call outlives hostapp, in plain words (empty once it ended)."""
+    if not op.in_flight:
+        return ""
+    if op.mechanism == "direct":
+        return MECHANISM_TEXT["direct"]
+    if not op.resumable:  # its handle could not be kept: the keyring failed
+        return "lost if hostapp stops (keyring)"
+    if op.mechanism is None:
+        return "not sent yet"
+    return MECHANISM_TEXT.get(op.mechanism, op.mechanism)
+
+
+#: Seconds without any news from the server after which a working call says so.
+QUIET_AFTER = 60.0
+
+
+def quiet_for(op: OperationView, now: float | None = None) -> float | None:
+    """How long a running call with no known share of its work has been silent, once that
+    is :data:`QUIET_AFTER` or more (else None)."""
+    if op.status != api.OperationStatus.RUNNING or op.fraction is not None or not op.updated_at:
+        return None
+    quiet = (now if now is not None else time.time()) - op.updated_at
+    return quiet if quiet >= QUIET_AFTER else None
 
 
 def elapsed_of(op: OperationView, now: float | None = None) -> float:
@@ -125,6 +193,7 @@ class OperationTableModel(FlatTableModel):
         self._tasks: set[asyncio.Task] = set()
         # Servers that need the person to sign in: their calls in flight wait for it.
         self._awaiting_sign_in: frozenset[str] = frozenset()
+        self.estimator = ProgressEstimator()
         # Elapsed times and indeterminate bars move without any engine event.
         self._tick = QTimer(self)
         self._tick.setInterval(200)
@@ -238,6 +307,7 @@ class OperationTableModel(FlatTableModel):
         """Fold a batch of changed operations into the rows (one signal per touched row)."""
         added = 0
         for op in ops:
+            self.estimator.observe(op)
             added += self._apply_one(op)
         if added:
             self._set_total(self._total + added)
@@ -261,13 +331,28 @@ class OperationTableModel(FlatTableModel):
             self._row_list(row)[self._list_pos(row)] = op
             self.emit_row_changed(row)
             return 0
-        # It crossed between in flight and finished: move it to the head of its section.
-        self._remove(row)
-        if op.in_flight:
-            self._insert(0, op, live=True)
-        else:
-            self._insert(len(self._live), op, live=False)
+        # It crossed between in flight and finished: move it to the head of its section, as
+        # a move (not a removal and an insertion), so that the selection and every other
+        # persistent index stay on this operation.
+        self._move(row, op)
         return 0
+
+    def _move(self, row: int, op: OperationView) -> None:
+        # The destination in the numbering before the move: the head of the live rows, or
+        # the head of the history (just after the last live row).
+        dest = 0 if op.in_flight else len(self._live)
+        moving = dest not in (row, row + 1)
+        if moving:
+            self.beginMoveRows(QModelIndex(), row, row, QModelIndex(), dest)
+        self._row_list(row).pop(self._list_pos(row))
+        if op.in_flight:
+            self._live.insert(0, op)
+        else:
+            self._history.insert(0, op)
+        self._row_index = None
+        if moving:
+            self.endMoveRows()
+        self.emit_row_changed(self.row_of(op.id) or 0)
 
     def _row_list(self, row: int) -> list[OperationView]:
         return self._live if row < len(self._live) else self._history
@@ -300,7 +385,7 @@ class OperationTableModel(FlatTableModel):
 
     def _refresh_live_cells(self) -> None:
         if self._live:
-            self.dataChanged.emit(self.index(0, PROGRESS), self.index(len(self._live) - 1, ELAPSED))
+            self.dataChanged.emit(self.index(0, PROGRESS), self.index(len(self._live) - 1, SURVIVES))
 
     # -- lookup -------------------------------------------------------------------------
 
@@ -338,7 +423,13 @@ class OperationTableModel(FlatTableModel):
             return op
         if role == Qt.ItemDataRole.DisplayRole:
             return self._display(op, col)
+        if role == EstimateRole:
+            return self.estimate(op)
+        if role == SortRole:
+            return self._sort_key(op, col)
         if role == Qt.ItemDataRole.ToolTipRole:
+            if col == SURVIVES and op.mechanism:
+                return plain_tooltip(MECHANISM_TIPS.get(op.mechanism, op.mechanism))
             if col == MESSAGE and op.message:
                 return plain_tooltip(op.message)
             if col == STATUS and op.error:
@@ -356,6 +447,9 @@ class OperationTableModel(FlatTableModel):
             return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
         return None
 
+    def estimate(self, op: OperationView) -> Estimate | None:
+        return self.estimator.estimate(op)
+
     def set_awaiting_sign_in(self, servers: Iterable[str]) -> None:
         """Name the servers that need sign-in; their operations in flight say they wait for it."""
         awaiting = frozenset(servers)
@@ -370,19 +464,33 @@ class OperationTableModel(FlatTableModel):
         if col == SERVER:
             return op.server
         if col == PROGRESS:
-            fraction = op.fraction
+            fraction = shown_fraction(op)
             if fraction is not None:
                 return f"{fraction * 100:.0f}%"
             return "" if op.progress is None else f"{op.progress:g}"
         if col == MESSAGE:
             if op.in_flight and op.server in self._awaiting_sign_in:
                 return WAITING_FOR_SIGN_IN
-            return (op.message or "").replace("\n", " ")
+            text = (op.message or "").replace("\n", " ")
+            quiet = quiet_for(op)
+            if quiet is not None:
+                text += (" · " if text else "") + f"no news for {format_duration(quiet)}"
+            return text
         if col == STATUS:
             return status_text(op)
         if col == ELAPSED:
             return format_elapsed(elapsed_of(op))
+        if col == SURVIVES:
+            return survives_text(op)
         return ""
+
+    def _sort_key(self, op: OperationView, col: int) -> Any:
+        if col == PROGRESS:
+            fraction = shown_fraction(op)
+            return -1.0 if fraction is None else fraction
+        if col == ELAPSED:
+            return elapsed_of(op)
+        return self._display(op, col).lower()
 
     def _status_icon(self, op: OperationView):
         style = QApplication.style()

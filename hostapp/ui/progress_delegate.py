@@ -15,7 +15,8 @@ from PySide6.QtGui import QPainter
 from PySide6.QtWidgets import QApplication, QStyle, QStyledItemDelegate, QStyleOptionProgressBar, QStyleOptionViewItem
 
 from hostapp.engine import api
-from hostapp.ui.operations_model import OperationRole
+from hostapp.ui.operations_model import EstimateRole, OperationRole, shown_fraction
+from hostapp.ui.progress_estimate import format_duration
 
 #: Width of the sliding chunk of an indeterminate bar, as a share of the bar.
 CHUNK_SHARE = 0.3
@@ -54,17 +55,22 @@ class ProgressDelegate(QStyledItemDelegate):
         bar.minimum, bar.maximum = 0, 1000
         bar.textVisible = True
         bar.textAlignment = Qt.AlignmentFlag.AlignCenter
-        fraction = op.fraction
+        fraction = shown_fraction(op)
+        # No empty bar where nothing moves: a call that ended without a known share of
+        # its work, or one waiting for the person (its status says so).
+        if fraction is None and (not op.in_flight or op.status == api.OperationStatus.INPUT_REQUIRED):
+            return
         if fraction is not None:
             bar.progress = round(fraction * 1000)
             bar.text = f"{fraction * 100:.0f}%"
-        elif op.status == api.OperationStatus.COMPLETED:
-            bar.progress, bar.text = 1000, "100%"
+            estimate = index.data(EstimateRole)
+            if estimate is not None:
+                bar.text += f" · {format_duration(estimate.seconds_left)} left"
         else:
             bar.progress, bar.text = 0, ""
         style.drawControl(QStyle.ControlElement.CE_ProgressBar, bar, painter, widget)
-        # A call waiting for the person is not working: no motion that suggests otherwise.
-        if fraction is None and op.in_flight and op.status != api.OperationStatus.INPUT_REQUIRED:
+        # Working, with no share of the work known: a chunk that slides.
+        if fraction is None:
             self._paint_sliding_chunk(painter, bar)
 
     def _paint_sliding_chunk(self, painter: QPainter, bar: QStyleOptionProgressBar) -> None:

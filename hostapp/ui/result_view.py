@@ -14,6 +14,7 @@ import binascii
 import html
 import json
 import mimetypes
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -52,9 +53,20 @@ def plain_label(text: str = "", *, wrap: bool = True, selectable: bool = True) -
     return label
 
 
+#: Longest line of a tooltip, in characters; longer lines are broken between words.
+TOOLTIP_COLUMNS = 80
+
+
 def plain_tooltip(text: str) -> str:
-    """A tooltip that shows ``text`` literally: Qt guesses rich text in tooltips, so escape it."""
-    return "<p style='white-space:pre-wrap'>" + html.escape(text) + "</p>"
+    """A tooltip that shows ``text`` literally: Qt guesses rich text in tooltips, so escape it.
+
+    Qt lays a rich-text tooltip out in a word-wrapping label, which breaks a sentence after
+    a few words; so the lines are broken here, at :data:`TOOLTIP_COLUMNS`, and kept whole."""
+    lines = []
+    for line in text.splitlines() or [""]:
+        lines.extend(textwrap.wrap(line, TOOLTIP_COLUMNS, break_long_words=True, replace_whitespace=False)
+                     or [""])
+    return "<p style='white-space:pre'>" + html.escape("\n".join(lines)) + "</p>"
 
 
 def result_as_text(result: dict[str, Any] | None, error: dict[str, Any] | None = None) -> str:

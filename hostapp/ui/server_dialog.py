@@ -283,10 +283,16 @@ class ImportDialog(QDialog):
         self.setWindowTitle("Import servers")
         self.taken_names = set(taken_names)
         self.found: list[ImportedServer] = []
+        self._files = 0      # configuration files read
+        self._problem = ""   # why the last file could not be read
         self.tree = QTreeWidget()
         self.tree.setHeaderLabels(["Server", "From", "Command or URL", "Notes"])
         self.tree.setRootIsDecorated(False)
         self.tree.setAccessibleName("Servers found")
+        # Columns as wide as their titles and contents (never cut to "Command or UR").
+        for col in range(3):
+            self.tree.header().setSectionResizeMode(col, QHeaderView.ResizeMode.ResizeToContents)
+        self.tree.header().setStretchLastSection(True)
         self.status = plain_label("")
         choose = QPushButton("Choose a file…")
         choose.setAccessibleName("Choose a configuration file to import from")
@@ -316,8 +322,11 @@ class ImportDialog(QDialog):
         try:
             servers = read_config(path, source or Path(path).name)
         except ValueError as exc:
-            self.status.setText(f"{path}: {exc}")
+            self._problem = f"{path}: {exc}"
+            self._update_status()
             return
+        self._problem = ""
+        self._files += 1
         for s in servers:
             self.found.append(s)
             item = QTreeWidgetItem([s.name, s.source, s.url or shlex.join([s.command or "", *s.args]),
@@ -327,13 +336,20 @@ class ImportDialog(QDialog):
             if clash:
                 item.setText(3, "; ".join(["a server with this name exists", *s.warnings]))
             self.tree.addTopLevelItem(item)
-        for col in range(3):
-            self.tree.resizeColumnToContents(col)
         self._update_status()
 
     def _update_status(self) -> None:
-        if not self.found and not self.status.text():
-            self.status.setText("No configuration files were found. Choose one to import from.")
+        """Says what was found, or the last file's problem; never a message that no longer holds."""
+        if self._problem:
+            text = self._problem
+        elif self.found:
+            n = len(self.found)
+            text = f"{n} server{'s' if n != 1 else ''} found. Checked ones are imported."
+        elif self._files:
+            text = "The chosen files configure no servers. Choose another one."
+        else:
+            text = "No configuration files were found. Choose one to import from."
+        self.status.setText(text)
         self.import_button.setEnabled(bool(self.found))
 
     def _choose_file(self) -> None:

@@ -150,7 +150,8 @@ class ServerTableModel(FlatTableModel):
         if col == STATUS:
             return self.status_text(server)
         if col == PROTOCOL:
-            return server.protocol_version or "—"
+            # "MCP 2026-07-28": a bare version reads as a date.
+            return f"MCP {server.protocol_version}" if server.protocol_version else "—"
         if col == TOOLS:
             return "—" if server.tools_count is None else str(server.tools_count)
         if col == TARGET:

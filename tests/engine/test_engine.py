@@ -144,6 +144,7 @@ async def test_restart_resumes_and_delivers_once(isolated_home, lab, real_keyrin
             break
         await asyncio.sleep(0.05)
     assert journal.get_operation(op.id).handle_ref, "no handle committed before the restart"
+    in_flight = journal.get_operation(op.id).status in api.IN_FLIGHT
     await engine.stop()  # the host quits with the call in flight
 
     second = Recorder()
@@ -154,9 +155,40 @@ async def test_restart_resumes_and_delivers_once(isolated_home, lab, real_keyrin
         await engine.stop()
     assert final.status == api.COMPLETED, final.error
     assert execution_count(lab.state_file, tool) == 1
+    # The timeline and the listener say that this start took it up again, and how.
+    mechanism = OperationJournal(isolated_home / "journal.sqlite3").get_operation(op.id).mechanism
+    resumed = [d for i, k, d in second.events if i == op.id and k == api.EVENT_RESUMED]
+    assert [d["mechanism"] for d in resumed] == ([mechanism] if in_flight else [])
+    assert final.mechanism == mechanism
+    assert not [k for i, k, _d in first.events if k == api.EVENT_RESUMED]
     before, after = first.progress_of(op.id), second.progress_of(op.id)
     seen = before + after
     assert all(b >= a for a, b in itertools.pairwise(seen)), f"progress moved backwards: {before} then {after}"
+
+
+async def test_an_operation_of_a_removed_server_is_ended_not_resumed(isolated_home, lab, real_keyring):
+    first = Recorder()
+    engine = await run_engine(isolated_home, first)
+    await engine.add_server(lab_server(lab))
+    await engine.connected("lab")
+    op = await engine.start_call("lab", "long_task_ext", {"seconds": 30, "steps": 30})
+    for _ in range(200):
+        if engine.journal.get_operation(op.id).handle_ref:
+            break
+        await asyncio.sleep(0.05)
+    await engine.stop()
+    OperationJournal(isolated_home / "journal.sqlite3").remove_server("lab")
+
+    second = Recorder()
+    engine = await run_engine(isolated_home, second)
+    try:
+        final = await finished(engine, op.id)
+        events = await engine.events(op.id)
+    finally:
+        await engine.stop()
+    assert final.status == api.UNKNOWN and "removed" in final.error["message"]
+    assert not [k for _i, k, _d in second.events if k == api.EVENT_RESUMED]
+    assert not [e for e in events if e["kind"] == api.EVENT_RESUMED]
 
 
 async def test_no_keyring_means_not_resumable_and_says_so(isolated_home, lab):

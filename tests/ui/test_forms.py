@@ -225,16 +225,16 @@ def test_decline_and_cancel(qtbot):
     assert cancelled.answer() == {"action": "cancel"}
 
 
-def test_closing_the_window_or_escape_is_cancel(qtbot):
+def test_closing_the_window_or_escape_is_not_an_answer(qtbot):
     closed = make_prompt(qtbot)
     closed.show()
     closed.close()
-    assert closed.answer() == {"action": "cancel"}
+    assert closed.answer() is None and not closed.isVisible()
 
     escaped = make_prompt(qtbot)
     escaped.show()
     qtbot.keyClick(escaped, Qt.Key.Key_Escape)
-    assert escaped.answer() == {"action": "cancel"}
+    assert escaped.answer() is None and not escaped.isVisible()
 
 
 def test_only_the_first_answer_counts(qtbot):
@@ -544,3 +544,22 @@ def test_arrays_of_objects_survive_the_raw_json_round_trip(qtbot):
     first = element_boxes(form.editor_widget("filters"))[0]
     first.findChildren(QLineEdit)[0].setText("")
     assert "$.filters[0]: 'field' is a required property" in form.validate()
+
+
+@pytest.mark.parametrize("how", ["escape", "close", "later"])
+async def test_escape_or_close_leaves_the_question_for_later(qtbot, how):
+    """Esc, the window's ✕ and "Answer later" close the prompt without an answer: nothing
+    is sent to the server (ask() says None), unlike Cancel and Decline."""
+    prompt = make_prompt(qtbot)
+    asking = asyncio.ensure_future(prompt.ask())
+    await asyncio.sleep(0)
+    if how == "escape":
+        qtbot.keyClick(prompt, Qt.Key.Key_Escape)
+    elif how == "close":
+        prompt.close()
+    else:
+        qtbot.mouseClick(prompt.later_button, Qt.MouseButton.LeftButton)
+    assert await asyncio.wait_for(asking, 5) is None
+    assert prompt.answer() is None and not prompt.isVisible()
+    assert prompt.cancel_button.isVisible() is False  # closed, but Cancel is its own button
+    assert prompt.cancel_button.text() and prompt.decline_button.text() == "Decline"

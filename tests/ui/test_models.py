@@ -191,3 +191,31 @@ def test_progress_delegate_paints_a_bar(qapp, view):
         assert filled > 150            # done: full
     assert model.index(0, PROGRESS).data(OperationRole) is view
     assert model.data(model.index(0, ELAPSED))
+
+
+@pytest.mark.parametrize("ending", [api.COMPLETED, api.CANCELLED, api.FAILED, api.RUNNING])
+def test_selection_stays_on_the_operation_when_rows_reorder(qloop, qtmodeltester, ending):
+    """A selected operation that finishes (or is answered) moves to another row: the
+    selection goes with it, instead of staying on the row number."""
+    source = ListSource([op(1), op(2, api.RUNNING), op(3, api.INPUT_REQUIRED, needs_input=True),
+                         op(4, api.RUNNING), op(5, api.COMPLETED)])
+    model = OperationTableModel(source)
+    qloop.run_until_complete(model.reload())
+    view = QTableView()
+    view.setModel(model)
+    view.setSelectionBehavior(QTableView.SelectionBehavior.SelectRows)
+    target = "op3" if ending == api.RUNNING else "op4"
+    view.selectRow(model.row_of(target))
+    assert view.currentIndex().data(OperationRole).id == target
+    before = model.row_of(target)
+    changed = op(int(target[2:]), ending, ended_at=2000.0 if ending in api.TERMINAL else None)
+    model.apply_changes([changed])
+    qtmodeltester.check(model)
+    if ending != api.RUNNING:
+        assert model.row_of(target) != before  # it did move
+    assert view.currentIndex().data(OperationRole).id == target
+    assert [i.row() for i in view.selectionModel().selectedRows()] == [model.row_of(target)]
+    # A finished operation that comes back in flight (a re-delivered status) moves up, selected.
+    if ending in api.TERMINAL:
+        model.apply_changes([op(int(target[2:]), api.RUNNING)])
+        assert view.currentIndex().data(OperationRole).id == target

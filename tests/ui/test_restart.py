@@ -12,7 +12,9 @@ progress only on a stream the call itself owns), so "under way" is judged by sta
 flight before the restart, shown in flight again by the new window, then completed.
 
 1. the window is closed cleanly (Quit), a new window on the same home takes over;
-2. the window runs in its own process (``main.py``) and is SIGKILLed mid-call.
+2. the window runs in its own process (``main.py``), a client of the background agent it
+   starts; the window and the agent are SIGKILLed mid-call (a crash of everything), and a
+   new window on the same home takes over.
 """
 
 from __future__ import annotations
@@ -24,12 +26,14 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
 
 pytest.importorskip("hostapp.store.journal", reason="the journal is needed for the window's engine")
 
+from hostapp.agent.lock import HomeLock
 from hostapp.app import HostApp
 from hostapp.engine import api
 from hostapp.lab.state import execution_count
@@ -81,6 +85,12 @@ def finish_in_new_window(home: Path, op_ids: list[str]) -> dict[str, api.Operati
         # Shown as resumed and under way, not as lost or ended.
         assert all(op_of(host.window, op_id).in_flight for op_id in op_ids), \
             [op_of(host.window, op_id) for op_id in op_ids]
+        # Each timeline says that this start took the operation up again.
+        for op_id in op_ids:
+            await resumed_in_journal(host, op_id)
+        host.window.select_operation(op_ids[0])
+        await until(lambda: any("resumed after hostapp restarted" in text for text in timeline_texts(host.window)),
+                    what="the resumed entry in the timeline")
         await until(lambda: all(op_of(host.window, op_id).status in api.TERMINAL for op_id in op_ids),
                     timeout=60, what="the resumed operations to finish")
         outcome = {op_id: op_of(host.window, op_id) for op_id in op_ids}
@@ -94,6 +104,20 @@ def finish_in_new_window(home: Path, op_ids: list[str]) -> dict[str, api.Operati
         if not host.stopped.is_set():
             loop.run_until_complete(host.shutdown(stop_loop=False))
         dispose(host.window)
+
+
+async def resumed_in_journal(host: HostApp, op_id: str, timeout: float = 30.0) -> None:
+    """Wait until the journal holds the operation's "resumed" event (events are batched)."""
+    loop = asyncio.get_running_loop()
+    end = loop.time() + timeout
+    while not any(e["kind"] == api.EVENT_RESUMED for e in await host.engine.events(op_id)):
+        assert loop.time() < end, f"no resumed event for {op_id}"
+        await asyncio.sleep(0.05)
+
+
+def timeline_texts(window) -> list[str]:
+    tree = window.details.timeline
+    return [tree.topLevelItem(i).text(2) for i in range(tree.topLevelItemCount())]
 
 
 def assert_finished_once(outcome: dict[str, api.OperationView], lab: LabProcess) -> None:
@@ -128,25 +152,27 @@ def test_closed_window_is_resumed_by_the_next(qtbot, qloop, isolated_home, lab, 
 
 
 DRIVER = textwrap.dedent("""
-    # Opens the window (main.py) on HOSTAPP_HOME, starts the calls in it and says when
-    # they are under way; then the test kills this process.
-    import asyncio, json, runpy, sys
+    # Opens the window (main.py) on HOSTAPP_HOME, a client of the agent it starts, starts the
+    # calls through it and says when they are under way (their handles journaled); then
+    # the test kills this process and the agent.
+    import asyncio, json, os, runpy, sys
+    from pathlib import Path
     import hostapp.app as app
+    from hostapp.store.journal import OperationJournal
 
     CALLS = json.loads(sys.argv[1])
     original_start = app.HostApp.start
 
     async def start_and_call(self):
         await original_start(self)
-        await self.engine.connected({server!r})
-        runners = []
-        for tool, args in CALLS.items():
-            op = await self.engine.start_call({server!r}, tool, args)
-            runners.append(self.engine.runners[op.id])
-        while not all(r.handle_ref is not None for r in runners):
+        await self.api.wait_connected({server!r}, 60)
+        ids = [(await self.api.start_call({server!r}, tool, args)).id for tool, args in CALLS.items()]
+        journal = OperationJournal(Path(os.environ["HOSTAPP_HOME"]) / "journal.sqlite3")
+        while not all(journal.get_operation(op_id).handle_ref for op_id in ids):
             await asyncio.sleep(0.05)
         await asyncio.sleep({under_way})
-        print("under way", json.dumps({{r.id: r.view.status for r in runners}}), flush=True)
+        statuses = {{op_id: (await self.api.operation(op_id)).status for op_id in ids}}
+        print("under way", json.dumps(statuses), flush=True)
 
     app.HostApp.start = start_and_call
     sys.argv = ["main.py"]
@@ -167,8 +193,12 @@ def test_killed_window_process_is_resumed_by_the_next(qtbot, qloop, isolated_hom
         line = proc.stdout.readline()
         assert line.startswith("under way "), (line, (tmp_path / "window.stderr").read_text()[-3000:])
         statuses = json.loads(line.removeprefix("under way "))
-        proc.send_signal(signal.SIGKILL)   # no chance to close anything
+        owner = HomeLock(isolated_home).owner()
+        assert owner is not None, "the window runs no agent"
+        for pid in (proc.pid, owner.pid):   # no chance to close anything
+            os.kill(pid, signal.SIGKILL)
         assert proc.wait(10) == -signal.SIGKILL
+        wait_gone(owner.pid)
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -176,3 +206,15 @@ def test_killed_window_process_is_resumed_by_the_next(qtbot, qloop, isolated_hom
         proc.stdout.close()
     assert all(status in api.IN_FLIGHT for status in statuses.values()), f"ended before the kill: {statuses}"
     assert_finished_once(finish_in_new_window(isolated_home, list(statuses)), lab)
+
+
+def wait_gone(pid: int, timeout: float = 10.0) -> None:
+    """Wait until ``pid`` (not our child: the agent runs detached) is gone."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"process {pid} still runs after SIGKILL")

@@ -273,6 +273,9 @@ class ElicitationForm(QWidget):
             else:
                 label = plain_label(caption(f.title, f.required))
             label.setBuddy(editor.value_widget)
+            # Screen readers look for a buddy among siblings only: name the editor itself.
+            if not editor.value_widget.accessibleName():
+                editor.value_widget.setAccessibleName(f.title)
             layout.addRow(label, column)
             editor.connect_changed(functools.partial(self._on_changed, f.name))
         self.set_content(default_content(self._fields))

@@ -280,6 +280,10 @@ class _ObjectEditor(_NodeEditor):
             else:
                 label = plain_label(caption(child.title, child.required))
                 label.setBuddy(editor.widget)
+                # The buddy is not the editor's sibling (a column holds it): name it for
+                # screen readers, which look for a buddy among siblings only.
+                if not editor.widget.accessibleName():
+                    editor.widget.setAccessibleName(child.title)
                 layout.addRow(label, column)
         self.box = container if isinstance(container, QGroupBox) else None
         self.widget = container

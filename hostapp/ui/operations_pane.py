@@ -1,0 +1,347 @@
+"""The operations pane: the table and what narrows it (status, server, search), sorting,
+"Clear finished", the open questions, and a first-run hint when there is nothing to show.
+
+The table model (:class:`~hostapp.ui.operations_model.OperationTableModel`) holds the rows;
+a sort-and-filter proxy stands between it and the view. "Clear finished" only hides: the
+finished operations stay in the journal, with their results, and "Show cleared" brings
+them back (the time of the last clearing is kept in the settings).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from PySide6.QtCore import (
+    QAbstractItemModel,
+    QEvent,
+    QModelIndex,
+    QObject,
+    QPersistentModelIndex,
+    QSettings,
+    QSortFilterProxyModel,
+    Qt,
+    Signal,
+)
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QApplication,
+    QComboBox,
+    QGroupBox,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QLineEdit,
+    QPushButton,
+    QTableView,
+    QVBoxLayout,
+    QWidget,
+)
+
+from hostapp.engine.api import OperationView
+from hostapp.ui.operations_model import (
+    ELAPSED,
+    FILTERS,
+    MESSAGE,
+    PROGRESS,
+    SERVER,
+    STATUS,
+    SURVIVES,
+    TOOL,
+    OperationRole,
+    OperationTableModel,
+    SortRole,
+    status_text,
+)
+from hostapp.ui.progress_delegate import ProgressDelegate
+from hostapp.ui.result_view import plain_label
+
+#: What the empty list suggests on a first run: demo tools of the built-in lab.
+DEMO_TOOLS = ("sleep_with_progress", "long_task_ext", "ask_form")
+ALL_SERVERS = ""
+#: Column widths in a wide window; in a narrower one they shrink (to 60 %) so that the
+#: latest message keeps :data:`MESSAGE_MIN` pixels, until the person sizes a column.
+COLUMN_WIDTHS = {TOOL: 140, SERVER: 60, PROGRESS: 160, STATUS: 145, ELAPSED: 55, SURVIVES: 175}
+MESSAGE_MIN = 180
+
+
+def make_table(model: QAbstractItemModel, name: str) -> QTableView:
+    """A table of whole rows, one selected at a time, as both of the window's tables are."""
+    table = QTableView()
+    table.setModel(model)
+    table.setAccessibleName(name)
+    table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+    table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+    table.setAlternatingRowColors(True)
+    table.setShowGrid(False)
+    table.setWordWrap(False)
+    table.verticalHeader().setVisible(False)
+    table.verticalHeader().setDefaultSectionSize(table.fontMetrics().height() + 12)
+    table.horizontalHeader().setHighlightSections(False)
+    table.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
+    # Tab goes to the next control (arrows move between rows), not from cell to cell of a
+    # selected row, where nothing visible happens.
+    table.setTabKeyNavigation(False)
+    return table
+
+
+class OperationFilter(QSortFilterProxyModel):
+    """Search text, one server, and the cleared finished operations hidden; sorts by
+    :data:`SortRole` (numbers for progress and elapsed time)."""
+
+    def __init__(self, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self.setSortRole(SortRole)
+        self.setDynamicSortFilter(True)
+        self._text = ""
+        self._server = ALL_SERVERS
+        self.cleared_before: float | None = None  # finished before then: hidden
+        self.show_cleared = False
+
+    def _refilter(self, change: Callable[[], None]) -> None:
+        """Change what the filter lets through. Qt 6.10 replaced invalidateRowsFilter
+        (deprecated there) with beginFilterChange before and endFilterChange after."""
+        if hasattr(self, "endFilterChange"):
+            self.beginFilterChange()
+            change()
+            self.endFilterChange(QSortFilterProxyModel.Direction.Rows)
+        else:  # pragma: no cover - Qt before 6.10
+            change()
+            self.invalidateRowsFilter()
+
+    def set_text(self, text: str) -> None:
+        self._refilter(lambda: setattr(self, "_text", text.strip().lower()))
+
+    def set_server(self, server: str) -> None:
+        self._refilter(lambda: setattr(self, "_server", server))
+
+    def set_cleared(self, before: float | None, show: bool) -> None:
+        def change() -> None:
+            self.cleared_before, self.show_cleared = before, show
+        self._refilter(change)
+
+    def is_cleared(self, op: OperationView) -> bool:
+        return (self.cleared_before is not None and not op.in_flight and op.ended_at is not None
+                and op.ended_at <= self.cleared_before)
+
+    def filterAcceptsRow(self, source_row: int, source_parent: QModelIndex | QPersistentModelIndex) -> bool:
+        source = self.sourceModel()
+        op = source.operation(source_row) if isinstance(source, OperationTableModel) else None
+        if op is None:
+            return True
+        if self._server and op.server != self._server:
+            return False
+        if not self.show_cleared and self.is_cleared(op):
+            return False
+        if self._text:
+            haystack = " ".join((op.tool or op.method, op.server, op.message or "", status_text(op), op.id)).lower()
+            return all(word in haystack for word in self._text.split())
+        return True
+
+
+class OperationsPane(QGroupBox):
+    """The operations group: a row of controls over the table.
+
+    Signals:
+        questionsRequested(): the person wants to see the questions answered later.
+        startRequested(): the first-run hint's link to Start call was followed.
+    """
+
+    questionsRequested = Signal()
+    startRequested = Signal()
+
+    def __init__(self, model: OperationTableModel, settings: QSettings, parent: QWidget | None = None) -> None:
+        super().__init__("Operations", parent)
+        self.model = model
+        self.settings = settings
+        self.proxy = OperationFilter(self)
+        self.proxy.setSourceModel(model)
+        self.table = make_table(self.proxy, "Operations")
+        self.table.setSortingEnabled(True)
+        self.table.horizontalHeader().setSortIndicatorShown(True)
+        self.table.horizontalHeader().setSortIndicator(-1, Qt.SortOrder.AscendingOrder)
+        self.table.setItemDelegateForColumn(PROGRESS, ProgressDelegate(self.table))
+        header = self.table.horizontalHeader()
+        header.setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
+        header.setSectionResizeMode(MESSAGE, QHeaderView.ResizeMode.Stretch)
+        #: Set once the person resized a column (or their widths were restored): kept then.
+        self.columns_set_by_person = False
+        self._fitting = False
+        header.sectionResized.connect(self._section_resized)
+        self.table.setMinimumHeight(self.table.horizontalHeader().sizeHint().height()
+                                    + 3 * self.table.verticalHeader().defaultSectionSize() + 4)
+
+        self.filter_box = QComboBox()
+        self.filter_box.setAccessibleName("Show operations")
+        for key, (label, _) in FILTERS.items():
+            self.filter_box.addItem(label, key)
+        self.server_box = QComboBox()
+        self.server_box.setAccessibleName("Show the operations of server")
+        self.server_box.addItem("All servers", ALL_SERVERS)
+        self.search = QLineEdit()
+        self.search.setPlaceholderText("Search")
+        self.search.setClearButtonEnabled(True)
+        self.search.setAccessibleName("Search the operations")
+        # Shown by the window in its status bar (this pane's height goes to the rows).
+        self.count_label = plain_label("", wrap=False, selectable=False)
+        self.count_label.setAccessibleName("Number of operations")
+        self.questions_button = QPushButton("")
+        self.questions_button.setFlat(True)
+        self.questions_button.setAccessibleName("Open the questions waiting for you")
+        self.questions_button.setToolTip("Show the questions you chose to answer later")
+        font = self.questions_button.font()
+        font.setBold(True)
+        self.questions_button.setFont(font)
+        self.questions_button.hide()
+        self.clear_button = QPushButton("C&lear finished")
+        self.clear_button.setAccessibleName("Hide the finished operations (they stay in the history)")
+        self.clear_button.setToolTip("Hide the operations that have ended from this list; "
+                                     "they stay in the journal and come back with Show cleared")
+        self.show_cleared_button = QPushButton("Show cleared")
+        self.show_cleared_button.setCheckable(True)
+        self.show_cleared_button.setAccessibleName("Show the cleared operations again")
+        self.show_cleared_button.hide()
+
+        show = QLabel("S&how:")
+        show.setBuddy(self.filter_box)
+        server = QLabel("Ser&ver:")
+        server.setBuddy(self.server_box)
+        row = QHBoxLayout()
+        row.addWidget(show)
+        row.addWidget(self.filter_box)
+        row.addWidget(server)
+        row.addWidget(self.server_box)
+        row.addWidget(self.search, 1)
+        row.addWidget(self.questions_button)
+        row.addWidget(self.clear_button)
+        row.addWidget(self.show_cleared_button)
+        lay = QVBoxLayout(self)
+        lay.addLayout(row)
+        lay.addWidget(self.table, 1)
+
+        self.empty_hint = QLabel(self.table.viewport())
+        self.empty_hint.setTextFormat(Qt.TextFormat.RichText)  # our own words only
+        self.empty_hint.setWordWrap(True)
+        self.empty_hint.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.empty_hint.setForegroundRole(self.empty_hint.foregroundRole().PlaceholderText)
+        self.empty_hint.linkActivated.connect(lambda _link: self.startRequested.emit())
+        self.table.viewport().installEventFilter(self)
+
+        cleared = settings.value("operations/cleared_before")
+        try:
+            self.proxy.set_cleared(float(cleared), False) if cleared not in (None, "") else None
+        except (TypeError, ValueError):
+            pass
+        self.search.textChanged.connect(self.proxy.set_text)
+        self.server_box.currentIndexChanged.connect(lambda _i: self.proxy.set_server(self.server_box.currentData()))
+        self.clear_button.clicked.connect(self.clear_finished)
+        self.show_cleared_button.toggled.connect(
+            lambda on: self.proxy.set_cleared(self.proxy.cleared_before, on))
+        self.questions_button.clicked.connect(self.questionsRequested.emit)
+        for sig in (self.proxy.rowsInserted, self.proxy.rowsRemoved, self.proxy.modelReset, self.proxy.layoutChanged):
+            sig.connect(self._refresh)
+        self.model.loadingChanged.connect(lambda _on: self._refresh())
+        self._refresh()
+
+    # -- what the pane shows ------------------------------------------------------------
+
+    def set_servers(self, names: list[str]) -> None:
+        current = self.server_box.currentData()
+        self.server_box.blockSignals(True)
+        self.server_box.clear()
+        self.server_box.addItem("All servers", ALL_SERVERS)
+        for name in names:
+            self.server_box.addItem(name, name)
+        index = self.server_box.findData(current)
+        self.server_box.setCurrentIndex(max(0, index))
+        self.server_box.blockSignals(False)
+        if index < 0 and current:
+            self.proxy.set_server(ALL_SERVERS)
+
+    def set_questions(self, count: int) -> None:
+        self.questions_button.setText(f"{count} question{'s' if count != 1 else ''} waiting for you"
+                                      if count else "")
+        self.questions_button.setVisible(bool(count))
+
+    def clear_finished(self) -> None:
+        """Hide every operation that has ended by now (they stay in the journal)."""
+        ended = [op.ended_at for op in self._source_ops() if not op.in_flight and op.ended_at is not None]
+        if not ended:
+            return
+        before = max(ended)
+        self.settings.setValue("operations/cleared_before", before)
+        self.show_cleared_button.setChecked(False)
+        self.proxy.set_cleared(before, False)
+        self._refresh()
+
+    def cleared_count(self) -> int:
+        return sum(1 for op in self._source_ops() if self.proxy.is_cleared(op))
+
+    def _source_ops(self) -> list[OperationView]:
+        return [op for r in range(self.model.rowCount()) if (op := self.model.operation(r)) is not None]
+
+    def _refresh(self, *_args: object) -> None:
+        cleared = self.cleared_count()
+        self.show_cleared_button.setText(f"Show cleared ({cleared:,})")
+        self.show_cleared_button.setVisible(bool(cleared) or self.show_cleared_button.isChecked())
+        self._place_hint()
+
+    def _place_hint(self) -> None:
+        empty = self.proxy.rowCount() == 0
+        if empty:
+            if self.model.total == 0 and self.model.filter_name == "all" and not self.model.rowCount():
+                demos = ", ".join(DEMO_TOOLS)
+                self.empty_hint.setText(
+                    "<p><b>No operations yet.</b></p><p>Choose <a href='start'>Start call…</a> (Ctrl+N), "
+                    f"pick the lab server and try one of its demo tools: {demos}.</p>"
+                    "<p>Calls you start appear here with their progress; they keep running while "
+                    "this window is closed.</p>")
+            else:
+                self.empty_hint.setText("<p>No operation matches what is chosen above.</p>")
+            self.empty_hint.setGeometry(self.table.viewport().rect().adjusted(24, 12, -24, -12))
+        self.empty_hint.setVisible(empty)
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:
+        if watched is self.table.viewport() and event.type() == QEvent.Type.Resize:
+            self._place_hint()
+            self.fit_columns()
+        return False
+
+    def fit_columns(self) -> None:
+        if self.columns_set_by_person:
+            return
+        total = sum(COLUMN_WIDTHS.values())
+        scale = min(1.0, max(0.6, (self.table.viewport().width() - MESSAGE_MIN) / total))
+        self._fitting = True
+        try:
+            for col, width in COLUMN_WIDTHS.items():
+                self.table.setColumnWidth(col, int(width * scale))
+        finally:
+            self._fitting = False
+
+    def _section_resized(self, column: int, _old: int, _new: int) -> None:
+        if not self._fitting and column != MESSAGE and self.table.horizontalHeader().sectionsClickable() \
+                and self.table.isVisible() and QApplication.mouseButtons() != Qt.MouseButton.NoButton:
+            self.columns_set_by_person = True
+
+    # -- rows and operations ---------------------------------------------------------------
+
+    def row_of(self, op_id: str) -> int | None:
+        """The view's row of an operation (None when it is not loaded or filtered out)."""
+        row = self.model.row_of(op_id)
+        if row is None:
+            return None
+        index = self.proxy.mapFromSource(self.model.index(row, 0))
+        return index.row() if index.isValid() else None
+
+    def select(self, op_id: str) -> bool:
+        row = self.row_of(op_id)
+        if row is not None:
+            self.table.selectRow(row)
+        return row is not None
+
+    def selected(self) -> OperationView | None:
+        index = self.table.currentIndex()
+        return index.data(OperationRole) if index.isValid() else None
+
+
+__all__ = ["MESSAGE", "OperationFilter", "OperationsPane", "make_table"]

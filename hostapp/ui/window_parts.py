@@ -1,0 +1,145 @@
+"""Pieces of the main window that need no window: its title and summary, the words of its
+notifications, and how its three panes share the height.
+
+The summary ("2 running, 1 needs you") goes into the window title, which is what task
+bars and window lists show; Qt has no portable taskbar progress on Linux (Windows has
+ITaskbarList3, macOS a dock badge; neither is wrapped by Qt 6), so the title carries it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+from PySide6.QtCore import QEvent, QObject, QTimer
+from PySide6.QtWidgets import QSplitter, QTableView, QWidget
+
+from hostapp.engine.api import OperationStatus, OperationView
+
+#: The window's own title (the application name is added by Qt, as the desktop wants).
+TITLE = "MCP operations"
+
+#: Notification title and verb for an operation that ended without a result.
+OUTCOME_NOTICES: dict[str, tuple[str, str]] = {
+    OperationStatus.FAILED: ("Operation failed", "failed"),
+    OperationStatus.EXPIRED: ("Operation expired", "expired on the server"),
+    OperationStatus.UNKNOWN: ("Outcome unknown", "may or may not have run"),
+}
+
+#: Rows the servers table shows at least and at most before it scrolls.
+SERVER_ROWS = (1, 5)
+
+
+class Summary:
+    """How many operations run and how many wait for the person, from the changes seen."""
+
+    def __init__(self) -> None:
+        self._status: dict[str, str] = {}
+
+    def update(self, ops: Iterable[OperationView]) -> None:
+        for op in ops:
+            if op.in_flight:
+                self._status[op.id] = op.status
+            else:
+                self._status.pop(op.id, None)
+
+    def counts(self) -> tuple[int, int]:
+        needs = sum(1 for s in self._status.values() if s == OperationStatus.INPUT_REQUIRED)
+        return len(self._status) - needs, needs
+
+    def text(self) -> str:
+        running, needs = self.counts()
+        parts = []
+        if running:
+            parts.append(f"{running} running")
+        if needs:
+            parts.append(f"{needs} need{'s' if needs == 1 else ''} you")
+        return ", ".join(parts)
+
+
+def fit_table_to_rows(table: QTableView, rows: int, most: int = SERVER_ROWS[1]) -> None:
+    """Make a table as high as ``rows`` rows (within :data:`SERVER_ROWS` and ``most``), so
+    that every server is visible without the table taking the operations' room."""
+    shown = max(SERVER_ROWS[0], min(SERVER_ROWS[1], most, rows))
+    height = (table.horizontalHeader().sizeHint().height() + shown * table.verticalHeader().defaultSectionSize()
+              + 2 * table.frameWidth() + 2)
+    table.setFixedHeight(height)
+
+
+def arrange_splitter(splitter: QSplitter, servers: QWidget, servers_table: QTableView, operations: QWidget,
+                     details: QWidget) -> None:
+    """Servers sized to their rows, operations the largest and always visible, the details
+    giving way first (they may collapse entirely in a small window)."""
+    for pane in (servers, operations, details):
+        splitter.addWidget(pane)
+    splitter.setStretchFactor(0, 0)
+    splitter.setStretchFactor(1, 3)
+    splitter.setStretchFactor(2, 2)
+    splitter.setCollapsible(0, False)
+    splitter.setCollapsible(1, False)
+    splitter.setCollapsible(2, True)
+    details.setMinimumHeight(1)  # explicit, or the splitter takes its contents' minimum
+    model = servers_table.model()
+
+    def refit(*_args: object) -> None:
+        # At most a third of the splitter's height goes to the servers' rows.
+        row = servers_table.verticalHeader().defaultSectionSize()
+        most = max(1, (splitter.height() // 3 - servers_table.horizontalHeader().sizeHint().height()) // row)
+        fit_table_to_rows(servers_table, model.rowCount(), most)
+        servers.setMaximumHeight(servers.sizeHint().height())
+        servers.setMinimumHeight(servers.sizeHint().height())
+
+    for signal in (model.rowsInserted, model.rowsRemoved, model.modelReset):
+        signal.connect(refit)
+    # A new server is scrolled into view when the table has reached its limit.
+    model.rowsInserted.connect(lambda _parent, _first, last: servers_table.scrollTo(model.index(last, 0)))
+    refit()
+    splitter.setSizes([servers.sizeHint().height(), 330, 300])
+    splitter._balancer = DetailsGiveWay(splitter, operations, refit)  # type: ignore[attr-defined]
+
+
+#: Rows of operations kept in view before the details pane gets any height.
+OPERATION_ROWS = 6
+#: Below this height the details pane is collapsed rather than shown as a sliver.
+DETAILS_MIN = 90
+
+
+class DetailsGiveWay(QObject):
+    """When the splitter shrinks, the details pane gives its height to the operations
+    until they show :data:`OPERATION_ROWS` rows, and collapses when too little is left."""
+
+    def __init__(self, splitter: QSplitter, operations: QWidget, refit: Callable[[], None]) -> None:
+        super().__init__(splitter)
+        self.refit = refit
+        self.splitter = splitter
+        self.operations = operations
+        self._timer = QTimer(self)
+        self._timer.setSingleShot(True)
+        self._timer.setInterval(0)
+        self._timer.timeout.connect(self.rebalance)
+        splitter.installEventFilter(self)
+
+    def wanted(self) -> int:
+        table = self.operations.findChild(QTableView)
+        row = table.verticalHeader().defaultSectionSize() if table is not None else 30
+        return self.operations.minimumSizeHint().height() + (OPERATION_ROWS - 3) * row
+
+    def rebalance(self) -> None:
+        self.refit()
+        sizes = self.splitter.sizes()
+        if len(sizes) != 3:
+            return
+        need = self.wanted() - sizes[1]
+        if need > 0 and sizes[2] > 0:
+            give = min(need, sizes[2])
+            sizes[1] += give
+            sizes[2] -= give
+        if 0 < sizes[2] < DETAILS_MIN:
+            sizes[1] += sizes[2]
+            sizes[2] = 0
+        if sizes != self.splitter.sizes():
+            self.splitter.setSizes(sizes)
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:
+        if watched is self.splitter and event.type() == QEvent.Type.Resize:
+            self._timer.start()
+        return False

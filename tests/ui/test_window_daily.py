@@ -1,0 +1,309 @@
+"""The window as people use it every day, against the real lab through the real engine:
+a small window, questions answered later, the summary in the title, narrowing and
+sorting the list, the first-run hint, notifications in the outcome's own words."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import time
+
+import pytest
+from PySide6.QtCore import Qt
+
+from hostapp.engine import api
+from hostapp.engine.api import ServerView
+from hostapp.ui.operations_model import ELAPSED, MESSAGE, PROGRESS, SURVIVES, TOOL
+from tests.ui.test_window import dispose, op_of, start_via_dialog, until
+
+pytestmark = pytest.mark.timeout(180)
+
+
+@pytest.fixture
+def small_host(qtbot, qloop, isolated_home):
+    from hostapp.app import HostApp
+
+    app = HostApp(isolated_home)
+    app.window.resize(800, 500)
+    app.window.show()
+    try:
+        yield app
+    finally:
+        if not app.stopped.is_set():
+            qloop.run_until_complete(app.shutdown(stop_loop=False))
+        dispose(app.window)
+
+
+def visible_rows(table) -> int:
+    """How many whole rows the table's viewport shows."""
+    return table.viewport().height() // table.verticalHeader().defaultSectionSize()
+
+
+def test_a_small_window_keeps_the_operations_in_view(small_host, qloop):
+    window = small_host.window
+
+    async def scenario():
+        await small_host.start()
+        await until(lambda: window.servers_model.rowCount() == 1, what="the lab")
+        await asyncio.sleep(0.2)
+        assert window.height() <= 520
+        # The operations list is the largest pane and shows rows; the details gave way.
+        sizes = window.splitter.sizes()
+        assert sizes[1] == max(sizes), sizes
+        assert visible_rows(window.ops_table) >= 3, (sizes, window.ops_table.viewport().height())
+        # The columns shrink so that the latest message keeps room, without scrolling sideways.
+        assert window.ops_table.columnWidth(MESSAGE) >= 150
+        assert not window.ops_table.horizontalScrollBar().isVisible()
+        # The servers table shows each of its rows, a new one included.
+        assert visible_rows(window.servers_table) >= 1
+        for i in range(2):
+            window.servers_model.update_server(ServerView(name=f"extra{i}", transport="stdio", target="nothing"))
+        await asyncio.sleep(0.2)
+        assert visible_rows(window.servers_table) >= 3, window.servers_table.height()
+        # Three servers in a 500-pixel window (under the keyring warning): rows of operations still show.
+        assert visible_rows(window.ops_table) >= 2, window.splitter.sizes()
+        sizes = window.splitter.sizes()
+        assert sizes[1] == max(sizes), sizes
+        await small_host.shutdown(stop_loop=False)
+
+    qloop.run_until_complete(scenario())
+
+
+def test_first_run_hint_question_later_summary_and_list_tools(small_host, qloop):
+    window = small_host.window
+    notes: list[tuple[str, str]] = []
+    window.notified.connect(lambda title, text: notes.append((title, text)))
+    window.resize(1280, 800)
+
+    async def scenario():
+        await small_host.start()
+        await until(lambda: window.servers_model.rowCount() == 1
+                    and window.servers_model.server(0).state == api.CONNECTED, what="the lab to connect")
+        # An empty first run says what to do.
+        hint = window.ops_pane.empty_hint
+        assert hint.isVisible() and "Start call" in hint.text() and "long_task_ext" in hint.text()
+        assert window.windowTitle() == "MCP operations"
+
+        # A question closed with Esc stays open, and the row and the title say so.
+        prompts = []
+        window.elicitations.promptShown.connect(prompts.append)
+        form_op = await start_via_dialog(window, "ask_form", {"message": "Which colour?"})
+        assert not hint.isVisible()
+        await until(lambda: prompts, what="the prompt")
+        prompts[-1].activateWindow()
+        prompts[-1].reject()  # what Esc and the close button do
+        await until(lambda: window.elicitations.prompt is None, what="the prompt to close")
+        await asyncio.sleep(0.3)
+        op = op_of(window, form_op)
+        assert op.status == api.INPUT_REQUIRED, op
+        button = window.ops_pane.questions_button
+        assert button.isVisible() and button.text() == "1 question waiting for you"
+        assert "1 needs you" in window.windowTitle()
+        if window.tray is not None:
+            assert "1 needs you" in window.tray.toolTip()
+        button.click()
+        await until(lambda: len(prompts) == 2 and prompts[-1].isVisible(), what="the question again")
+        prompts[-1].form.editor("email").setText("ada@example.com")
+        prompts[-1].accept_button.click()
+        await until(lambda: op_of(window, form_op).status == api.COMPLETED, what="the answered call")
+        assert not button.isVisible()
+
+        # A long call: the title counts it; the details give a rate and the time left.
+        long_op = await start_via_dialog(window, "sleep_with_progress", {"seconds": 30, "steps": 30})
+        await until(lambda: "1 running" in window.windowTitle(), what="the running count in the title")
+        await until(lambda: (op_of(window, long_op).progress or 0) >= 3, what="progress")
+        window.select_operation(long_op)
+        await until(lambda: "left" in window.details.summary.text(), what="the time left")
+        row = window.ops_pane.row_of(long_op)
+        assert "lost if hostapp stops" in window.ops_pane.proxy.index(row, SURVIVES).data()
+        window.cancel_action.trigger()
+        await until(lambda: op_of(window, long_op).status == api.CANCELLED, what="the cancellation")
+        await until(lambda: window.windowTitle() == "MCP operations", what="the title without a count")
+
+        # Narrowing the list: search, server, sorting, Clear finished (and back).
+        pane = window.ops_pane
+        assert pane.proxy.rowCount() == 2
+        pane.search.setText("ask_form")
+        assert pane.proxy.rowCount() == 1 and pane.proxy.index(0, TOOL).data() == "ask_form"
+        pane.search.setText("")
+        pane.server_box.setCurrentIndex(pane.server_box.findData("lab"))
+        assert pane.proxy.rowCount() == 2
+        window.ops_table.sortByColumn(ELAPSED, Qt.SortOrder.DescendingOrder)
+        first = pane.proxy.index(0, 0).data(Qt.ItemDataRole.UserRole + 1)
+        assert first.id == max((op_of(window, i) for i in (form_op, long_op)),
+                               key=lambda o: o.ended_at - o.created_at).id
+        window.ops_table.sortByColumn(TOOL, Qt.SortOrder.AscendingOrder)
+        assert [pane.proxy.index(r, TOOL).data() for r in range(2)] == ["ask_form", "sleep_with_progress"]
+        window.select_operation(long_op)
+        pane.clear_button.click()
+        assert pane.proxy.rowCount() == 0 and window.ops_model.rowCount() == 2  # hidden, not deleted
+        assert pane.show_cleared_button.isVisible() and "(2)" in pane.show_cleared_button.text()
+        assert "matches" in pane.empty_hint.text()
+        pane.show_cleared_button.click()
+        assert pane.proxy.rowCount() == 2
+
+        # The notification of an unknown outcome says so.
+        base = op_of(window, long_op)
+        window._maybe_notify(dataclasses.replace(base, id="x1", status=api.RUNNING, ended_at=None))
+        window._maybe_notify(dataclasses.replace(base, id="x1", status=api.UNKNOWN))
+        assert notes[-1][0] == "Outcome unknown", notes
+        await small_host.shutdown(stop_loop=False)
+
+    qloop.run_until_complete(scenario())
+
+
+def test_progress_cells_show_time_left_and_no_bar_for_ended_calls(qloop):
+    from PySide6.QtGui import QImage, QPainter
+    from PySide6.QtWidgets import QStyleOptionViewItem, QTableView
+
+    from hostapp.ui.operations_model import OperationTableModel
+    from hostapp.ui.progress_delegate import ProgressDelegate
+    from tests.ui.test_models import ListSource, op
+
+    running = op(1, api.RUNNING, progress=2, total=10, created_at=1000.0, updated_at=1002.0)
+    model = OperationTableModel(ListSource([running, op(2, api.FAILED), op(3, api.INPUT_REQUIRED, needs_input=True),
+                                            op(4, api.COMPLETED, progress=7, total=8)]))
+    qloop.run_until_complete(model.reload())
+    model.apply_changes([dataclasses.replace(running, progress=4, updated_at=1004.0)])
+    row = model.row_of("op1")
+    estimate = model.estimate(model.operation(row))
+    assert estimate is not None and estimate.rate == pytest.approx(1.0) and estimate.seconds_left == pytest.approx(6)
+    # A working call without a total that has been silent says so beside its last message.
+    quiet = dataclasses.replace(running, id="op9", progress=None, total=None, message="starting",
+                                updated_at=time.time() - 300)
+    model.apply_changes([quiet])
+    assert model.data(model.index(model.row_of("op9"), MESSAGE)) == "starting · no news for 5 min"
+    model.apply_changes([dataclasses.replace(quiet, updated_at=time.time())])
+    assert model.data(model.index(model.row_of("op9"), MESSAGE)) == "starting"
+    # A completed call is whole even if its last step was never reported.
+    assert model.data(model.index(model.row_of("op4"), PROGRESS)) == "100%"
+
+    view = QTableView()
+    view.setModel(model)
+    delegate = ProgressDelegate(view)
+
+    def painted(op_id: str) -> bool:
+        image = QImage(200, 24, QImage.Format.Format_ARGB32)
+        image.fill(0)
+        painter = QPainter(image)
+        option = QStyleOptionViewItem()
+        option.rect = image.rect()
+        option.palette = view.palette()
+        delegate.paint(painter, option, model.index(model.row_of(op_id), PROGRESS))
+        painter.end()
+        return any(image.pixel(x, 12) != 0 for x in range(10, 190, 5))
+
+    assert painted("op1") and painted("op4")
+    assert not painted("op2") and not painted("op3")  # no empty bars on failed or waiting rows
+
+
+def test_partial_results_fold_into_one_readable_row(qtbot, tmp_path):
+    from hostapp.ui.details import OperationDetails
+
+    details = OperationDetails(tmp_path)
+    qtbot.addWidget(details)
+    chunk = {"content": [{"type": "text", "text": "rows 1-100\nready"}], "resultType": "complete"}
+    details.add_event("status", {"to": "running"}, 1.0)
+    for _ in range(5):
+        details.add_event("partial_result", {"result": chunk}, 2.0)
+    details.add_event("partial_result", {"result": {"content": [{"type": "text", "text": "rows 101-200"}]}}, 3.0)
+    details.add_event(api.EVENT_RESUMED, {"mechanism": "tasks_extension",
+                                          "message": "resumed after hostapp restarted"}, 4.0)
+    tree = details.timeline
+    assert tree.topLevelItemCount() == 3  # status, one row of partial results, resumed
+    folded = tree.topLevelItem(1)
+    assert folded.text(1) == "partial results (6)" and folded.text(2) == "latest: rows 101-200"
+    assert not folded.isExpanded() and folded.childCount() == 2
+    assert folded.child(0).text(2) == "rows 1-100 ready" and folded.child(0).text(1) == "× 5"
+    assert "{" not in folded.text(2)  # readable text, not JSON
+    assert tree.topLevelItem(2).text(1) == "resumed"
+    assert tree.topLevelItem(2).text(2) == "resumed after hostapp restarted — resumable (task)"
+
+
+def test_import_dialog_says_what_it_found_and_shows_whole_titles(qtbot, tmp_path, monkeypatch):
+    import json as _json
+
+    from hostapp.ui.server_dialog import ImportDialog
+
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    dialog = ImportDialog(search_home=tmp_path / "nobody", search_cwd=tmp_path)
+    qtbot.addWidget(dialog)
+    dialog.show()
+    assert dialog.status.text().startswith("No configuration files were found")
+    chosen = tmp_path / "mcp.json"
+    chosen.write_text(_json.dumps({"mcpServers": {"files": {"command": "npx", "args": ["server-files"]}}}))
+    dialog.add_file(chosen)
+    assert "No configuration files" not in dialog.status.text() and "1 server found" in dialog.status.text()
+    header = dialog.tree.header()
+    metrics = header.fontMetrics()
+    for col in range(3):
+        title = dialog.tree.headerItem().text(col)
+        assert header.sectionSize(col) >= metrics.horizontalAdvance(title), title
+
+
+def test_protocol_column_and_tooltips_read_well(qapp):
+    from PySide6.QtWidgets import QLabel
+
+    from hostapp.ui.result_view import plain_tooltip
+    from hostapp.ui.servers_model import PROTOCOL, ServerTableModel
+
+    model = ServerTableModel()
+    model.set_servers([ServerView(name="lab", transport="stdio", target="x", state=api.CONNECTED,
+                                  protocol_version="2026-07-28")])
+    assert model.data(model.index(0, PROTOCOL)) == "MCP 2026-07-28"
+    # Qt shows a rich-text tooltip in a word-wrapping label: a sentence must not wrap
+    # after a few words.
+    sentence = "long_task_ext: step 26/120, reading the archive of the second quarter"
+    label = QLabel()
+    label.setWordWrap(True)
+    label.setText(plain_tooltip(sentence))
+    label.adjustSize()
+    assert label.width() >= label.fontMetrics().horizontalAdvance(sentence) * 0.9, label.width()
+
+
+TOOLS = [
+    {"name": "sleep_with_progress", "description": "Wait and report progress.",
+     "inputSchema": {"type": "object", "properties": {"seconds": {"type": "number"}, "steps": {"type": "integer"}}}},
+    {"name": "ask_form", "description": "Ask the person a question.",
+     "inputSchema": {"type": "object", "properties": {"message": {"type": "string"},
+                                                      "token": {"type": "string", "format": "password"}}}},
+]
+
+
+def test_start_call_focuses_the_tools_searches_them_and_remembers_the_last_call(qtbot, qloop, tmp_path):
+    from PySide6.QtCore import QSettings
+
+    from hostapp.ui.call_dialog import StartCallDialog
+
+    memory = QSettings(str(tmp_path / "settings.ini"), QSettings.Format.IniFormat)
+
+    async def load(_server):
+        return TOOLS
+
+    async def scenario():
+        dialog = StartCallDialog(["lab", "other"], load, memory=memory)
+        qtbot.addWidget(dialog)
+        dialog.show()
+        dialog.activateWindow()
+        await until(lambda: dialog.tool_list.count() == 2, what="the tools")
+        assert dialog.focusWidget() is dialog.tool_list
+        dialog.tool_search.setText("question")
+        shown = [dialog.tool_list.item(i).text() for i in range(2) if not dialog.tool_list.item(i).isHidden()]
+        assert shown == ["ask_form"] and dialog.tool_list.currentItem().text() == "ask_form"
+        dialog.form.set_arguments({"message": "Which colour?", "token": "s3cret"})
+        dialog.start_button.click()
+        assert dialog.result() == StartCallDialog.DialogCode.Accepted
+
+        again = StartCallDialog(["lab", "other"], load, memory=memory)
+        qtbot.addWidget(again)
+        again.show()
+        await until(lambda: again.tool_list.count() == 2 and again.form is not None, what="the tools again")
+        assert again.server_box.currentText() == "lab"
+        assert again.tool_list.currentItem().text() == "ask_form"
+        assert again.form.arguments().get("message") == "Which colour?"
+        assert "token" not in again.form.arguments()  # a password is never remembered
+        memory.sync()
+        assert "s3cret" not in (tmp_path / "settings.ini").read_text()
+        again.reject()
+
+    qloop.run_until_complete(scenario())
