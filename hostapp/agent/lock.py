@@ -61,6 +61,19 @@ class HomeLock:
         self._file = handle
         return True
 
+    def free(self) -> bool:
+        """Whether no process holds the lock right now (taken and let go at once, nothing
+        written): a client that finds it free starts an owner; one that finds it held
+        waits for the owner that holds it (starting, or stopping) instead."""
+        if self._file is not None:
+            return False
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.path, "a+", encoding="utf-8") as handle:
+            if not _try_lock(handle):
+                return False
+            _unlock(handle)
+            return True
+
     def release(self) -> None:
         if self._file is None:
             return

@@ -159,11 +159,14 @@ async def test_an_owner_started_on_demand_exits_when_idle(agents: Agents, monkey
     monkeypatch.setenv("HOSTAPP_HOME", str(agents.home))
     for key, value in agents.env.items():
         monkeypatch.setenv(key, value)
+    monkeypatch.setenv("HOSTAPP_AGENT_IDLE_EXIT", "600")
     engine = await connect_or_spawn(agents.home, client="test")
     pid = engine.agent["pid"]
     await engine.close()
-    # Default idle exit is minutes; this one was spawned with the default, so ask it to
-    # stop the way a person would, then check an explicitly short idle exit ends by itself.
+    # The spawned owner takes its idle exit from the environment (minutes here): ask it
+    # to stop the way a person would, then check a short idle exit ends by itself.
+    await asyncio.sleep(2.5)
+    os.kill(pid, 0)  # still there
     assert agents.run("agent", "stop").returncode == 0
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:
@@ -293,10 +296,12 @@ async def test_the_command_line_is_a_client_of_a_running_owner(agents: Agents):
             env=agents.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         assert call.stdout is not None
         first = json.loads(call.stdout.readline())
-        assert first["event"] in ("status", "progress"), first
+        assert first["event"] == "started", first  # the operation's id comes first
+        assert json.loads(call.stdout.readline())["event"] in ("status", "progress")
         call.send_signal(signal.SIGINT)
         call.wait(30)
         (op,) = await engine.operations()
+        assert op.id == first["operation"]
         final = await asyncio.wait_for(engine.wait_finished(op.id), 60)
         assert final.status == api.OperationStatus.COMPLETED  # the owner carried it on
 
