@@ -312,28 +312,34 @@ async def connect_or_spawn(home: Path, listener: api.EngineListener | None = Non
     """Connect to the owner of ``home``, starting one when none runs.
 
     Safe when many clients start at once on a home with no owner: a client starts an
-    owner only while the home's lock is free, and of the owners started together exactly
-    one takes the lock (the others exit at once); every client connects to it. A lock
-    held by an owner still starting (or stopping) is waited for. A stale socket of a dead
-    owner is answered by nobody: the new owner takes the lock and the socket."""
+    owner only while the home's lock is free and it holds the spawn lock (so clients that
+    start together start one owner between them); should two owners start all the same,
+    exactly one takes the home's lock (the other exits at once); every client connects to
+    it. A lock held by an owner still starting (or stopping) is waited for. A stale socket
+    of a dead owner is answered by nobody: the new owner takes the lock and the socket; the
+    kernel lets go of a dead process's locks, so none of them is ever stale."""
     from hostapp.agent.endpoint import socket_path
-    from hostapp.agent.lock import HomeLock
+    from hostapp.agent.lock import SPAWN_LOCK_NAME, HomeLock
 
     path = socket_path(home)
-    lock = HomeLock(home)
+    lock, spawning = HomeLock(home), HomeLock(home, SPAWN_LOCK_NAME)
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
     started: subprocess.Popen[bytes] | None = None
     spawns = 0
-    while True:
-        try:
-            return await RemoteEngine.connect(path, listener, client=client)
-        except AgentUnavailable:
-            pass
-        if (started is None or started.poll() is not None) and spawns < _MAX_SPAWNS and lock.free():
-            started = spawn_agent(home, verbose=verbose)
-            spawns += 1
-        if loop.time() >= deadline:
-            raise AgentUnavailable(
-                f"the agent did not start within {timeout:.0f} s (its log: {Path(home) / 'logs' / 'agent.log'})")
-        await asyncio.sleep(_RETRY_SECONDS)
+    try:
+        while True:
+            try:
+                return await RemoteEngine.connect(path, listener, client=client)
+            except AgentUnavailable:
+                pass
+            if (started is None or started.poll() is not None) and spawns < _MAX_SPAWNS and lock.free() \
+                    and spawning.acquire():
+                started = spawn_agent(home, verbose=verbose)
+                spawns += 1
+            if loop.time() >= deadline:
+                raise AgentUnavailable(
+                    f"the agent did not start within {timeout:.0f} s (its log: {Path(home) / 'logs' / 'agent.log'})")
+            await asyncio.sleep(_RETRY_SECONDS)
+    finally:
+        spawning.release()

@@ -18,6 +18,9 @@ from pathlib import Path
 from typing import IO
 
 LOCK_NAME = "agent.lock"
+#: Held by the one client that is starting an owner, so that clients starting together
+#: start one owner between them, not one each (see hostapp.agent.client.connect_or_spawn).
+SPAWN_LOCK_NAME = "agent.spawn.lock"
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,8 +34,8 @@ class OwnerInfo:
 class HomeLock:
     """The exclusive lock on one home. Not re-entrant; one instance per process."""
 
-    def __init__(self, home: Path) -> None:
-        self.path = Path(home) / LOCK_NAME
+    def __init__(self, home: Path, name: str = LOCK_NAME) -> None:
+        self.path = Path(home) / name
         self._file: IO[str] | None = None
 
     @property

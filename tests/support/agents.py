@@ -35,6 +35,24 @@ def kill_owner(home: Path, timeout: float = 10.0) -> int | None:
     return owner.pid
 
 
+def agent_pids(home: Path) -> list[int]:
+    """The ``hostapp agent`` processes running on ``home`` (zombies left out)."""
+    found = []
+    want = b"HOSTAPP_HOME=" + os.fsencode(Path(home).resolve())
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+            if b"agent" not in argv or not any(a.endswith(b"hostapp") for a in argv):
+                continue
+            if want in (entry / "environ").read_bytes().split(b"\0"):
+                found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
+
+
 class Agents:
     """Starts ``hostapp agent`` processes on a home and kills what is left at the end."""
 
