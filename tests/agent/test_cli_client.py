@@ -198,3 +198,18 @@ def test_follow_does_not_wait_on_an_operation_nobody_drives(agents: Agents):
     assert followed.returncode == 1 and "nothing drives orphan" in followed.stderr, followed.stderr
     resumed = agents.run("resume", "--wait", timeout=60)
     assert resumed.returncode == 0 and "nothing drives orphan" in resumed.stderr, resumed.stderr
+
+
+def test_a_call_outlives_its_command_killed_and_is_followed_to_its_end(agents: Agents):
+    lab = [sys.executable, "-m", "hostapp", "lab", "serve", "--stdio", "--state", str(agents.home / "lab.sqlite3")]
+    assert agents.run("servers", "add", "stdio-lab", "--", *lab).returncode == 0
+    call = HostCall(agents.home, "call", "stdio-lab", "sleep_with_progress", "--json",
+                    "--args", json.dumps({"seconds": 3, "steps": 30}), env=agents.env)
+    op_id = _started(call)
+    call.wait_for(progress_of)
+    call.proc.kill()  # SIGKILL to the command alone: the agent it started lives on
+    call.proc.wait()
+    followed = agents.run("follow", op_id, "--json")
+    assert followed.returncode == 0, (followed.stdout, followed.stderr)
+    last = json.loads(followed.stdout.splitlines()[-1])
+    assert last["event"] == "result" and last["result"]["structuredContent"]["steps"] == 30
