@@ -1,8 +1,9 @@
 """The sub-commands of ``hostapp``: one ``cmd_*`` function each, given the parsed arguments.
 
 Each gets the engine it needs from the home's owner (:mod:`hostapp.cli.connect`), does its
-work and returns the exit status. The parser that maps the command line to them is in :mod:`hostapp.cli`; following
-a call's events is :mod:`hostapp.cli.follow`.
+work and returns the exit status. The parser that maps the command line to them is in
+:mod:`hostapp.cli`; following a call's events is :mod:`hostapp.cli.follow`, letting go of it
+on Ctrl+C :mod:`hostapp.cli.attach`.
 """
 
 from __future__ import annotations
