@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from hostapp.agent.client import AgentGone
 from hostapp.cli.attach import INTERRUPTED, Interrupts, carried_by_owner, interrupted, say, unless_interrupted
 from hostapp.cli.connect import config_engine, owner_engine, reading_engine
 from hostapp.cli.exits import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, UsageError
@@ -294,7 +295,11 @@ async def cmd_call(args: argparse.Namespace) -> int:
             announce(printer, op)
             heard = follower.watch(op)
             follower.status(op.id, "running")
-            final = await unless_interrupted(finished_unless_silent(engine, op.id, heard, args.timeout), interrupts)
+            try:
+                final = await unless_interrupted(finished_unless_silent(engine, op.id, heard, args.timeout),
+                                                 interrupts)
+            except AgentGone:
+                return owner_gone(op)
             if final is INTERRUPTED:
                 follower.follow.discard(op.id)
                 return await interrupted(engine, op, interrupts, cancel_on_interrupt=args.cancel_on_interrupt,
@@ -306,6 +311,13 @@ async def cmd_call(args: argparse.Namespace) -> int:
                 await asyncio.wait_for(engine.cancel(op.id), 5.0)
             return EXIT_ERROR
         return emit_outcome(printer, final)
+
+
+def owner_gone(op: api.OperationView) -> int:
+    """The agent ended (stopped, or killed) while this command followed ``op``."""
+    say(f"hostapp: the agent stopped while following operation {op.id}; if it can be resumed it goes on "
+        f"when an agent runs again: 'hostapp follow {op.id}' starts one and follows it")
+    return EXIT_ERROR
 
 
 def announce(printer: EventPrinter, op: api.OperationView) -> None:
@@ -342,7 +354,10 @@ async def cmd_follow(args: argparse.Namespace) -> int:
             follower.status(op.id, "running" if op.status == api.OperationStatus.PENDING else op.status, op.message)
             follower.operation_changed(op)  # where it has got to
             await answer_open_questions(engine, follower)
-            final = await unless_interrupted(engine.wait_finished(op.id), interrupts)
+            try:
+                final = await unless_interrupted(engine.wait_finished(op.id), interrupts)
+            except AgentGone:
+                return owner_gone(op)
             if final is INTERRUPTED:
                 follower.follow.discard(op.id)
                 return await interrupted(engine, op, interrupts, cancel_on_interrupt=args.cancel_on_interrupt,

@@ -213,3 +213,17 @@ def test_a_call_outlives_its_command_killed_and_is_followed_to_its_end(agents: A
     assert followed.returncode == 0, (followed.stdout, followed.stderr)
     last = json.loads(followed.stdout.splitlines()[-1])
     assert last["event"] == "result" and last["result"]["structuredContent"]["steps"] == 30
+
+
+def test_a_call_whose_agent_dies_says_how_to_go_on(agents: Agents, lab):
+    _lab_process, proxy = lab
+    _add_lab(agents, proxy)
+    call = _call(agents, "long_task_ext", {"seconds": 6, "steps": 12})
+    op_id = _started(call)
+    call.wait_for(progress_of)
+    kill_owner(agents.home)
+    assert call.proc.wait(30) == 1
+    assert f"'hostapp follow {op_id}' starts one and follows it" in call.stderr, call.stderr
+    followed = agents.run("follow", op_id, "--json")  # a new agent resumes it
+    assert followed.returncode == 0, (followed.stdout, followed.stderr)
+    assert json.loads(followed.stdout.splitlines()[-1])["result"]["structuredContent"]["steps"] == 12
