@@ -227,3 +227,22 @@ def test_a_call_whose_agent_dies_says_how_to_go_on(agents: Agents, lab):
     followed = agents.run("follow", op_id, "--json")  # a new agent resumes it
     assert followed.returncode == 0, (followed.stdout, followed.stderr)
     assert json.loads(followed.stdout.splitlines()[-1])["result"]["structuredContent"]["steps"] == 12
+
+
+def test_ctrl_c_on_resume_wait_stops_following_and_the_work_goes_on(agents: Agents):
+    import signal
+
+    lab = [sys.executable, "-m", "hostapp", "lab", "serve", "--stdio", "--state", str(agents.home / "lab.sqlite3")]
+    assert agents.run("servers", "add", "stdio-lab", "--", *lab).returncode == 0
+    call = HostCall(agents.home, "call", "stdio-lab", "sleep_with_progress", "--json",
+                    "--args", json.dumps({"seconds": 5, "steps": 50}), env=agents.env)
+    op_id = _started(call)
+    call.proc.kill()  # the command only: the agent carries the call on
+    call.proc.wait()
+    resume = HostCall(agents.home, "resume", "--wait", "--json", env=agents.env)
+    resume.wait_for(lambda events: [e for e in events if e.get("operation") == op_id and e["event"] == "progress"])
+    resume.proc.send_signal(signal.SIGINT)
+    assert resume.wait(30) == 130
+    assert "stopped following; the 1 operation(s) go on in the background" in resume.stderr, resume.stderr
+    followed = agents.run("follow", op_id, "--json")
+    assert followed.returncode == 0 and json.loads(followed.stdout.splitlines()[-1])["event"] == "result"
