@@ -5,11 +5,16 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import time
 from pathlib import Path
 
 import pytest
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+# An agent that a command starts on demand (every `hostapp call` in a test starts one) exits
+# a few seconds after its last client instead of minutes; what is left at a test's end is
+# stopped by stop_agents_left.
+os.environ.setdefault("HOSTAPP_AGENT_IDLE_EXIT", "3")
 
 
 @pytest.fixture(autouse=True)
@@ -37,6 +42,35 @@ def _agents_left(root: Path) -> list[tuple[int, str]]:
         if home.startswith(bytes(root)):
             found.append((int(entry.name), b" ".join(argv).decode(errors="replace")))
     return found
+
+
+@pytest.fixture(autouse=True)
+def stop_agents_left(tmp_path_factory: pytest.TempPathFactory):
+    """After each test, agents still running on a home of the tests are stopped (asked with
+    SIGTERM, as a logout would; killed after 10 s): the next test starts from nothing, and
+    none stays for the session's check."""
+    yield
+    if not Path("/proc").is_dir():
+        return
+    left = [pid for pid, _ in _agents_left(tmp_path_factory.getbasetemp().resolve())]
+    for pid in left:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + 10
+    while left and time.monotonic() < deadline:
+        left = [pid for pid in left if _alive(pid)]
+        time.sleep(0.05)
+    for pid in left:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def _alive(pid: int) -> bool:
+    """Still running (a zombie waiting for its parent, a test's Popen, counts as ended)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return False
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -14,6 +14,7 @@ import contextlib
 import itertools
 import logging
 import os
+import subprocess
 import threading
 from pathlib import Path
 from typing import Any
@@ -281,45 +282,64 @@ class RemoteEngine:
         return await self._call("open_questions")
 
 
+#: How often a client that waits for an owner to come up tries its socket again.
+_RETRY_SECONDS = 0.05
+
+#: How many owners one client starts at most while it waits (one that lost the race for
+#: the lock exits at once; one that died starting says why in its log).
+_MAX_SPAWNS = 3
 
 
-def spawn_agent(home: Path) -> int:
+def spawn_agent(home: Path, *, verbose: bool = False) -> subprocess.Popen[bytes]:
     """Start ``hostapp agent`` for ``home``, detached from this process (its own session,
-    no terminal), so the work it owns outlives whoever started it. Its pid."""
-    import subprocess
-
+    no terminal: a Ctrl+C, a closed terminal or a killed client do not reach it), so the
+    work it owns outlives whoever started it."""
     from hostapp.agent.autostart import self_command
     from hostapp.store.paths import HOME_ENV
 
     env = {**os.environ, HOME_ENV: str(Path(home).resolve())}
     proc = subprocess.Popen(
-        [*self_command(), "agent"], env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True)
+        [*self_command(), *(["-v"] if verbose else []), "agent"], env=env, stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True)
     # A client that lives on (the window) reaps the agent if it ends first, so no zombie
     # stays behind; a short-lived client exits and the agent is adopted by init.
     threading.Thread(target=proc.wait, name="hostapp-agent-reaper", daemon=True).start()
-    return proc.pid
+    return proc
 
 
 async def connect_or_spawn(home: Path, listener: api.EngineListener | None = None, *, client: str = "client",
-                           timeout: float = 20.0) -> RemoteEngine:
-    """Connect to the owner of ``home``, starting one when none runs (a stale socket of a
-    dead owner is simply not answered: the new owner takes the lock and the socket)."""
+                           timeout: float = 30.0, verbose: bool = False) -> RemoteEngine:
+    """Connect to the owner of ``home``, starting one when none runs.
+
+    Safe when many clients start at once on a home with no owner: a client starts an
+    owner only while the home's lock is free and it holds the spawn lock (so clients that
+    start together start one owner between them); should two owners start all the same,
+    exactly one takes the home's lock (the other exits at once); every client connects to
+    it. A lock held by an owner still starting (or stopping) is waited for. A stale socket
+    of a dead owner is answered by nobody: the new owner takes the lock and the socket; the
+    kernel lets go of a dead process's locks, so none of them is ever stale."""
     from hostapp.agent.endpoint import socket_path
+    from hostapp.agent.lock import SPAWN_LOCK_NAME, HomeLock
 
     path = socket_path(home)
+    lock, spawning = HomeLock(home), HomeLock(home, SPAWN_LOCK_NAME)
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    started: subprocess.Popen[bytes] | None = None
+    spawns = 0
     try:
-        return await RemoteEngine.connect(path, listener, client=client)
-    except AgentUnavailable:
-        pass
-    spawn_agent(home)
-    deadline = asyncio.get_running_loop().time() + timeout
-    while True:
-        try:
-            return await RemoteEngine.connect(path, listener, client=client)
-        except AgentUnavailable:
-            if asyncio.get_running_loop().time() >= deadline:
+        while True:
+            try:
+                return await RemoteEngine.connect(path, listener, client=client)
+            except AgentUnavailable:
+                pass
+            if (started is None or started.poll() is not None) and spawns < _MAX_SPAWNS and lock.free() \
+                    and spawning.acquire():
+                started = spawn_agent(home, verbose=verbose)
+                spawns += 1
+            if loop.time() >= deadline:
                 raise AgentUnavailable(
-                    f"the agent did not start within {timeout:.0f} s (its log: {Path(home) / 'logs' / 'agent.log'})"
-                ) from None
-            await asyncio.sleep(0.1)
+                    f"the agent did not start within {timeout:.0f} s (its log: {Path(home) / 'logs' / 'agent.log'})")
+            await asyncio.sleep(_RETRY_SECONDS)
+    finally:
+        spawning.release()

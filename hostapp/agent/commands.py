@@ -14,15 +14,19 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from hostapp.agent import autostart as autostart_mod
-from hostapp.agent.client import AgentUnavailable, RemoteEngine
-from hostapp.agent.endpoint import socket_path
-from hostapp.agent.lock import HomeLock
-from hostapp.engine import api
-from hostapp.store.paths import HOME_ENV, home_dir
+# The rest of the agent is imported where it is used: every ``hostapp`` process builds
+# this parser (a lab server on stdio, ``hostapp --help``), few of them talk to an agent.
+if TYPE_CHECKING:
+    from hostapp.agent.client import RemoteEngine
+    from hostapp.engine import api
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
+
+#: ``hostapp agent`` without ``--idle-exit`` takes its idle exit from this variable (so an
+#: owner a client starts on demand can be given one: the test suite's exit in seconds).
+IDLE_EXIT_ENV = "HOSTAPP_AGENT_IDLE_EXIT"
 
 
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -31,14 +35,17 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
                        help="started at login: stay running when idle (autostart entries pass this)")
     agent.add_argument("--home", help="own this home (sets HOSTAPP_HOME; the Windows Run key passes it)")
     agent.add_argument("--idle-exit", type=float, default=None, metavar="SECONDS",
-                       help="exit after this long with nothing in flight and nobody connected (default 180)")
+                       help="exit after this long with nothing in flight and nobody connected "
+                            f"(default: ${IDLE_EXIT_ENV}, else 180)")
     agent.set_defaults(func=cmd_agent_run)
     asub = agent.add_subparsers(dest="agent_command")
     status = asub.add_parser("status", help="whether an owner runs, and what it does (never starts one)")
     status.add_argument("--json", action="store_true")
     status.set_defaults(func=cmd_agent_status)
     stop = asub.add_parser("stop", help="stop the owner: journal flushed, stream positions kept, servers closed")
-    stop.add_argument("--yes", action="store_true", help="also when operations in flight cannot be resumed")
+    stop.add_argument("--yes", action="store_true",
+                      help="also when operations in flight cannot be resumed (without a terminal to ask, "
+                           "stop refuses then, with exit status 2)")
     stop.set_defaults(func=cmd_agent_stop)
 
     auto = sub.add_parser("autostart", help="start the background agent at login (enable, disable, status)")
@@ -47,14 +54,28 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     auto.set_defaults(func=cmd_autostart)
 
 
+def idle_exit_of(args: argparse.Namespace) -> float:
+    """``--idle-exit``, else ``$HOSTAPP_AGENT_IDLE_EXIT``, else the owner's default."""
+    from hostapp.agent.owner import IDLE_EXIT_SECONDS
+
+    if args.idle_exit is not None:
+        return float(args.idle_exit)
+    try:
+        return float(os.environ[IDLE_EXIT_ENV])
+    except (KeyError, ValueError):
+        return IDLE_EXIT_SECONDS
+
+
 def cmd_agent_run(args: argparse.Namespace) -> int:
-    from hostapp.agent.owner import IDLE_EXIT_SECONDS, Owner, setup_agent_logging
+    from hostapp.agent.lock import HomeLock
+    from hostapp.agent.owner import Owner, setup_agent_logging
+    from hostapp.store.paths import HOME_ENV, home_dir
 
     if args.home:
         os.environ[HOME_ENV] = str(Path(args.home).expanduser().resolve())
     home = home_dir()
     setup_agent_logging(home, bool(getattr(args, "verbose", False)))
-    idle = IDLE_EXIT_SECONDS if args.idle_exit is None else args.idle_exit
+    idle = idle_exit_of(args)
     code = asyncio.run(Owner(home, autostart=args.autostart, idle_exit=idle).run())
     if code == 3:
         owner = HomeLock(home).owner()
@@ -64,7 +85,17 @@ def cmd_agent_run(args: argparse.Namespace) -> int:
     return code
 
 
+def current_home() -> Path:
+    """The home this process works on (``$HOSTAPP_HOME``, or the platform's data folder)."""
+    from hostapp.store.paths import home_dir
+
+    return home_dir()
+
+
 async def _connect(home: Path, listener: api.EngineListener | None = None) -> RemoteEngine | None:
+    from hostapp.agent.client import AgentUnavailable, RemoteEngine
+    from hostapp.agent.endpoint import socket_path
+
     try:
         return await RemoteEngine.connect(socket_path(home), listener, client="cli")
     except AgentUnavailable:
@@ -73,10 +104,15 @@ async def _connect(home: Path, listener: api.EngineListener | None = None) -> Re
 
 async def agent_engine(listener: api.EngineListener | None = None) -> api.EngineApi | None:
     """The facade of the agent that owns this home, or None when none runs (never starts one)."""
+    from hostapp.store.paths import home_dir
+
     return await _connect(home_dir(), listener)
 
 
 async def cmd_agent_status(args: argparse.Namespace) -> int:
+    from hostapp.engine import api
+    from hostapp.store.paths import home_dir
+
     home = home_dir()
     engine = await _connect(home)
     if engine is None:
@@ -100,22 +136,34 @@ async def cmd_agent_status(args: argparse.Namespace) -> int:
 
 
 async def cmd_agent_stop(args: argparse.Namespace) -> int:
+    from hostapp.agent.lock import HomeLock
+    from hostapp.engine import api
+    from hostapp.store.paths import home_dir
+
     home = home_dir()
     engine = await _connect(home)
     if engine is None:
         print("not running")
         return EXIT_OK
     try:
-        lost = [op for op in await engine.unfinished_operations() if not op.resumable]
+        # The owner knows what carries each operation: those with nothing that can resume
+        # them (a plain request, a handle the keyring could not keep) end 'unknown'.
+        lost = list(await engine.request_owner("agent.unsurvivable"))
         if lost and not args.yes:
-            print("These operations cannot be resumed and would end 'unknown' if the agent stops now:",
+            print(f"{len(lost)} operation(s) cannot be resumed and would end 'unknown' if the agent stops now:",
                   file=sys.stderr)
             for op in lost:
-                print(f"  {op.id}  {op.server}/{op.tool}  {op.status}", file=sys.stderr)
+                print(f"  {op['id']}  {op['server']}/{op['tool']}  {op['status']}  ({op['why']})", file=sys.stderr)
             if not sys.stdin.isatty():
-                print("hostapp: run 'hostapp agent stop --yes' to stop it anyway", file=sys.stderr)
-                return EXIT_ERROR
-            if input("Stop the agent anyway? [y/N] ").strip().lower() not in ("y", "yes"):
+                # Nobody to ask (a script, CI): refuse rather than wait for an answer.
+                print("hostapp: not stopped; run 'hostapp agent stop --yes' to stop it anyway", file=sys.stderr)
+                return EXIT_USAGE
+            try:
+                answer = input("Stop the agent anyway? [y/N] ")
+            except EOFError:
+                answer = ""
+            if answer.strip().lower() not in ("y", "yes"):
+                print("not stopped", file=sys.stderr)
                 return EXIT_ERROR
         await engine.request_owner("agent.stop")
         await asyncio.wait_for(engine.wait_closed(), 60)
@@ -135,6 +183,8 @@ async def cmd_agent_stop(args: argparse.Namespace) -> int:
 
 
 def cmd_autostart(args: argparse.Namespace) -> int:
+    from hostapp.agent import autostart as autostart_mod
+
     entry = autostart_mod.for_platform()
     status = {"enable": entry.enable, "disable": entry.disable, "status": entry.status}[args.action]()
     if args.json:

@@ -18,6 +18,9 @@ from pathlib import Path
 from typing import IO
 
 LOCK_NAME = "agent.lock"
+#: Held by the one client that is starting an owner, so that clients starting together
+#: start one owner between them, not one each (see hostapp.agent.client.connect_or_spawn).
+SPAWN_LOCK_NAME = "agent.spawn.lock"
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,8 +34,8 @@ class OwnerInfo:
 class HomeLock:
     """The exclusive lock on one home. Not re-entrant; one instance per process."""
 
-    def __init__(self, home: Path) -> None:
-        self.path = Path(home) / LOCK_NAME
+    def __init__(self, home: Path, name: str = LOCK_NAME) -> None:
+        self.path = Path(home) / name
         self._file: IO[str] | None = None
 
     @property
@@ -60,6 +63,19 @@ class HomeLock:
         handle.flush()
         self._file = handle
         return True
+
+    def free(self) -> bool:
+        """Whether no process holds the lock right now (taken and let go at once, nothing
+        written): a client that finds it free starts an owner; one that finds it held
+        waits for the owner that holds it (starting, or stopping) instead."""
+        if self._file is not None:
+            return False
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.path, "a+", encoding="utf-8") as handle:
+            if not _try_lock(handle):
+                return False
+            _unlock(handle)
+            return True
 
     def release(self) -> None:
         if self._file is None:

@@ -102,7 +102,8 @@ class Owner:
         self._engine = Engine(home, _OwnerListener(self.endpoint, self.notifier))
         self.engine: api.EngineApi = LocalEngine(self._engine)
         self.endpoint.engine = self.engine
-        self.endpoint.own_methods = {"agent.status": self.status, "agent.stop": self.request_stop}
+        self.endpoint.own_methods = {"agent.status": self.status, "agent.stop": self.request_stop,
+                                     "agent.unsurvivable": self.unsurvivable, "agent.carried": self.carried}
 
     def _clients_changed(self, count: int) -> None:
         self._last_client = time.monotonic()
@@ -111,6 +112,35 @@ class Owner:
         in_flight = await self.engine.count_operations(set(api.IN_FLIGHT))
         return {"running": True, "pid": os.getpid(), "since": self.since, "autostart": self.autostart,
                 "operations": in_flight, "clients": self.endpoint.client_count}
+
+    async def carried(self) -> list[str]:
+        """The operations this owner drives now (a client never waits on one it does not)."""
+        await self.endpoint.ready.wait()  # what the journal held is resumed by then
+        return sorted(self._engine.runners)
+
+    async def unsurvivable(self) -> list[dict[str, Any]]:
+        """The operations in flight that a stop would end 'unknown', each with the reason:
+        nothing can resume them when the owner starts again."""
+        await self.endpoint.ready.wait()
+        lost = []
+        for op in await self.engine.unfinished_operations():
+            why = self._why_lost(op)
+            if why is not None:
+                lost.append({"id": op.id, "server": op.server, "tool": op.tool, "status": op.status, "why": why})
+        return lost
+
+    def _why_lost(self, op: api.OperationView) -> str | None:
+        if not op.resumable:
+            return "its handle could not be kept in the keyring"
+        record = self._engine.journal.get_operation(op.id)
+        if record is None:
+            return None
+        # The mechanism state last committed (journaled) is what a restart resumes from.
+        if (record.handle or {}).get("mechanism") in (None, "direct"):
+            if record.jsonrpc_id is None:
+                return "not sent yet: it would end without running"
+            return "a plain request: nothing can resume it"
+        return None
 
     async def request_stop(self) -> dict[str, Any]:
         self._stopping.set()

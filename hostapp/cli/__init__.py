@@ -13,52 +13,62 @@ people script against them.
     hostapp tools SERVER [--timeout S] [--json]
     hostapp skills SERVER [--json] | hostapp skills SERVER NAME [--json]
     hostapp call SERVER TOOL [--args JSON] [--answers FILE] [--unanswered decline|wait] [--timeout S] [--json]
-    hostapp ops [--status S[,S...]] [--server NAME] [--limit N] [--json]
+    hostapp follow OP [--json] | hostapp ops [--status S[,S...]] [--server NAME] [--limit N] [--json]
     hostapp resume [--wait] [--answers FILE] [--json] | hostapp cancel OP [--timeout S]
+    hostapp agent [status|stop] | hostapp autostart enable|disable|status
     hostapp conformance-client URL
     hostapp lab serve (--http PORT | --stdio) [...]
 
-With ``--json`` a call prints one JSON object per line: progress, status, elicitation and
-log events, then a last ``result`` or ``error`` line. Exit status 0 on a result (an
-``isError`` result too), 1 on an error, 2 on bad usage.
+With ``--json`` a call prints one JSON object per line: a first ``started`` line with the
+operation's id, then progress, status, elicitation and log events, then a last ``result``
+or ``error`` line. Exit status 0 on a result (an ``isError`` result too), 1 on an error, 2
+on bad usage, 130 when Ctrl+C let go of the call (it goes on in the background) or
+cancelled it.
+
+The commands are clients of the home's owner, the background agent (``hostapp agent``),
+started when a command needs it (:mod:`hostapp.cli.connect`): calls outlive the command.
 
 The package: this module parses the command line (:func:`build_parser`) and runs it
-(:func:`main`); the sub-commands are in :mod:`hostapp.cli.commands`, the following of a
-call's events in :mod:`hostapp.cli.follow` (shown to a person by :mod:`hostapp.cli.progress`:
-a live line per operation on a terminal), ``hostapp ops`` in :mod:`hostapp.cli.ops` (its
-table drawn by :mod:`hostapp.cli.table`), the exit statuses in :mod:`hostapp.cli.exits`.
+(:func:`main`); the sub-commands are in :mod:`hostapp.cli.commands` (imported when one
+runs: ``hostapp --help`` and a lab server on stdio load none of the engine, the agent's
+client or the journal), the following of a call's events in :mod:`hostapp.cli.follow`
+(shown to a person by :mod:`hostapp.cli.progress`: a live line per operation on a
+terminal), Ctrl+C while following in :mod:`hostapp.cli.attach`, ``hostapp ops`` in
+:mod:`hostapp.cli.ops` (its table drawn by :mod:`hostapp.cli.table`), the exit statuses in
+:mod:`hostapp.cli.exits`.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib
 import inspect
 import logging
 import os
 import sys
+from collections.abc import Callable
+from typing import Any
 
 from hostapp.agent.commands import add_parsers as add_agent_parsers
-from hostapp.cli.commands import (
-    cmd_call,
-    cmd_cancel,
-    cmd_conformance,
-    cmd_lab,
-    cmd_ops,
-    cmd_resume,
-    cmd_servers_add,
-    cmd_servers_list,
-    cmd_servers_login,
-    cmd_servers_logout,
-    cmd_servers_remove,
-    cmd_skills,
-    cmd_tools,
-)
 from hostapp.cli.exits import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, UsageError
-from hostapp.cli.follow import CallFollower, EventPrinter, render_result_text
-from hostapp.engine.api import EngineError, SignInRequired
 
 log = logging.getLogger("hostapp")
+
+
+def _command(name: str) -> Callable[[argparse.Namespace], Any]:
+    """``hostapp.cli.commands.<name>``, imported when the command runs."""
+    def run_command(args: argparse.Namespace) -> Any:
+        return getattr(importlib.import_module("hostapp.cli.commands"), name)(args)
+    run_command.__name__ = name
+    return run_command
+
+
+def __getattr__(name: str) -> Any:
+    # The follower's classes, for their users, without importing them with the parser.
+    if name in ("CallFollower", "EventPrinter", "render_result_text"):
+        return getattr(importlib.import_module("hostapp.cli.follow"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 __all__ = [
     "EXIT_ERROR", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_USAGE", "CallFollower", "EventPrinter", "UsageError",
@@ -80,6 +90,9 @@ TIMEOUT_HELP = ("how long to wait for each answer of the server, in seconds (def
                 "the initialize handshake, the tool list")
 CALL_TIMEOUT_HELP = (TIMEOUT_HELP + ", the call's first sign of life (its result, progress, a status or a "
                      "question); a call that shows one is followed to its end")
+
+CANCEL_ON_INTERRUPT_HELP = ("Ctrl+C cancels the operation (by default it lets go of it: the operation goes on in "
+                            "the background, and a second Ctrl+C within 2 s cancels it)")
 
 UNANSWERED_HELP = ("a question with no scripted answer left: decline it (the default), or wait: "
                    "leave it open, to be answered later by 'hostapp resume --answers' or in the window")
@@ -120,31 +133,31 @@ def build_parser() -> argparse.ArgumentParser:
                      help="a file holding the workload's identity JWT, read at each sign-in (jwt_bearer)")
     add.add_argument("--scope", help="the OAuth scope to ask for")
     add.add_argument("--dpop", action="store_true", help="ask for DPoP-bound tokens (RFC 9449)")
-    add.set_defaults(func=cmd_servers_add, command_line=None)
+    add.set_defaults(func=_command("cmd_servers_add"), command_line=None)
     lst = ssub.add_parser("list", help="list configured servers")
     lst.add_argument("--json", action="store_true")
-    lst.set_defaults(func=cmd_servers_list)
+    lst.set_defaults(func=_command("cmd_servers_list"))
     rm = ssub.add_parser("remove", help="remove a server (its history stays)")
     rm.add_argument("name")
-    rm.set_defaults(func=cmd_servers_remove)
+    rm.set_defaults(func=_command("cmd_servers_remove"))
     login = ssub.add_parser("login", help="sign in to an HTTP server that asks for it (OAuth)")
     login.add_argument("name")
-    login.set_defaults(func=cmd_servers_login)
+    login.set_defaults(func=_command("cmd_servers_login"))
     logout = ssub.add_parser("logout", help="sign out: remove the server's tokens from the keyring")
     logout.add_argument("name")
-    logout.set_defaults(func=cmd_servers_logout)
+    logout.set_defaults(func=_command("cmd_servers_logout"))
 
     tools = sub.add_parser("tools", help="list a server's tools")
     tools.add_argument("server")
     tools.add_argument("--json", action="store_true")
     tools.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, metavar="S", help=TIMEOUT_HELP)
-    tools.set_defaults(func=cmd_tools)
+    tools.set_defaults(func=_command("cmd_tools"))
 
     skills = sub.add_parser("skills", help="list a server's skills, or load one (verified) and print it")
     skills.add_argument("server")
     skills.add_argument("name", nargs="?", help="the skill to load (its name or URI)")
     skills.add_argument("--json", action="store_true")
-    skills.set_defaults(func=cmd_skills)
+    skills.set_defaults(func=_command("cmd_skills"))
 
     call = sub.add_parser("call", help="call a tool and follow it to its result")
     call.add_argument("server")
@@ -155,7 +168,16 @@ def build_parser() -> argparse.ArgumentParser:
     call.add_argument("--json", action="store_true", help="one JSON event per line")
     call.add_argument("--timeout", "--connect-timeout", type=float, default=DEFAULT_TIMEOUT, metavar="S",
                       help=CALL_TIMEOUT_HELP)
-    call.set_defaults(func=cmd_call)
+    call.add_argument("--cancel-on-interrupt", action="store_true", help=CANCEL_ON_INTERRUPT_HELP)
+    call.set_defaults(func=_command("cmd_call"))
+
+    follow = sub.add_parser("follow", help="follow an operation already started to its end (as call does)")
+    follow.add_argument("op", help="the operation's id (call prints it first; 'hostapp ops' lists them)")
+    follow.add_argument("--json", action="store_true", help="one JSON event per line")
+    follow.add_argument("--answers", metavar="FILE", help="JSON list of elicitation answers, used in order")
+    follow.add_argument("--unanswered", choices=("decline", "wait"), default="decline", help=UNANSWERED_HELP)
+    follow.add_argument("--cancel-on-interrupt", action="store_true", help=CANCEL_ON_INTERRUPT_HELP)
+    follow.set_defaults(func=_command("cmd_follow"))
 
     ops = sub.add_parser("ops", help="the operations journal")
     ops.add_argument("--json", action="store_true")
@@ -166,7 +188,7 @@ def build_parser() -> argparse.ArgumentParser:
                           "input_required (needs-input), completed, failed, cancelled, expired, unknown, "
                           "pending; in-flight, finished")
     ops.add_argument("--server", action="append", metavar="NAME", help="only operations on this server (repeatable)")
-    ops.set_defaults(func=cmd_ops)
+    ops.set_defaults(func=_command("cmd_ops"))
 
     resume = sub.add_parser("resume", help="resume and poll every unfinished operation")
     resume.add_argument("--wait", action="store_true", help="follow each until it ends")
@@ -174,17 +196,17 @@ def build_parser() -> argparse.ArgumentParser:
     resume.add_argument("--answers", metavar="FILE", help="JSON list of elicitation answers, used in order")
     resume.add_argument("--unanswered", choices=("decline", "wait"), default="decline", help=UNANSWERED_HELP)
     resume.add_argument("--settle", type=float, default=2.0, help=argparse.SUPPRESS)
-    resume.set_defaults(func=cmd_resume)
+    resume.set_defaults(func=_command("cmd_resume"))
 
     cancel = sub.add_parser("cancel", help="cancel an operation")
     cancel.add_argument("op")
     cancel.add_argument("--timeout", type=float, default=60.0, metavar="S",
                         help="how long to wait for the operation to end, in seconds (default %(default)g)")
-    cancel.set_defaults(func=cmd_cancel)
+    cancel.set_defaults(func=_command("cmd_cancel"))
 
     conf = sub.add_parser("conformance-client", help="client for the official MCP conformance suite")
     conf.add_argument("url")
-    conf.set_defaults(func=cmd_conformance)
+    conf.set_defaults(func=_command("cmd_conformance"))
 
     add_agent_parsers(sub)  # hostapp agent [status|stop], hostapp autostart
 
@@ -238,7 +260,9 @@ def run(argv: list[str] | None = None) -> int:
 
         return gui_main([])
     if argv[0] == "lab":
-        return cmd_lab(argv[1:])
+        from hostapp.lab.server import main as lab_main
+
+        return lab_main(argv[1:])
     parser = build_parser()
     argv, command_line = split_command_line(argv)
     args = parser.parse_args(argv)
@@ -256,9 +280,13 @@ def run(argv: list[str] | None = None) -> int:
     except UsageError as exc:
         print(f"hostapp: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    except SignInRequired as exc:
-        print(f"hostapp: {exc}; run 'hostapp servers login {exc.server_name}'", file=sys.stderr)
-        return EXIT_ERROR
-    except (EngineError, TimeoutError) as exc:
+    except Exception as exc:
+        from hostapp.engine.api import EngineError, SignInRequired
+
+        if isinstance(exc, SignInRequired):
+            print(f"hostapp: {exc}; run 'hostapp servers login {exc.server_name}'", file=sys.stderr)
+            return EXIT_ERROR
+        if not isinstance(exc, (EngineError, TimeoutError)):
+            raise
         print(f"hostapp: {exc}", file=sys.stderr)
         return EXIT_ERROR

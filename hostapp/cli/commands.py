@@ -1,8 +1,9 @@
 """The sub-commands of ``hostapp``: one ``cmd_*`` function each, given the parsed arguments.
 
-Each opens the engine it needs (:func:`opened_engine`), does its work and returns the exit
-status. The parser that maps the command line to them is in :mod:`hostapp.cli`; following
-a call's events is :mod:`hostapp.cli.follow`.
+Each gets the engine it needs from the home's owner (:mod:`hostapp.cli.connect`), does its
+work and returns the exit status. The parser that maps the command line to them is in
+:mod:`hostapp.cli`; following a call's events is :mod:`hostapp.cli.follow`, letting go of it
+on Ctrl+C :mod:`hostapp.cli.attach`.
 """
 
 from __future__ import annotations
@@ -12,20 +13,20 @@ import asyncio
 import contextlib
 import json
 import sys
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hostapp.agent.commands import agent_engine
+from hostapp.agent.client import AgentGone
 from hostapp.cli import ops
-from hostapp.cli.exits import EXIT_ERROR, EXIT_OK, UsageError
+from hostapp.cli.attach import INTERRUPTED, Interrupts, carried_by_owner, interrupted, say, unless_interrupted
+from hostapp.cli.connect import config_engine, owner_engine, reading_engine
+from hostapp.cli.exits import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, UsageError
 from hostapp.cli.follow import CallFollower, EventPrinter, emit_outcome, finished_unless_silent
-from hostapp.engine import api, open_engine
+from hostapp.engine import api
 from hostapp.engine.api import (
     TERMINAL,
     EngineApi,
     EngineError,
-    EngineListener,
     JsonObject,
     ServerUnavailable,
 )
@@ -62,20 +63,6 @@ def parse_pairs(pairs: list[str] | None, what: str) -> dict[str, str]:
 
 # -- the engine -----------------------------------------------------------------------
 
-@contextlib.asynccontextmanager
-async def opened_engine(listener: EngineListener | None = None, *, connect: bool = False) -> AsyncIterator[EngineApi]:
-    """The engine of this HOSTAPP_HOME for one command: the background agent's, when one
-    owns the home (the command is its client, and what it starts goes on after it), or
-    else an engine in this process, stopped (journal closed) at the command's end."""
-    engine = await agent_engine(listener)
-    if engine is None:
-        engine = open_engine(None, listener, connect=connect)
-    try:
-        yield engine
-    finally:
-        await engine.stop()
-
-
 async def configured_server(engine: EngineApi, name: str) -> ServerConfig:
     cfg = await engine.server_config(name)
     if cfg is None:
@@ -101,7 +88,7 @@ async def cmd_servers_add(args: argparse.Namespace) -> int:
     secret_env = parse_pairs(args.secret_env, "--secret-env")
     if args.url and not args.url.startswith(("http://", "https://")):
         raise UsageError(f"--url must be an http:// or https:// URL, got {args.url!r}")
-    async with opened_engine() as engine:
+    async with config_engine() as engine:
         if await engine.server_config(args.name) is not None:
             raise UsageError(f"a server named {args.name!r} already exists; remove it first")
         cfg = api.ServerConfig(
@@ -182,7 +169,7 @@ def server_summary(cfg: ServerConfig) -> dict[str, Any]:
 
 
 async def cmd_servers_list(args: argparse.Namespace) -> int:
-    async with opened_engine() as engine:
+    async with reading_engine() as engine:
         servers = [server_summary(s) for s in await engine.server_configs()]
     if args.json:
         print(json.dumps(servers, ensure_ascii=False))
@@ -196,7 +183,7 @@ async def cmd_servers_list(args: argparse.Namespace) -> int:
 
 
 async def cmd_servers_remove(args: argparse.Namespace) -> int:
-    async with opened_engine() as engine:
+    async with config_engine() as engine:
         cfg = await configured_server(engine, args.name)
         # The server is gone either way; what the keyring kept is said.
         for left_behind in await engine.forget_server(cfg.name):
@@ -207,7 +194,7 @@ async def cmd_servers_remove(args: argparse.Namespace) -> int:
 
 async def cmd_servers_login(args: argparse.Namespace) -> int:
     """Sign in to an HTTP server: print the authorization URL, wait for the browser's redirect."""
-    async with opened_engine() as engine:
+    async with owner_engine(verbose=args.verbose) as engine:
         cfg = await configured_server(engine, args.name)
         if cfg.transport != "http":
             raise UsageError(f"{cfg.name} is a stdio server; only HTTP servers sign in")
@@ -221,7 +208,7 @@ async def cmd_servers_login(args: argparse.Namespace) -> int:
 
 
 async def cmd_servers_logout(args: argparse.Namespace) -> int:
-    async with opened_engine() as engine:
+    async with config_engine() as engine:
         cfg = await configured_server(engine, args.name)
         await engine.sign_out(cfg.name)
     print(f"signed out of {cfg.name}")
@@ -229,7 +216,7 @@ async def cmd_servers_logout(args: argparse.Namespace) -> int:
 
 
 async def cmd_tools(args: argparse.Namespace) -> int:
-    async with opened_engine() as engine:
+    async with config_engine() as engine:
         cfg = await configured_server(engine, args.server)
         tools = await engine.probe_tools(cfg.name, timeout=args.timeout)
     if args.json:
@@ -243,7 +230,7 @@ async def cmd_tools(args: argparse.Namespace) -> int:
 
 async def cmd_skills(args: argparse.Namespace) -> int:
     """List a server's skills (no file is read), or load one: every file read and verified."""
-    async with opened_engine() as engine:
+    async with config_engine() as engine:
         cfg = await configured_server(engine, args.server)
         if args.name is None:
             skills = await engine.list_skills(cfg.name)
@@ -268,9 +255,19 @@ async def cmd_skills(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def following(follower: CallFollower) -> contextlib.AbstractAsyncContextManager[EngineApi]:
-    """An engine that connects servers and tells ``follower`` what happens."""
-    return opened_engine(follower, connect=True)
+def following(follower: CallFollower, args: argparse.Namespace) -> contextlib.AbstractAsyncContextManager[EngineApi]:
+    """The owner's engine, telling ``follower`` what happens (started when none runs)."""
+    return owner_engine(follower, verbose=bool(getattr(args, "verbose", False)))
+
+
+async def answer_open_questions(engine: EngineApi, follower: CallFollower) -> None:
+    """Questions of the followed operations asked before this command connected (the owner
+    asked them when it resumed them, say): handled as if they came now. One that also
+    comes as an event is handled once."""
+    for request in await engine.open_questions():
+        if request.operation_id is not None and follower.follow is not None \
+                and request.operation_id in follower.follow:
+            follower.input_requested(request)
 
 
 async def cmd_call(args: argparse.Namespace) -> int:
@@ -283,19 +280,31 @@ async def cmd_call(args: argparse.Namespace) -> int:
     printer = EventPrinter(args.json)
     follower = CallFollower(lambda _op: printer, load_answers(args.answers), args.unanswered)
     follower.follow = set()
-    async with following(follower) as engine:
+    async with following(follower, args) as engine:
         follower.engine = engine
         cfg = await configured_server(engine, args.server)
-        await engine.start(resume=False, only=frozenset({cfg.name}))
+        await engine.start(resume=False, only=frozenset({cfg.name}))  # an engine of this process's own only
         try:
             await engine.wait_connected(cfg.name, timeout=args.timeout)
         except (ServerUnavailable, TimeoutError) as exc:
             printer.emit("error", code=None, message=str(exc) or f"cannot connect to {cfg.name}: timed out")
             return EXIT_ERROR
-        op = await engine.start_call(cfg.name, args.tool, arguments)
-        heard = follower.watch(op)
-        follower.status(op.id, "running")
-        final = await finished_unless_silent(engine, op.id, heard, args.timeout)
+        # From the moment the call is asked for, Ctrl+C lets go of it instead of ending the
+        # command in the middle: the owner carries it either way.
+        with Interrupts().catching() as interrupts:
+            op = await engine.start_call(cfg.name, args.tool, arguments)
+            announce(printer, op)
+            heard = follower.watch(op)
+            follower.status(op.id, "running")
+            try:
+                final = await unless_interrupted(finished_unless_silent(engine, op.id, heard, args.timeout),
+                                                 interrupts)
+            except AgentGone:
+                return owner_gone(op)
+            if final is INTERRUPTED:
+                follower.follow.discard(op.id)
+                return await interrupted(engine, op, interrupts, cancel_on_interrupt=args.cancel_on_interrupt,
+                                         emit_final=lambda ended: emit_outcome(printer, ended))
         if final is None:
             printer.emit("error", code=None, message=f"{cfg.name} did not answer the call to {args.tool} "
                                                      f"within {args.timeout:g} s; the call is cancelled")
@@ -305,7 +314,62 @@ async def cmd_call(args: argparse.Namespace) -> int:
         return emit_outcome(printer, final)
 
 
+def owner_gone(op: api.OperationView) -> int:
+    """The agent ended (stopped, or killed) while this command followed ``op``."""
+    say(f"hostapp: the agent stopped while following operation {op.id}; if it can be resumed it goes on "
+        f"when an agent runs again: 'hostapp follow {op.id}' starts one and follows it")
+    return EXIT_ERROR
+
+
+def announce(printer: EventPrinter, op: api.OperationView) -> None:
+    """The operation's id, first: on stderr for a person (stdout stays the call's own
+    output), as a first ``started`` event line with ``--json``."""
+    if printer.as_json:
+        printer.emit("started", operation=op.id, server=op.server, tool=op.tool)
+    else:
+        say(f"operation {op.id} started on {op.server}/{op.tool}")
+
+
+async def cmd_follow(args: argparse.Namespace) -> int:
+    """Follow an operation already started (by ``call``, the window, anyone) to its end,
+    printing what ``call`` prints, with its exit statuses."""
+    printer = EventPrinter(args.json)
+    follower = CallFollower(lambda _op: printer, load_answers(args.answers), args.unanswered)
+    follower.follow = set()
+    async with following(follower, args) as engine:
+        follower.engine = engine
+        op = await engine.operation(args.op)
+        if op is None:
+            raise UsageError(f"no operation {args.op!r}; 'hostapp ops' lists them")
+        if op.status in TERMINAL:
+            return emit_outcome(printer, op)
+        _carried, orphans = await carried_by_owner(engine, [op])
+        if orphans:
+            say(f"hostapp: nothing drives {op.id} ({op.status} in the journal, not carried by the agent); "
+                f"not waiting for it")
+            return EXIT_ERROR
+        with Interrupts().catching() as interrupts:
+            follower.watch(op)
+            if not args.json:
+                say(f"following operation {op.id} on {op.server}/{op.tool}")
+            follower.status(op.id, "running" if op.status == api.OperationStatus.PENDING else op.status, op.message)
+            follower.operation_changed(op)  # where it has got to
+            await answer_open_questions(engine, follower)
+            try:
+                final = await unless_interrupted(engine.wait_finished(op.id), interrupts)
+            except AgentGone:
+                return owner_gone(op)
+            if final is INTERRUPTED:
+                follower.follow.discard(op.id)
+                return await interrupted(engine, op, interrupts, cancel_on_interrupt=args.cancel_on_interrupt,
+                                         emit_final=lambda ended: emit_outcome(printer, ended))
+        return emit_outcome(printer, final)
+
+
 async def cmd_resume(args: argparse.Namespace) -> int:
+    """Ask the owner to resume what the journal holds unfinished, and follow it. The owner
+    resumes everything when it takes the home (this command starts it when none runs), and
+    drives what it resumed alone: two of these at once each follow, neither resumes twice."""
     printers: dict[str | None, EventPrinter] = {}
 
     def printer_for(op_id: str | None) -> EventPrinter:
@@ -314,33 +378,53 @@ async def cmd_resume(args: argparse.Namespace) -> int:
         return printers[op_id]
 
     follower = CallFollower(printer_for, load_answers(args.answers), args.unanswered)
-    async with following(follower) as engine:
+    follower.follow = set()
+    async with following(follower, args) as engine:
         follower.engine = engine
-        before = await engine.unfinished_operations()
-        unfinished = [op.id for op in before]
-        for op in before:  # what the journal holds was shown before the restart: only news is printed
+        await engine.start(resume=True)  # an engine of this process's own only: the owner resumed at its start
+        unfinished, orphans = await carried_by_owner(engine, await engine.unfinished_operations())
+        for op_id in orphans:
+            say(f"hostapp: nothing drives {op_id} (unfinished in the journal, not carried by the agent); "
+                "not waiting for it")
+        for op in unfinished:  # what the journal holds was shown before the restart: only news is printed
             follower.seen(op)
-        await engine.start(resume=True)
+            follower.watch(op)
         if not unfinished:
             if not args.json:
                 print("nothing to resume")
             return EXIT_OK
+        await answer_open_questions(engine, follower)
+        ids = [op.id for op in unfinished]
         if not args.wait:
             await asyncio.sleep(args.settle)
-            for op in await engine.operations(statuses=None, limit=len(unfinished) + 50):
-                if op.id in unfinished:
+            for op in await engine.operations(statuses=None, limit=len(ids) + 50):
+                if op.id in ids:
                     printer_for(op.id).emit("status", status=op.status)
             return EXIT_OK
-        codes = []
-        for op_id in unfinished:
-            final = await engine.wait_finished(op_id)
-            codes.append(emit_outcome(printer_for(op_id), final))
-        return max(codes, default=EXIT_OK)
+        with Interrupts().catching() as interrupts:
+            outcome = await unless_interrupted(_each_outcome(engine, ids, printer_for), interrupts)
+        if outcome is INTERRUPTED:
+            say(f"hostapp: stopped following; the {len(ids)} operation(s) go on in the background "
+                "('hostapp ops' lists them, 'hostapp follow OP' follows one)")
+            return EXIT_INTERRUPTED
+        return int(outcome)
+
+
+async def _each_outcome(engine: EngineApi, ids: list[str], printer_for: Any) -> int:
+    """Each operation's outcome as it ends; the worst exit status."""
+    async def ended(op_id: str) -> api.OperationView:
+        return await engine.wait_finished(op_id)
+
+    codes = [EXIT_OK]
+    for next_end in asyncio.as_completed([ended(op_id) for op_id in ids]):
+        final = await next_end
+        codes.append(emit_outcome(printer_for(final.id), final))
+    return max(codes)
 
 
 async def cmd_ops(args: argparse.Namespace) -> int:
     statuses, servers = ops.parse_statuses(args.status), set(args.server or []) or None
-    async with opened_engine() as engine:
+    async with reading_engine() as engine:
         if args.json:
             rows = await ops.matching_rows(engine, statuses, servers, args.limit)
         else:
@@ -356,7 +440,7 @@ async def cmd_cancel(args: argparse.Namespace) -> int:
     printer = EventPrinter(False, operation_id=args.op, live=False)
     follower = CallFollower(lambda _op: printer, [])
     follower.follow = {args.op}
-    async with following(follower) as engine:
+    async with following(follower, args) as engine:
         follower.engine = engine
         op = await engine.operation(args.op)
         if op is None:
@@ -364,7 +448,7 @@ async def cmd_cancel(args: argparse.Namespace) -> int:
         if op.status in TERMINAL:
             print(f"{args.op} already ended: {op.status}")
             return EXIT_OK
-        await engine.start(resume=True, only=frozenset({op.server}))
+        await engine.start(resume=True, only=frozenset({op.server}))  # an engine of this process's own only
         await engine.cancel(args.op)
         try:
             final = await asyncio.wait_for(engine.wait_finished(args.op), args.timeout)

@@ -21,6 +21,7 @@ from hostapp.cli.text import is_terminal
 from hostapp.engine.api import (
     TERMINAL,
     EngineApi,
+    EngineError,
     InputRequest,
     JsonObject,
     OperationView,
@@ -130,6 +131,7 @@ class CallFollower:
         self._statuses: dict[str | None, tuple[str, str | None]] = {}  # the last status line printed, per op
         #: Per watched operation: set once the server showed a sign of working on it.
         self.heard: dict[str, asyncio.Event] = {}
+        self._asked: set[str] = set()  # the questions handled (one comes as an event and in a listing)
 
     def watch(self, op: OperationView) -> asyncio.Event:
         """Follow ``op``; the event is set on the server's first sign of life for it."""
@@ -189,6 +191,9 @@ class CallFollower:
     def input_requested(self, request: InputRequest) -> None:
         if request.operation_id is not None and not self._follows(request.operation_id):
             return
+        if request.id in self._asked:
+            return
+        self._asked.add(request.id)
         if request.operation_id in self.heard:
             self.heard[request.operation_id].set()
         fields: dict[str, Any] = {"mode": request.mode, "message": request.message}
@@ -212,7 +217,14 @@ class CallFollower:
         # Listener calls return at once; the answer goes to the engine as its own request.
         task = asyncio.ensure_future(self.engine.answer_input(request.id, answer))
         self._answering.add(task)
-        task.add_done_callback(self._answering.discard)
+        task.add_done_callback(self._answered)
+
+    def _answered(self, task: asyncio.Task[None]) -> None:
+        self._answering.discard(task)
+        # A refusal means the question was answered already (by another client of the
+        # owner, or the window) or withdrawn: the owner sent the server one answer.
+        if not task.cancelled() and task.exception() is not None and not isinstance(task.exception(), EngineError):
+            print(f"hostapp: the answer was not delivered: {task.exception()}", file=sys.stderr)
 
     def input_withdrawn(self, request_id: str) -> None:
         pass

@@ -242,32 +242,85 @@ def test_output_into_a_closed_pipe_ends_quietly(isolated_home):
         assert (proc.returncode, proc.stderr) == (1, ""), (argv, proc.stderr)
 
 
-def interrupted_call(home: Path, whole_group: bool) -> tuple[int, str, str]:
+def interrupted_call(home: Path, whole_group: bool, *extra: str, seconds: float = 5, again_after: float | None = None
+                     ) -> tuple[int, str, str]:
     """Ctrl+C to a `hostapp call` that is following a long call: SIGINT to the process, or
-    (as a terminal sends it) to its whole process group, the stdio server among it."""
+    (as a terminal sends it) to its whole process group, the stdio server among it;
+    ``again_after``: a second Ctrl+C that many seconds after the first."""
     proc = subprocess.Popen([sys.executable, "-m", "hostapp", "call", "lab", "sleep_with_progress", "--json",
-                             "--args", '{"seconds": 60, "steps": 60}'],
+                             "--args", json.dumps({"seconds": seconds, "steps": int(seconds * 10)}), *extra],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO_ROOT,
                             env={**os.environ, "HOSTAPP_HOME": str(home)}, start_new_session=True)
+    seen = []  # the lines read before Ctrl+C
     try:
-        next_event(proc, "progress")
-        if whole_group:
-            os.killpg(proc.pid, signal.SIGINT)
-        else:
-            proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=30)
+        assert proc.stdout is not None
+        while not seen or json.loads(seen[-1])["event"] != "progress":
+            seen.append(proc.stdout.readline())
+            assert seen[-1], f"hostapp ended (exit {proc.poll()}) before a progress event"
+        for pause in [0.0] if again_after is None else [0.0, again_after]:
+            time.sleep(pause)
+            if whole_group:
+                os.killpg(proc.pid, signal.SIGINT)
+            else:
+                proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.communicate()
-    return proc.returncode, out, err
+    return proc.returncode, "".join(seen) + out, err
 
 
-def test_ctrl_c_ends_a_call_with_one_line_and_status_130(isolated_home):
+def started_id(out: str) -> str:
+    first = json.loads(out.splitlines()[0])
+    assert first["event"] == "started", out  # the operation's id comes first
+    return first["operation"]
+
+
+def test_ctrl_c_detaches_a_call_which_goes_on_and_can_be_followed(isolated_home):
     home = lab_home(isolated_home)
     for whole_group in (False, True):
         status, out, err = interrupted_call(home, whole_group)
         assert status == 130, (whole_group, out, err)
-        assert err.splitlines()[-1] == "hostapp: interrupted", err
-        assert "Traceback" not in err and err.count("hostapp: interrupted") == 1, err
-        assert all(json.loads(line)["event"] in ("progress", "status") for line in out.splitlines()), out
+        op_id = started_id(out)
+        assert f"detached; operation {op_id} (lab/sleep_with_progress) goes on in the background" in err, err
+        assert f"hostapp follow {op_id}" in err and f"hostapp cancel {op_id}" in err, err
+        assert "Traceback" not in err, err
+        assert all(json.loads(line)["event"] in ("started", "progress", "status") for line in out.splitlines()), out
+        # The call went on in the agent (a Ctrl+C to the terminal's group does not reach it):
+        # following it shows its end as the call would have, with the call's exit status.
+        followed = hostapp("follow", op_id, "--json", home=home)
+        assert followed.returncode == 0, (followed.stdout, followed.stderr)
+        lines = events(followed)
+        assert lines[-1]["event"] == "result" and [e["status"] for e in lines if e["event"] == "status"][-1] \
+            == "completed", lines
+        assert [o["status"] for o in json.loads(hostapp("ops", "--json", home=home).stdout)
+                if o["id"] == op_id] == ["completed"]
+
+
+def test_a_second_ctrl_c_or_cancel_on_interrupt_cancels_the_call(isolated_home):
+    home = lab_home(isolated_home)
+    twice = interrupted_call(home, True, seconds=60, again_after=0.5)
+    once = interrupted_call(home, False, "--cancel-on-interrupt", seconds=60)
+    for status, out, err in (twice, once):
+        assert status == 130, (out, err)
+        op_id = started_id(out)
+        assert f"cancelling operation {op_id}" in err and "Traceback" not in err, err
+        statuses = [e["status"] for e in map(json.loads, out.splitlines()) if e["event"] == "status"]
+        assert statuses[-1] == "cancelled", out
+        assert [o["status"] for o in json.loads(hostapp("ops", "--json", home=home).stdout)
+                if o["id"] == op_id] == ["cancelled"]
+    assert "detached" in twice[2] and "detached" not in once[2]
+
+
+def test_follow_of_an_ended_or_unknown_operation(isolated_home):
+    home = lab_home(isolated_home)
+    done = hostapp("call", "lab", "sleep_with_progress", "--args", '{"seconds": 0, "steps": 1}', home=home)
+    assert done.returncode == 0, done.stderr
+    [announced] = [line for line in done.stderr.splitlines() if line.startswith("operation ")]
+    assert announced.endswith(" started on lab/sleep_with_progress"), done.stderr
+    op_id = announced.split()[1]
+    human = hostapp("follow", op_id, home=home)
+    assert human.returncode == 0 and human.stdout.splitlines()[0] == "status: completed", human.stdout
+    missing = hostapp("follow", "nope", home=home)
+    assert missing.returncode == 2 and "no operation 'nope'" in missing.stderr

@@ -8,11 +8,49 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 from hostapp.agent.lock import HomeLock
 from tests.support.keyring_daemon import KeyringDaemon
+
+
+def kill_owner(home: Path, timeout: float = 10.0) -> int | None:
+    """SIGKILL the process that owns ``home`` (the agent a command started), if one does,
+    and wait until the kernel let go of its lock. Its pid, or None."""
+    lock = HomeLock(home)
+    if lock.free():
+        return None
+    owner = lock.owner()
+    if owner is None:
+        return None
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(owner.pid, signal.SIGKILL)
+    deadline = time.monotonic() + timeout
+    while not lock.free():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"the owner of {home} (pid {owner.pid}) still holds its lock")
+        time.sleep(0.02)
+    return owner.pid
+
+
+def agent_pids(home: Path) -> list[int]:
+    """The ``hostapp agent`` processes running on ``home`` (zombies left out)."""
+    found = []
+    want = b"HOSTAPP_HOME=" + os.fsencode(Path(home).resolve())
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+            if b"agent" not in argv or not any(a.endswith(b"hostapp") for a in argv):
+                continue
+            if want in (entry / "environ").read_bytes().split(b"\0"):
+                found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
 
 
 class Agents:

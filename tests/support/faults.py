@@ -342,6 +342,7 @@ class HostCall:
 
     def __init__(self, home: Path, *argv: str, env: dict[str, str] | None = None, stderr_path: Path | None = None):
         self.argv = argv
+        self.home = home
         self.events: list[dict[str, Any]] = []
         self.bad_lines: list[str] = []
         self.command = next((a for a in argv if not a.startswith("-")), "hostapp")
@@ -390,9 +391,13 @@ class HostCall:
         return self.wait_for(lambda evs: (p := progress_of(evs)) and len(p) >= count and p, timeout)
 
     def kill(self) -> None:
-        """SIGKILL: the host dies mid-call with no chance to tidy up."""
+        """SIGKILL: the host dies mid-call with no chance to tidy up: the command and the
+        owner of its home (the agent that carries the call)."""
+        from tests.support.agents import kill_owner
+
         if self.proc.poll() is None:
             os.kill(self.proc.pid, signal.SIGKILL)
+        kill_owner(self.home)
         self.proc.wait()
         self._reader.join(5)
         self._stderr.close()
