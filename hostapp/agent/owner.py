@@ -130,16 +130,14 @@ class Owner:
         return lost
 
     def _why_lost(self, op: api.OperationView) -> str | None:
-        if not op.resumable:
-            return "its handle could not be kept in the keyring"
         record = self._engine.journal.get_operation(op.id)
-        if record is None:
-            return None
         # The mechanism state last committed (journaled) is what a restart resumes from.
-        if (record.handle or {}).get("mechanism") in (None, "direct"):
+        if record is not None and (record.handle or {}).get("mechanism") in (None, "direct"):
             if record.jsonrpc_id is None:
                 return "not sent yet: it would end without running"
             return "a plain request: nothing can resume it"
+        if not op.resumable:
+            return "its handle could not be kept in the keyring"
         return None
 
     async def request_stop(self) -> dict[str, Any]:

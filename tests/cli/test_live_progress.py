@@ -97,7 +97,9 @@ def test_without_a_terminal_progress_lines_are_throttled_and_json_is_not(lab):
     progress = [line for line in lines if line.startswith("progress ")]
     # One line a second at most (plus the first and the last), never one per step.
     assert 2 <= len(progress) <= took + 2, lines
-    assert progress[0].endswith("step 1/200") and progress[-1] == "progress 100.0% sleep_with_progress: step 200/200"
+    # (The first step seen may be a later one: the agent coalesces a client's updates.)
+    assert re.search(r"step \d+/200$", progress[0]), progress
+    assert progress[-1] == "progress 100.0% sleep_with_progress: step 200/200"
     assert lines[-2:] == ["status: completed", "sleep_with_progress finished 200 steps in 2 s"]
     assert "\x1b" not in human.stdout and "\r" not in human.stdout
     as_json = hostapp(*args, "--json", home=lab)
