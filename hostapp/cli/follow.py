@@ -17,7 +17,7 @@ from typing import Any, TextIO
 
 from hostapp.cli.exits import EXIT_ERROR, EXIT_OK
 from hostapp.cli.progress import LiveView, PlainView, board_for
-from hostapp.cli.text import is_terminal
+from hostapp.cli.text import is_terminal, terminal_safe
 from hostapp.engine.api import (
     TERMINAL,
     EngineApi,
@@ -57,7 +57,7 @@ class EventPrinter:
             obj.update(fields)
             self.stream.write(json.dumps(obj, ensure_ascii=False) + "\n")
         else:
-            self.view.show(event, fields, lambda: self._human(event, fields))
+            self.view.show(event, fields, lambda: terminal_safe(self._human(event, fields)))
         self.stream.flush()
 
     def known(self, op: OperationView) -> None:
@@ -75,7 +75,8 @@ class EventPrinter:
             return f"{prefix}status: {f['status']}" + (f" ({f['message']})" if f.get("message") else "")
         if event == "elicitation":
             where = f" {f['url']}" if f.get("url") else ""
-            return f"{prefix}the server asks ({f['mode']}): {f.get('message', '')}{where} -> {f.get('answer')}"
+            answer = f.get("answer") or ("left open" if f.get("pending") else "none")
+            return f"{prefix}the server asks ({f['mode']}): {f.get('message', '')}{where} -> {answer}"
         if event == "log":
             return f"{prefix}log [{f.get('level', 'info')}] {f.get('data')}"
         if event == "result":

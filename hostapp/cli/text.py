@@ -23,6 +23,17 @@ def plain(text: object) -> str:
     return _CONTROLS.sub(" ", "" if text is None else str(text)).strip()
 
 
+# The same, but for text shown over several lines: new lines and tabs are kept.
+_CONTROLS_BUT_LINES = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def terminal_safe(text: str) -> str:
+    """Server text for a terminal over several lines: every control character but the new
+    line and the tab becomes U+FFFD, so no escape sequence or carriage return from a
+    server reaches the terminal (it could colour, move or hide what hostapp prints)."""
+    return _CONTROLS_BUT_LINES.sub("\ufffd", text)
+
+
 def char_width(ch: str) -> int:
     if unicodedata.combining(ch) or unicodedata.category(ch) in ("Mn", "Me", "Cf"):
         return 0
