@@ -56,3 +56,48 @@ async def operation_rows(engine: Engine, limit: int = 200) -> list[dict[str, Any
     return [{"id": r.id, "server": r.server, "tool": r.tool, "mechanism": r.mechanism, "status": r.status,
              "progress": r.progress, "total": r.total, "message": r.message, "created_at": r.created_at,
              "result": r.result, "error": r.error} for r in records]
+
+
+#: How long "Test connection" waits for the handshake, and then for the tool list, each.
+CHECK_TIMEOUT_SECONDS = 20.0
+
+
+async def check_server(engine: Engine, cfg: Any, secrets: dict[str, dict[str, str]] | None = None,
+                       timeout: float | None = None) -> dict[str, Any]:
+    """Connect once with settings that are not saved: the handshake, the tool list, closed.
+
+    New secret values (``secrets``) are handed to this one connection in memory and never
+    stored; the references ``cfg`` keeps are read from the keyring. Sign-in settings are
+    checked as on saving; a server that needs a person to sign in raises SignInRequired
+    (its tokens are found under ``cfg.name``, as for the saved server)."""
+    import dataclasses
+
+    from hostapp.engine.accounts import check_sign_in_settings
+    from hostapp.engine.connections import open_session
+    from hostapp.mechanisms import client_capabilities
+
+    timeout = CHECK_TIMEOUT_SECONDS if timeout is None else timeout
+    check_sign_in_settings(cfg, secrets)
+    new_env, new_headers = dict((secrets or {}).get("env") or {}), dict((secrets or {}).get("headers") or {})
+    trial = dataclasses.replace(
+        cfg, env={**(cfg.env or {}), **new_env}, headers={**(cfg.headers or {}), **new_headers},
+        secret_env={k: v for k, v in (cfg.secret_env or {}).items() if k not in new_env},
+        secret_headers={k: v for k, v in (cfg.secret_headers or {}).items() if k not in new_headers})
+    secret_store = None
+    if trial.secret_headers or trial.secret_env:
+        await off_loop(engine.secrets.check)
+        secret_store = engine.secrets
+    try:
+        session, info = await asyncio.wait_for(
+            open_session(trial, secret_store=secret_store, capabilities=client_capabilities,
+                         version=cfg.protocol_version or None), timeout)
+    except TimeoutError:
+        raise TimeoutError(silent_step(cfg.name, False, timeout)) from None
+    try:
+        tools = await asyncio.wait_for(session.list_tools(), timeout) if "tools" in info.capabilities else []
+    except TimeoutError:
+        raise TimeoutError(silent_step(cfg.name, True, timeout)) from None
+    finally:
+        await session.close()
+    return {"protocol_version": info.protocol_version, "server_name": info.name or None,
+            "tools_count": len(tools)}
