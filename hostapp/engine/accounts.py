@@ -123,6 +123,14 @@ async def store_credentials(engine: Engine, server: str, credentials: dict[str, 
         await off_loop(tokens.save_credential, server, name, value)
 
 
+async def drop_tokens(engine: Engine, server: str) -> None:
+    """Forget the server's tokens (not its credentials): its sign-in settings or secrets
+    changed, and tokens got the old way must not outlive them."""
+    from hostapp.auth import TokenStore
+
+    await off_loop(TokenStore(engine.secrets).drop_tokens, server)
+
+
 async def replace_server(engine: Engine, old_name: str, cfg: ServerConfig,
                          secrets: ServerSecrets | None = None) -> None:
     """Put ``cfg`` (a new name) in place of ``old_name``.

@@ -329,7 +329,10 @@ class Engine:
             cfg.name, transport=cfg.transport, url=cfg.url, headers=cfg.headers, secret_headers=cfg.secret_headers,
             command=cfg.command, args=cfg.args, env=cfg.env, secret_env=cfg.secret_env, enabled=cfg.enabled,
             protocol_version=cfg.protocol_version, auth=cfg.auth)
-        await accounts.store_credentials(self, cfg.name, dict((secrets or {}).get("credentials") or {}))
+        credentials = dict((secrets or {}).get("credentials") or {})
+        await accounts.store_credentials(self, cfg.name, credentials)
+        if old.transport == "http" and (credentials or old.auth != cfg.auth):
+            await accounts.drop_tokens(self, cfg.name)  # got with what changed: the next connection signs in anew
         in_use = {*cfg.secret_headers.values(), *cfg.secret_env.values()}
         for ref in [*old.secret_headers.values(), *old.secret_env.values()]:
             if ref not in in_use:
