@@ -7,7 +7,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from PySide6.QtCore import Qt
+from PySide6.QtCore import Qt, QTimer
 from PySide6.QtWidgets import (
     QComboBox,
     QDialog,
@@ -98,6 +98,11 @@ class StartCallDialog(QDialog):
         layout.addWidget(self.buttons)
         self.resize(820, 560)
 
+        # While the server is unavailable, the words follow its state each second, and its
+        # tools are read as soon as it connects.
+        self._watch = QTimer(self)
+        self._watch.setInterval(1000)
+        self._watch.timeout.connect(self._follow_server)
         self.server_box.currentTextChanged.connect(self._server_chosen)
         self.tool_list.currentItemChanged.connect(self._tool_chosen)
         if server:
@@ -105,6 +110,7 @@ class StartCallDialog(QDialog):
         self._server_chosen(self.server_box.currentText())
 
     def _server_chosen(self, name: str) -> None:
+        self._watch.stop()
         self.tool_list.clear()
         self._tools = {}
         self._show_form(None)
@@ -119,6 +125,7 @@ class StartCallDialog(QDialog):
             # Said at once, rather than after the wait for a connection that is not there.
             self.status.setText(unavailable)
             self.retry_button.setVisible(self._reconnect is not None)
+            self._watch.start()
             return
         self.status.setText(f"Reading the tools of {name}…")
         self._load_task = asyncio.ensure_future(self._read_tools(name))
@@ -139,12 +146,26 @@ class StartCallDialog(QDialog):
         state = "offline" if server.state == ServerState.OFFLINE else "reconnecting"
         return f"{server.name} is {state}.{when}{why}"
 
+    def _follow_server(self) -> None:
+        name = self.server_box.currentText()
+        if self.retry_button.isHidden() or (self._load_task is not None and not self._load_task.done()):
+            self._watch.stop()
+            return
+        view = self._server_view(name)
+        unavailable = self.unavailable_text(view)
+        if view is not None and view.state == ServerState.CONNECTED:
+            self._watch.stop()
+            self._server_chosen(name)
+        elif unavailable:
+            self.status.setText(unavailable)
+
     def retry(self) -> None:
         """Connect the server now, and read its tools once it answers."""
         name = self.server_box.currentText()
         if not name or self._reconnect is None:
             return
         self.retry_button.hide()
+        self._watch.stop()
         self.status.setText(f"Connecting to {name}…")
         if self._load_task is not None:
             self._load_task.cancel()
@@ -237,6 +258,7 @@ class StartCallDialog(QDialog):
         self.accept()
 
     def done(self, code: int) -> None:
+        self._watch.stop()
         if self._load_task is not None and not self._load_task.done():
             self._load_task.cancel()
         super().done(code)

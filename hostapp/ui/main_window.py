@@ -612,6 +612,7 @@ class MainWindow(QMainWindow):
         self.rerun_action.setStatusTip("Its server was removed: add it again to re-run the call"
                                        if op is not None and self.servers_model.row_of(op.server) is None
                                        else "Run the selected call again as a new operation")
+        self.details.rerun_button.setEnabled(self.rerun_action.isEnabled())
         self.copy_action.setEnabled(outcome)
         self.save_action.setEnabled(outcome)
         self.start_action.setEnabled(bool(self.servers_model.rowCount()))

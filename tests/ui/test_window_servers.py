@@ -150,6 +150,30 @@ def test_start_call_on_a_server_that_cannot_connect_says_so_at_once(host, qloop)
     qloop.run_until_complete(scenario())
 
 
+def test_start_call_reads_the_tools_once_the_server_comes_back(host, qloop, tmp_path):
+    window = host.window
+    script = tmp_path / "late-server"
+
+    async def scenario():
+        await host.start()
+        await host.api.add_server(api.ServerConfig(name="late", transport="stdio", command=str(script)))
+        await until(lambda: (v := view_of(window, "late")) and v.retry_at is not None, what="the first failure")
+        window.start_action.trigger()
+        await until(lambda: window.call_dialog is not None, what="the start dialog")
+        dialog = window.call_dialog
+        assert "late is " in dialog.status.text() and dialog.retry_button.isVisible()
+        # The server's program appears; the next attempt connects, and the dialog follows.
+        script.write_text("#!/bin/sh\nexec " + " ".join(stdio_command()) + "\n")
+        script.chmod(0o755)
+        await until(lambda: dialog.tool_list.count() == 10, timeout=60, what="the tools")
+        assert dialog.retry_button.isHidden() and dialog.status.text() == "10 tools."
+        dialog.reject()
+        await until(lambda: window.call_dialog is None)
+        await host.shutdown(stop_loop=False)
+
+    qloop.run_until_complete(scenario())
+
+
 def test_test_connection_in_the_server_dialog_saves_nothing(host, qloop):
     window = host.window
 
@@ -212,13 +236,14 @@ def test_removing_a_server_with_a_call_running_asks_and_ends_it_truthfully(host,
         await until(lambda: window.ops_model.operation(window.ops_model.row_of(op.id)).status == api.UNKNOWN)
         window.ops_table.selectRow(window.ops_model.row_of(op.id))
         await until(lambda: (s := window.selected_operation()) and s.id == op.id)
-        assert not window.rerun_action.isEnabled()
+        assert not window.rerun_action.isEnabled() and not window.details.rerun_button.isEnabled()
         assert "no server named" not in window.banner.label.text()
         assert "internal error" not in window.banner.label.text()
 
         await host.api.add_server(hostile())  # added again: the call can run again
         await window.load_servers()
         await until(lambda: window.rerun_action.isEnabled(), what="Re-run to come back")
+        assert window.details.rerun_button.isEnabled()
         await host.shutdown(stop_loop=False)
 
     qloop.run_until_complete(scenario())
