@@ -475,7 +475,7 @@ class Engine:
                 runner.spawn(runner.finish(OperationStatus.UNKNOWN, error={
                     "code": None, "message": f"its server {record.server!r} was removed"}))
                 return runner
-            if self._connect:
+            if self._connect and cfg.enabled:  # a paused server waits for Reconnect
                 self._supervise(cfg)
         conn = self.connections.get(record.server)
         if conn is not None and conn.session is not None and conn.is_ready:

@@ -176,3 +176,29 @@ async def test_renaming_a_server_moves_its_sign_in_credentials(isolated_home, re
         assert await asyncio.to_thread(tokens.load_credential, "svc3", "client_secret") == "new-secret-2"
     finally:
         await engine.stop()
+
+
+async def test_a_paused_server_stays_paused_after_a_restart_with_its_call_waiting(isolated_home, recorder,
+                                                                                   real_keyring):
+    engine = Engine(isolated_home, recorder)
+    await engine.start()
+    try:
+        await engine.add_server(hostile())
+        op = await engine.start_call("hostile", "silent", {})
+        await until(lambda: engine.runners[op.id].view.status == api.RUNNING, what="the call to run")
+        await engine.stop_retrying("hostile")
+    finally:
+        await engine.stop()
+    again = Engine(isolated_home, recorder)
+    await again.start()
+    try:
+        await asyncio.sleep(0.5)
+        assert "hostile" not in again.connections  # not connected behind the person's back
+        [view] = again.servers()
+        assert view.state == api.DISABLED
+        assert (await again.operation(op.id)).status == api.RUNNING  # waiting, not ended
+        await again.reconnect("hostile")
+        await until(lambda: "hostile" in again.connections and again.connections["hostile"].is_ready,
+                    what="the reconnection")
+    finally:
+        await again.stop()
