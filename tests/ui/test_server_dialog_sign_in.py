@@ -73,8 +73,10 @@ def test_the_server_dialog_edits_sign_in_settings_with_secrets_in_the_keyring(qt
             assert len(peer.requests_to("/token")) > tokens_before
 
         async def scenario():
+            from hostapp.auth import TokenStore
+
             await host.start()
-            # Added with the client credentials grant, a secret and DPoP.
+            # Added with the client credentials grant, a secret and DPoP; tested first.
             dialog = await dialog_for(None)
             dialog.name_edit.setText("svc")
             dialog.transport.setCurrentIndex(1)
@@ -85,9 +87,16 @@ def test_the_server_dialog_edits_sign_in_settings_with_secrets_in_the_keyring(qt
             form.client_id.setText("machine")
             form.secret.setText(SECRET)
             form.dpop.setChecked(True)
+            await dialog.test_connection()
+            assert dialog.check_label.text().startswith("✓ Connected (peer)"), dialog.check_label.text()
+            [tested] = peer.requests_to("/token")
+            assert tested.headers["authorization"] == basic("machine", SECRET)  # the secret typed, unsaved
+            store = TokenStore(host.engine.secrets)
+            assert store.credential_names("svc") == [] and not store.signed_in("svc")  # nothing kept
+            assert await host.api.server_configs() == []
             await save(dialog)
-            await signs_in("svc", 0)
-            [first] = peer.requests_to("/token")
+            await signs_in("svc", 1)
+            first = peer.requests_to("/token")[1]
             assert first.form["grant_type"] == "client_credentials"
             assert first.headers["authorization"] == basic("machine", SECRET) and "dpop" in first.headers
             cfg = await host.api.server_config("svc")
