@@ -223,6 +223,12 @@ class ServerDialog(QDialog):
         self.resize(640, 520)
         if existing is not None:
             self._fill(existing)
+        # A test result holds for the settings it tested: a change takes it away.
+        for edit in (self.name_edit, self.command_edit, self.args_edit, self.url_edit, self.sign_in.client_id,
+                     self.sign_in.secret):
+            edit.textChanged.connect(self._forget_check)
+        for box in (self.transport, self.sign_in.grant):
+            box.currentIndexChanged.connect(self._forget_check)
 
     def _with_buttons(self, table: PairsTable) -> QWidget:
         box = QWidget()
@@ -325,6 +331,12 @@ class ServerDialog(QDialog):
         self.check_button.setEnabled(False)
         self._check_task = asyncio.ensure_future(self._run_check(settings))
         return self._check_task
+
+    def _forget_check(self, *_: object) -> None:
+        if self._check_task is not None and not self._check_task.done():
+            self._check_task.cancel()
+            self.check_button.setEnabled(True)
+        self.check_label.setText("")
 
     async def _run_check(self, settings: ServerSettings) -> None:
         assert self._check is not None

@@ -190,6 +190,7 @@ def test_test_connection_in_the_server_dialog_saves_nothing(host, qloop):
         await dialog.test_connection()
         assert dialog.check_label.text().startswith("✓ Connected (hostile): MCP 2025-06-18, 10 tools")
         dialog.command_edit.setText(MISSING)
+        assert dialog.check_label.text() == ""  # the result was for other settings
         await dialog.test_connection()
         result = dialog.check_label.text()
         assert result.startswith("✗ Cannot connect: ") and len(result) > len("✗ Cannot connect: ") + 5
