@@ -49,3 +49,26 @@ async def test_servers_list_flags_a_server_that_answers_requests_nobody_sent(age
     [offline] = json.loads(agents.run("servers", "list", "--json").stdout)
     assert offline["state"] is None and offline["stray_answers"] is None
     assert "reply" not in agents.run("servers", "list").stdout
+
+
+async def test_the_wire_carries_the_connection_check_and_stop_retrying(agents: Agents):
+    agents.start("--idle-exit", "600")
+    engine = await _connect(agents.home)
+    try:
+        command, *args = stdio_command()
+        checked = await engine.check_server(api.ServerConfig(name="trial", transport="stdio", command=command,
+                                                             args=args))
+        assert checked["tools_count"] == 10 and checked["server_name"] == "hostile"
+        assert await engine.server_configs() == []  # checked, not saved
+        with pytest.raises(api.ServerUnavailable):
+            await engine.check_server(api.ServerConfig(name="gone", transport="stdio", command="/nonexistent/x"))
+
+        await engine.add_server(api.ServerConfig(name="gone", transport="stdio", command="/nonexistent/x"))
+        await engine.stop_retrying("gone")
+        [view] = await engine.servers()
+        assert view.state == api.ServerState.DISABLED
+        with pytest.raises(api.NoSuchServer):
+            await engine.stop_retrying("nobody")
+    finally:
+        await engine.close()
+    assert agents.run("agent", "stop").returncode == 0
