@@ -235,6 +235,13 @@ class RemoteEngine:
     async def probe_tools(self, server: str, timeout: float | None = None) -> list[api.JsonObject]:
         return await self._call("probe_tools", server=server, timeout=timeout)
 
+    async def check_server(self, cfg: api.ServerConfig, secrets: api.ServerSecrets | None = None,
+                           timeout: float | None = None) -> api.JsonObject:
+        return await self._call("check_server", cfg=cfg, secrets=secrets, timeout=timeout)
+
+    async def stop_retrying(self, name: str) -> None:
+        await self._call("stop_retrying", name=name)
+
     async def begin_sign_in(self, server: str, timeout: float | None = None) -> str:
         return await self._call("begin_sign_in", server=server, timeout=timeout)
 

@@ -126,6 +126,8 @@ RESULTS: dict[str, Callable[[Any], Any]] = {
     "wait_connected": server_view,
     "list_tools": _same,
     "probe_tools": _same,
+    "check_server": _same,
+    "stop_retrying": _same,
     "begin_sign_in": _same,
     "finish_sign_in": _same,
     "sign_out": _same,
@@ -150,6 +152,7 @@ ARGUMENTS: dict[str, dict[str, Callable[[Any], Any]]] = {
     "add_server": {"cfg": server_config},
     "update_server": {"cfg": server_config},
     "replace_server": {"cfg": server_config},
+    "check_server": {"cfg": server_config},
     "operations": {"statuses": _optional(set)},
     "count_operations": {"statuses": _optional(set)},
 }

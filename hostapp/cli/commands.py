@@ -168,9 +168,30 @@ def server_summary(cfg: ServerConfig) -> dict[str, Any]:
     }
 
 
+def live_summary(view: api.ServerView | None) -> dict[str, Any]:
+    """A server's live state as the agent sees it; nulls when no agent holds connections
+    (a one-off command connects nothing just to list)."""
+    if view is None:
+        return {"state": None, "error": None, "stray_answers": None, "last_stray": None}
+    return {"state": str(view.state), "error": view.error, "stray_answers": view.stray_answers,
+            "last_stray": view.last_stray}
+
+
+def stray_flag(count: int | None) -> str:
+    if not count:
+        return ""
+    return (f"  ! {count} repl{'y' if count == 1 else 'ies'} to requests hostapp never sent: "
+            "the server may be confused; calls may hang")
+
+
 async def cmd_servers_list(args: argparse.Namespace) -> int:
+    from hostapp.agent.client import RemoteEngine
+
     async with reading_engine() as engine:
-        servers = [server_summary(s) for s in await engine.server_configs()]
+        configs = await engine.server_configs()
+        # Only the agent keeps servers connected: its views say how each one is doing.
+        live = {v.name: v for v in await engine.servers()} if isinstance(engine, RemoteEngine) else {}
+    servers = [{**server_summary(cfg), **live_summary(live.get(cfg.name))} for cfg in configs]
     if args.json:
         print(json.dumps(servers, ensure_ascii=False))
     elif not servers:
@@ -178,7 +199,8 @@ async def cmd_servers_list(args: argparse.Namespace) -> int:
     else:
         for s in servers:
             target = s["url"] or " ".join([s["command"], *s["args"]])
-            print(f"{s['name']:<20} {s['transport']:<6} {target}")
+            state = (s["state"] or "-").replace("_", " ")
+            print(f"{s['name']:<20} {s['transport']:<6} {state:<13} {target}{stray_flag(s['stray_answers'])}")
     return EXIT_OK
 
 

@@ -123,21 +123,70 @@ async def store_credentials(engine: Engine, server: str, credentials: dict[str, 
         await off_loop(tokens.save_credential, server, name, value)
 
 
+async def drop_tokens(engine: Engine, server: str) -> None:
+    """Forget the server's tokens (not its credentials): its sign-in settings or secrets
+    changed, and tokens got the old way must not outlive them."""
+    from hostapp.auth import TokenStore
+
+    await off_loop(TokenStore(engine.secrets).drop_tokens, server)
+
+
 async def replace_server(engine: Engine, old_name: str, cfg: ServerConfig,
                          secrets: ServerSecrets | None = None) -> None:
     """Put ``cfg`` (a new name) in place of ``old_name``.
 
     Removing a server deletes its keyring entries, so the values of the references
-    ``cfg`` kept unchanged are read first and stored anew under the new server.
+    ``cfg`` kept unchanged are read first and stored anew under the new server; so are
+    its sign-in credentials (client secret, private key, assertion) that ``secrets`` does
+    not replace. Its sign-in itself (tokens, DPoP key) is not carried over: the renamed
+    server signs in anew.
     """
+    from hostapp.auth import TokenStore
+
+    configured(engine, old_name)
     values: ServerSecrets = {"env": dict((secrets or {}).get("env") or {}),
-                             "headers": dict((secrets or {}).get("headers") or {})}
+                             "headers": dict((secrets or {}).get("headers") or {}),
+                             "credentials": dict((secrets or {}).get("credentials") or {})}
     for kind, refs in (("env", cfg.secret_env), ("headers", cfg.secret_headers)):
         for name, ref in (refs or {}).items():
             values[kind][name] = await off_loop(engine.secrets.get, ref)
+    tokens = TokenStore(engine.secrets)
+    if cfg.transport == "http":
+        for name in await off_loop(tokens.credential_names, old_name):
+            if name not in values["credentials"]:
+                value = await off_loop(tokens.load_credential, old_name, name)
+                if value is not None:
+                    values["credentials"][name] = value
     fresh = dataclasses.replace(cfg, secret_env={}, secret_headers={})
+    check_sign_in_settings(fresh, values)  # before anything is removed
+    await retire_operations(engine, old_name, f"its server {old_name!r} was renamed to {cfg.name!r}")
     await engine.remove_server(old_name)
     await engine.add_server(fresh, values)
+    await off_loop(tokens.forget, old_name)  # the old name's copies leave the keyring
+
+
+#: How an operation that never left ends when its server is removed.
+NEVER_SENT = "never sent: its server {server!r} was removed before the call left, so it did not run"
+#: How an operation in flight ends when its server is removed.
+ABANDONED = ("{why} while the call ran: hostapp stopped following it and cannot learn its outcome "
+             "(the server may still have finished it)")
+
+
+async def retire_operations(engine: Engine, name: str, why: str | None = None) -> int:
+    """End the operations of server ``name`` this engine carries, before the server goes:
+    one not sent yet fails (it did not run), one in flight ends as unknown (nobody can ask
+    the server any more), each with a reason that says so. Returns how many ended."""
+    from hostapp.store.status import OperationStatus
+
+    why = why or f"its server {name!r} was removed"
+    runners = engine._routing.in_flight_of(name)
+    for runner in runners:
+        runner.shutdown()  # nothing it was doing goes on
+        if runner.record.jsonrpc_id is None and runner.view.status == OperationStatus.PENDING:
+            await runner.finish(OperationStatus.FAILED, error={"code": None, "message": NEVER_SENT.format(server=name)})
+        else:
+            await runner.finish(OperationStatus.UNKNOWN, error={"code": None, "message": ABANDONED.format(why=why)})
+    return len(runners)
 
 
 async def forget_server(engine: Engine, name: str) -> list[str]:
@@ -149,6 +198,7 @@ async def forget_server(engine: Engine, name: str) -> list[str]:
     from hostapp.auth import TokenStore
 
     cfg = configured(engine, name)
+    await retire_operations(engine, name)
     conn = engine.connections.pop(name, None)
     if conn is not None:
         await conn.stop()

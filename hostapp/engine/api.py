@@ -158,6 +158,15 @@ class ServerView:
     retry_in: float | None = None      # seconds until the next reconnect attempt
     error: str | None = None           # the last failure, in plain words
     tools: tuple[JsonObject, ...] = ()
+    #: When the next reconnect attempt is due (``time.time()`` seconds; None: none is planned),
+    #: so that a client counts down without being told every second.
+    retry_at: float | None = None
+    #: Answers the server sent to request ids hostapp never sent (or no longer waits for),
+    #: across its sessions in this engine's lifetime: a call that hangs is often explained
+    #: by a server that answers under the wrong id. ``last_stray`` quotes the latest one
+    #: (cut, escaped, secrets redacted): server text, to be shown as plain text.
+    stray_answers: int = 0
+    last_stray: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -297,6 +306,10 @@ class EngineApi(Protocol):
     async def reconnect(self, name: str) -> None:
         """Connect the server now instead of waiting for the next retry."""
 
+    async def stop_retrying(self, name: str) -> None:
+        """Stop connecting to the server (after failures): it stays configured, disabled,
+        its operations waiting, until :meth:`reconnect` enables it again."""
+
     async def wait_connected(self, name: str, timeout: float = 60.0) -> ServerView:
         """Until the server's first connection attempt ended; ServerUnavailable if it failed,
         EngineTimeout (saying what the server did not answer) if it did not end in time."""
@@ -307,6 +320,13 @@ class EngineApi(Protocol):
     async def probe_tools(self, server: str, timeout: float | None = None) -> list[JsonObject]:
         """Connect once, list the tools, disconnect: a failure is raised, not retried.
         ``timeout`` bounds the handshake and the tool list (EngineTimeout says which)."""
+
+    async def check_server(self, cfg: ServerConfig, secrets: ServerSecrets | None = None,
+                          timeout: float | None = None) -> JsonObject:
+        """Connect once with settings not saved (``cfg``, its secret values in ``secrets``;
+        references ``cfg`` keeps are read from the keyring), list the tools, disconnect:
+        ``{"protocol_version", "server_name", "tools_count"}``. Nothing is stored; a failure
+        is raised (ServerUnavailable, SignInRequired, EngineTimeout saying which step)."""
 
     async def list_skills(self, server: str) -> list[JsonObject]:
         """The skills ``server`` offers (SEP-2640): ``uri``, ``name``, ``description``,

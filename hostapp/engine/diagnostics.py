@@ -9,12 +9,18 @@ mechanism that carries each operation, which the window never shows.
 from __future__ import annotations
 
 import asyncio
+import logging
+import tempfile
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hostapp.engine.accounts import configured, off_loop
 
 if TYPE_CHECKING:
     from hostapp.engine.service import Engine
+    from hostapp.store.secrets import SecretStore
+
+log = logging.getLogger(__name__)
 
 
 def silent_step(name: str, handshake_done: bool, timeout: float) -> str:
@@ -56,3 +62,110 @@ async def operation_rows(engine: Engine, limit: int = 200) -> list[dict[str, Any
     return [{"id": r.id, "server": r.server, "tool": r.tool, "mechanism": r.mechanism, "status": r.status,
              "progress": r.progress, "total": r.total, "message": r.message, "created_at": r.created_at,
              "result": r.result, "error": r.error} for r in records]
+
+
+#: How long "Test connection" waits for the handshake, and then for the tool list, each.
+CHECK_TIMEOUT_SECONDS = 20.0
+
+
+async def check_server(engine: Engine, cfg: Any, secrets: dict[str, dict[str, str]] | None = None,
+                       timeout: float | None = None) -> dict[str, Any]:
+    """Connect once with settings that are not saved: the handshake, the tool list, closed.
+
+    New secret values (``secrets``, sign-in credentials included) are handed to this one
+    connection in memory and never stored; the references ``cfg`` keeps are read from the
+    keyring. Sign-in settings are checked as on saving; a server that needs a person to
+    sign in raises SignInRequired."""
+    import dataclasses
+
+    from hostapp.engine.accounts import check_sign_in_settings
+    from hostapp.store.secrets import SecretStore
+
+    timeout = CHECK_TIMEOUT_SECONDS if timeout is None else timeout
+    check_sign_in_settings(cfg, secrets)
+    new_env, new_headers = dict((secrets or {}).get("env") or {}), dict((secrets or {}).get("headers") or {})
+    trial = dataclasses.replace(
+        cfg, env={**(cfg.env or {}), **new_env}, headers={**(cfg.headers or {}), **new_headers},
+        secret_env={k: v for k, v in (cfg.secret_env or {}).items() if k not in new_env},
+        secret_headers={k: v for k, v in (cfg.secret_headers or {}).items() if k not in new_headers})
+    if trial.secret_headers or trial.secret_env:
+        from hostapp.engine.connections import resolve_secrets
+
+        await off_loop(engine.secrets.check)
+        # Read into this one connection's memory, like the values typed in.
+        trial.env.update(await off_loop(resolve_secrets, dict(trial.secret_env), engine.secrets))
+        trial.headers.update(await off_loop(resolve_secrets, dict(trial.secret_headers), engine.secrets))
+        trial = dataclasses.replace(trial, secret_env={}, secret_headers={})
+    with tempfile.TemporaryDirectory(prefix="hostapp-check-") as scratch_home:
+        # The sign-in of the check happens in a scratch keyring held in memory: the
+        # credentials typed in are used without being stored, and the tokens it gets are
+        # forgotten with it.
+        scratch = SecretStore(Path(scratch_home), ScratchKeyring())
+        if trial.transport == "http":
+            await off_loop(_sign_in_copy, engine, cfg, dict((secrets or {}).get("credentials") or {}), scratch)
+        return await _handshake(trial, scratch, timeout)
+
+
+class ScratchKeyring:
+    """A keyring in a dict, for the sign-in of one connection check, gone after it."""
+
+    def __init__(self) -> None:
+        self.entries: dict[tuple[str, str], str] = {}
+
+    def get_password(self, service: str, username: str) -> str | None:
+        return self.entries.get((service, username))
+
+    def set_password(self, service: str, username: str, password: str) -> None:
+        self.entries[(service, username)] = password
+
+    def delete_password(self, service: str, username: str) -> None:
+        self.entries.pop((service, username), None)
+
+
+def _sign_in_copy(engine: Engine, cfg: Any, typed: dict[str, str], scratch: SecretStore) -> None:
+    """Put in ``scratch`` what the check signs in with: the server's kept credentials (those
+    not typed anew) and, when its sign-in settings are unchanged, its sign-in itself."""
+    from hostapp.auth import TokenStore
+
+    target = TokenStore(scratch)
+    saved = engine.journal.get_server(cfg.name)
+    if saved is not None and saved.transport == "http":
+        try:
+            kept = TokenStore(engine.secrets)
+            for name in kept.credential_names(cfg.name):
+                value = kept.load_credential(cfg.name, name)
+                if value is not None and name not in typed:
+                    target.save_credential(cfg.name, name, value)
+            if saved.auth == cfg.auth and saved.url == cfg.url and not typed:
+                client, tokens, key = (kept.load_client(cfg.name), kept.load_tokens(cfg.name),
+                                       kept.load_dpop_key(cfg.name))
+                if client is not None:
+                    target.save_client(cfg.name, client)
+                if tokens is not None:
+                    target.save_tokens(cfg.name, *tokens)
+                if key is not None:
+                    target.save_dpop_key(cfg.name, key)
+        except Exception as exc:  # noqa: BLE001 - a keyring that cannot be read: the check signs in anew
+            log.info("the check of %s goes without its kept sign-in: %s", cfg.name, type(exc).__name__)
+    for name, value in typed.items():
+        target.save_credential(cfg.name, name, value)
+
+
+async def _handshake(cfg: Any, secret_store: SecretStore, timeout: float) -> dict[str, Any]:
+    from hostapp.engine.connections import open_session
+    from hostapp.mechanisms import client_capabilities
+
+    try:
+        session, info = await asyncio.wait_for(
+            open_session(cfg, secret_store=secret_store, capabilities=client_capabilities,
+                         version=cfg.protocol_version or None), timeout)
+    except TimeoutError:
+        raise TimeoutError(silent_step(cfg.name, False, timeout)) from None
+    try:
+        tools = await asyncio.wait_for(session.list_tools(), timeout) if "tools" in info.capabilities else []
+    except TimeoutError:
+        raise TimeoutError(silent_step(cfg.name, True, timeout)) from None
+    finally:
+        await session.close()
+    return {"protocol_version": info.protocol_version, "server_name": info.name or None,
+            "tools_count": len(tools)}

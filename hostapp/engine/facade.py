@@ -148,6 +148,16 @@ class LocalEngine:
     async def probe_tools(self, server: str, timeout: float | None = None) -> list[JsonObject]:
         return await _call(self._engine.probe_tools(server, timeout))
 
+    async def check_server(self, cfg: ServerConfig, secrets: ServerSecrets | None = None,
+                           timeout: float | None = None) -> JsonObject:
+        try:
+            return await _call(self._engine.check_server(cfg, secrets, timeout))
+        except ValueError as exc:  # settings that cannot work: said as the server's answer would be
+            raise api.ServerUnavailable(str(exc)) from None
+
+    async def stop_retrying(self, name: str) -> None:
+        await _call(self._engine.stop_retrying(name))
+
     async def list_skills(self, server: str) -> list[JsonObject]:
         return await _call(self._engine.list_skills(server))
 

@@ -25,6 +25,7 @@ outcome cannot be known ends as ``unknown``.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import logging
 import sqlite3
@@ -336,7 +337,10 @@ class Engine:
             cfg.name, transport=cfg.transport, url=cfg.url, headers=cfg.headers, secret_headers=cfg.secret_headers,
             command=cfg.command, args=cfg.args, env=cfg.env, secret_env=cfg.secret_env, enabled=cfg.enabled,
             protocol_version=cfg.protocol_version, auth=cfg.auth)
-        await accounts.store_credentials(self, cfg.name, dict((secrets or {}).get("credentials") or {}))
+        credentials = dict((secrets or {}).get("credentials") or {})
+        await accounts.store_credentials(self, cfg.name, credentials)
+        if old.transport == "http" and (credentials or old.auth != cfg.auth):
+            await accounts.drop_tokens(self, cfg.name)  # got with what changed: the next connection signs in anew
         in_use = {*cfg.secret_headers.values(), *cfg.secret_env.values()}
         for ref in [*old.secret_headers.values(), *old.secret_env.values()]:
             if ref not in in_use:
@@ -350,6 +354,9 @@ class Engine:
             self._supervise(updated)
 
     async def remove_server(self, name: str) -> None:
+        """Remove a server and its secret values; its operations in flight end first
+        (:func:`hostapp.engine.accounts.retire_operations` says how)."""
+        await accounts.retire_operations(self, name)
         conn = self.connections.pop(name, None)
         if conn is not None:
             await conn.stop()
@@ -372,11 +379,33 @@ class Engine:
         return conn
 
     async def reconnect(self, name: str) -> None:
+        """Connect now; a server whose retries were stopped (disabled) is enabled again."""
+        cfg = self.journal.get_server(name)
+        if cfg is not None and not cfg.enabled:
+            self.journal.update_server(name, enabled=True)
         self._connection(name).reconnect_now()
+
+    async def stop_retrying(self, name: str) -> None:
+        """Stop connecting to a server: it stays configured, disabled, until :meth:`reconnect`.
+        Its operations in flight wait, as for a server that is offline."""
+        if self.journal.get_server(name) is None:
+            raise KeyError(f"no server named {name!r}")
+        self.journal.update_server(name, enabled=False)
+        conn = self.connections.pop(name, None)
+        if conn is not None:
+            error = conn.view.error
+            await conn.stop(keep_session=bool(self._routing.in_flight_of(name)))
+            self.listener.server_changed(dataclasses.replace(conn.view, error=error, retry_in=None, retry_at=None))
 
     async def list_tools(self, server: str, timeout: float = 30.0) -> list[dict[str, Any]]:
         conn = self._connection(server)
-        await conn.wait_ready(timeout)
+        try:
+            await conn.wait_ready(timeout)
+        except TimeoutError:
+            view = conn.view
+            why = f"; last error: {view.error}" if view.error else ""
+            raise TimeoutError(f"{server} did not connect within {timeout:g} s "
+                               f"(it is {view.state.replace('_', ' ')}{why})") from None
         return list(conn.tools)
 
     async def _on_ready(self, conn: ServerConnection, session: ClientSession) -> None:
@@ -456,7 +485,7 @@ class Engine:
                 runner.spawn(runner.finish(OperationStatus.UNKNOWN, error={
                     "code": None, "message": f"its server {record.server!r} was removed"}))
                 return runner
-            if self._connect:
+            if self._connect and cfg.enabled:  # a paused server waits for Reconnect
                 self._supervise(cfg)
         conn = self.connections.get(record.server)
         if conn is not None and conn.session is not None and conn.is_ready:
@@ -481,6 +510,8 @@ class Engine:
             raise KeyError(f"no operation {op_id!r}")
         if record.tool is None:
             raise ValueError(f"operation {op_id!r} is not a tool call")
+        if self.journal.get_server(record.server) is None:
+            raise api.NoSuchServer(f"its server {record.server!r} was removed; add it again to re-run the call")
         return await self.start_call(record.server, record.tool, (record.params or {}).get("arguments", {}))
 
     async def _read(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
@@ -557,6 +588,10 @@ class Engine:
 
     async def probe_tools(self, name: str, timeout: float | None = None) -> list[dict[str, Any]]:
         return await diagnostics.probe_tools(self, name, timeout)
+
+    async def check_server(self, cfg: ServerConfig, secrets: dict[str, dict[str, str]] | None = None,
+                           timeout: float | None = None) -> dict[str, Any]:
+        return await diagnostics.check_server(self, cfg, secrets, timeout)
 
     async def operation_rows(self, limit: int = 200) -> list[dict[str, Any]]:
         return await diagnostics.operation_rows(self, limit)

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 from hostapp.auth.errors import SignInRequired
 from hostapp.engine import api
 from hostapp.engine.connections import make_transport
-from hostapp.engine.session import ClientHandlers, ClientSession
+from hostapp.engine.session import ClientHandlers, ClientSession, StrayAnswer
 from hostapp.protocol import eras
 from hostapp.protocol.eras import ServerInfo
 from hostapp.protocol.jsonrpc import IdAllocator, RpcError
@@ -186,7 +186,7 @@ class ServerConnection:
                                    habits=self.stream_habits)
         # Its handlers and requests are told apart from the other sessions' by its id:
         # requests of different earlier processes may share a JSON-RPC id.
-        session = ClientSession(transport, self.handlers_factory(self, scope=session_id),
+        session = ClientSession(transport, _Watcher(self.handlers_factory(self, scope=session_id), self),
                                 capabilities=self.capabilities, ids=self.request_ids())
         session.scope = session_id
         await session.adopt(ServerInfo(protocol_version, eras.era_of(protocol_version)))
@@ -210,6 +210,12 @@ class ServerConnection:
             self._ready.clear()  # nothing new goes out on a session about to be replaced
             self._may_keep = False  # the person asked for a new connection
             self._lost.set()
+
+    def stray_answer(self, error: StrayAnswer) -> None:
+        """One of this server's sessions got an answer to an id nobody waits for: counted
+        on the server's row (all its sessions, for this engine's lifetime)."""
+        quoted = str(error)
+        self._set(stray_answers=self.view.stray_answers + 1, last_stray=quoted)
 
     def connection_lost(self, *, session_gone: bool = True) -> None:
         """Called when a request on this connection failed in a way that means it is gone.
@@ -235,6 +241,9 @@ class ServerConnection:
         return await (ready() if timeout is None else asyncio.wait_for(ready(), timeout))
 
     def _set(self, **fields: Any) -> None:
+        if "retry_in" in fields:  # the countdown's end, for clients that show it
+            delay = fields["retry_in"]
+            fields["retry_at"] = None if delay is None else now() + delay
         self.view = dataclasses.replace(self.view, **fields)  # views are immutable snapshots
         self.on_change(self.view)
 
@@ -383,20 +392,32 @@ def _keepable(session: ClientSession) -> bool:
     return session.state == "ready" and transport.session_id is not None and not transport.stateless
 
 
-class _LossWatcher(ClientHandlers):
-    """Wraps the engine's handlers to notice when the session's connection ends."""
+class _Watcher(ClientHandlers):
+    """Wraps the engine's handlers to count a session's stray answers on its server."""
 
     def __init__(self, inner: ClientHandlers, conn: ServerConnection):
         self._inner = inner
         self._conn = conn
 
     def __getattribute__(self, name: str) -> Any:
-        if name in ("_inner", "_conn", "on_closed"):
+        if name in ("_inner", "_conn", "on_closed", "on_protocol_error"):
             return object.__getattribute__(self, name)
         return getattr(object.__getattribute__(self, "_inner"), name)
 
+    def on_protocol_error(self, error: Exception) -> None:
+        if isinstance(error, StrayAnswer):
+            self._conn.stray_answer(error)
+        self._inner.on_protocol_error(error)
+
     def on_closed(self, error: Exception | None) -> None:
         self._inner.on_closed(error)
+
+
+class _LossWatcher(_Watcher):
+    """Also notices when the session's connection ends (the supervised session)."""
+
+    def on_closed(self, error: Exception | None) -> None:
+        super().on_closed(error)
         self._conn.connection_lost()
 
 

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from PySide6.QtCore import QSettings, Qt
+from PySide6.QtCore import QSettings, Qt, QTimer
 from PySide6.QtWidgets import (
     QComboBox,
     QDialog,
@@ -28,10 +29,14 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from hostapp.engine.api import ServerState, ServerView
 from hostapp.ui.forms import ToolArgumentsForm
 from hostapp.ui.result_view import plain_label, plain_tooltip
 
 ToolLoader = Callable[[str], Awaitable[list[dict[str, Any]]]]
+
+#: How long Retry waits for the server's attempt to end before it reads the tools anyway.
+RETRY_WAIT_SECONDS = 30.0
 
 
 class StartCallDialog(QDialog):
@@ -42,7 +47,9 @@ class StartCallDialog(QDialog):
     """
 
     def __init__(self, servers: list[str], load_tools: ToolLoader, parent: QWidget | None = None, *,
-                 server: str | None = None, tool: str | None = None, memory: QSettings | None = None) -> None:
+                 server: str | None = None, tool: str | None = None, memory: QSettings | None = None,
+                 server_view: Callable[[str], ServerView | None] | None = None,
+                 reconnect: Callable[[str], Awaitable[None]] | None = None) -> None:
         super().__init__(parent)
         self.setWindowTitle("Start a call")
         self._memory = memory
@@ -52,6 +59,8 @@ class StartCallDialog(QDialog):
                 and memory.value("call/last_server") == server:
             tool = str(memory.value("call/last_tool") or "") or None
         self._load_tools = load_tools
+        self._server_view = server_view or (lambda _name: None)
+        self._reconnect = reconnect
         self._tools: dict[str, dict[str, Any]] = {}
         self._wanted_tool = tool
         self._load_task: asyncio.Task | None = None
@@ -94,6 +103,10 @@ class StartCallDialog(QDialog):
         split.setStretchFactor(1, 2)
 
         self.buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Cancel)
+        self.retry_button = self.buttons.addButton("&Retry now", QDialogButtonBox.ButtonRole.ActionRole)
+        self.retry_button.setAccessibleName("Connect to the server now and read its tools")
+        self.retry_button.clicked.connect(self.retry)
+        self.retry_button.hide()
         self.start_button = self.buttons.addButton("Start", QDialogButtonBox.ButtonRole.AcceptRole)
         self.start_button.setEnabled(False)
         self.buttons.accepted.connect(self._try_accept)
@@ -108,6 +121,11 @@ class StartCallDialog(QDialog):
         layout.addWidget(self.buttons)
         self.resize(820, 560)
 
+        # While the server is unavailable, the words follow its state each second, and its
+        # tools are read as soon as it connects.
+        self._watch = QTimer(self)
+        self._watch.setInterval(1000)
+        self._watch.timeout.connect(self._follow_server)
         self.server_box.currentTextChanged.connect(self._server_chosen)
         self.tool_list.currentItemChanged.connect(self._tool_chosen)
         if server:
@@ -120,16 +138,96 @@ class StartCallDialog(QDialog):
         self._server_chosen(self.server_box.currentText())
 
     def _server_chosen(self, name: str) -> None:
+        self._watch.stop()
         self.tool_list.clear()
         self._tools = {}
         self._show_form(None)
         if not name:
             self.status.setText("No server is configured.")
             return
-        self.status.setText(f"Reading the tools of {name}…")
         if self._load_task is not None:
             self._load_task.cancel()
+        self.retry_button.hide()
+        unavailable = self.unavailable_text(self._server_view(name))
+        if unavailable:
+            # Said at once, rather than after the wait for a connection that is not there.
+            self.status.setText(unavailable)
+            self.retry_button.setVisible(self._reconnect is not None)
+            self._watch.start()
+            return
+        self.status.setText(f"Reading the tools of {name}…")
         self._load_task = asyncio.ensure_future(self._read_tools(name))
+
+    @staticmethod
+    def unavailable_text(server: ServerView | None) -> str:
+        """Why the server's tools cannot be read now, in plain words ("" when they can)."""
+        if server is None or server.state in (ServerState.CONNECTED, ServerState.CONNECTING):
+            return ""
+        why = f" Last error: {server.error}" if server.error else ""
+        if server.state == ServerState.NEEDS_SIGN_IN:
+            return f"{server.name} needs you to sign in first (Server ▸ Sign in).{why}"
+        if server.state == ServerState.DISABLED:
+            return f"{server.name} is not being connected (retries were stopped).{why}"
+        when = ""
+        if server.retry_at is not None:
+            when = f" hostapp tries again in {max(0, round(server.retry_at - time.time()))} s."
+        state = "offline" if server.state == ServerState.OFFLINE else "reconnecting"
+        return f"{server.name} is {state}.{when}{why}"
+
+    def _follow_server(self) -> None:
+        name = self.server_box.currentText()
+        if self.retry_button.isHidden() or (self._load_task is not None and not self._load_task.done()):
+            self._watch.stop()
+            return
+        view = self._server_view(name)
+        unavailable = self.unavailable_text(view)
+        if view is not None and view.state == ServerState.CONNECTED:
+            self._watch.stop()
+            self._server_chosen(name)
+        elif unavailable:
+            self.status.setText(unavailable)
+
+    def retry(self) -> None:
+        """Connect the server now, and read its tools once it answers."""
+        name = self.server_box.currentText()
+        if not name or self._reconnect is None:
+            return
+        self.retry_button.hide()
+        self._watch.stop()
+        self.status.setText(f"Connecting to {name}…")
+        if self._load_task is not None:
+            self._load_task.cancel()
+        self._load_task = asyncio.ensure_future(self._retry(name))
+
+    async def _retry(self, name: str) -> None:
+        assert self._reconnect is not None
+        before = self._server_view(name)
+        try:
+            await self._reconnect(name)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - shown, the dialog stays usable
+            self._cannot_read(name, exc)
+            return
+        # Until this attempt ended: connected, or failed again (a new retry is planned).
+        loop = asyncio.get_running_loop()
+        end = loop.time() + RETRY_WAIT_SECONDS
+        while loop.time() < end:
+            view = self._server_view(name)
+            if view is None or view.state == ServerState.CONNECTED:
+                break
+            if view is not before and view.retry_at is not None and (
+                    before is None or view.retry_at != before.retry_at):
+                self.status.setText(self.unavailable_text(view))
+                self.retry_button.show()
+                return
+            await asyncio.sleep(0.1)
+        await self._read_tools(name)
+
+    def _cannot_read(self, name: str, exc: BaseException) -> None:
+        reason = str(exc) or self.unavailable_text(self._server_view(name)) or type(exc).__name__
+        self.status.setText(f"Cannot read the tools of {name}: {reason}")
+        self.retry_button.setVisible(self._reconnect is not None)
 
     async def _read_tools(self, name: str) -> None:
         try:
@@ -137,7 +235,8 @@ class StartCallDialog(QDialog):
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # noqa: BLE001 - whatever the failure, the dialog shows it and stays usable
-            self.status.setText(f"Cannot read the tools of {name}: {exc}")
+            if self.server_box.currentText() == name:
+                self._cannot_read(name, exc)
             return
         if self.server_box.currentText() != name:
             return
@@ -239,6 +338,7 @@ class StartCallDialog(QDialog):
         self._memory.setValue(self._key(self.tool), json.dumps(kept, ensure_ascii=False))
 
     def done(self, code: int) -> None:
+        self._watch.stop()
         if self._load_task is not None and not self._load_task.done():
             self._load_task.cancel()
         super().done(code)

@@ -33,11 +33,9 @@ from PySide6.QtGui import (
 )
 from PySide6.QtWidgets import (
     QFileDialog,
-    QFrame,
     QGroupBox,
     QHBoxLayout,
     QHeaderView,
-    QLabel,
     QMainWindow,
     QMenu,
     QPushButton,
@@ -61,11 +59,12 @@ from hostapp.engine.api import (
 )
 from hostapp.ui.adapter import EngineSignals
 from hostapp.ui.async_dialog import run_dialog
+from hostapp.ui.banner import Banner
 from hostapp.ui.details import OperationDetails
 from hostapp.ui.elicitation_queue import ElicitationQueue
 from hostapp.ui.operations_model import FILTERS, OperationTableModel
 from hostapp.ui.operations_pane import OperationsPane, make_table
-from hostapp.ui.result_view import plain_label, result_as_text
+from hostapp.ui.result_view import result_as_text
 from hostapp.ui.server_actions import ServerActions
 from hostapp.ui.servers_model import TARGET as SERVER_TARGET
 from hostapp.ui.servers_model import ServerRole, ServerTableModel
@@ -90,46 +89,6 @@ def app_icon() -> QIcon:
     from PySide6.QtWidgets import QApplication
 
     return QApplication.style().standardIcon(QStyle.StandardPixmap.SP_ComputerIcon)
-
-
-class Banner(QFrame):
-    """A strip above the tables for conditions a person must know about (keyring, offline servers)."""
-
-    def __init__(self, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        self.setFrameShape(QFrame.Shape.StyledPanel)
-        self.setAutoFillBackground(True)
-        self.setBackgroundRole(self.palette().ColorRole.ToolTipBase)
-        self.setForegroundRole(self.palette().ColorRole.ToolTipText)
-        self.setAccessibleName("Warnings")
-        self._messages: dict[str, str] = {}
-        icon = QLabel()
-        icon.setPixmap(self.style().standardIcon(QStyle.StandardPixmap.SP_MessageBoxWarning).pixmap(20, 20))
-        self.label = plain_label("")
-        self.label.setForegroundRole(self.palette().ColorRole.ToolTipText)
-        # Conditions (keyring, servers) clear themselves; an error report is dismissed by the person.
-        self.dismiss_button = QPushButton("Dismiss")
-        self.dismiss_button.setAccessibleName("Dismiss the error message")
-        self.dismiss_button.clicked.connect(lambda: self.set_message("error", None))
-        self.dismiss_button.hide()
-        lay = QHBoxLayout(self)
-        lay.setContentsMargins(8, 4, 8, 4)
-        lay.addWidget(icon, 0, Qt.AlignmentFlag.AlignTop)
-        lay.addWidget(self.label, 1)
-        lay.addWidget(self.dismiss_button, 0, Qt.AlignmentFlag.AlignTop)
-        self.hide()
-
-    def set_message(self, key: str, message: str | None) -> None:
-        if message:
-            self._messages[key] = message
-        else:
-            self._messages.pop(key, None)
-        self.label.setText("\n".join(self._messages.values()))
-        self.dismiss_button.setVisible("error" in self._messages)
-        self.setVisible(bool(self._messages))
-
-    def message(self, key: str) -> str | None:
-        return self._messages.get(key)
 
 
 class MainWindow(QMainWindow):
@@ -222,6 +181,9 @@ class MainWindow(QMainWindow):
                                                  tip="Remove the selected server (its history stays)")
         self.reconnect_action = self._action("Re&connect", self.server_actions.reconnect_server, "F5",
                                              tip="Connect the selected server now")
+        self.stop_retrying_action = self._action("S&top retrying", self.server_actions.stop_retrying_server,
+                                                 tip="Stop connecting to the selected server until Reconnect "
+                                                 "(it stays configured)")
         self.sign_in_action = self._action("Sign &in…", self.server_actions.sign_in_server,
                                            tip="Sign in to the selected server in your browser (it asks for it)",
                                            icon=S.SP_DialogYesButton)
@@ -246,7 +208,8 @@ class MainWindow(QMainWindow):
         file_menu.addSeparator()
         file_menu.addAction(self.quit_action)
         server_menu = menu.addMenu("Se&rver")
-        for a in (self.add_server_action, self.edit_server_action, self.reconnect_action, self.remove_server_action):
+        for a in (self.add_server_action, self.edit_server_action, self.reconnect_action, self.stop_retrying_action,
+                  self.remove_server_action):
             server_menu.addAction(a)
         server_menu.addSeparator()
         server_menu.addAction(self.sign_in_action)
@@ -374,8 +337,8 @@ class MainWindow(QMainWindow):
 
     def _servers_menu(self, pos: QPoint) -> None:
         menu = QMenu(self)
-        for a in (self.edit_server_action, self.reconnect_action, self.sign_in_action, self.sign_out_action,
-                  self.skills_action, self.remove_server_action):
+        for a in (self.edit_server_action, self.reconnect_action, self.stop_retrying_action, self.sign_in_action,
+                  self.sign_out_action, self.skills_action, self.remove_server_action):
             menu.addAction(a)
         menu.popup(self.servers_table.viewport().mapToGlobal(pos))
 
@@ -588,6 +551,10 @@ class MainWindow(QMainWindow):
     def select_operation(self, op_id: str) -> bool:
         return self.ops_pane.select(op_id)
 
+    def _server_view(self, name: str) -> ServerView | None:
+        row = self.servers_model.row_of(name)
+        return self.servers_model.server(row) if row is not None else None
+
     def selected_server(self) -> ServerView | None:
         index = self.servers_table.currentIndex()
         return index.data(ServerRole) if index.isValid() else None
@@ -611,12 +578,20 @@ class MainWindow(QMainWindow):
         server = self.selected_server()
         outcome = op is not None and (op.result is not None or op.error is not None)
         self.cancel_action.setEnabled(op is not None and op.in_flight)
-        self.rerun_action.setEnabled(op is not None and not op.in_flight and op.tool is not None)
+        # A call of a removed server cannot run again until the server is added again.
+        self.rerun_action.setEnabled(op is not None and not op.in_flight and op.tool is not None
+                                     and self.servers_model.row_of(op.server) is not None)
+        self.rerun_action.setStatusTip("Its server was removed: add it again to re-run the call"
+                                       if op is not None and self.servers_model.row_of(op.server) is None
+                                       else "Run the selected call again as a new operation")
+        self.details.rerun_button.setEnabled(self.rerun_action.isEnabled())
         self.copy_action.setEnabled(outcome)
         self.save_action.setEnabled(outcome)
         self.start_action.setEnabled(bool(self.servers_model.rowCount()))
         for a in (self.edit_server_action, self.remove_server_action, self.reconnect_action, self.skills_action):
             a.setEnabled(server is not None)
+        self.stop_retrying_action.setEnabled(server is not None and server.state in (
+            ServerState.OFFLINE, ServerState.RECONNECTING, ServerState.CONNECTING, ServerState.NEEDS_SIGN_IN))
         signing_in = server is not None and server.name in self.server_actions.signing_in
         self.sign_in_action.setEnabled(server is not None and server.name in self._needs_sign_in and not signing_in)
         self.sign_out_action.setEnabled(server is not None and server.transport == "http" and not signing_in)
@@ -650,7 +625,8 @@ class MainWindow(QMainWindow):
         from hostapp.ui.call_dialog import StartCallDialog
 
         dialog = StartCallDialog(names, self.engine.list_tools, self, server=default_server, tool=tool,
-                                 memory=self.settings)
+                                 memory=self.settings, server_view=self._server_view,
+                                 reconnect=self.engine.reconnect)
         self.call_dialog = dialog
         try:
             if await run_dialog(dialog) != StartCallDialog.DialogCode.Accepted:

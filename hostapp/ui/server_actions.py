@@ -9,15 +9,14 @@ configuration, and from there to the keyring only.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-from PySide6.QtCore import QObject, QUrl, Signal
+from PySide6.QtCore import QObject, Qt, QUrl, Signal
 from PySide6.QtGui import QDesktopServices
-from PySide6.QtWidgets import QWidget
+from PySide6.QtWidgets import QMessageBox, QWidget
 
-from hostapp.engine.api import EngineApi, ServerView
+from hostapp.engine.api import IN_FLIGHT, EngineApi, OperationStatus, OperationView, ServerView
 from hostapp.ui.async_dialog import run_dialog
 from hostapp.ui.config_import import ImportedServer
 from hostapp.ui.server_dialog import ImportDialog, ServerDialog, ServerSettings
@@ -53,6 +52,7 @@ class ServerActions(QObject):
         # The dialogs open right now (None when closed): the window drives them, tests inspect them.
         self.server_dialog: ServerDialog | None = None
         self.import_dialog: ImportDialog | None = None
+        self.confirm_box: QMessageBox | None = None
         # How a sign-in's authorization page is shown: the person's browser.
         self.open_url: Callable[[str], object] = lambda url: QDesktopServices.openUrl(QUrl(url))
         #: Servers with a sign-in under way (one at a time per server).
@@ -74,7 +74,8 @@ class ServerActions(QObject):
     async def edit(self, name: str | None, imported: ImportedServer | None = None) -> None:
         """Open the server dialog (for ``name``, or a new server) and save what it produced."""
         existing = await self.engine.server_config(name) if name else None
-        dialog = ServerDialog(self._parent, existing=existing, taken_names=self._taken_names())
+        dialog = ServerDialog(self._parent, existing=existing, taken_names=self._taken_names(),
+                              check=self.engine.check_server)
         if imported is not None:
             dialog.fill_imported(imported)
         self.server_dialog = dialog
@@ -88,10 +89,6 @@ class ServerActions(QObject):
 
     async def save(self, settings: ServerSettings, replacing: str | None = None) -> None:
         cfg = settings.to_config()
-        old = await self.engine.server_config(replacing) if replacing is not None else None
-        if old is not None and old.auth is not None and cfg.transport == "http":
-            # The dialog does not edit how a server signs in (set by 'hostapp servers add'): keep it.
-            cfg = dataclasses.replace(cfg, auth=old.auth)
         if replacing is not None and replacing == settings.name:
             await self.engine.update_server(cfg, settings.secrets)
         elif replacing is not None:
@@ -108,16 +105,58 @@ class ServerActions(QObject):
         if server is not None:
             self._run(self.remove(server.name), "remove the server")
 
-    async def remove(self, name: str) -> None:
+    async def remove(self, name: str) -> bool:
+        """Remove a server; when operations run on it, only once the person agreed to what
+        happens to them (the engine ends them: see hostapp.engine.accounts.retire_operations)."""
+        running = [op for op in await self.engine.operations(set(IN_FLIGHT), limit=100_000) if op.server == name]
+        if running and not await self._confirm_removal(name, running):
+            return False
         await self.engine.remove_server(name)
         self.servers_model.remove_server(name)
         self.changed.emit()
-        self.status.emit(f"Removed {name}; its operations stay in the history", 5000)
+        ended = f"; {len(running)} operation{'s' if len(running) != 1 else ''} ended" if running else ""
+        self.status.emit(f"Removed {name}{ended}; its operations stay in the history", 5000)
+        return True
+
+    async def _confirm_removal(self, name: str, running: list[OperationView]) -> bool:
+        n = len(running)
+        unsent = sum(1 for op in running if op.status == OperationStatus.PENDING)
+        box = QMessageBox(QMessageBox.Icon.Warning, "Remove server",
+                          f"{n} operation{'s are' if n != 1 else ' is'} running on {name}.",
+                          QMessageBox.StandardButton.Cancel, self._parent)
+        words = [f"If you remove {name}, hostapp stops following "
+                 f"{'them' if n != 1 else 'it'}: a call in progress ends as “unknown”, because hostapp can "
+                 "no longer learn its outcome (the server may still finish it)."]
+        if unsent:
+            words.append(f"{unsent} not sent yet will fail without running.")
+        words.append("They stay in the history; to re-run them, add the server again.")
+        box.setInformativeText(" ".join(words))
+        box.setTextFormat(Qt.TextFormat.PlainText)
+        remove = box.addButton("Remove and end them", QMessageBox.ButtonRole.DestructiveRole)
+        box.setDefaultButton(QMessageBox.StandardButton.Cancel)
+        self.confirm_box = box
+        try:
+            await run_dialog(box)
+            return box.clickedButton() is remove
+        finally:
+            self.confirm_box = None
+            box.deleteLater()
 
     def reconnect_server(self) -> None:
         server = self._selected()
         if server is not None:
             self._run(self.engine.reconnect(server.name), "reconnect")
+
+    def stop_retrying_server(self) -> None:
+        server = self._selected()
+        if server is not None:
+            self._run(self.stop_retrying(server.name), f"stop retrying {server.name}")
+
+    async def stop_retrying(self, name: str) -> None:
+        """Keep the server configured but stop connecting to it, until Reconnect."""
+        await self.engine.stop_retrying(name)
+        self.changed.emit()
+        self.status.emit(f"Stopped retrying {name}; choose Reconnect to try again", 5000)
 
     # -- sign in and out --------------------------------------------------------------
 

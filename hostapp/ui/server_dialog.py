@@ -7,11 +7,12 @@ only ever sees a reference.
 
 from __future__ import annotations
 
+import asyncio
 import shlex
-from collections.abc import Set
+from collections.abc import Awaitable, Callable, Set
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (
@@ -29,6 +30,7 @@ from PySide6.QtWidgets import (
     QStackedWidget,
     QTableWidget,
     QTableWidgetItem,
+    QTabWidget,
     QTreeWidget,
     QTreeWidgetItem,
     QVBoxLayout,
@@ -38,9 +40,13 @@ from PySide6.QtWidgets import (
 from hostapp.engine import api
 from hostapp.ui.config_import import ImportedServer, known_config_files, read_config
 from hostapp.ui.result_view import plain_label
+from hostapp.ui.sign_in_form import SignInForm
 
 if TYPE_CHECKING:
     from hostapp.engine.api import ServerConfig
+
+#: Connects once with unsaved settings (the engine's ``check_server``).
+Checker = Callable[["ServerConfig", dict[str, dict[str, str]]], Awaitable[dict[str, Any]]]
 
 #: Shown in place of a secret value already in the keyring.
 KEPT_IN_KEYRING = "(kept in the keyring; type to replace)"
@@ -59,12 +65,18 @@ class ServerSettings:
     headers: dict[str, str] = field(default_factory=dict)
     secrets: dict[str, dict[str, str]] = field(default_factory=lambda: {"env": {}, "headers": {}})
     kept_secrets: dict[str, dict[str, str]] = field(default_factory=lambda: {"env": {}, "headers": {}})
+    #: How an HTTP server signs in (``ServerConfig.auth``; its secrets are in ``secrets["credentials"]``).
+    auth: dict[str, Any] | None = None
+    #: A revision the configuration pins (set by the command line; the dialog keeps it).
+    protocol_version: str | None = None
 
     def to_config(self) -> ServerConfig:
         """The server's definition for the engine (secret references are filled in by the engine)."""
         return api.ServerConfig(name=self.name, transport=self.transport, url=self.url, headers=dict(self.headers),
-                            secret_headers=dict(self.kept_secrets["headers"]), command=self.command,
-                            args=list(self.args), env=dict(self.env), secret_env=dict(self.kept_secrets["env"]))
+                                secret_headers=dict(self.kept_secrets["headers"]), command=self.command,
+                                args=list(self.args), env=dict(self.env), secret_env=dict(self.kept_secrets["env"]),
+                                protocol_version=self.protocol_version,
+                                auth=dict(self.auth) if self.auth and self.transport == "http" else None)
 
     @classmethod
     def from_imported(cls, s: ImportedServer) -> ServerSettings:
@@ -136,11 +148,14 @@ class ServerDialog(QDialog):
     """Add or edit one server (stdio command or Streamable HTTP URL)."""
 
     def __init__(self, parent: QWidget | None = None, *, existing: ServerConfig | None = None,
-                 taken_names: Set[str] = frozenset()) -> None:
+                 taken_names: Set[str] = frozenset(), check: Checker | None = None) -> None:
         super().__init__(parent)
         self.setWindowTitle("Edit server" if existing else "Add server")
         self.taken_names = set(taken_names) - ({existing.name} if existing else set())
         self.result_settings: ServerSettings | None = None
+        self._existing = existing
+        self._check = check
+        self._check_task: asyncio.Task[None] | None = None
 
         self.name_edit = QLineEdit()
         self.name_edit.setAccessibleName("Server name")
@@ -168,8 +183,13 @@ class ServerDialog(QDialog):
         self.url_edit.setAccessibleName("Server URL")
         self.url_edit.setPlaceholderText("https://example.com/mcp")
         self.headers_table = PairsTable("HTTP header")
+        self.sign_in = SignInForm()
+        self.http_tabs = QTabWidget()
+        self.http_tabs.setAccessibleName("HTTP settings")
+        self.http_tabs.addTab(self._with_buttons(self.headers_table), "&Headers")
+        self.http_tabs.addTab(self.sign_in, "S&ign-in")
         hform.addRow("&URL:", self.url_edit)
-        hform.addRow("&Headers:", self._with_buttons(self.headers_table))
+        hform.addRow(self.http_tabs)
 
         self.pages = QStackedWidget()
         self.pages.addWidget(stdio)
@@ -178,7 +198,14 @@ class ServerDialog(QDialog):
 
         self.error_label = plain_label("")
         self.error_label.setAccessibleName("Problem")
+        self.check_label = plain_label("")
+        self.check_label.setAccessibleName("Connection test result")
         self.buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel)
+        self.check_button = self.buttons.addButton("&Test connection", QDialogButtonBox.ButtonRole.ActionRole)
+        self.check_button.setAccessibleName("Test the connection with these settings, without saving them")
+        self.check_button.setToolTip("Connect once with these settings, without saving them")
+        self.check_button.setVisible(check is not None)
+        self.check_button.clicked.connect(self.test_connection)
         self.buttons.accepted.connect(self._try_accept)
         self.buttons.rejected.connect(self.reject)
 
@@ -190,11 +217,18 @@ class ServerDialog(QDialog):
         layout.addWidget(self.pages)
         layout.addWidget(plain_label("Values marked secret are kept in the system keyring, never in hostapp's "
                                      "files.", selectable=False))
+        layout.addWidget(self.check_label)
         layout.addWidget(self.error_label)
         layout.addWidget(self.buttons)
-        self.resize(560, 440)
+        self.resize(640, 520)
         if existing is not None:
             self._fill(existing)
+        # A test result holds for the settings it tested: a change takes it away.
+        for edit in (self.name_edit, self.command_edit, self.args_edit, self.url_edit, self.sign_in.client_id,
+                     self.sign_in.secret):
+            edit.textChanged.connect(self._forget_check)
+        for box in (self.transport, self.sign_in.grant):
+            box.currentIndexChanged.connect(self._forget_check)
 
     def _with_buttons(self, table: PairsTable) -> QWidget:
         box = QWidget()
@@ -228,6 +262,7 @@ class ServerDialog(QDialog):
             self.headers_table.add_row(k, v)
         for k, ref in (cfg.secret_headers or {}).items():
             self.headers_table.add_row(k, "", True, kept_ref=ref)
+        self.sign_in.fill(cfg.auth)
 
     def fill_imported(self, s: ImportedServer) -> None:
         self.name_edit.setText(s.name)
@@ -248,7 +283,8 @@ class ServerDialog(QDialog):
         if name in self.taken_names:
             raise ValueError(f"A server named {name!r} already exists.")
         transport = self.transport.currentData()
-        out = ServerSettings(name=name, transport=transport)
+        out = ServerSettings(name=name, transport=transport,
+                             protocol_version=self._existing.protocol_version if self._existing else None)
         if transport == "stdio":
             out.command = self.command_edit.text().strip()
             if not out.command:
@@ -263,6 +299,9 @@ class ServerDialog(QDialog):
             if not out.url.startswith(("http://", "https://")):
                 raise ValueError("The URL must start with http:// or https://.")
             out.headers, out.secrets["headers"], out.kept_secrets["headers"] = self.headers_table.values()
+            out.auth, credentials = self.sign_in.settings()
+            if credentials:
+                out.secrets["credentials"] = credentials
         return out
 
     def _try_accept(self) -> None:
@@ -272,6 +311,54 @@ class ServerDialog(QDialog):
             self.error_label.setText(str(exc))
             return
         self.accept()
+
+    # -- Test connection ------------------------------------------------------------------
+
+    def test_connection(self) -> asyncio.Task[None] | None:
+        """Connect once with the settings as entered (nothing is saved): the handshake and
+        the number of tools, or the failure in plain words."""
+        if self._check is None:
+            return None
+        try:
+            settings = self.settings()
+        except ValueError as exc:
+            self.error_label.setText(str(exc))
+            return None
+        self.error_label.setText("")
+        if self._check_task is not None:
+            self._check_task.cancel()
+        self.check_label.setText(f"Connecting to {settings.name}…")
+        self.check_button.setEnabled(False)
+        self._check_task = asyncio.ensure_future(self._run_check(settings))
+        return self._check_task
+
+    def _forget_check(self, *_: object) -> None:
+        if self._check_task is not None and not self._check_task.done():
+            self._check_task.cancel()
+            self.check_button.setEnabled(True)
+        self.check_label.setText("")
+
+    async def _run_check(self, settings: ServerSettings) -> None:
+        assert self._check is not None
+        try:
+            found = await self._check(settings.to_config(), settings.secrets)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - whatever the failure, it is the answer shown
+            reason = str(exc) or type(exc).__name__
+            self.check_label.setText(f"✗ Cannot connect: {reason}")
+        else:
+            tools = found.get("tools_count") or 0
+            who = f" ({found['server_name']})" if found.get("server_name") else ""
+            self.check_label.setText(f"✓ Connected{who}: MCP {found.get('protocol_version')}, "
+                                     f"{tools} tool{'s' if tools != 1 else ''}. Nothing was saved.")
+        finally:
+            self.check_button.setEnabled(True)
+
+    def done(self, code: int) -> None:
+        if self._check_task is not None and not self._check_task.done():
+            self._check_task.cancel()
+        super().done(code)
 
 
 class ImportDialog(QDialog):

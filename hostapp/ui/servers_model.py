@@ -16,8 +16,8 @@ from hostapp.ui.result_view import plain_tooltip
 #: The role that carries the whole :class:`ServerView` of a row.
 ServerRole = Qt.ItemDataRole.UserRole + 1
 
-NAME, TRANSPORT, STATUS, PROTOCOL, TOOLS, TARGET = range(6)
-HEADERS = ("Name", "Transport", "Status", "Protocol", "Tools", "Command or URL")
+NAME, TRANSPORT, STATUS, PROTOCOL, TOOLS, TARGET, PROBLEM = range(7)
+HEADERS = ("Name", "Transport", "Status", "Protocol", "Tools", "Command or URL", "Problem")
 
 TRANSPORT_TEXT = {"stdio": "stdio", "http": "HTTP"}
 
@@ -25,8 +25,10 @@ TRANSPORT_TEXT = {"stdio": "stdio", "http": "HTTP"}
 class ServerTableModel(FlatTableModel):
     """One row per configured server, in the order they were first seen.
 
-    ``reconnecting in N s`` counts down on a one-second timer from the delay the engine
-    reported, so the engine need not tell the window every second.
+    ``reconnecting in N s`` counts down on a one-second timer to the time the engine
+    planned its next attempt for, so the engine need not tell the window every second.
+    A server that answered requests nobody sent has a warning marker on its name, and the
+    Problem column says so with the last connection error.
     """
 
     headers = HEADERS
@@ -81,22 +83,49 @@ class ServerTableModel(FlatTableModel):
     def servers(self) -> list[ServerView]:
         return list(self._servers)
 
+    def seconds_to_retry(self, server: ServerView) -> float | None:
+        """Seconds until the server's next connection attempt, or None when none is planned."""
+        if server.state not in (api.ServerState.RECONNECTING, api.ServerState.OFFLINE):
+            return None
+        if server.retry_at is not None:
+            return max(0.0, server.retry_at - time.time())
+        if server.retry_in is not None:
+            return max(0.0, server.retry_in - (time.monotonic() - self._seen_at.get(server.name, time.monotonic())))
+        return None
+
     def status_text(self, server: ServerView) -> str:
-        if server.state == api.ServerState.RECONNECTING and server.retry_in is not None:
-            left = server.retry_in - (time.monotonic() - self._seen_at.get(server.name, time.monotonic()))
-            return f"reconnecting in {max(0, round(left))} s"
+        left = self.seconds_to_retry(server)
+        if left is not None:
+            return f"reconnecting in {round(left)} s"
         labels: dict[str, str] = {
             api.ServerState.CONNECTING: "connecting",
             api.ServerState.CONNECTED: "connected",
             api.ServerState.RECONNECTING: "reconnecting",
             api.ServerState.OFFLINE: "offline",
             api.ServerState.NEEDS_SIGN_IN: "needs sign-in",
-            api.ServerState.DISABLED: "disabled",
+            api.ServerState.DISABLED: "retries stopped",
         }
         return labels.get(server.state, server.state)
 
+    @staticmethod
+    def problem_text(server: ServerView) -> str:
+        """The last error while the server is not connected, in plain words ("" when none)."""
+        if server.state == api.ServerState.CONNECTED or not server.error:
+            return ""
+        return f"last error: {server.error}"
+
+    @staticmethod
+    def stray_text(server: ServerView) -> str:
+        """What the server's stray replies mean, for its row's tooltip ("" when none)."""
+        n = server.stray_answers
+        if not n:
+            return ""
+        text = (f"{n} repl{'y' if n == 1 else 'ies'} to requests hostapp never sent: the server may be "
+                "confused; calls may hang")
+        return text + (f"\nThe latest: {server.last_stray}" if server.last_stray else "")
+
     def _update_countdown(self) -> None:
-        waiting = any(s.state == api.ServerState.RECONNECTING for s in self._servers)
+        waiting = any(self.seconds_to_retry(s) is not None for s in self._servers)
         if waiting and not self._countdown.isActive():
             self._countdown.start()
         elif not waiting:
@@ -104,7 +133,7 @@ class ServerTableModel(FlatTableModel):
 
     def _refresh_countdowns(self) -> None:
         for row, s in enumerate(self._servers):
-            if s.state == api.ServerState.RECONNECTING:
+            if self.seconds_to_retry(s) is not None:
                 self.dataChanged.emit(self.index(row, STATUS), self.index(row, STATUS))
 
     # -- the table ------------------------------------------------------------------------
@@ -123,10 +152,16 @@ class ServerTableModel(FlatTableModel):
             return server
         if role == Qt.ItemDataRole.DisplayRole:
             return self._display(server, col)
-        if role == Qt.ItemDataRole.ToolTipRole and col == STATUS and server.error:
-            return plain_tooltip(server.error)
+        if role == Qt.ItemDataRole.ToolTipRole:
+            return self._tooltip(server, col)
         if role == Qt.ItemDataRole.AccessibleTextRole:
-            return self.accessible_text(col, self._display(server, col))
+            text = self._display(server, col)
+            if col == NAME and server.stray_answers:
+                text += f", {self.stray_text(server).splitlines()[0]}"
+            return self.accessible_text(col, text)
+        if role == Qt.ItemDataRole.DecorationRole and col == NAME and server.stray_answers:
+            style = QApplication.style()
+            return style.standardIcon(QStyle.StandardPixmap.SP_MessageBoxWarning) if style is not None else None
         if role == Qt.ItemDataRole.DecorationRole and col == STATUS:
             style = QApplication.style()
             pixmaps: dict[str, QStyle.StandardPixmap] = {
@@ -142,6 +177,14 @@ class ServerTableModel(FlatTableModel):
             return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
         return None
 
+    def _tooltip(self, server: ServerView, col: int) -> str | None:
+        lines = []
+        if col in (NAME, STATUS, PROBLEM) and server.stray_answers:
+            lines.append(self.stray_text(server))
+        if col in (STATUS, PROBLEM) and server.error:
+            lines.insert(0, f"Last error: {server.error}")
+        return plain_tooltip("\n".join(lines)) if lines else None
+
     def _display(self, server: ServerView, col: int) -> str:
         if col == NAME:
             return server.name
@@ -156,4 +199,9 @@ class ServerTableModel(FlatTableModel):
             return "—" if server.tools_count is None else str(server.tools_count)
         if col == TARGET:
             return server.target
+        if col == PROBLEM:
+            stray = server.stray_answers
+            parts = [self.problem_text(server),
+                     f"⚠ {stray} stray repl{'y' if stray == 1 else 'ies'}" if stray else ""]
+            return "; ".join(p for p in parts if p)
         return ""

@@ -1,0 +1,250 @@
+"""The window's servers as people meet them when something is wrong: a server that answers
+requests nobody sent, one that cannot connect (the countdown, the last error, Stop retrying,
+a banner that can be dismissed, Start call saying at once why there are no tools), Test
+connection in the server dialog, and removing a server while a call runs on it.
+
+Real engine, real stdio servers: the hostile server (tests/support/hostile_server.py) and
+a command that does not exist."""
+
+from __future__ import annotations
+
+import pytest
+from PySide6.QtWidgets import QMessageBox
+
+from hostapp.app import FIRST_RUN_KEY
+from hostapp.engine import api
+from hostapp.ui.servers_model import NAME, PROBLEM, STATUS
+from tests.support.hostile_server import SECRET, stdio_command
+from tests.ui.test_window import shown_host, until
+
+pytestmark = pytest.mark.timeout(180)
+
+MISSING = "/nonexistent/mcp-server-for-a-test"
+
+
+@pytest.fixture
+def host(qtbot, qloop, isolated_home):
+    with shown_host(qloop, isolated_home) as app:
+        app.settings.setValue(FIRST_RUN_KEY, True)  # no lab: the servers are the test's
+        yield app
+
+
+def hostile(name: str = "hostile") -> api.ServerConfig:
+    command, *args = stdio_command()
+    return api.ServerConfig(name=name, transport="stdio", command=command, args=args)
+
+
+def missing(name: str = "nocmd") -> api.ServerConfig:
+    return api.ServerConfig(name=name, transport="stdio", command=MISSING)
+
+
+def view_of(window, name: str) -> api.ServerView | None:
+    row = window.servers_model.row_of(name)
+    return window.servers_model.server(row) if row is not None else None
+
+
+def cell(window, name: str, col: int, role=None):
+    from PySide6.QtCore import Qt
+
+    model = window.servers_model
+    return model.data(model.index(model.row_of(name), col), role or Qt.ItemDataRole.DisplayRole)
+
+
+def test_a_server_that_answers_requests_nobody_sent_is_marked(host, qloop):
+    from PySide6.QtCore import Qt
+
+    window = host.window
+
+    async def scenario():
+        await host.start()
+        await host.api.add_server(hostile())
+        await until(lambda: (v := view_of(window, "hostile")) and v.state == api.CONNECTED, what="the connection")
+        assert cell(window, "hostile", NAME, Qt.ItemDataRole.DecorationRole) is None
+        op = await host.api.start_call("hostile", "stray", {})
+        await host.api.wait_finished(op.id)
+        await until(lambda: view_of(window, "hostile").stray_answers == 1, what="the stray count")
+        tooltip = cell(window, "hostile", NAME, Qt.ItemDataRole.ToolTipRole)
+        assert "1 reply to requests hostapp never sent: the server may be confused; calls may hang" in tooltip
+        assert SECRET not in tooltip
+        assert cell(window, "hostile", NAME, Qt.ItemDataRole.DecorationRole) is not None
+        assert "1 stray reply" in cell(window, "hostile", PROBLEM)
+        assert "never sent" in cell(window, "hostile", NAME, Qt.ItemDataRole.AccessibleTextRole)
+        await host.shutdown(stop_loop=False)
+
+    qloop.run_until_complete(scenario())
+
+
+def test_a_server_that_cannot_connect_counts_down_and_can_stop_retrying(host, qloop):
+    window = host.window
+
+    async def scenario():
+        await host.start()
+        await host.api.add_server(missing())
+        await until(lambda: (v := view_of(window, "nocmd")) and v.retry_at is not None, what="a planned retry")
+        assert cell(window, "nocmd", STATUS).startswith("reconnecting in ")
+        assert cell(window, "nocmd", PROBLEM).startswith("last error: ")
+        assert MISSING in cell(window, "nocmd", PROBLEM) or "No such file" in cell(window, "nocmd", PROBLEM)
+
+        window.servers_table.selectRow(window.servers_model.row_of("nocmd"))
+        await until(lambda: window.stop_retrying_action.isEnabled(), what="Stop retrying to apply")
+        window.stop_retrying_action.trigger()
+        await until(lambda: view_of(window, "nocmd").state == api.DISABLED, what="the retries to stop")
+        assert cell(window, "nocmd", STATUS) == "retries stopped"
+        assert cell(window, "nocmd", PROBLEM).startswith("last error: ")
+        assert not window.stop_retrying_action.isEnabled()
+        window.reconnect_action.trigger()
+        await until(lambda: view_of(window, "nocmd").state != api.DISABLED, what="a new attempt")
+        await host.shutdown(stop_loop=False)
+
+    qloop.run_until_complete(scenario())
+
+
+def test_the_offline_banner_can_be_dismissed_until_something_changes(host, qloop):
+    window = host.window
+
+    async def scenario():
+        await host.start()
+        await host.api.add_server(missing())
+        await until(lambda: "nocmd is offline" in (window.banner.message("servers") or ""), timeout=60,
+                    what="the offline banner")
+        banner = window.banner
+        assert banner.isVisible() and banner.dismiss_button.isVisible()
+        assert "nocmd is offline" in banner.label.text()
+        banner.dismiss_button.click()
+        assert "nocmd" not in banner.label.text()
+        assert banner.isVisible() == bool(banner.message("keyring"))  # only a keyring problem stays
+        window._servers_health()  # the same condition, told again: it stays dismissed
+        assert "nocmd" not in banner.label.text()
+        await host.api.add_server(missing("other"))  # a new condition shows
+        await until(lambda: "other is offline" in banner.label.text(), timeout=60, what="the second server's banner")
+        assert banner.isVisible()
+        await host.shutdown(stop_loop=False)
+
+    qloop.run_until_complete(scenario())
+
+
+def test_start_call_on_a_server_that_cannot_connect_says_so_at_once(host, qloop):
+    window = host.window
+
+    async def scenario():
+        await host.start()
+        await host.api.add_server(missing())
+        await until(lambda: (v := view_of(window, "nocmd")) and v.retry_at is not None and v.error,
+                    what="the first failure")
+        window.servers_table.selectRow(window.servers_model.row_of("nocmd"))
+        window.start_action.trigger()
+        await until(lambda: window.call_dialog is not None, what="the start dialog")
+        dialog = window.call_dialog
+        text = dialog.status.text()
+        assert "nocmd is " in text and "Last error: " in text and "Reading the tools" not in text
+        assert dialog.retry_button.isVisible() and not dialog.start_button.isEnabled()
+        before = view_of(window, "nocmd").retry_at
+        dialog.retry_button.click()
+        await until(lambda: dialog.retry_button.isVisible(), timeout=40, what="the retry to end")
+        assert view_of(window, "nocmd").retry_at != before  # a new attempt was made
+        assert "Last error: " in dialog.status.text()
+        dialog.reject()
+        await until(lambda: window.call_dialog is None)
+        await host.shutdown(stop_loop=False)
+
+    qloop.run_until_complete(scenario())
+
+
+def test_start_call_reads_the_tools_once_the_server_comes_back(host, qloop, tmp_path):
+    window = host.window
+    script = tmp_path / "late-server"
+
+    async def scenario():
+        await host.start()
+        await host.api.add_server(api.ServerConfig(name="late", transport="stdio", command=str(script)))
+        await until(lambda: (v := view_of(window, "late")) and v.retry_at is not None, what="the first failure")
+        window.start_action.trigger()
+        await until(lambda: window.call_dialog is not None, what="the start dialog")
+        dialog = window.call_dialog
+        assert "late is " in dialog.status.text() and dialog.retry_button.isVisible()
+        # The server's program appears; the next attempt connects, and the dialog follows.
+        script.write_text("#!/bin/sh\nexec " + " ".join(stdio_command()) + "\n")
+        script.chmod(0o755)
+        await until(lambda: dialog.tool_list.count() == 10, timeout=60, what="the tools")
+        assert dialog.retry_button.isHidden() and dialog.status.text() == "10 tools."
+        dialog.reject()
+        await until(lambda: window.call_dialog is None)
+        await host.shutdown(stop_loop=False)
+
+    qloop.run_until_complete(scenario())
+
+
+def test_test_connection_in_the_server_dialog_saves_nothing(host, qloop):
+    window = host.window
+
+    async def scenario():
+        await host.start()
+        window.add_server_action.trigger()
+        await until(lambda: window.server_actions.server_dialog is not None)
+        dialog = window.server_actions.server_dialog
+        assert dialog.check_button.isVisible()
+        command, *args = stdio_command()
+        dialog.name_edit.setText("trial")
+        dialog.command_edit.setText(command)
+        dialog.args_edit.setText(" ".join(args))
+        await dialog.test_connection()
+        assert dialog.check_label.text().startswith("✓ Connected (hostile): MCP 2025-06-18, 10 tools")
+        dialog.command_edit.setText(MISSING)
+        assert dialog.check_label.text() == ""  # the result was for other settings
+        await dialog.test_connection()
+        result = dialog.check_label.text()
+        assert result.startswith("✗ Cannot connect: ") and len(result) > len("✗ Cannot connect: ") + 5
+        assert await host.api.server_configs() == []  # nothing was saved
+        dialog.reject()
+        await until(lambda: window.server_actions.server_dialog is None)
+        await host.shutdown(stop_loop=False)
+
+    qloop.run_until_complete(scenario())
+
+
+def test_removing_a_server_with_a_call_running_asks_and_ends_it_truthfully(host, qloop):
+    window = host.window
+
+    async def remove_and_answer(button):
+        window.servers_table.selectRow(window.servers_model.row_of("hostile"))
+        await until(lambda: window.remove_server_action.isEnabled())
+        window.remove_server_action.trigger()
+        await until(lambda: window.server_actions.confirm_box is not None, what="the confirmation")
+        box = window.server_actions.confirm_box
+        words = box.text() + " " + box.informativeText()
+        button(box).click()
+        return words
+
+    async def scenario():
+        await host.start()
+        await host.api.add_server(hostile())
+        await until(lambda: (v := view_of(window, "hostile")) and v.state == api.CONNECTED)
+        op = await host.api.start_call("hostile", "silent", {})
+        await until(lambda: (o := window.ops_model.operation(window.ops_model.row_of(op.id) or 0))
+                    and o.status == api.RUNNING, what="the call to run")
+
+        words = await remove_and_answer(lambda box: box.button(QMessageBox.StandardButton.Cancel))
+        assert "1 operation is running on hostile" in words and "“unknown”" in words
+        await until(lambda: window.server_actions.confirm_box is None)
+        assert view_of(window, "hostile") is not None  # kept
+        assert (await host.api.operation(op.id)).status == api.RUNNING
+
+        await remove_and_answer(lambda box: next(b for b in box.buttons() if b.text() == "Remove and end them"))
+        await until(lambda: view_of(window, "hostile") is None, what="the server to go")
+        ended = await host.api.wait_finished(op.id)
+        assert ended.status == api.UNKNOWN
+        assert "was removed while the call ran" in ended.error["message"]
+        await until(lambda: window.ops_model.operation(window.ops_model.row_of(op.id)).status == api.UNKNOWN)
+        window.ops_table.selectRow(window.ops_model.row_of(op.id))
+        await until(lambda: (s := window.selected_operation()) and s.id == op.id)
+        assert not window.rerun_action.isEnabled() and not window.details.rerun_button.isEnabled()
+        assert "no server named" not in window.banner.label.text()
+        assert "internal error" not in window.banner.label.text()
+
+        await host.api.add_server(hostile())  # added again: the call can run again
+        await window.load_servers()
+        await until(lambda: window.rerun_action.isEnabled(), what="Re-run to come back")
+        assert window.details.rerun_button.isEnabled()
+        await host.shutdown(stop_loop=False)
+
+    qloop.run_until_complete(scenario())
