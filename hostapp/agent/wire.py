@@ -176,6 +176,7 @@ ERRORS: dict[str, type[api.EngineError]] = {
         api.EngineError,
         api.NoSuchServer,
         api.NoSuchOperation,
+        api.InvalidRequest,
         api.ServerUnavailable,
         api.ServerError,
         api.SignInRequired,

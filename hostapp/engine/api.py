@@ -32,6 +32,7 @@ __all__ = [
     "EngineListener",
     "EngineTimeout",
     "InputRequest",
+    "InvalidRequest",
     "JsonObject",
     "KeyringUnavailable",
     "NoSuchOperation",
@@ -236,6 +237,11 @@ class SkillRefused(EngineError):
     def __init__(self, message: str, check: str | None = None):
         super().__init__(message)
         self.check = check
+
+
+class InvalidRequest(EngineError, ValueError):
+    """The request cannot be done as given (settings that cannot work, an operation that is
+    not a tool call); the message says why. Still a ``ValueError``."""
 
 
 class EngineTimeout(EngineError, TimeoutError):

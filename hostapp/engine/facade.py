@@ -87,6 +87,17 @@ def _sync(fn: Callable[..., T], *args: Any, missing: type[api.EngineError] = api
         raise translated from exc
 
 
+async def _settings(awaitable: Awaitable[T]) -> T:
+    """A server's settings given to the engine: a ValueError there is the engine's own word
+    for settings that cannot work (elsewhere it would be a bug, not the facade's to explain)."""
+    try:
+        return await awaitable
+    except ValueError as exc:
+        if isinstance(exc, (api.EngineError, NotSignable)):
+            raise
+        raise api.InvalidRequest(str(exc)) from exc
+
+
 class LocalEngine:
     """:class:`~hostapp.engine.api.EngineApi` over an engine in this process."""
 
@@ -114,13 +125,13 @@ class LocalEngine:
         return _sync(self._engine.server_config, name)
 
     async def add_server(self, cfg: ServerConfig, secrets: ServerSecrets | None = None) -> None:
-        await _call(self._engine.add_server(cfg, secrets))
+        await _call(_settings(self._engine.add_server(cfg, secrets)))
 
     async def update_server(self, cfg: ServerConfig, secrets: ServerSecrets | None = None) -> None:
-        await _call(self._engine.update_server(cfg, secrets))
+        await _call(_settings(self._engine.update_server(cfg, secrets)))
 
     async def replace_server(self, old_name: str, cfg: ServerConfig, secrets: ServerSecrets | None = None) -> None:
-        await _call(self._engine.replace_server(old_name, cfg, secrets))
+        await _call(_settings(self._engine.replace_server(old_name, cfg, secrets)))
 
     async def remove_server(self, name: str) -> None:
         await _call(self._engine.remove_server(name))

@@ -41,7 +41,8 @@ def test_views_and_errors_round_trip():
     assert wire.operation_view({**wire.encode(op), "a_field_from_a_newer_agent": 1}) == op
     for exc in (api.NoSuchServer("no server named 'x'"), api.ServerError("Task not found", -32602),
                 api.SignInRequired("sign in", "s"), api.KeyringUnavailable("locked"),
-                api.SkillRefused("digest check failed", "digest"), api.EngineTimeout("no answer")):
+                api.SkillRefused("digest check failed", "digest"), api.EngineTimeout("no answer"),
+                api.InvalidRequest("server 'x': a stdio server needs a command")):
         back = wire.decode_error(wire.encode_error(exc))
         assert type(back) is type(exc) and str(back) == str(exc)
     assert wire.decode_error(wire.encode_error(api.ServerError("x", -1))).code == -1

@@ -151,3 +151,11 @@ def test_clients_use_only_the_facade(path: Path):
 def test_auth_does_not_import_the_engine():
     for path in sorted((ROOT / "auth").rglob("*.py")):
         assert not [m for m in imported_modules(path) if m.startswith("hostapp.engine")], path.name
+
+
+async def test_settings_that_cannot_work_are_refused_in_the_engines_words(facade: LocalEngine):
+    """A ValueError below the facade arrives as InvalidRequest with its message (over the
+    agent's wire too, where an unnamed exception would say only its class name)."""
+    with pytest.raises(api.InvalidRequest, match="a stdio server needs a command") as caught:
+        await facade.add_server(api.ServerConfig(name="broken", transport="stdio", command=""))
+    assert isinstance(caught.value, ValueError)
