@@ -222,12 +222,14 @@ def main(argv: list[str] | None = None) -> int:
     from PySide6.QtWidgets import QApplication
 
     from hostapp.store.paths import home_dir
+    from hostapp.ui.apps import prepare_process
     from hostapp.ui.event_loop import HostEventLoop
     from hostapp.ui.main_window import app_icon
     from hostapp.ui.theme import apply_color_scheme
 
     home = home_dir()
     setup_logging(home, args.verbose)
+    prepare_process()  # what tools' app views (QtWebEngine) need before the QApplication exists
     existing = QApplication.instance()
     app = existing if isinstance(existing, QApplication) else QApplication([sys.argv[0], *qt_args])
     app.setApplicationName("hostapp")

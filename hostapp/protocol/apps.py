@@ -130,8 +130,9 @@ class ViewCsp:
 
     @property
     def network(self) -> tuple[str, ...]:
-        """Every origin the network filter lets through."""
-        return self.connect + self.resource + self.frame
+        """Every origin the network filter lets through (nested frames are never loaded,
+        so ``frameDomains`` opens nothing)."""
+        return self.connect + self.resource
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,11 +208,10 @@ def parse_view_resource(result: Any, uri: str) -> ViewResource:
 
 
 def content_security_policy(csp: ViewCsp) -> str:
-    """The policy of the view's document: inline code and its own data, and only the
-    declared origins on the network (none when nothing is declared)."""
+    """The policy of the view's document: inline code and its own data, only the declared
+    origins on the network (none when nothing is declared), and no nested frames."""
     res = " ".join(csp.resource)
     connect = " ".join(csp.connect) or "'none'"
-    frame = " ".join(csp.frame) or "'none'"
     base = " ".join(csp.base_uri) or "'none'"
     return "; ".join(part.strip() for part in (
         "default-src 'none'",
@@ -221,7 +221,7 @@ def content_security_policy(csp: ViewCsp) -> str:
         f"font-src blob: data: {res}",
         f"media-src blob: data: {res}",
         f"connect-src {connect}",
-        f"frame-src {frame}",
+        "frame-src 'none'",  # hostapp loads no nested frame, declared or not
         "object-src 'none'",
         f"base-uri {base}",
         "form-action 'none'",

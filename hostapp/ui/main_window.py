@@ -173,6 +173,7 @@ class MainWindow(QMainWindow):
         self.ops_model = OperationTableModel(engine, self)
         self.banner = Banner()
         self.details = OperationDetails(self.home / "attachments")
+        self.details.enable_app_views(engine)
         self.elicitations = ElicitationQueue(self._answer_question, self._operation_title, self)
 
         self._build_actions()

@@ -2,8 +2,8 @@
 
 Its tool ``show`` declares the view ``ui://probe/view.html``. Once the view has the tool's
 result it tries to fetch an origin its resource does not declare and one it does, calls
-the app-only tool ``report`` with what happened, and then tries to navigate its frame
-away (to the declared origin, which only the navigation rule can stop). ``report``
+the app-only tool ``report`` with what happened (and once more with the answer it got), and
+then tries to navigate its frame away (to the declared origin, which only the navigation rule can stop). ``report``
 appends its arguments as a JSON line to the file given as the first argument; ``secret``
 is a tool views may not call (``visibility: ["model"]``).
 
@@ -38,9 +38,10 @@ window.addEventListener("message", async ev => {
     const declared = await attempt(DECLARED + "/fetch");
     const secret = await request("tools/call", {name: "secret", arguments: {}});
     const unknown = await request("ui/unknown-method", {});
-    await request("tools/call", {name: "report", arguments: {
+    const reported = await request("tools/call", {name: "report", arguments: {
       undeclared, declared, secret: secret.error ? secret.error.message : "allowed",
       unknown: unknown.error ? unknown.error.code : "answered"}});
+    await request("tools/call", {name: "report", arguments: {echo: reported.result.content[0].text}});
     location.href = DECLARED + "/nav";
   }
 });
