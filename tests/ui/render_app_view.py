@@ -32,6 +32,7 @@ async def scene(host, out: Path) -> None:
     window.ops_table.selectRow(window.ops_model.row_of(op.id))
     await until(lambda: window.details.app_views.bridge is not None
                 and len(window.details.app_views.bridge.tool_replies) >= 5, 90, "five polls")
+    window.splitter.setSizes([80, 150, 520])  # room for the view
     await asyncio.sleep(1.0)
     window.ops_table.selectRow(window.ops_model.row_of(op.id))
     await asyncio.sleep(1.5)

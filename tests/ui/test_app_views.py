@@ -156,3 +156,54 @@ def test_a_view_is_held_to_its_declared_origins_and_stays_where_it_is(qtbot, qlo
             assert reports()[2]["declared"] == "fetched" and reports()[3] == {"echo": "report done"}
 
         qloop.run_until_complete(again())
+
+
+def probe_config(tmp_path, declared: str = "http://127.0.0.1:1", undeclared: str = "http://127.0.0.1:2"):
+    return ServerConfig(name="probe", transport="stdio", command=sys.executable,
+                        args=[str(PROBE), str(tmp_path / "report.jsonl"), declared, undeclared])
+
+
+def test_a_call_the_person_declines_is_not_made(qtbot, qloop, isolated_home, tmp_path):
+    with shown_host(qloop, isolated_home) as app:
+        window, engine = app.window, app.api
+
+        async def scenario():
+            await app.start()
+            await engine.add_server(probe_config(tmp_path))
+            await engine.wait_connected("probe", 30)
+            op = await engine.start_call("probe", "show", {})
+            await engine.wait_finished(op.id)
+            await select(window, op.id)
+            await until(lambda: consent_boxes(), 90, "the question about the view's call of report")
+            [box] = consent_boxes()
+            assert "report" in box.text()
+            box.button(QMessageBox.StandardButton.No).click()
+            bridge = window.details.app_views.bridge
+            declined = "the person did not allow this view to call report"
+            await until(lambda: any(r.get("error", {}).get("message") == declined for r in bridge.tool_replies),
+                        30, "the view's call of report refused")
+            assert not bridge.calls and not (tmp_path / "report.jsonl").exists()
+            assert [o.tool for o in await engine.operations()] == ["show"]  # nothing was started
+
+        qloop.run_until_complete(scenario())
+
+
+def test_without_qtwebengine_the_tab_says_how_to_get_it(qtbot, qloop, isolated_home, tmp_path, monkeypatch):
+    from hostapp.ui.apps import MISSING_MESSAGE
+
+    monkeypatch.setitem(sys.modules, "PySide6.QtWebEngineWidgets", None)  # an import of it fails
+    with shown_host(qloop, isolated_home) as app:
+        window, engine = app.window, app.api
+
+        async def scenario():
+            await app.start()
+            await engine.add_server(probe_config(tmp_path))
+            await engine.wait_connected("probe", 30)
+            op = await engine.start_call("probe", "show", {})
+            await engine.wait_finished(op.id)
+            await select(window, op.id)
+            pane = window.details.app_pane
+            await until(lambda: pane.status.text() == MISSING_MESSAGE, 30, "the message in the tab")
+            assert window.details.result_tabs.indexOf(pane) >= 0 and pane.sandbox is None
+
+        qloop.run_until_complete(scenario())

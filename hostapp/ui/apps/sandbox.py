@@ -30,7 +30,7 @@ import logging
 import re
 from collections.abc import Callable
 
-from PySide6.QtCore import QFile, QIODevice, QObject, QUrl, Signal, Slot
+from PySide6.QtCore import QCoreApplication, QFile, QIODevice, QObject, QUrl, Signal, Slot
 from PySide6.QtWebChannel import QWebChannel
 from PySide6.QtWebEngineCore import (
     QWebEngineDownloadRequest,
@@ -225,8 +225,8 @@ class AppSandbox(QWebEngineView):
         self.refusals: list[tuple[str, str]] = []
         self._ready = False
         # Its own off-the-record profile (no storage name): nothing shared, nothing on disk.
-        # It must outlive its page: it goes once the page is gone.
-        self.profile = QWebEngineProfile()
+        # It must outlive its page: it goes once the page is gone (or with the application).
+        self.profile = QWebEngineProfile(QCoreApplication.instance())
         _lock_down(self.profile)
         page = SandboxPage(self.profile, self._refuse, self)
         page.destroyed.connect(self.profile.deleteLater)
