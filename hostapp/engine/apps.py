@@ -14,10 +14,18 @@ The window renders the view; everything that reaches a server goes through here:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from hostapp.engine import api
-from hostapp.protocol.apps import AppResourceError, find_tool, parse_view_resource, tool_ui
+from hostapp.protocol.apps import (
+    EXTENSION_ID,
+    RESOURCE_MIME,
+    AppResourceError,
+    find_tool,
+    parse_view_resource,
+    tool_ui,
+)
 
 if TYPE_CHECKING:
     from hostapp.engine.service import Engine
@@ -26,6 +34,17 @@ if TYPE_CHECKING:
 READ_TIMEOUT = 30.0
 #: The timeline event that marks an operation a view started.
 ORIGIN_EVENT = "origin"
+
+
+def with_app_views(capabilities: Callable[[str], dict[str, Any]]) -> Callable[[str], dict[str, Any]]:
+    """The client's capabilities per era plus the MCP Apps extension (the views hostapp
+    renders), so that a server that shows views only to hosts declaring it shows them."""
+    def declare(era: str) -> dict[str, Any]:
+        caps = dict(capabilities(era))
+        caps["extensions"] = {**caps.get("extensions", {}), EXTENSION_ID: {"mimeTypes": [RESOURCE_MIME]}}
+        return caps
+
+    return declare
 
 
 async def read_app_view(engine: Engine, server: str, uri: str, timeout: float = READ_TIMEOUT) -> dict[str, Any]:

@@ -5,6 +5,7 @@ own (a model-only tool). Real keyring, real journal; the same through the agent'
 from __future__ import annotations
 
 import asyncio
+import json
 import sys
 from pathlib import Path
 
@@ -101,6 +102,9 @@ async def test_a_view_may_not_call_a_model_only_tool_nor_another_servers(isolate
         assert await facade.count_operations() == before  # nothing journaled, nothing sent
         view = ViewResource.from_json(await facade.read_app_view("probe", "ui://probe/view.html"))
         assert view.csp.connect == ("http://127.0.0.1:1",)
+        declared = json.loads((tmp_path / "report.jsonl.initialize.json").read_text())
+        assert declared["extensions"]["io.modelcontextprotocol/ui"] == {"mimeTypes": ["text/html;profile=mcp-app"]}
+        assert "elicitation" in declared  # beside what the mechanisms declare
     finally:
         await engine.stop()
 

@@ -5,7 +5,8 @@ result it tries to fetch an origin its resource does not declare and one it does
 the app-only tool ``report`` with what happened (and once more with the answer it got), and
 then tries to navigate its frame away (to the declared origin, which only the navigation rule can stop). ``report``
 appends its arguments as a JSON line to the file given as the first argument; ``secret``
-is a tool views may not call (``visibility: ["model"]``).
+is a tool views may not call (``visibility: ["model"]``). The capabilities the client
+declared go to ``REPORT_FILE.initialize.json``.
 
 Run: ``python app_view_server.py REPORT_FILE DECLARED_ORIGIN UNDECLARED_ORIGIN``.
 """
@@ -73,6 +74,8 @@ def main() -> None:
             continue
         result: dict
         if method == "initialize":
+            with open(report_file + ".initialize.json", "w", encoding="utf-8") as f:
+                json.dump(msg["params"].get("capabilities"), f)
             result = {"protocolVersion": msg["params"]["protocolVersion"],
                       "capabilities": {"tools": {}, "resources": {}},
                       "serverInfo": {"name": "app-view-probe", "version": "1"}}
