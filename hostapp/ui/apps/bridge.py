@@ -38,6 +38,9 @@ log = logging.getLogger(__name__)
 NOT_ALLOWED = -32000
 #: Most refusals remembered per view (shown to the person; a noisy view must not eat memory).
 MAX_REFUSALS = 200
+#: Most tool calls one view may have in flight; more are refused (a view must not flood the
+#: journal and the server).
+MAX_CALLS_IN_FLIGHT = 8
 #: How long the view may take to answer ``ui/resource-teardown``.
 TEARDOWN_SECONDS = 1.0
 
@@ -91,6 +94,7 @@ class AppBridge:
         self.calls: list[str] = []  # operation ids the view started
         self.tool_replies: list[dict[str, Any]] = []  # the last answers to its tools/call
         self._declined: set[str] = set()
+        self._in_flight = 0
         self._sent_input = False
         self._sent_outcome = False
         self._ids = itertools.count(1)
@@ -181,9 +185,15 @@ class AppBridge:
         if not await self._consent.allow(server, name, self.op.tool or self.op.method, arguments):
             self._declined.add(name)
             raise BridgeRefused(f"the person did not allow this view to call {name}", NOT_ALLOWED)
-        started = await self.engine.start_app_call(server, name, arguments, self.op.id)
-        self.calls.append(started.id)
-        final = await self.engine.wait_finished(started.id)
+        if self._in_flight >= MAX_CALLS_IN_FLIGHT:
+            raise BridgeRefused(f"this view already has {MAX_CALLS_IN_FLIGHT} calls in flight", NOT_ALLOWED)
+        self._in_flight += 1
+        try:
+            started = await self.engine.start_app_call(server, name, arguments, self.op.id)
+            self.calls.append(started.id)
+            final = await self.engine.wait_finished(started.id)
+        finally:
+            self._in_flight -= 1
         if final.result is not None:
             return final.result
         error = final.error or {}
