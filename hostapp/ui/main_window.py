@@ -530,6 +530,8 @@ class MainWindow(QMainWindow):
         self._update_actions()
 
     def _maybe_notify(self, op: OperationView) -> None:
+        if self.details.app_views is not None and op.id in self.details.app_views.view_calls:
+            return  # a call a tool's view made: the view shows its outcome
         before = self._last_status.get(op.id)
         self._last_status[op.id] = op.status
         if before == op.status or (before is None and op.status not in TERMINAL | {OperationStatus.INPUT_REQUIRED}):

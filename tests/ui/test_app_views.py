@@ -25,6 +25,7 @@ from PySide6.QtWidgets import QApplication, QMessageBox  # noqa: E402
 
 from hostapp.engine import apps as engine_apps  # noqa: E402
 from hostapp.store.journal import ServerConfig  # noqa: E402
+from hostapp.ui.call_dialog import StartCallDialog  # noqa: E402
 from tests.engine.test_apps import PROBE, monitor_config  # noqa: E402
 from tests.ui.test_window import shown_host, until  # noqa: E402
 
@@ -76,6 +77,9 @@ def test_the_system_monitor_view_polls_through_the_engine_after_consent(qtbot, q
     with shown_host(qloop, isolated_home) as app:
         window, engine = app.window, app.api
 
+        notes: list[str] = []
+        window.notified.connect(lambda title, text: notes.append(text))
+
         async def scenario():
             await app.start()
             await engine.add_server(monitor_config())
@@ -101,6 +105,14 @@ def test_the_system_monitor_view_polls_through_the_engine_after_consent(qtbot, q
             origin_events = [e for e in await engine.events(polled.id) if e["kind"] == engine_apps.ORIGIN_EVENT]
             assert origin_events[0]["data"]["app_view_of"] == op.id
             assert not bridge.refusals and not window.details.app_pane.sandbox.refusals
+            # The view shows its calls' outcomes: no desktop notice for each poll.
+            assert not [n for n in notes if "poll-system-stats" in n], notes
+            # The app-only tool is the view's, not offered to the person.
+            dialog = StartCallDialog(["monitor"], engine.list_tools, window, server="monitor")
+            await until(lambda: dialog.select_tool("get-system-info"), 30, "the tools in the dialog")
+            assert not dialog.select_tool("poll-system-stats")
+            dialog.reject()
+            dialog.deleteLater()
 
         qloop.run_until_complete(scenario())
 

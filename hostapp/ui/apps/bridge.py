@@ -78,7 +78,8 @@ class AppBridge:
                  resource: ViewResource, send: Callable[[dict[str, Any]], None], *,
                  consent: ConsentBook, open_link: Callable[[str], Awaitable[bool]],
                  resized: Callable[[int], None], theme: str = "light", width: int = 800,
-                 max_height: int = 2000, host_version: str = "") -> None:
+                 max_height: int = 2000, host_version: str = "",
+                 started: Callable[[str], None] | None = None) -> None:
         self.engine = engine
         self.op = op
         self.tool = tool
@@ -87,6 +88,7 @@ class AppBridge:
         self._consent = consent
         self._open_link = open_link
         self._resized = resized
+        self._started = started
         self._theme, self._width, self._max_height, self._host_version = theme, width, max_height, host_version
         self.initialized = False
         self.closed = False
@@ -191,6 +193,8 @@ class AppBridge:
         try:
             started = await self.engine.start_app_call(server, name, arguments, self.op.id)
             self.calls.append(started.id)
+            if self._started is not None:
+                self._started(started.id)
             final = await self.engine.wait_finished(started.id)
         finally:
             self._in_flight -= 1

@@ -83,6 +83,8 @@ class AppViews(QObject):
         self._loading: asyncio.Task[None] | None = None
         self._window = parent
         self._endings: set[asyncio.Task[None]] = set()
+        #: Operations the views started while the window runs (their view shows the outcome).
+        self.view_calls: set[str] = set()
 
     # -- what the details pane calls ----------------------------------------------------------
 
@@ -138,7 +140,7 @@ class AppViews(QObject):
         bridge = AppBridge(self.engine, op, tool, resource, sandbox.post, consent=self.consent,
                            open_link=self._open_link, resized=sandbox.set_view_height,
                            theme="dark" if dark else "light", width=max(320, self.pane.width()),
-                           host_version=__version__)
+                           host_version=__version__, started=self.view_calls.add)
         sandbox.messageReceived.connect(bridge.receive)
         sandbox.refused.connect(lambda kind, target: self.pane.say(
             f"The view tried a {kind} the sandbox does not allow: {target[:200]}"))
