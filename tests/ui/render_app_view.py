@@ -18,7 +18,7 @@ from pathlib import Path
 
 
 async def scene(host, out: Path) -> None:
-    from tests.engine.test_apps import monitor_config
+    from tests.engine.test_app_resources import monitor_config
     from tests.ui.test_window import until
 
     window, engine = host.window, host.api

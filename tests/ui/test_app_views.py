@@ -26,7 +26,7 @@ from PySide6.QtWidgets import QApplication, QMessageBox  # noqa: E402
 from hostapp.engine import apps as engine_apps  # noqa: E402
 from hostapp.store.journal import ServerConfig  # noqa: E402
 from hostapp.ui.call_dialog import StartCallDialog  # noqa: E402
-from tests.engine.test_apps import PROBE, monitor_config  # noqa: E402
+from tests.engine.test_app_resources import PROBE, monitor_config  # noqa: E402
 from tests.ui.test_window import shown_host, until  # noqa: E402
 
 pytestmark = pytest.mark.timeout(180)

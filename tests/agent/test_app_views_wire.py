@@ -11,7 +11,7 @@ from hostapp.engine import api
 from hostapp.protocol.apps import ViewResource
 from tests.agent.conftest import Agents
 from tests.agent.test_owner import _connect
-from tests.engine.test_apps import PROBE
+from tests.engine.test_app_resources import PROBE
 
 
 async def test_a_client_of_the_owner_reads_a_view_and_starts_its_calls(agents: Agents, tmp_path):
