@@ -295,6 +295,7 @@ def main(argv: list[str] | None = None) -> int:
     from PySide6.QtWidgets import QApplication
 
     from hostapp.store.paths import home_dir
+    from hostapp.ui.apps import prepare_process
     from hostapp.ui.event_loop import HostEventLoop
     from hostapp.ui.main_window import app_icon
     from hostapp.ui.single_instance import SingleInstance
@@ -302,6 +303,7 @@ def main(argv: list[str] | None = None) -> int:
 
     home = home_dir()
     setup_logging(home, args.verbose)
+    prepare_process()  # what tools' app views (QtWebEngine) need before the QApplication exists
     existing = QApplication.instance()
     app = existing if isinstance(existing, QApplication) else QApplication([sys.argv[0], *qt_args])
     app.setApplicationName("hostapp")

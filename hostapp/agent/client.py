@@ -288,6 +288,14 @@ class RemoteEngine:
     async def open_questions(self) -> list[api.InputRequest]:
         return await self._call("open_questions")
 
+    # MCP Apps
+    async def read_app_view(self, server: str, uri: str) -> api.JsonObject:
+        return await self._call("read_app_view", server=server, uri=uri)
+
+    async def start_app_call(self, server: str, tool: str, arguments: api.JsonObject | None,
+                             view_of: str) -> api.OperationView:
+        return await self._call("start_app_call", server=server, tool=tool, arguments=arguments, view_of=view_of)
+
 
 #: How often a client that waits for an owner to come up tries its socket again.
 _RETRY_SECONDS = 0.05

@@ -145,6 +145,9 @@ RESULTS: dict[str, Callable[[Any], Any]] = {
     "open_questions": _list_of(input_request),
     "list_skills": _same,
     "load_skill": _same,
+    # MCP Apps
+    "read_app_view": _same,
+    "start_app_call": operation_view,
 }
 
 #: Arguments that travel as objects and are rebuilt on the owner's side.
@@ -184,6 +187,7 @@ ERRORS: dict[str, type[api.EngineError]] = {
         api.KeyringUnavailable,
         api.SkillRefused,
         api.EngineTimeout,
+        api.AppViewRefused,
     )
 }
 

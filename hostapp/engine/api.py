@@ -27,6 +27,7 @@ __all__ = [
     "EVENT_RESUMED",
     "IN_FLIGHT",
     "TERMINAL",
+    "AppViewRefused",
     "EngineApi",
     "EngineError",
     "EngineListener",
@@ -244,6 +245,11 @@ class InvalidRequest(EngineError, ValueError):
     not a tool call); the message says why. Still a ``ValueError``."""
 
 
+class AppViewRefused(EngineError):
+    """A tool's app view (MCP Apps) cannot be shown, or a call it asked for is not allowed:
+    a resource of the wrong type or size, an undeclarable origin, a tool apps may not call."""
+
+
 class EngineTimeout(EngineError, TimeoutError):
     """What was awaited did not happen in time (still a ``TimeoutError``)."""
 
@@ -386,3 +392,15 @@ class EngineApi(Protocol):
     async def answer_input(self, request_id: str, answer: JsonObject) -> None: ...
 
     async def open_questions(self) -> list[InputRequest]: ...
+
+    # MCP Apps: a tool's view (see docs/mcp-apps.md)
+    async def read_app_view(self, server: str, uri: str) -> JsonObject:
+        """The checked ``ui://`` view resource ``uri`` of ``server``: ``uri``, ``html``, ``csp``
+        (declared origins), ``prefersBorder``, ``permissions``. :class:`AppViewRefused` if
+        it is not an app view hostapp renders."""
+
+    async def start_app_call(self, server: str, tool: str, arguments: JsonObject | None,
+                             view_of: str) -> OperationView:
+        """A ``tools/call`` the view of operation ``view_of`` asked for, as an operation of its
+        own; :class:`AppViewRefused` unless ``tool`` is a tool of the same server that apps
+        may call."""

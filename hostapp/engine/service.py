@@ -152,8 +152,11 @@ class Engine:
         return self._handles.secrets
 
     def capabilities(self) -> Callable[[str], dict[str, Any]]:
-        """Everything the client supports, per era (the mechanisms package decides)."""
-        return mechanisms.client_capabilities
+        """Everything the client supports, per era (the mechanisms package decides), and
+        the app views it renders (MCP Apps, :mod:`hostapp.engine.apps`)."""
+        from hostapp.engine.apps import with_app_views
+
+        return with_app_views(mechanisms.client_capabilities)
 
     async def start(self, *, resume: bool = True, only: set[str] | None = None, end_unsent: bool = False) -> None:
         """Open the journal, check the keyring, connect servers, resume operations.

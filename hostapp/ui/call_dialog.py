@@ -30,6 +30,7 @@ from PySide6.QtWidgets import (
 )
 
 from hostapp.engine.api import ServerState, ServerView
+from hostapp.protocol.apps import tool_ui
 from hostapp.ui.forms import ToolArgumentsForm
 from hostapp.ui.result_view import plain_label, plain_tooltip
 
@@ -240,7 +241,8 @@ class StartCallDialog(QDialog):
             return
         if self.server_box.currentText() != name:
             return
-        self._tools = {t.get("name", ""): t for t in tools if t.get("name")}
+        # A tool only a server's app views may call (MCP Apps, visibility ["app"]) is not offered.
+        self._tools = {t.get("name", ""): t for t in tools if t.get("name") and tool_ui(t).model_visible}
         for tname, tool in self._tools.items():
             item = QListWidgetItem(tname)
             item.setToolTip(plain_tooltip(str(tool.get("description") or "")))

@@ -14,6 +14,7 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QPushButton,
     QSplitter,
+    QTabWidget,
     QTreeWidget,
     QTreeWidgetItem,
     QVBoxLayout,
@@ -138,7 +139,12 @@ class OperationDetails(QWidget):
         timeline_box = QGroupBox("Timeline")
         QVBoxLayout(timeline_box).addWidget(self.timeline)
         result_box = QGroupBox("Result")
-        QVBoxLayout(result_box).addWidget(self.result_view)
+        # The plain result, and beside it the tool's app view when it has one (enable_app_views).
+        self.result_tabs = QTabWidget()
+        self.result_tabs.setTabBarAutoHide(True)
+        self.result_tabs.addTab(self.result_view, "Result")
+        self.app_views: Any = None
+        QVBoxLayout(result_box).addWidget(self.result_tabs)
         split = QSplitter(Qt.Orientation.Horizontal)
         split.addWidget(timeline_box)
         split.addWidget(result_box)
@@ -160,6 +166,21 @@ class OperationDetails(QWidget):
         self._clock.start()
         self.show_operation(None)
 
+    def enable_app_views(self, engine: api.EngineApi) -> None:
+        """Show a tool's app view (MCP Apps) in a tab beside the result."""
+        from hostapp.ui.apps.pane import AppViewPane, AppViews
+
+        self.app_pane = AppViewPane()
+        self.app_views = AppViews(engine, self.app_pane, self)
+        self.app_views.available.connect(self._app_view_available)
+
+    def _app_view_available(self, available: bool) -> None:
+        index = self.result_tabs.indexOf(self.app_pane)
+        if available and index < 0:
+            self.result_tabs.setCurrentIndex(self.result_tabs.addTab(self.app_pane, "App view"))
+        elif not available and index >= 0:
+            self.result_tabs.removeTab(index)
+
     # -- content ----------------------------------------------------------------------
 
     def show_operation(self, op: OperationView | None, events: list[dict[str, Any]] | None = None) -> None:
@@ -175,12 +196,16 @@ class OperationDetails(QWidget):
                 kind, data, at = getattr(ev, "kind", ""), getattr(ev, "data", None), getattr(ev, "at", None)
             self.add_event(kind, data or {}, at)
         self.update_operation(op)
+        if self.app_views is not None:
+            self.app_views.show_operation(op)
 
     def update_operation(self, op: OperationView | None) -> None:
         """Refresh header, buttons and result for a new snapshot of the shown operation."""
         if op is not None and self.op is not None and op.id != self.op.id:
             return
         self.op = op
+        if op is not None and self.app_views is not None:
+            self.app_views.update_operation(op)
         if op is None:
             self.title.setText("Select an operation to see its details.")
             self.summary.setText("")

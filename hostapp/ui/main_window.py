@@ -131,6 +131,7 @@ class MainWindow(QMainWindow):
         self.banner = Banner()
         self.details = OperationDetails(self.home / "attachments")
         self.details.estimate = self.ops_model.estimate
+        self.details.enable_app_views(engine)
         self.elicitations = ElicitationQueue(self._answer_question, self._operation_title, self)
 
         self._build_actions()
@@ -452,6 +453,8 @@ class MainWindow(QMainWindow):
         self._update_actions()
 
     def _maybe_notify(self, op: OperationView) -> None:
+        if self.details.app_views is not None and op.id in self.details.app_views.view_calls:
+            return  # a call a tool's view made: the view shows its outcome
         before = self._last_status.get(op.id)
         self._last_status[op.id] = op.status
         if before == op.status or (before is None and op.status not in TERMINAL | {OperationStatus.INPUT_REQUIRED}):

@@ -1,0 +1,86 @@
+"""MCP Apps on the engine's side: a tool's view read from its server, and the calls a view
+makes, each an operation of its own.
+
+The window renders the view; everything that reaches a server goes through here:
+
+- :func:`read_app_view` reads a ``ui://`` resource with ``resources/read`` on the server's
+  live session and checks it (:func:`hostapp.protocol.apps.parse_view_resource`: the MIME
+  type, the size, the declared origins);
+- :func:`start_app_call` starts a ``tools/call`` a view asked for, only for a tool of the
+  same server whose ``_meta.ui.visibility`` lets apps call it, as an ordinary operation
+  (journaled before it is sent, resumed after a crash, shown in the window) whose timeline
+  says which operation's view started it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from hostapp.engine import api
+from hostapp.protocol.apps import (
+    EXTENSION_ID,
+    RESOURCE_MIME,
+    AppResourceError,
+    find_tool,
+    parse_view_resource,
+    tool_ui,
+)
+
+if TYPE_CHECKING:
+    from hostapp.engine.service import Engine
+
+#: How long a view's resource read may wait for its server's connection and answer.
+READ_TIMEOUT = 30.0
+#: The timeline event that marks an operation a view started.
+ORIGIN_EVENT = "origin"
+
+
+def with_app_views(capabilities: Callable[[str], dict[str, Any]]) -> Callable[[str], dict[str, Any]]:
+    """The client's capabilities per era plus the MCP Apps extension (the views hostapp
+    renders), so that a server that shows views only to hosts declaring it shows them."""
+    def declare(era: str) -> dict[str, Any]:
+        caps = dict(capabilities(era))
+        caps["extensions"] = {**caps.get("extensions", {}), EXTENSION_ID: {"mimeTypes": [RESOURCE_MIME]}}
+        return caps
+
+    return declare
+
+
+async def read_app_view(engine: Engine, server: str, uri: str, timeout: float = READ_TIMEOUT) -> dict[str, Any]:
+    """The checked view resource ``uri`` of ``server`` (``ViewResource.to_json``)."""
+    if not uri.startswith("ui://"):
+        raise api.AppViewRefused(f"{uri[:200]!r} is not a ui:// resource")
+    session = await engine._connection(server).wait_ready(timeout)
+    result = await session.request("resources/read", {"uri": uri}, timeout=timeout)
+    try:
+        return parse_view_resource(result, uri).to_json()
+    except AppResourceError as exc:
+        raise api.AppViewRefused(str(exc)) from None
+
+
+async def _tools(engine: Engine, server: str) -> list[dict[str, Any]]:
+    conn = engine._connection(server)
+    if not conn.tools:
+        await conn.wait_ready(READ_TIMEOUT)
+    return list(conn.tools)
+
+
+async def start_app_call(engine: Engine, server: str, tool: str, arguments: dict[str, Any] | None,
+                         view_of: str) -> api.OperationView:
+    """Start the ``tools/call`` the view of operation ``view_of`` asked for."""
+    parent = await engine.operation(view_of)
+    if parent is None:
+        raise api.NoSuchOperation(view_of)
+    if parent.server != server:
+        raise api.AppViewRefused(f"the view of {view_of} belongs to {parent.server}, not {server}")
+    entry = find_tool(await _tools(engine, server), tool)
+    if entry is None:
+        raise api.AppViewRefused(f"{server} offers no tool {tool[:100]!r}")
+    if not tool_ui(entry).app_callable:
+        raise api.AppViewRefused(f"{server} does not let its views call {tool[:100]!r}")
+    view = await engine.start_call(server, tool, arguments)
+    data = {"app_view_of": view_of, "message": f"called by the view of operation {view_of}"}
+    engine.journal.append_event(view.id, ORIGIN_EVENT, data)
+    engine.listener.operation_event(view.id, ORIGIN_EVENT, data)
+    return view

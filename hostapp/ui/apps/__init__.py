@@ -1,0 +1,50 @@
+"""MCP Apps in the window: a tool's interactive view, in a sandbox, beside its result.
+
+- :mod:`hostapp.ui.apps.sandbox` renders a view with QtWebEngine (PySide6-Addons, the
+  optional extra ``apps``): its own off-the-record profile, a network filter, no
+  navigation, one bridge;
+- :mod:`hostapp.ui.apps.bridge` speaks the view's protocol (Qt-free): every message
+  checked, tool calls through the engine after the person's consent;
+- :mod:`hostapp.ui.apps.pane` is the details pane's "App view" tab.
+
+See ``docs/mcp-apps.md``.
+"""
+
+from __future__ import annotations
+
+import os
+
+#: What the window says when the view cannot be rendered because QtWebEngine is missing.
+MISSING_MESSAGE = ("This tool has an interactive view, but the component that renders it is not "
+                   "installed: install hostapp with the extra 'apps' (pip install 'hostapp[apps]', "
+                   "which adds PySide6-Addons) and restart.")
+
+
+def unavailable_reason() -> str | None:
+    """None when views can be rendered here, else why not, for a person."""
+    try:
+        import PySide6.QtWebChannel
+        import PySide6.QtWebEngineCore
+        import PySide6.QtWebEngineWidgets  # noqa: F401
+    except ImportError:
+        return MISSING_MESSAGE
+    return None
+
+
+def prepare_process() -> None:
+    """Before the QApplication exists: what QtWebEngine needs to start in this process."""
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        # Chromium refuses to start its own process sandbox as root (a container, a CI
+        # runner). Only then is it turned off; a view is still held by everything else
+        # (an opaque-origin sandboxed frame, its content policy, the network filter, the
+        # navigation rule, its own off-the-record profile, the checked bridge).
+        flags = os.environ.get("QTWEBENGINE_CHROMIUM_FLAGS", "")
+        if "--no-sandbox" not in flags.split():
+            os.environ["QTWEBENGINE_CHROMIUM_FLAGS"] = (flags + " --no-sandbox").strip()
+    try:
+        from PySide6.QtCore import QCoreApplication, Qt
+    except ImportError:
+        return
+    if QCoreApplication.instance() is None:
+        # QtWebEngine shares OpenGL contexts with the window; set before the application exists.
+        QCoreApplication.setAttribute(Qt.ApplicationAttribute.AA_ShareOpenGLContexts)
