@@ -20,6 +20,7 @@ import shutil
 import sys
 import tempfile
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,8 +33,9 @@ from tests.support.faults import REPO_ROOT
 
 #: Calls in flight at most (the machine is shared: each CLI process is a Python).
 MAX_IN_FLIGHT = 8
-#: How long the drain may take before what is left counts as stuck.
-DRAIN_SECONDS = 180.0
+#: How long the drain may take before what is left counts as stuck: the longest tool
+#: (12 s) after the longest reconnection back-off (30 s), with room to spare.
+DRAIN_SECONDS = 90.0
 
 
 class Answerer:
@@ -115,8 +117,13 @@ class Soak:
     figures: dict[str, Any] = field(default_factory=dict)
     chaos: dict[str, int] = field(default_factory=lambda: {
         "agent_kills": 0, "lab_kills": 0, "cuts": 0, "refusals": 0, "delays": 0})
+    events: list[str] = field(default_factory=list)
     _agent_down: bool = False
     _plan_index: int = 0
+
+    def note(self, what: str) -> None:
+        """One line of the run's log (``chaos.log`` in the run folder): what happened when."""
+        self.events.append(f"{time.strftime('%H:%M:%S')}.{int(time.time() * 1000) % 1000:03d} {what}")
 
     # -- the owner and the driver's client ------------------------------------------------
     async def connect(self) -> None:
@@ -155,6 +162,7 @@ class Soak:
             "--answers", str(answers), "--timeout", "900", cwd=REPO_ROOT, env=self.env,
             stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL)
         call = CliCall(proc, time.monotonic(), lab.name, tool, args)
+        self.note(f"hostapp call {lab.name} {tool} {json.dumps(args)} (pid {proc.pid})")
         call.reader = asyncio.create_task(self._read(call))
         self.calls.append(call)
 
@@ -170,8 +178,9 @@ class Soak:
         if engine is None:
             return
         with contextlib.suppress(api.EngineError, ConnectionError):
-            await engine.start_call(lab.name, tool, args)
+            op = await engine.start_call(lab.name, tool, args)
             self.remote_starts += 1
+            self.note(f"client call {lab.name} {tool} {json.dumps(args)}: {op.id}")
 
     async def in_flight(self) -> int:
         engine = await self.engine()
@@ -201,10 +210,13 @@ class Soak:
             await asyncio.sleep(0.1)
         self._agent_down = True
         try:
+            pid = self.owner.owner_pid()
             if await asyncio.to_thread(self.owner.kill):
                 self.chaos["agent_kills"] += 1
+                self.note(f"SIGKILL agent {pid}")
             await asyncio.sleep(self.rng.uniform(0.3, 3.0))
             await self.owner.start()
+            self.note(f"agent {self.owner.owner_pid()} started")
         finally:
             self._agent_down = False
         await self.connect()
@@ -213,31 +225,42 @@ class Soak:
         lab = self.rng.choice(self.labs)
         await lab.kill()
         self.chaos["lab_kills"] += 1
+        self.note(f"SIGKILL lab {lab.name}")
         await asyncio.sleep(self.rng.uniform(0.2, 4.0))
         await lab.start()
         lab.restarts += 1
+        self.note(f"lab {lab.name} started")
 
-    async def network(self) -> None:
+    async def network(self, kind: str | None = None) -> None:
         lab = self.rng.choice(self.labs)
-        kind = self.rng.choice(["cut", "cut", "refuse", "delay"])
+        kind = kind or self.rng.choice(["cut", "cut", "refuse", "delay"])
         if kind == "cut":
-            lab.proxy.cut()
+            self.note(f"network to {lab.name}: {lab.proxy.cut()} connections cut")
             self.chaos["cuts"] += 1
         elif kind == "refuse":
-            lab.proxy.refuse(self.rng.uniform(1, 8))
+            seconds = self.rng.uniform(1, 8)
+            lab.proxy.refuse(seconds)
+            self.note(f"network to {lab.name}: refused for {seconds:.1f} s")
             self.chaos["refusals"] += 1
         else:
-            lab.proxy.delay(self.rng.uniform(0.05, 0.5))
+            delay, seconds = self.rng.uniform(0.05, 0.5), self.rng.uniform(2, 8)
+            lab.proxy.delay(delay)
+            self.note(f"network to {lab.name}: {delay:.2f} s delay for {seconds:.1f} s")
             self.chaos["delays"] += 1
-            asyncio.get_running_loop().call_later(self.rng.uniform(2, 8), lab.proxy.delay, 0)
+            asyncio.get_running_loop().call_later(seconds, lab.proxy.delay, 0)
 
     async def chaos_loop(self, until: float) -> None:
-        actions = [self.kill_owner] * 2 + [self.kill_lab] * 2 + [self.network] * 4
+        actions: list[Callable[[], Awaitable[None]]] = [self.kill_owner] * 2 + [self.kill_lab] * 2 + [self.network] * 4
+        # Every kind of fault once first, in a random order, then any at random.
+        first: list[Callable[[], Awaitable[None]]] = [
+            self.kill_owner, self.kill_lab, lambda: self.network("cut"), lambda: self.network("refuse"),
+            lambda: self.network("delay")]
+        self.rng.shuffle(first)
         while time.monotonic() < until:
             await asyncio.sleep(self.rng.uniform(3, 9))
             if time.monotonic() >= until:
                 break
-            await self.rng.choice(actions)()
+            await (first.pop() if first else self.rng.choice(actions))()
 
     async def answer_loop(self, stop: asyncio.Event) -> None:
         while not stop.is_set():
@@ -263,6 +286,7 @@ class Soak:
         await asyncio.gather(self.starter(until), self.chaos_loop(until))
         chaos_end = time.monotonic()
 
+        self.note("chaos ends: drain")
         # Drain: no more chaos; every server up and reachable, an owner running.
         for lab in self.labs:
             await lab.proxy.heal()
@@ -330,6 +354,7 @@ async def soak(seconds: float, work: Path, keyring_env: dict[str, str], seed: in
     try:
         report = await run.run()
     finally:
+        (work / "chaos.log").write_text("\n".join(run.events) + "\n")
         await asyncio.to_thread(owner.stop)
         for lab in labs:
             await lab.proxy.close()
