@@ -288,13 +288,14 @@ def resume_through_agent(count: int, measured: dict[str, Any], again: dict[str, 
                 f"({through['listed']:,} of {through['operations']:,})", through["shown_s"], "s",
                 "window in process", through["shown_s"] / measured["shown_s"] if measured["shown_s"] else None)]
     if through["all_attached_s"] is None:
-        rows.append(Row("resume", f"{count:,}: through the agent, views changed at the client for "
+        rows.append(Row("resume", f"{count:,}: through the agent, news from the server at the client for "
                         f"{through['attached']:,} of {through['operations']:,}", through["median_attached_s"] or 0.0,
                         "s (median)", met=False))
     else:
         baseline = again["all_attached_s"]
-        rows.append(Row("resume", f"{count:,}: through the agent, its start to every operation's view changed "
-                        "at the client", through["all_attached_s"], "s", "in process, re-attached (2nd start)",
+        rows.append(Row("resume", f"{count:,}: through the agent, its start to news from the server for every "
+                        "operation at the client", through["all_attached_s"], "s",
+                        "in process, re-attached (2nd start)",
                         through["all_attached_s"] / baseline if baseline else None,
                         "< 2 s" if count <= 1000 else None, through["all_attached_s"] < 2 if count <= 1000 else None))
     return rows

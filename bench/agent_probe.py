@@ -15,8 +15,8 @@ load     ``python -m bench.agent_probe load --home H --operations N --seconds S`
 resume   ``python -m bench.agent_probe resume --home H --t0 EPOCH``: a prepared home
          (:mod:`bench.resume_probe`) started as the agent, a client connected at once:
          from the agent's process start until the client lists every unfinished
-         operation, and until each one's view has changed at the client (the first news
-         from its server after the restart, as the client sees it).
+         operation, and until each one shows news from its server at the client (a
+         progress beyond the journal's before the start, or its end).
 
 Each prints one JSON line, as :mod:`bench.intake_client` and :mod:`bench.window_probe` do.
 """
@@ -206,30 +206,42 @@ def load(home: Path, operations: int, seconds: float) -> dict[str, Any]:
     return run_in_qt(scenario)
 
 
-class _FirstChange(_Views):
-    """When each expected operation's view first changed at the client."""
+class _FirstNews(_Views):
+    """When each expected operation first showed news from its server at the client: a
+    progress beyond what the journal held before the start, or its end."""
 
-    def __init__(self, expected: set[str]) -> None:
+    def __init__(self, before: dict[str, float]) -> None:
         super().__init__()
-        self.expected = expected
+        self.before = before
         self.changed: dict[str, float] = {}
         self.all_changed = asyncio.Event()
 
     def operation_changed(self, op: Any) -> None:
-        if op.id in self.expected and op.id not in self.changed:
+        if op.id not in self.before or op.id in self.changed:
+            return
+        if not op.in_flight or (op.progress is not None and op.progress > self.before[op.id]):
             self.changed[op.id] = time.time()
-            if len(self.changed) == len(self.expected):
+            if len(self.changed) == len(self.before):
                 self.all_changed.set()
+
+
+def _unfinished_progress(home: Path) -> dict[str, float]:
+    """Each unfinished operation's progress as the journal holds it on disk."""
+    import sqlite3
+
+    from hostapp.store.paths import journal_path
+
+    with sqlite3.connect(f"file:{journal_path(home)}?mode=ro", uri=True) as db:
+        return {row[0]: row[1] or 0.0 for row in db.execute("SELECT id, progress FROM operations WHERE in_flight = 1")}
 
 
 async def resume(home: Path, t0: float, timeout: float) -> dict[str, Any]:
     import statistics
 
-    from bench.resume_probe import _unfinished_ids
-
-    expected = _unfinished_ids(home)
+    before = _unfinished_progress(home)
+    expected = set(before)
     agent = Agent(home)
-    listener = _FirstChange(expected)
+    listener = _FirstNews(before)
     engine = await agent.connect(listener, "bench")
     answered = time.time() - t0
     listed = {op.id for op in await engine.unfinished_operations()}

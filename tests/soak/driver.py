@@ -118,6 +118,8 @@ class Soak:
     chaos: dict[str, int] = field(default_factory=lambda: {
         "agent_kills": 0, "lab_kills": 0, "cuts": 0, "refusals": 0, "delays": 0})
     events: list[str] = field(default_factory=list)
+    _connecting: asyncio.Lock = field(default_factory=asyncio.Lock)
+    _gate: asyncio.Lock = field(default_factory=asyncio.Lock)
     _agent_down: bool = False
     _plan_index: int = 0
 
@@ -127,10 +129,13 @@ class Soak:
 
     # -- the owner and the driver's client ------------------------------------------------
     async def connect(self) -> None:
-        old = self.answerer.engine
-        if old is not None:
-            await old.close()
-        self.answerer.engine = await self.owner.connect(self.answerer, client="soak", timeout=60)
+        async with self._connecting:  # the chaos and the starter may both find it gone
+            old = self.answerer.engine
+            if old is not None and not old.closed and old.agent.get("pid") == self.owner.owner_pid():
+                return
+            if old is not None:
+                await old.close()
+            self.answerer.engine = await self.owner.connect(self.answerer, client="soak", timeout=60)
 
     async def engine(self) -> RemoteEngine | None:
         engine = self.answerer.engine
@@ -199,16 +204,20 @@ class Soak:
             lab, tool, args = self.plan()
             if self.rng.random() < 0.25:
                 await self.start_remote(lab, tool, args)
-            else:
-                await self.start_cli(lab, tool, args)
+                continue
+            async with self._gate:  # not while the owner is being killed (see kill_owner)
+                if not self._agent_down:
+                    await self.start_cli(lab, tool, args)
 
     # -- chaos ----------------------------------------------------------------------------
     async def kill_owner(self) -> None:
         # A command line that has not reached the owner yet would run an engine of its
-        # own on this home if the owner vanished under it: wait until each is under way.
-        while not all(c.settled for c in self.calls):
-            await asyncio.sleep(0.1)
-        self._agent_down = True
+        # own on this home if the owner vanished under it: wait until each is under way,
+        # and start no new one until the owner is back.
+        async with self._gate:
+            while not all(c.settled for c in self.calls):
+                await asyncio.sleep(0.1)
+            self._agent_down = True
         try:
             pid = self.owner.owner_pid()
             if await asyncio.to_thread(self.owner.kill):
