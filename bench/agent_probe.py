@@ -16,7 +16,7 @@ resume   ``python -m bench.agent_probe resume --home H --t0 EPOCH``: a prepared 
          (:mod:`bench.resume_probe`) started as the agent, a client connected at once:
          from the agent's process start until the client lists every unfinished
          operation, and until each one shows news from its server at the client (a
-         progress beyond the journal's before the start, or its end).
+         progress beyond the journal's before the start, another message, or its end).
 
 Each prints one JSON line, as :mod:`bench.intake_client` and :mod:`bench.window_probe` do.
 """
@@ -208,9 +208,10 @@ def load(home: Path, operations: int, seconds: float) -> dict[str, Any]:
 
 class _FirstNews(_Views):
     """When each expected operation first showed news from its server at the client: a
-    progress beyond what the journal held before the start, or its end."""
+    progress beyond what the journal held before the start, another status message, or
+    its end."""
 
-    def __init__(self, before: dict[str, float]) -> None:
+    def __init__(self, before: dict[str, tuple[float, str | None]]) -> None:
         super().__init__()
         self.before = before
         self.changed: dict[str, float] = {}
@@ -219,26 +220,51 @@ class _FirstNews(_Views):
     def operation_changed(self, op: Any) -> None:
         if op.id not in self.before or op.id in self.changed:
             return
-        if not op.in_flight or (op.progress is not None and op.progress > self.before[op.id]):
+        progress, message = self.before[op.id]
+        if not op.in_flight or (op.progress is not None and op.progress > progress) or op.message != message:
             self.changed[op.id] = time.time()
             if len(self.changed) == len(self.before):
                 self.all_changed.set()
 
 
-def _unfinished_progress(home: Path) -> dict[str, float]:
-    """Each unfinished operation's progress as the journal holds it on disk."""
+def _unfinished_progress(home: Path) -> dict[str, tuple[float, str | None]]:
+    """Each unfinished operation's progress and message as the journal holds them on disk."""
     import sqlite3
 
     from hostapp.store.paths import journal_path
 
     with sqlite3.connect(f"file:{journal_path(home)}?mode=ro", uri=True) as db:
-        return {row[0]: row[1] or 0.0 for row in db.execute("SELECT id, progress FROM operations WHERE in_flight = 1")}
+        return {row[0]: (row[1] or 0.0, row[2])
+                for row in db.execute("SELECT id, progress, message FROM operations WHERE in_flight = 1")}
+
+
+def _mechanism_of(home: Path) -> dict[str, str]:
+    """Each operation's mechanism, as the journal says."""
+    import sqlite3
+
+    from hostapp.store.paths import journal_path
+
+    with sqlite3.connect(f"file:{journal_path(home)}?mode=ro", uri=True) as db:
+        return {op_id: mechanism or "?" for op_id, mechanism in db.execute("SELECT id, mechanism FROM operations")}
+
+
+def _mechanisms(home: Path, ids: set[str]) -> dict[str, int]:
+    """How many of ``ids`` each mechanism carries."""
+    counts: dict[str, int] = {}
+    for op_id, mechanism in _mechanism_of(home).items():
+        if op_id in ids:
+            counts[mechanism] = counts.get(mechanism, 0) + 1
+    return counts
 
 
 async def resume(home: Path, t0: float, timeout: float) -> dict[str, Any]:
     import statistics
 
     before = _unfinished_progress(home)
+    # An asynchronous tool's status polls bring neither progress nor a message to its view
+    # (seen on the lab), so no client can tell it re-attached before it ends: left out.
+    unwatched = {i for i, m in _mechanism_of(home).items() if m == "async_tool" and i in before}
+    before = {i: v for i, v in before.items() if i not in unwatched}
     expected = set(before)
     agent = Agent(home)
     listener = _FirstNews(before)
@@ -253,9 +279,12 @@ async def resume(home: Path, t0: float, timeout: float) -> dict[str, Any]:
     finally:
         await agent.stop(engine)
     times = sorted(at - t0 for at in listener.changed.values())
-    return {"operations": len(expected), "listed": len(listed & expected), "answered_s": answered, "shown_s": shown,
+    return {"operations": len(expected) + len(unwatched), "watched": len(expected),
+            "listed": len(listed & (expected | unwatched)), "answered_s": answered, "shown_s": shown,
             "attached": len(times), "all_attached_s": times[-1] if len(times) == len(expected) and times else None,
-            "median_attached_s": statistics.median(times) if times else None}
+            "median_attached_s": statistics.median(times) if times else None,
+            "not_attached": _mechanisms(home, expected - set(listener.changed)),
+            "left_out": _mechanisms(home, unwatched)}
 
 
 def main() -> None:
