@@ -10,8 +10,9 @@ really started). The checks:
 * **The server's outcome.** A completed operation has the result of its job (the job
   completed, with the same structured content); a failed one a job that failed, or none
   (a call that never ran). ``unknown`` is right where the server produced no outcome or
-  the operation held no handle to find it by (still a plain request, ``direct``); an
-  operation that held a handle and ends unknown while its job completed is wrong.
+  the operation held no handle to find it by (no mechanism state journaled: a plain
+  request, or a task whose id never arrived); an operation that held a handle and ends
+  unknown while its job completed is wrong.
 * **Nobody's row.** Nothing is left pending, running or waiting after the drain.
 """
 
@@ -115,7 +116,10 @@ def _check_operation(report: Report, row: dict[str, Any], jobs: list[Any]) -> No
         report.twice.append(f"{op}: {len(jobs)} jobs on the server for one operation")
     job = jobs[0] if jobs else None
     result = json.loads(row["result"]) if row["result"] else None
-    had_handle = (row["mechanism"] not in (None, "direct")) or row["handle_ref"] is not None
+    # The mechanism's state is journaled with the handle, before anything depends on it
+    # (the keyring reference itself is gone once the operation ended): an empty state means
+    # no handle ever reached the host (a plain request, or a task whose id never arrived).
+    had_handle = bool(json.loads(row["handle"] or "{}")) or row["handle_ref"] is not None
     if status not in TERMINAL_OK:
         if status in ("pending", "running", "input_required"):
             report.stuck.append(f"{op}: left {status}")
