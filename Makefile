@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PEERS := tests/peers
 
-.PHONY: run test lint fuzz setup app-setup peers sysdeps bench clean
+.PHONY: run test lint fuzz soak setup app-setup peers sysdeps bench clean
 
 # The window needs the app alone: no test peers, linters or packaging tools.
 run: app-setup sysdeps
@@ -27,6 +27,14 @@ FUZZ_EXAMPLES ?= 1000
 
 fuzz: setup
 	HOSTAPP_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(PY) -m pytest -p no:cacheprovider tests/fuzz $(PYTEST_ARGS)
+
+# The chaos soak (tests/soak/driver.py): owner and servers SIGKILLed at random, the network
+# cut through loopback proxies, calls of every mechanism from several command lines; then
+# every outcome checked against the servers' own records. The suite runs it for 2 minutes.
+SOAK_SECONDS ?= 600
+
+soak: setup sysdeps
+	$(PY) -m tests.soak.driver --seconds $(SOAK_SECONDS) $(SOAK_ARGS)
 
 bench: setup peers sysdeps
 	$(PY) -m bench $(BENCH_ARGS)

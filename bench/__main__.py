@@ -115,7 +115,29 @@ def bench_intake(sizes: Sizes, raw: dict[str, Any]) -> list[Row]:
                 Row("intake", f"{transport}: hostapp vs official SDK", host / sdk, "x", "sdk", host / sdk,
                     "> 8 x sdk", host / sdk > 8),
             ]
+            rows += bench_intake_agent(transport, n, url if transport == "http" else None, measured, raw)
     return rows
+
+
+def bench_intake_agent(transport: str, n: int, url: str | None, measured: dict[str, dict],
+                       raw: dict[str, Any]) -> list[Row]:
+    """The same flood through the agent, measured where a client sees it (bench/agent_probe.py)."""
+    args = ["-m", "bench.agent_probe", "intake", transport, str(n)] + (["--url", url] if url else [])
+    agent = last_json(python(*args))
+    if agent["received"] != n:
+        raise RuntimeError(f"the agent's client over {transport} saw {agent['received']} of {n}")
+    raw[f"intake_{transport}"]["agent"] = agent
+    floor, host, through = (measured["floor"]["per_second"], measured["hostapp"]["per_second"],
+                            agent["per_second"])
+    return [
+        Row("intake", f"{transport}: through the agent, to its client's last view", through, "notif/s",
+            "hostapp engine", through / host),
+        Row("intake", f"{transport}: through the agent vs floor", through / floor, "x", "floor", through / floor,
+            ">= 0.5 x floor", through / floor >= 0.5),
+        Row("intake", f"{transport}: in-flight views the agent's client received in its busiest second "
+            f"({agent['views']} views in all)", agent["max_views_in_a_second"], "views", None, None,
+            "<= ~30/s (coalesced)", agent["max_views_in_a_second"] <= 31),
+    ]
 
 
 # -- 5. journal write cost ----------------------------------------------------------------
@@ -210,9 +232,14 @@ def bench_resume(sizes: Sizes, raw: dict[str, Any]) -> list[Row]:
                     # Once more, on the home as that start left it: nothing may be lost from
                     # one restart to the next (positions, adopted sessions).
                     again = measure_resume(home, count, keyring.env)
+                    # And once through the agent, its client measuring (the first size only).
+                    through = None if count != sizes.resume[0] else last_json(python(
+                        "-m", "bench.agent_probe", "resume", "--home", str(home), "--t0", repr(time.time()),
+                        "--timeout", str(5 + count / 50), env=keyring.env, timeout=1800))
                 finally:
                     lab.stop()
-                raw[f"resume_{count}"] = {"prepare": prepared, "measure": measured, "measure_again": again}
+                raw[f"resume_{count}"] = {"prepare": prepared, "measure": measured, "measure_again": again,
+                                          "through_agent": through}
                 spread = ", ".join(f"{k} {v}" for k, v in sorted(prepared["mechanisms"].items()))
                 shown, attached = measured["shown_s"], measured["all_attached_s"]
                 rows.append(Row("resume", f"{count:,} unfinished ({spread}): start to all shown in the window",
@@ -221,6 +248,8 @@ def bench_resume(sizes: Sizes, raw: dict[str, Any]) -> list[Row]:
                     rows.append(Row("resume", f"{count:,}: ended at start-up without a word from the server "
                                     "(nothing committed to resume from)", measured["ended_without_contact"], "ops"))
                 if attached is None:
+                    if through is not None:
+                        rows += resume_through_agent(count, measured, again, through)
                     rows.append(Row("resume", f"{count:,}: re-attached {measured['attached']:,} of "
                                     f"{measured['operations'] - measured['ended_without_contact']:,} "
                                     f"(not: {measured['not_attached']})",
@@ -247,8 +276,31 @@ def bench_resume(sizes: Sizes, raw: dict[str, Any]) -> list[Row]:
                                 met=again["all_attached_s"] is not None and not again["ended_without_contact"]
                                 and again["operations"] == measured["operations"] - sum(measured["ended"].values())
                                 and not ended.get("unknown")))
+                if through is not None:
+                    rows += resume_through_agent(count, measured, again, through)
             finally:
                 keyring.stop()
+    return rows
+
+
+def resume_through_agent(count: int, measured: dict[str, Any], again: dict[str, Any],
+                         through: dict[str, Any]) -> list[Row]:
+    """The third start of the same home: the agent, timed by a client connected at once."""
+    rows = [Row("resume", f"{count:,}: through the agent, its start to all listed at a client "
+                f"({through['listed']:,} of {through['operations']:,})", through["shown_s"], "s",
+                "window in process", through["shown_s"] / measured["shown_s"] if measured["shown_s"] else None)]
+    if through["all_attached_s"] is None:
+        rows.append(Row("resume", f"{count:,}: through the agent, news from the server at the client for "
+                        f"{through['attached']:,} of {through['watched']:,} (not: {through['not_attached']})",
+                        through["median_attached_s"] or 0.0, "s (median)", met=False))
+    else:
+        baseline = again["all_attached_s"]
+        rows.append(Row("resume", f"{count:,}: through the agent, its start to news from the server at the "
+                        f"client for every one of {through['watched']:,} (left out: {through['left_out']})",
+                        through["all_attached_s"], "s",
+                        "in process, re-attached (2nd start)",
+                        through["all_attached_s"] / baseline if baseline else None,
+                        "< 2 s" if count <= 1000 else None, through["all_attached_s"] < 2 if count <= 1000 else None))
     return rows
 
 

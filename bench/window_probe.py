@@ -307,7 +307,12 @@ def run_all(sizes: Any, raw: dict[str, Any], python: Callable[..., str]) -> list
         loaded = _probe(python, "load", "--home", home, "--operations", str(sizes.window_operations),
                         "--history", str(sizes.history), "--seconds", str(sizes.window_seconds))
     bare_qt = _probe(python, "bare")
-    raw["window"] = {"load": loaded, "bare": bare_qt}
+    with tempfile.TemporaryDirectory(prefix="bench-window-agent-") as home:
+        # The same load with the engine in the agent and the window its client (bench/agent_probe.py).
+        out = python("-m", "bench.agent_probe", "load", "--home", home, "--operations", str(sizes.window_operations),
+                     "--seconds", str(sizes.window_seconds))
+        agent = json.loads(out.strip().splitlines()[-1])
+    raw["window"] = {"load": loaded, "bare": bare_qt, "agent_load": agent}
     ops = f"{sizes.window_operations:,} in flight at 10 updates/s each"
     return [
         Row("window", f"event loop lag p50 ({ops})", loaded["lag_p50_ms"], "ms"),
@@ -320,7 +325,25 @@ def run_all(sizes: Any, raw: dict[str, Any], python: Callable[..., str]) -> list
         Row("window", "CPU use (the host process, all threads)", loaded["cpu_percent"], "% of a core"),
         Row("window", f"memory with {ops} and {sizes.history:,} finished", loaded["rss_mb"], "MB RSS",
             "bare Qt window", loaded["rss_mb"] / bare_qt["rss_mb"], "< 250 MB", loaded["rss_mb"] < 250),
+        Row("window", "agent's client: event loop lag p50 (the same load in the agent)", agent["lag_p50_ms"], "ms",
+            "in process", _ratio(agent["lag_p50_ms"], loaded["lag_p50_ms"])),
+        Row("window", "agent's client: event loop lag p99", agent["lag_p99_ms"], "ms", "in process",
+            _ratio(agent["lag_p99_ms"], loaded["lag_p99_ms"]), "< 16 ms", agent["lag_p99_ms"] < 16),
+        Row("window", "agent's client: event loop lag max", agent["lag_max_ms"], "ms", "in process",
+            _ratio(agent["lag_max_ms"], loaded["lag_max_ms"])),
+        Row("window", "agent's client: operation views received", agent["updates_per_s"], "views/s", "in process",
+            _ratio(agent["updates_per_s"], loaded["updates_per_s"])),
+        Row("window", "agent's client: operations table repaints", agent["repaints_per_s"], "repaints/s",
+            "in process", _ratio(agent["repaints_per_s"], loaded["repaints_per_s"]), "<= 30/s (coalesced)",
+            agent["repaints_per_s"] <= 31),
+        Row("window", "agent's client: CPU use of the window process", agent["cpu_percent"], "% of a core",
+            "in process", _ratio(agent["cpu_percent"], loaded["cpu_percent"])),
+        Row("window", "agent's client: CPU use of the agent", agent["agent_cpu_percent"], "% of a core"),
     ]
+
+
+def _ratio(value: float, baseline: float) -> float | None:
+    return value / baseline if baseline else None
 
 
 def run_startup(sizes: Any, raw: dict[str, Any], python: Callable[..., str]) -> list[Any]:

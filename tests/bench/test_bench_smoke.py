@@ -37,10 +37,15 @@ def test_smoke_run_reports_every_section(tmp_path: Path) -> None:
     assert {c: intake[c]["received"] for c in ("floor", "sdk", "hostapp")} == dict.fromkeys(
         ("floor", "sdk", "hostapp"), count)
     assert intake["hostapp"]["status"] == "completed" and intake["hostapp"]["journaled_progress"] == count
+    # ... and through the agent: its client saw the operation end with every notification counted.
+    assert intake["agent"]["status"] == "completed" and intake["agent"]["received"] == count
+    assert report["raw"]["window"]["agent_load"]["table_rows"] >= report["sizes"]["window_operations"]
     # Resume: a second restart on the home the first one left finds every operation again.
     resume = report["raw"].get("resume_20")
     if resume is not None:  # (not there when no keyring could be started)
         again = resume["measure_again"]
         assert again["ended_without_contact"] == 0 and again["all_attached_s"] is not None, again
+        through = resume["through_agent"]
+        assert through["listed"] == through["operations"] and through["all_attached_s"] is not None, through
     assert "| intake |" in proc.stdout  # the table
     assert proc.returncode == 0, proc.stderr[-3000:]
