@@ -96,7 +96,7 @@ def test_main_starts_and_quits_cleanly(isolated_home, tmp_path):
     env = dict(os.environ, QT_QPA_PLATFORM="offscreen", HOSTAPP_HOME=str(isolated_home))
     proc = subprocess.run([sys.executable, str(script)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert "servers ['lab']" in proc.stdout
+    assert "servers ['lab', 'lab-http']" in proc.stdout
     assert (isolated_home / "hostapp.ini").is_file()
     log = (isolated_home / "logs" / "hostapp.log").read_text()
     assert "Traceback" not in log, log[-2000:]
