@@ -771,6 +771,11 @@ class LabCore:
         # A request answered by a coroutine of the previous process (not by a job) died
         # with it: its stream ends, so a replay by Last-Event-ID does not wait forever.
         answered_by_jobs = {job.out_stream for job in self.state.jobs(active_only=True) if job.out_stream}
+        for job in self.state.jobs(active_only=True):
+            mechanism = self._by_job_kind.get(job.mechanism)
+            answered = mechanism.job_resumed(job) if mechanism is not None else None
+            if answered is not None:
+                answered_by_jobs.add(answered)
         for stream_id in self.state.open_streams("request"):
             if stream_id not in answered_by_jobs:
                 self.close_stream(stream_id)
