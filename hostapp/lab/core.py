@@ -190,6 +190,7 @@ class LabCore:
         self._pending_client: dict[str, asyncio.Future[Any]] = {}
         self._client_ids = itertools.count(1)
         self._events_sent = 0
+        self._stopping = False
         self._url_visits: dict[str, asyncio.Event] = {}
         self._url_owner: dict[str, str | None] = {}
         self._required_url_done: dict[str | None, list[str]] = {}
@@ -357,7 +358,8 @@ class LabCore:
         try:
             response = await self.answer(call)
         except asyncio.CancelledError:
-            self.close_stream(stream)  # cancelled: no response, per the cancellation rules
+            if not self._stopping:  # the lab going away cancels nobody's request
+                self.close_stream(stream)  # cancelled: no response, per the cancellation rules
             raise
         if response is not None:
             self.emit(stream, response, close=True)
@@ -782,6 +784,9 @@ class LabCore:
         return resumed
 
     async def shutdown(self) -> None:
+        # Requests still being answered stay open in the state: the next lab answers them,
+        # or closes them at start-up (resume_jobs).
+        self._stopping = True
         tasks = [*self._runners.values(), *self._request_tasks.values()]
         for task in tasks:
             task.cancel()
