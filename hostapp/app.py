@@ -7,8 +7,8 @@ and both ``sys.excepthook`` and the loop's exception handler installed so that a
 in a slot or a task is logged and shown instead of killing the window. Quitting stops
 the engine first (every connection closed, the journal flushed), then the loop.
 
-On the first launch with an empty home the built-in lab server is configured as a stdio
-server, so a newcomer can start a long call at once and watch it.
+On the first launch with an empty home the built-in lab server is configured (on stdio,
+and the same process over HTTP), so a newcomer can start a long call at once and watch it.
 """
 
 from __future__ import annotations
@@ -32,8 +32,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("hostapp.app")
 
-#: Name of the embedded default server.
+#: Names of the embedded default servers: the lab on stdio, and the same lab over HTTP.
 LAB_SERVER_NAME = "lab"
+LAB_HTTP_SERVER_NAME = "lab-http"
 #: QSettings key remembering that the default server was offered once.
 FIRST_RUN_KEY = "app/default_server_configured"
 
@@ -45,15 +46,36 @@ def lab_command() -> tuple[str, list[str]]:
     return sys.executable, ["-m", "hostapp", "lab", "serve", "--stdio"]
 
 
-def lab_server_config(home: Path) -> ServerConfig:
-    """The built-in lab server of ``home``. Its state file is named on its command line: a
-    stdio server inherits only a minimal environment (not ``HOSTAPP_HOME``), and without it
-    every home's lab would share one state file in the platform's data folder."""
+def lab_server_config(home: Path, http_port: int | None = None) -> ServerConfig:
+    """The built-in lab server of ``home``, on stdio. Its state file is named on its
+    command line: a stdio server inherits only a minimal environment (not
+    ``HOSTAPP_HOME``), and without it every home's lab would share one state file in the
+    platform's data folder. With ``http_port`` the same process also listens there."""
     from hostapp.store.journal import ServerConfig
 
     command, args = lab_command()
     state = Path(home).resolve() / "lab" / "lab.sqlite3"
-    return ServerConfig(name=LAB_SERVER_NAME, transport="stdio", command=command, args=[*args, "--state", str(state)])
+    http = ["--http", str(http_port)] if http_port is not None else []
+    return ServerConfig(name=LAB_SERVER_NAME, transport="stdio", command=command,
+                        args=[*args, *http, "--state", str(state)])
+
+
+def lab_server_configs(home: Path) -> list[ServerConfig]:
+    """What the first run configures: the lab on stdio (MCP 2026-07-28, negotiated), and
+    the same lab process over Streamable HTTP on a loopback port chosen now, pinned to
+    MCP 2025-11-25. Between them every long tool of the lab runs by its own mechanism
+    and survives a host kill (each entry lists only the tools that do there); the HTTP
+    port also serves the pages of the lab's URL questions."""
+    import socket
+
+    from hostapp.store.journal import ServerConfig
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    return [lab_server_config(home, port),
+            ServerConfig(name=LAB_HTTP_SERVER_NAME, transport="http", url=f"http://127.0.0.1:{port}/mcp",
+                         protocol_version="2025-11-25")]
 
 
 def blocking_call_executor() -> ThreadPoolExecutor:
@@ -178,7 +200,8 @@ class HostApp:
         self.started = True
         if not self.settings.value(FIRST_RUN_KEY, False, type=bool):
             if not await self.api.servers():
-                await self.api.add_server(lab_server_config(self.home))
+                for cfg in lab_server_configs(self.home):
+                    await self.api.add_server(cfg)
             self.settings.setValue(FIRST_RUN_KEY, True)
             self.settings.sync()
         await self.window.load_servers()

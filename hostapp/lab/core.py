@@ -24,6 +24,7 @@ stateless-era calls whose connection died with the process).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import json
 import logging
@@ -175,7 +176,11 @@ class LabCore:
     def __init__(self, state: LabState, faults: Faults | None = None, base_url: str | None = None):
         self.state = state
         self.faults = faults or Faults()
+        #: Where the lab's HTTP listener is reached (its consent pages among it).
         self.base_url = base_url
+        #: Opens an HTTP listener for the consent pages when a URL question needs one and
+        #: there is none yet (a stdio lab started without ``--http``); sets ``base_url``.
+        self.open_consent_listener: Callable[[], Awaitable[None]] | None = None
         self._wakeups: dict[str, asyncio.Event] = {}
         self._job_events: dict[str, asyncio.Event] = {}
         self._runners: dict[str, asyncio.Task[None]] = {}
@@ -185,6 +190,7 @@ class LabCore:
         self._pending_client: dict[str, asyncio.Future[Any]] = {}
         self._client_ids = itertools.count(1)
         self._events_sent = 0
+        self._stopping = False
         self._url_visits: dict[str, asyncio.Event] = {}
         self._url_owner: dict[str, str | None] = {}
         self._required_url_done: dict[str | None, list[str]] = {}
@@ -352,7 +358,8 @@ class LabCore:
         try:
             response = await self.answer(call)
         except asyncio.CancelledError:
-            self.close_stream(stream)  # cancelled: no response, per the cancellation rules
+            if not self._stopping:  # the lab going away cancels nobody's request
+                self.close_stream(stream)  # cancelled: no response, per the cancellation rules
             raise
         if response is not None:
             self.emit(stream, response, close=True)
@@ -492,7 +499,7 @@ class LabCore:
                 "instructions": INSTRUCTIONS, "cacheScope": "public", "ttlMs": 0}
 
     async def _tools_list(self, call: Call) -> dict[str, Any]:
-        result: dict[str, Any] = {"tools": catalogue.tool_list(call.protocol_version)}
+        result: dict[str, Any] = {"tools": catalogue.tool_list(call.protocol_version, call.transport)}
         if call.era == STATELESS:
             result.update(cacheScope="public", ttlMs=0)
         return result
@@ -587,42 +594,55 @@ class LabCore:
                                        "params": {"elicitationId": elicitation_id}})
         return True
 
-    def _url_request(self, call: Call) -> dict[str, Any]:
+    async def _url_request(self, call: Call) -> dict[str, Any]:
         elicitation_id = uuid.uuid4().hex
         self._url_visits[elicitation_id] = asyncio.Event()
         self._url_owner[elicitation_id] = call.session_key
+        if self.base_url is None and self.open_consent_listener is not None:
+            await self.open_consent_listener()  # a stdio lab opens its page on first use
         base = self.base_url or "http://127.0.0.1"
         return {"mode": "url", "message": "Open this page of the lab to confirm.",
                 "url": f"{base}/lab/consent/{elicitation_id}", "elicitationId": elicitation_id}
+
+    async def _visit(self, elicitation_id: Any, answer: dict[str, Any], wait_seconds: float) -> bool:
+        """Whether the consent page of ``elicitation_id`` was opened: at once if it was
+        (the person may open it before answering, and the client then withdraws the
+        question), else within ``wait_seconds`` of an ``accept``."""
+        event = self._url_visits.get(elicitation_id) if isinstance(elicitation_id, str) else None
+        if event is None:
+            return False
+        if not event.is_set() and answer.get("action") == "accept":
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(event.wait(), wait_seconds)
+        return event.is_set()
 
     async def _tool_ask_url(self, call: Call, args: dict[str, Any]) -> Any:
         if args.get("required_error"):
             done = self._required_url_done.get(call.session_key) or []
             if done:
-                elicitation_id = done.pop(0)
                 self.state.count_execution("ask_url", uuid.uuid4().hex)
                 return catalogue.text_result("ask_url: the required URL was visited",
-                                             {"elicitationId": elicitation_id, "visited": True})
+                                             {"elicitationId": done.pop(0), "visited": True})
             raise RpcError(URL_ELICITATION_REQUIRED, "this call needs a URL visited first",
-                           {"elicitations": [self._url_request(call)]})
+                           {"elicitations": [await self._url_request(call)]})
         self.state.count_execution("ask_url", uuid.uuid4().hex)
+        wait_seconds = float(args.get("wait_seconds", 60))
         if call.era == STATELESS and "url" in (call.params.get("inputResponses") or {}):
+            # The second round of a multi round-trip request: the question's id comes back
+            # in the requestState the first round signed.
             answer = call.params["inputResponses"]["url"]
-            return catalogue.text_result(f"ask_url answer: {answer.get('action')}", {"action": answer.get("action")})
-        request = self._url_request(call)
-        answer = await self.elicit(call, "url", request)
-        visited = False
-        if answer.get("action") == "accept" and self.base_url is not None:
-            try:
-                await asyncio.wait_for(self._url_visits[request["elicitationId"]].wait(),
-                                       float(args.get("wait_seconds", 60)))
-                visited = True
-            except TimeoutError:
-                pass
-        if answer.get("action") == "accept":
+            raw_state = call.params.get("requestState")
+            elicitation_id: Any = self._mrtr.open_state(raw_state).get("elicitationId") if raw_state else None
+        else:
+            request = await self._url_request(call)
+            elicitation_id = request["elicitationId"]
+            answer = await self.elicit(call, "url", request, {"tool": "ask_url", "elicitationId": elicitation_id})
+        visited = await self._visit(elicitation_id, answer, wait_seconds)
+        if visited and call.era != STATELESS:
             self.emit(call.stream, {"jsonrpc": "2.0", "method": "notifications/elicitation/complete",
-                                    "params": {"elicitationId": request["elicitationId"]}})
-        return catalogue.text_result(f"ask_url answer: {answer.get('action')}",
+                                    "params": {"elicitationId": elicitation_id}})
+        return catalogue.text_result(f"ask_url answer: {answer.get('action')}"
+                                     + ("; the page was opened" if visited else ""),
                                      {"action": answer.get("action"), "visited": visited})
 
     # ------------------------------------------------------------------ jobs
@@ -753,12 +773,20 @@ class LabCore:
         # A request answered by a coroutine of the previous process (not by a job) died
         # with it: its stream ends, so a replay by Last-Event-ID does not wait forever.
         answered_by_jobs = {job.out_stream for job in self.state.jobs(active_only=True) if job.out_stream}
+        for job in self.state.jobs(active_only=True):
+            mechanism = self._by_job_kind.get(job.mechanism)
+            answered = mechanism.job_resumed(job) if mechanism is not None else None
+            if answered is not None:
+                answered_by_jobs.add(answered)
         for stream_id in self.state.open_streams("request"):
             if stream_id not in answered_by_jobs:
                 self.close_stream(stream_id)
         return resumed
 
     async def shutdown(self) -> None:
+        # Requests still being answered stay open in the state: the next lab answers them,
+        # or closes them at start-up (resume_jobs).
+        self._stopping = True
         tasks = [*self._runners.values(), *self._request_tasks.values()]
         for task in tasks:
             task.cancel()

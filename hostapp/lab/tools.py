@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from hostapp.protocol.eras import HANDSHAKE_VERSIONS, STATELESS_VERSION
+
 _DURATION = {
     "seconds": {"type": "number", "minimum": 0, "default": 30,
                 "description": "How long the work takes in total, in seconds."},
@@ -97,10 +99,45 @@ TOOLS: dict[str, dict[str, Any]] = {
 LONG_TOOLS = {name for name, d in TOOLS.items() if "seconds" in d["inputSchema"]["properties"]}
 
 
-def tool_list(protocol_version: str) -> list[dict[str, Any]]:
-    """The tools as ``tools/list`` shows them for one protocol revision."""
+_HANDSHAKE = frozenset(HANDSHAKE_VERSIONS)
+_STATELESS = frozenset({STATELESS_VERSION})
+_ANY_TRANSPORT = frozenset({"http", "stdio"})
+#: Long tools whose mechanism exists only in some protocol revisions, or needs a transport
+#: that ties a message to its request: tool -> (revisions, transports) it is listed for.
+#: Elsewhere it is not offered, because it would run as a plain request that nothing can
+#: resume (or not at all); called anyway, it is still served, or says why it cannot run.
+#: Every tool not named here is offered everywhere.
+ONLY_WHERE: dict[str, tuple[frozenset[str], frozenset[str]]] = {
+    # SSE resumption (Last-Event-ID) is of the handshake era and of Streamable HTTP.
+    "long_sse": (_HANDSHAKE, frozenset({"http"})),
+    # Task-augmented tools/call exists in 2025-11-25 only.
+    "long_task": (frozenset({"2025-11-25"}), _ANY_TRANSPORT),
+    # The tasks extension and multi round-trip requests are of 2026-07-28.
+    "long_task_ext": (_STATELESS, _ANY_TRANSPORT),
+    "long_mrtr": (_STATELESS, _ANY_TRANSPORT),
+    # A draft stream is announced by a notification that names no request: only a
+    # request's own SSE stream ties it to the call. In the stateless era closing that
+    # stream cancels the request, so the stream could not outlive it.
+    "long_stream": (_HANDSHAKE, frozenset({"http"})),
+    # SEP-975 resumes a request under its id in its session: the handshake era (where
+    # clients, hostapp among them, declare resumableRequests).
+    "long_resumable": (_HANDSHAKE, _ANY_TRANSPORT),
+}
+
+
+def offered(name: str, protocol_version: str, transport: str) -> bool:
+    """Whether ``tools/list`` offers tool ``name`` on this revision and transport."""
+    where = ONLY_WHERE.get(name)
+    return where is None or (protocol_version in where[0] and transport in where[1])
+
+
+def tool_list(protocol_version: str, transport: str = "http") -> list[dict[str, Any]]:
+    """The tools as ``tools/list`` shows them for one protocol revision and transport
+    (``"http"`` or ``"stdio"``): only those that can run, and survive, there."""
     tools = []
     for name, definition in TOOLS.items():
+        if not offered(name, protocol_version, transport):
+            continue
         tool = {"name": name, **definition}
         if protocol_version != "2025-11-25":
             tool.pop("execution", None)  # execution.taskSupport exists since 2025-11-25

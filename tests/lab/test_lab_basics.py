@@ -8,6 +8,7 @@ import pytest
 from hostapp.lab.state import execution_counts
 
 from .conftest import ACCEPT, STATELESS, McpClient, wait_until
+from .test_lab_stdio import StdioPeer
 
 
 def test_initialize_opens_a_session_and_declares_every_mechanism(lab):
@@ -48,11 +49,52 @@ def test_stateless_discover_and_tools_list(stateless):
     tools = stateless.request("tools/list").result
     assert tools["resultType"] == "complete"
     by_name = {t["name"]: t for t in tools["tools"]}
-    assert {"sleep_with_progress", "ask_form", "ask_url", "fail", "long_sse", "long_task", "long_task_ext",
-            "long_mrtr", "long_resume_token", "long_stream", "long_resumable", "long_async",
-            "lab_stats"} <= set(by_name)
+    assert set(by_name) == {"sleep_with_progress", "ask_form", "ask_url", "fail", "long_task_ext", "long_mrtr",
+                            "long_resume_token", "long_async", "lab_stats"}
     assert by_name["long_async"]["invocationMode"] == "async"
     assert all(t["description"] and t["inputSchema"]["type"] == "object" for t in tools["tools"])
+
+
+#: The long tools each revision and transport offers: those whose mechanism exists there
+#: and carries the call across a break (elsewhere it would be a plain request).
+LONG_TOOLS_OFFERED = {
+    ("2025-11-25", "http"): {"long_sse", "long_task", "long_resume_token", "long_stream", "long_resumable",
+                             "long_async"},
+    ("2025-06-18", "http"): {"long_sse", "long_resume_token", "long_stream", "long_resumable", "long_async"},
+    (STATELESS, "http"): {"long_task_ext", "long_mrtr", "long_resume_token", "long_async"},
+    ("2025-11-25", "stdio"): {"long_task", "long_resume_token", "long_resumable", "long_async"},
+    (STATELESS, "stdio"): {"long_task_ext", "long_mrtr", "long_resume_token", "long_async"},
+}
+
+
+@pytest.mark.parametrize(("version", "transport"), list(LONG_TOOLS_OFFERED))
+def test_each_revision_and_transport_lists_the_long_tools_that_run_there(start_lab, version, transport):
+    if transport == "http":
+        client = McpClient(start_lab().url, stateless=version == STATELESS, version=version)
+        if version != STATELESS:
+            client.initialize()
+        tools = client.request("tools/list").result["tools"]
+        client.close()
+    else:
+        peer = StdioPeer(start_lab(stdio=True))
+        if version == STATELESS:
+            meta = {"io.modelcontextprotocol/protocolVersion": STATELESS,
+                    "io.modelcontextprotocol/clientCapabilities": {}}
+            peer.send({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": meta}})
+        else:
+            peer.send({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+                "protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}})
+            peer.until_response(0)
+            peer.send({"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
+        tools = peer.until_response(1)[1]["result"]["tools"]
+    assert {t["name"] for t in tools if t["name"].startswith("long_")} == LONG_TOOLS_OFFERED[(version, transport)]
+    assert {"sleep_with_progress", "ask_form", "ask_url", "fail", "lab_stats"} <= {t["name"] for t in tools}
+
+
+def test_a_tool_not_offered_says_where_it_runs(stateless):
+    error = stateless.call("long_task", {"seconds": 0, "steps": 1}).error
+    assert error["code"] == -32601
+    assert "only MCP 2025-11-25 has" in error["message"] and "pinned to 2025-11-25" in error["message"]
 
 
 def test_stateless_version_and_header_checks(lab, stateless):

@@ -6,6 +6,7 @@ import signal
 import uuid
 
 import httpx
+import pytest
 
 from hostapp.lab.state import execution_count
 
@@ -194,6 +195,33 @@ def test_long_resume_token_slices_until_done(client, state_file):
     expired = client.call("long_resume_token", args, extra={"_meta": {"resumeToken": token}})
     assert expired.error["code"] == -32602
     assert execution_count(state_file, "long_resume_token", token) == 1
+
+
+@pytest.mark.parametrize("end", ["killed", "its stdio client went away"])
+def test_a_first_slice_cut_by_a_lab_restart_is_answered_on_its_replayed_stream(start_lab, state_file, end):
+    """Before the first token a client can come back only by replaying the request's SSE
+    stream; the coroutine that would have answered it died with the lab, so the restarted
+    lab answers it with the outcome. Also when the lab stopped cleanly, as a stdio lab does
+    when its host is killed (its stdin ends): stopping is no cancellation of the request."""
+    lab = start_lab() if end == "killed" else start_lab("--http", "0", stdio=True)
+    client = McpClient(lab.url)
+    client.initialize()
+    # A slice lasts a quarter of the work (2 s here); the first step takes 0.5 s.
+    first = client.call("long_resume_token", {"seconds": 8, "steps": 16}, progress="rt", request_id=12,
+                        max_messages=1)
+    assert len(first.progress) == 1 and first.response is None  # no token handed out yet
+    if end == "killed":
+        kill(lab)
+    else:
+        lab.proc.stdin.close()
+        assert lab.wait_exit() == 0
+    lab2 = start_lab(port=lab.port)
+    replay = client.resume(first.event_ids[-1], 12)
+    assert replay.result["structuredContent"] == {"tool": "long_resume_token", "seconds": 8.0, "steps": 16}
+    assert [p["progress"] for p in replay.progress][-1] == 16
+    assert execution_count(state_file, "long_resume_token") == 1
+    client.close()
+    lab2.stop()
 
 
 def test_long_resume_token_validates_params(client):

@@ -34,6 +34,19 @@ def test_the_built_in_lab_keeps_its_state_in_its_home(tmp_path):
     assert (cfg.command, cfg.args[:-2]) == lab_command()
 
 
+def test_the_first_run_configures_one_lab_process_behind_two_doors(tmp_path):
+    """The stdio lab listens on the port the HTTP entry names; the HTTP entry is pinned to
+    the handshake era, where the tools the stateless era lacks (long_task, long_sse,
+    long_stream, long_resumable) run."""
+    from hostapp.app import lab_server_configs
+
+    stdio, http = lab_server_configs(tmp_path / "home")
+    port = stdio.args[stdio.args.index("--http") + 1]
+    assert stdio.transport == "stdio" and "--stdio" in stdio.args and stdio.protocol_version is None
+    assert http.transport == "http" and http.url == f"http://127.0.0.1:{port}/mcp"
+    assert http.protocol_version == "2025-11-25"
+
+
 def test_uncaught_errors_are_shown_not_fatal(qtbot, qloop, isolated_home, monkeypatch):
     monkeypatch.setattr(sys, "excepthook", sys.excepthook)
     host = HostApp(isolated_home)
@@ -104,7 +117,7 @@ def test_main_starts_and_quits_cleanly(isolated_home, tmp_path):
     finally:
         Agents(isolated_home, env).kill_all()
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert "servers ['lab']" in proc.stdout
+    assert "servers ['lab', 'lab-http']" in proc.stdout
     assert (isolated_home / "hostapp.ini").is_file()
     log = (isolated_home / "logs" / "hostapp.log").read_text()
     assert "Traceback" not in log, log[-2000:]

@@ -17,7 +17,7 @@ from PySide6.QtWidgets import QLineEdit, QPlainTextEdit
 
 pytest.importorskip("hostapp.store.journal", reason="the journal is needed for the window's engine")
 
-from hostapp.app import FIRST_RUN_KEY, LAB_SERVER_NAME, HostApp
+from hostapp.app import FIRST_RUN_KEY, LAB_HTTP_SERVER_NAME, LAB_SERVER_NAME, HostApp
 from hostapp.engine import api
 from hostapp.ui.operations_model import PROGRESS
 
@@ -94,9 +94,10 @@ def test_newcomer_session(host, qloop, isolated_home):
     async def scenario():
         await host.start()
         # First launch: the lab is configured and connects on its own.
-        assert [s.name for s in host.engine.servers()] == [LAB_SERVER_NAME]
-        await until(lambda: window.servers_model.rowCount() == 1
-                    and window.servers_model.server(0).state == api.CONNECTED, what="the lab to connect")
+        assert [s.name for s in host.engine.servers()] == [LAB_SERVER_NAME, LAB_HTTP_SERVER_NAME]
+        await until(lambda: window.servers_model.rowCount() == 2
+                    and all(window.servers_model.server(i).state == api.CONNECTED for i in range(2)),
+                    what="the lab to connect, on stdio and over HTTP")
         assert window.servers_model.server(0).tools_count
 
         # Invalid arguments keep the dialog open with the problem shown.

@@ -61,7 +61,7 @@ def test_the_window_shows_the_agents_work_live_and_leaves_it_running(qtbot, qloo
     qtbot.addWidget(host.window)
     qloop.run_until_complete(host.start())
     # The first run configured the built-in lab, in the agent.
-    assert [s.name for s in qloop.run_until_complete(remote.servers())] == ["lab"]
+    assert [s.name for s in qloop.run_until_complete(remote.servers())] == ["lab", "lab-http"]
 
     call = subprocess.Popen(
         [sys.executable, "-m", "hostapp", "call", "lab", "sleep_with_progress", "--json",

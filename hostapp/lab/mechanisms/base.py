@@ -47,5 +47,11 @@ class LabMechanism:
     def job_waiting(self, job: JobRow) -> None:
         """One of its jobs now waits for the person's answer (status ``input_required``)."""
 
+    def job_resumed(self, job: JobRow) -> str | None:
+        """One of its jobs goes on after a lab restart. Returns the stored stream of a
+        request that a coroutine of the previous process was answering and that this
+        mechanism now answers itself (else that stream is closed: nobody would answer it)."""
+        return None
+
     def request_cancelled(self, request_key: RequestKey) -> None:
         """``notifications/cancelled`` named a request (any request, of any mechanism)."""

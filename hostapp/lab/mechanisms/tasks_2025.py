@@ -97,7 +97,10 @@ class Tasks2025(LabMechanism):
         task_params = call.params.get("task")
         if not isinstance(task_params, dict):
             raise RpcError(METHOD_NOT_FOUND, "long_task requires a task-augmented tools/call "
-                           "(execution.taskSupport is \"required\")")
+                           "(execution.taskSupport is \"required\"), which only MCP 2025-11-25 has"
+                           + ("" if call.protocol_version == "2025-11-25" else
+                              f"; this connection speaks {call.protocol_version}: call it on a server "
+                              "entry pinned to 2025-11-25"))
         ttl = task_params.get("ttl")
         ttl = int(ttl) if isinstance(ttl, (int, float)) and not isinstance(ttl, bool) else TASK_TTL_MS
         task_id = new_handle()
