@@ -106,6 +106,10 @@ def status_word(op: OperationView) -> str:
 
 
 def progress_text(op: OperationView) -> str:
+    """A completed call is whole (its server may not have reported the last step, as the
+    window shows it too); otherwise how far it got, if known."""
+    if op.status == OperationStatus.COMPLETED:
+        return "100%"
     fraction = op.fraction
     return NO_PROGRESS if fraction is None else f"{int(fraction * 100)}%"
 

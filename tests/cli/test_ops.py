@@ -123,3 +123,8 @@ def test_ops_prints_a_table_and_filters_by_status_and_server(isolated_home):
                          "created_at", "result", "error"]
     bad = hostapp("ops", "--status", "done", home=home)
     assert bad.returncode == 2 and "no status 'done'" in bad.stderr
+
+
+def test_a_completed_call_reads_whole_even_when_its_last_step_was_not_reported():
+    lines = table_lines([op("ffffeeeedddd", "completed", age=60, took=30, progress=29, total=30)], NOW, cells=200)
+    assert "100%" in lines[1] and "96%" not in lines[1]
