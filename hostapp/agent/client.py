@@ -59,6 +59,8 @@ class RemoteEngine:
         self._ids = itertools.count(2)
         self._waiting: dict[int, asyncio.Future[Any]] = {}
         self._closed: asyncio.Event = asyncio.Event()
+        #: Why the owner said it stops on purpose, if it did (then its end is no crash).
+        self.owner_stopping: str | None = None
         self._reading = asyncio.get_running_loop().create_task(self._read())
 
     @classmethod
@@ -158,6 +160,8 @@ class RemoteEngine:
                 listener.input_withdrawn(str(params.get("request_id")))
             elif kind == "problem":
                 listener.problem(str(params.get("problem")), str(params.get("message")))
+            elif kind == "owner_stopping":
+                self.owner_stopping = str(params.get("reason") or "it was stopped")
         except wire.WireError as exc:
             log.warning("the agent sent a bad %s event: %s", kind, exc)
 

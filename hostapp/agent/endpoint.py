@@ -136,6 +136,14 @@ class AgentEndpoint:
             os.umask(old_umask)
         os.chmod(self.path, 0o600)
 
+    async def farewell(self, reason: str) -> None:
+        """Tell every client that the owner stops on purpose (``reason``, for a person), so
+        that a window does not start a new owner behind the back of whoever stopped it."""
+        for client in list(self._clients):
+            client.event({"kind": "owner_stopping", "reason": reason})
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(client.writer.drain(), 1)
+
     async def close(self) -> None:
         if self._server is not None:
             self._server.close()

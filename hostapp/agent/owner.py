@@ -91,6 +91,8 @@ class Owner:
         self.since = time.time()
         self.lock = HomeLock(home)
         self._stopping = asyncio.Event()
+        #: Why the owner stops on purpose (told to its clients); a signal unless asked.
+        self._stop_reason = "it received a signal to stop"
         self._last_client = time.monotonic()
         self.endpoint = AgentEndpoint(
             engine=None,  # set below: the engine is made with the endpoint as its listener
@@ -141,6 +143,7 @@ class Owner:
         return None
 
     async def request_stop(self) -> dict[str, Any]:
+        self._stop_reason = "it was asked to stop"
         self._stopping.set()
         return {"stopping": True}
 
@@ -178,6 +181,8 @@ class Owner:
                     log.info("nothing in flight and nobody connected for %.0f s: exiting", self.idle_exit)
                     break
         finally:
+            if self._stopping.is_set():
+                await self.endpoint.farewell(self._stop_reason)
             await self.endpoint.close()
             await self.engine.stop()
             await self.notifier.close()

@@ -27,6 +27,9 @@ log = logging.getLogger(__name__)
 
 #: States reported to ``on_change``.
 CONNECTED, RECONNECTED, LOST, UNAVAILABLE = "connected", "reconnected", "lost", "unavailable"
+#: The agent stopped on purpose (``hostapp agent stop``, a signal): no new one is started
+#: until the person asks (:meth:`AgentLink.restart`).
+STOPPED = "stopped"
 
 
 class AgentConnection(Protocol):
@@ -44,7 +47,8 @@ class AgentConnection(Protocol):
 class AgentLink:
     """The engine facade of the window, carried by whichever connection to the agent is current.
 
-    States: new → connecting → connected ⇄ lost (reconnecting) → stopped.
+    States: new → connecting → connected ⇄ lost (reconnecting); connected → stopped (the
+    agent stopped on purpose) → connecting once the person asks; the window leaving ends it.
     ``on_change(state, message)`` hears each change (``message`` is for the person).
     """
 
@@ -56,6 +60,7 @@ class AgentLink:
         self.on_change: Callable[[str, str], None] | None = None
         self._listener: EngineListener | None = None
         self._ready = asyncio.Event()
+        self._restart = asyncio.Event()
         self._stopping = False
         self._running: asyncio.Task[None] | None = None
 
@@ -111,6 +116,13 @@ class AgentLink:
             self._ready.clear()
             if self._stopping:
                 return
+            reason = getattr(conn, "owner_stopping", None)
+            if reason:
+                self._say(STOPPED, f"The background agent stopped: {reason}. Operations are paused until it runs "
+                                   "again; hostapp does not restart it by itself. Choose Start agent to go on.")
+                self._restart.clear()
+                await self._restart.wait()
+                continue
             self._say(LOST, "The background agent stopped unexpectedly. hostapp is starting it again; "
                             "operations that can resume will continue.")
 
@@ -133,6 +145,10 @@ class AgentLink:
 
         call.__name__ = name
         return call
+
+    def restart(self) -> None:
+        """After a deliberate stop: start (or reach) an agent again."""
+        self._restart.set()
 
     async def start(self, *, resume: bool = True, only: frozenset[str] | None = None) -> None:
         """The agent started its engine when it took the home; the link only connects."""

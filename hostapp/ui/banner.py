@@ -8,6 +8,8 @@ another one, shows again); a keyring that takes no secrets stays in view.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QStyle, QWidget
 
@@ -37,14 +39,34 @@ class Banner(QFrame):
         self.dismiss_button.setAccessibleName("Dismiss the warnings")
         self.dismiss_button.clicked.connect(self.dismiss)
         self.dismiss_button.hide()
+        # One action a condition may offer (Start agent), shown while that condition is.
+        self.action_button = QPushButton()
+        self.action_button.hide()
+        self.action_button.clicked.connect(self._act)
+        self._action: tuple[str, Callable[[], None]] | None = None
         # Conditions the person dismissed, hidden while their words stay the same.
         self._dismissed: dict[str, str] = {}
         lay = QHBoxLayout(self)
         lay.setContentsMargins(8, 4, 8, 4)
         lay.addWidget(icon, 0, Qt.AlignmentFlag.AlignTop)
         lay.addWidget(self.label, 1)
+        lay.addWidget(self.action_button, 0, Qt.AlignmentFlag.AlignTop)
         lay.addWidget(self.dismiss_button, 0, Qt.AlignmentFlag.AlignTop)
         self.hide()
+
+    def offer(self, key: str, text: str, act: Callable[[], None]) -> None:
+        """A button beside the condition ``key`` while it is shown (``act`` on a click)."""
+        self._action = (key, act)
+        self.action_button.setText(text)
+        self.action_button.setAccessibleName(text)
+        self._show_action()
+
+    def _act(self) -> None:
+        if self._action is not None:
+            self._action[1]()
+
+    def _show_action(self) -> None:
+        self.action_button.setVisible(self._action is not None and self._action[0] in self._messages)
 
     def set_message(self, key: str, message: str | None) -> None:
         if message:
@@ -57,6 +79,9 @@ class Banner(QFrame):
         self.label.setText("\n".join(shown.values()))
         self.dismiss_button.setVisible(bool(DISMISSABLE & set(shown)))
         self.setVisible(bool(shown))
+        if self._action is not None and self._action[0] == key and not message:
+            self._action = None
+        self._show_action()
 
     def message(self, key: str) -> str | None:
         return self._messages.get(key)

@@ -29,7 +29,7 @@ from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QSystemTrayIcon
 
 from hostapp.engine.api import EngineApi, EngineError, OperationView
-from hostapp.ui.agent_link import LOST, RECONNECTED, UNAVAILABLE
+from hostapp.ui.agent_link import LOST, RECONNECTED, STOPPED, UNAVAILABLE
 from hostapp.ui.async_dialog import run_dialog
 from hostapp.ui.quit_dialog import KEEP, STOP, QuitDialog
 
@@ -189,9 +189,12 @@ class WindowLifecycle(QObject):
     def agent_changed(self, state: str, message: str) -> None:
         """The link to the agent changed (:mod:`hostapp.ui.agent_link`'s states)."""
         w = self.window
-        if state in (LOST, UNAVAILABLE):
+        if state in (LOST, UNAVAILABLE, STOPPED):
             w.banner.set_message("agent", message)
             w.statusBar().showMessage(message, 15000)
+            restart = getattr(self.engine, "restart", None)
+            if state == STOPPED and restart is not None:
+                w.banner.offer("agent", "Start agent", restart)
             return
         w.banner.set_message("agent", None)
         if state == RECONNECTED:
@@ -203,9 +206,8 @@ class WindowLifecycle(QObject):
         w = self.window
         selected = w.selected_operation()
         await w.ops_model.reload()
-        row = w.ops_model.row_of(selected.id) if selected is not None else None
-        if row is not None:
-            w.ops_table.selectRow(row)
+        if selected is not None:
+            w.select_operation(selected.id)
         await w.load_servers()
         w.elicitations.close_all()  # the questions of the agent that died; the new one asks again
         for question in await self.engine.open_questions():

@@ -164,6 +164,32 @@ def test_the_window_starts_its_agent_and_starts_a_new_one_when_it_dies(qtbot, ql
         close_window(qloop, host)
 
 
+def test_an_agent_stopped_on_purpose_is_not_restarted_behind_the_persons_back(qtbot, qloop, agents: Agents):
+    """`hostapp agent stop` while the window is open: the window says so and offers to start
+    the agent again; it starts none by itself (a stop would otherwise undo itself)."""
+    host = open_window(qtbot, qloop, agents.home)
+    try:
+        first = agent_pid(host)
+        stopped = agents.run("agent", "stop", "--yes")
+        assert stopped.returncode == 0, stopped.stderr
+        wait(qloop, lambda: host.window.banner.message("agent"), 30, "the banner")
+        said = host.window.banner.message("agent")
+        assert "stopped" in said and "asked to stop" in said
+        wait(qloop, lambda: not alive(first), 30, "the agent's end")
+        qloop.run_until_complete(asyncio.sleep(3))  # time enough for a restart, if one were made
+        assert HomeLock(agents.home).owner() is None or not alive(HomeLock(agents.home).owner().pid)
+        assert host.window.banner.action_button.isVisible()
+        assert host.window.banner.action_button.text() == "Start agent"
+
+        host.window.banner.action_button.click()
+        wait(qloop, lambda: host.window.banner.message("agent") is None, 60, "the new agent")
+        second = agent_pid(host)
+        assert second != first and alive(second)
+        assert not host.window.banner.action_button.isVisible()
+    finally:
+        close_window(qloop, host)
+
+
 # -- ✕ -----------------------------------------------------------------------------
 
 # Creating a tray icon where the platform has no tray says so once; that is the simulation's.
