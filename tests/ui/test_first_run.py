@@ -34,7 +34,7 @@ import pytest
 
 from hostapp.agent.client import AgentUnavailable, RemoteEngine
 from hostapp.agent.endpoint import socket_path
-from hostapp.app import LAB_HTTP_SERVER_NAME, LAB_SERVER_NAME, HostApp, agent_for_window
+from hostapp.app import LAB_HTTP_SERVER_NAME, LAB_SERVER_NAME, HostApp, agent_link
 from hostapp.engine import api
 from hostapp.lab.state import LabState
 from tests.support.agents import Agents, agents_fixture
@@ -85,7 +85,8 @@ def first_run(qtbot, qloop, agents: Agents) -> list[str]:
     configured. The window then quits, which leaves the owner running."""
     agents.start("--idle-exit", "600")
     qloop.run_until_complete(qloop.run_until_complete(owner_engine(agents.home)).close())
-    host = HostApp(agents.home, agent=qloop.run_until_complete(agent_for_window(agents.home)))
+    host = HostApp(agents.home, agent=agent_link(agents.home))  # a client of the owner just started
+    host.stop_loop_on_quit = False
     qtbot.addWidget(host.window)
     qloop.run_until_complete(host.start())
     names = [s.name for s in qloop.run_until_complete(host.api.servers())]
