@@ -225,13 +225,8 @@ class LocalEngine:
 
     # MCP Apps
     async def read_app_view(self, server: str, uri: str) -> JsonObject:
-        from hostapp.engine import apps
-
-        return await _call(apps.read_app_view(self._engine, server, uri))
+        return await _call(self._engine.read_app_view(server, uri))
 
     async def start_app_call(self, server: str, tool: str, arguments: JsonObject | None,
                              view_of: str) -> OperationView:
-        from hostapp.engine import apps
-
-        return await _call(apps.start_app_call(self._engine, server, tool, arguments, view_of),
-                           api.NoSuchOperation)
+        return await _call(self._engine.start_app_call(server, tool, arguments, view_of), api.NoSuchOperation)

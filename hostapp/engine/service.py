@@ -615,3 +615,15 @@ class Engine:
 
     async def load_skill(self, name: str, skill: str) -> dict[str, Any]:
         return await skills.load_server_skill(self, name, skill)
+
+    # MCP Apps (hostapp/engine/apps.py)
+    async def read_app_view(self, server: str, uri: str) -> dict[str, Any]:
+        from hostapp.engine import apps
+
+        return await apps.read_app_view(self, server, uri)
+
+    async def start_app_call(self, server: str, tool: str, arguments: dict[str, Any] | None,
+                             view_of: str) -> api.OperationView:
+        from hostapp.engine import apps
+
+        return await apps.start_app_call(self, server, tool, arguments, view_of)

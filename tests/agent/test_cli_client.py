@@ -1,14 +1,16 @@
 """The command line as a client of the home's one owner, with real processes: several
 ``hostapp call`` at once on a fresh home start one agent between them; killed together
 with it, one ``hostapp resume --wait`` gives each operation its own result; two resumes at
-once resume each operation once and both see every outcome; ``agent stop`` names what
+once, with a window, resume each operation once and all three see every outcome; ``agent stop`` names what
 cannot survive and, with nobody to ask, refuses."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
 import sys
+import textwrap
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,10 +20,11 @@ import pytest
 
 from hostapp.agent.client import RemoteEngine
 from hostapp.agent.endpoint import socket_path
+from hostapp.engine.api import TERMINAL
 from hostapp.lab.state import execution_count
 from tests.agent.conftest import Agents
 from tests.support.agents import agent_pids, kill_owner
-from tests.support.faults import HostCall, LabProcess, LoopbackProxy, progress_of
+from tests.support.faults import REPO_ROOT, HostCall, LabProcess, LoopbackProxy, progress_of
 
 OUTCOME_TIMEOUT = 120
 
@@ -124,6 +127,42 @@ def start_resumers(agents: Agents, count: int, answers: Path) -> list[HostCall]:
             for _ in range(count)]
 
 
+#: Opens the window (main.py, offscreen) on HOSTAPP_HOME as ``hostapp`` does; once the
+#: window has shown every operation named on the command line ended, it prints what it
+#: showed and quits (the agent goes on).
+WINDOW_DRIVER = textwrap.dedent("""
+    import asyncio, json, runpy, sys
+    import hostapp.app as app
+
+    WANTED = json.loads(sys.argv[1])
+    original_start = app.HostApp.start
+
+    async def start_and_watch(self):
+        await original_start(self)
+        self.window.set_filter("all")
+        model = self.window.ops_model
+        def shown():
+            rows = {{op_id: model.row_of(op_id) for op_id in WANTED}}
+            return {{op_id: model.operation(row).status for op_id, row in rows.items() if row is not None}}
+        while not (len(seen := shown()) == len(WANTED) and all(s in {terminal!r} for s in seen.values())):
+            await asyncio.sleep(0.1)
+        print("shown", json.dumps(seen), flush=True)
+        self.request_quit()
+
+    app.HostApp.start = start_and_watch
+    sys.argv = ["main.py"]
+    runpy.run_path({main!r}, run_name="__main__")
+""")
+
+
+def start_window(agents: Agents, ids: list[str], tmp_path: Path) -> subprocess.Popen[str]:
+    script = tmp_path / "watch_window.py"
+    script.write_text(WINDOW_DRIVER.format(main=str(REPO_ROOT / "main.py"), terminal=sorted(s.value for s in TERMINAL)))
+    env = {**agents.env, "QT_QPA_PLATFORM": "offscreen", "PYTHONUNBUFFERED": "1"}
+    return subprocess.Popen([sys.executable, str(script), json.dumps(ids)], cwd=REPO_ROOT, env=env,
+                            stdout=subprocess.PIPE, stderr=open(tmp_path / "window.stderr", "wb"), text=True)
+
+
 async def test_two_resumes_at_once_resume_each_operation_once_and_both_see_every_outcome(agents: Agents, lab,
                                                                                        tmp_path: Path):
     lab_process, proxy = lab
@@ -141,10 +180,21 @@ async def test_two_resumes_at_once_resume_each_operation_once_and_both_see_every
 
     answers = tmp_path / "answers.json"
     answers.write_text(json.dumps([{"action": "accept", "content": {"proceed": True, "note": "go on"}}]))
-    # Hook: a window started here as well joins the same owner (see start_resumers).
+    # Two resumes and a window at once, all clients of the one owner they find or start.
     resumers = start_resumers(agents, 2, answers)
-    for resume in resumers:
-        assert resume.wait(OUTCOME_TIMEOUT) == 0, (resume.events, resume.stderr)
+    window = start_window(agents, ids, tmp_path)
+    try:
+        for resume in resumers:
+            assert resume.wait(OUTCOME_TIMEOUT) == 0, (resume.events, resume.stderr)
+        line = await asyncio.to_thread(window.stdout.readline)  # type: ignore[union-attr]
+        assert line.startswith("shown "), (line, (tmp_path / "window.stderr").read_text()[-3000:])
+        assert json.loads(line.removeprefix("shown ")) == dict.fromkeys(ids, "completed")  # the window saw them all
+        assert window.wait(60) == 0
+    finally:
+        if window.poll() is None:
+            window.kill()
+            window.wait()
+        window.stdout.close()  # type: ignore[union-attr]
 
     ops = _ops(agents)
     assert [ops[op_id]["status"] for op_id in ids] == ["completed"] * 4, ops
