@@ -35,8 +35,6 @@ KNOWN_DEFECTS = (
     "the server rejected the resume token",
     "the request's response was already delivered",
     "the stream completed and holds no undelivered response",
-    # A partial result delivered as the outcome after a restart (test_known_defects.py).
-    "long_resume_token, http_resumption): completed with {'progress'",
 )
 
 pytestmark = pytest.mark.timeout(SUITE_SECONDS + 360)
