@@ -25,13 +25,21 @@ from tests.soak.world import HANDSHAKE_TOOLS, STATELESS_TOOLS
 SUITE_SECONDS = 120.0
 
 #: Wrong outcomes this soak finds today (README, "Reliability"), by a piece of their text.
-#: None at present. Those it found before were outcomes the lab lost: it had written the
-#: answer into a connection that was then cut (or whose reader was killed) and counted it
-#: as delivered, so a draft stream ended without the response, a spent resume token was
-#: refused, or ``requests/resume`` answered "already delivered". The host now ends those
-#: unknown, saying so, and the oracle accepts that as the truth when the lab's records
-#: and the chaos's breaks show the outcome was lost on the way (``oracle.py``).
-KNOWN_DEFECTS: tuple[str, ...] = ()
+#: Most it found before were outcomes the lab lost: it had written the answer into a
+#: connection that was then cut (or whose reader was killed) and counted it as delivered,
+#: so a draft stream ended without the response, a spent resume token was refused, or
+#: ``requests/resume`` answered "already delivered". The host now ends those unknown,
+#: saying so, and the oracle accepts that as the truth when the lab's records and the
+#: chaos's breaks show the outcome was lost on the way (``oracle.py``); they are not listed.
+KNOWN_DEFECTS: tuple[str, ...] = (
+    # The host's own loss (stateless era, draft streams): the answer stream of the call
+    # is cut, the call goes on by stream/resume, and the response that comes on the
+    # resumed stream under the call's JSON-RPC id is ignored by the session ("the server
+    # answered request id N, which is not pending") because nobody awaits that id any
+    # more; then notifications/stream/end ends the operation unknown.
+    "streams): unknown although it held a handle and the server's job completed (error: "
+    "{\"code\":null,\"message\":\"the stream ended without the request's response\"})",
+)
 
 pytestmark = pytest.mark.timeout(SUITE_SECONDS + 360)
 
