@@ -103,12 +103,21 @@ def swap_text(value: Any, old: str, new: str) -> Any:
     return value
 
 
+#: Key of a journaled state that a mechanism adopted from the one that started the
+#: operation (``{"mechanism": <adopter's name>, ...its options}``): a restart rebuilds
+#: the adopter around it, so that it goes on watching for what the server offers.
+ADOPTER_KEY = "adopted_by"
+
+
 def restore_mechanism(state: dict[str, Any], secret: str | None) -> Mechanism:
-    """Rebuild whichever mechanism journaled ``state`` (its ``name`` is in it)."""
+    """Rebuild whichever mechanism journaled ``state`` (its ``name`` is in it; a carrier
+    adopted by another mechanism comes back inside its adopter)."""
+    adopter = state.get(ADOPTER_KEY)
+    name = adopter.get("mechanism") if isinstance(adopter, dict) else state.get("mechanism")
     try:
-        cls = MECHANISMS[state["mechanism"]]
-    except KeyError:
-        raise ValueError(f"journaled state names no known mechanism: {state.get('mechanism')!r}") from None
+        cls = MECHANISMS[name]  # type: ignore[index]
+    except (KeyError, TypeError):
+        raise ValueError(f"journaled state names no known mechanism: {name!r}") from None
     return cls.restore(state, secret)
 
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from hostapp.mechanisms.actions import Action, Deliver, Unknown
-from hostapp.mechanisms.base import MECHANISMS, SENT, Mechanism, register
+from hostapp.mechanisms.actions import Action, CommitHandle, Deliver, Unknown
+from hostapp.mechanisms.base import ADOPTER_KEY, MECHANISMS, SENT, Mechanism, register, restore_mechanism
 
 RESUME_POLICY = "notifications/requests/resumePolicy"
 STREAM_CREATE = "notifications/stream/create"
@@ -44,6 +44,16 @@ def offer_in_result(result: dict[str, Any]) -> str | None:
     return None
 
 
+class _CarrierName:
+    """``DirectRequest.name``: ``"direct"`` on the class (its journal key), and on an
+    instance the name of the carrier that holds the operation, if one does: the
+    mechanism that really carries it, as the journal records it."""
+
+    def __get__(self, obj: DirectRequest | None, owner: type | None = None) -> str:
+        carrier = obj.carrier if obj is not None else None
+        return carrier.name if carrier is not None else "direct"
+
+
 @register
 class DirectRequest(Mechanism):
     """A request with no durable mechanism, upgraded to one the server offers.
@@ -55,9 +65,14 @@ class DirectRequest(Mechanism):
     Offers in a *result* always take over (a result ends the request that a stream or
     resume policy was keeping alive). Offers in notifications or SSE events take over
     only if more durable than the current carrier.
+
+    Once a carrier holds the operation, the journal records the carrier's state, marked
+    as adopted (``ADOPTER_KEY``): a restart rebuilds this request around the carrier, so
+    that the offers it watches for are still taken up (a resumed SSE stream may replay a
+    result that offers a resume token or a task).
     """
 
-    name = "direct"
+    name = _CarrierName()
     durability = 0
 
     def __init__(self, method: str = "tools/call", *, sse_resumable: bool = True) -> None:
@@ -85,10 +100,16 @@ class DirectRequest(Mechanism):
 
     def _via_carrier(self, actions: list[Action]) -> list[Action]:
         assert self.carrier is not None
-        self.phase = self.carrier.phase
-        self.status = self.carrier.status
-        self.progress_high = self.carrier.progress_high
-        return actions
+        self._mirror(self.carrier)
+        # The carrier commits its own state; the journal must also know that this
+        # request adopted it.
+        return [CommitHandle(self.state(), a.secret) if isinstance(a, CommitHandle) else a for a in actions]
+
+    def _mirror(self, carrier: Mechanism) -> None:
+        self.phase = carrier.phase
+        self.status = carrier.status
+        self.progress_high = carrier.progress_high
+        self.expires_at = carrier.expires_at
 
     # -- public hooks: offers first, then the carrier or the plain behaviour
 
@@ -151,9 +172,24 @@ class DirectRequest(Mechanism):
         return self.carrier.claims(method, params) if self.carrier else False
 
     def state(self) -> dict[str, Any]:
-        # Once a carrier holds the operation, the journal records the carrier: it is
-        # what a restart must rebuild.
-        return self.carrier.state() if self.carrier else super().state()
+        # Once a carrier holds the operation, the journal records the carrier (its name
+        # is the operation's mechanism), marked as adopted by this request.
+        if self.carrier is None:
+            return super().state()
+        return {**self.carrier.state(), ADOPTER_KEY: {"mechanism": "direct", "sse_resumable": self.sse_resumable}}
+
+    @classmethod
+    def restore(cls, state: dict[str, Any], secret: str | None) -> Mechanism:
+        adopter = state.get(ADOPTER_KEY)
+        if not isinstance(adopter, dict):
+            return super().restore(state, secret)
+        carrier = restore_mechanism({k: v for k, v in state.items() if k != ADOPTER_KEY}, secret)
+        self = cls(carrier.method, sse_resumable=adopter.get("sse_resumable") is not False)
+        self.params = carrier.params
+        self.sent_at = carrier.sent_at
+        self.carrier = carrier
+        self._mirror(carrier)
+        return self
 
     def secret(self) -> str | None:
         return self.carrier.secret() if self.carrier else None

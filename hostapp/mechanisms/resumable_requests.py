@@ -37,6 +37,11 @@ class ResumableRequest(Mechanism):
         self.request_id: int | str | None = state.get("request_id")
         self.max_wait: float | None = state.get("max_wait")
         self.last_contact: float | None = state.get("last_contact")
+        # In this process: a requests/resume is out (its answer comes under the original
+        # request's id, so the engine hands it over as the original's), and what the last
+        # requests/getStatus said.
+        self.resuming = False
+        self.server_status: str | None = None
 
     def _extra_state(self) -> dict[str, Any]:
         # A JSON-RPC id is not a secret: it means nothing without the token.
@@ -66,6 +71,7 @@ class ResumableRequest(Mechanism):
             return [Deliver(result=result)]
         if method == "requests/getStatus":
             status = result.get("status")
+            self.server_status = status if isinstance(status, str) else None
             actions: list[Action] = []
             if result.get("hasInputRequest"):
                 actions.append(MarkStatus("input_required"))
@@ -76,18 +82,35 @@ class ResumableRequest(Mechanism):
         return []
 
     def _on_error(self, error: dict[str, Any], now: float, method: str) -> list[Action]:
+        if method == self.method and self.resuming:
+            method = "requests/resume"  # the answer to requests/resume, under the original id
         if method == self.method:
             return [Deliver(error=error)]
         if method in ("requests/resume", "requests/getStatus"):
             if is_invalid_handle(error):
-                return [Unknown("the server no longer accepts the resume token (expired or invalid); "
-                                "whether the request finished cannot be known")]
+                return [Unknown(self._refused(method))]
             if method == "requests/resume":
                 return [Deliver(error=error)]  # the original request's own error
             return self._retry_later(now, None, "retry requests/getStatus")
         return []
 
+    def _refused(self, method: str) -> str:
+        """Why the outcome cannot be known once the server refuses ``method`` (-32602).
+        The server's own message is left out: it may quote the token."""
+        if method == "requests/resume" and self.server_status in ("completed", "failed"):
+            # A server refuses to resume a request that ended only once its response
+            # went out: it was written to a connection that broke before hostapp read it.
+            return (f"the server reports that the request {self.server_status} and will not send its response "
+                    "again (it counts it as delivered), but hostapp never received it; the outcome cannot be known")
+        return (f"the server refused {method}: the resume token has expired, is invalid, or its response "
+                "was already delivered without reaching hostapp; whether the request finished cannot be known")
+
+    def _on_disconnect(self, now: float, session_lost: bool) -> list[Action]:
+        self.resuming = False  # a requests/resume in flight is gone with the connection
+        return super()._on_disconnect(now, session_lost)
+
     def _resume_request(self) -> SendRequest:
+        self.resuming = True
         return SendRequest("requests/resume", {"resumeToken": self.resume_token}, reuse_jsonrpc_id=True)
 
     def _status_request(self) -> SendRequest:

@@ -100,8 +100,11 @@ class ResumeTokenRequest(Mechanism):
             return []
         self.in_flight = False
         if self.token is not None and is_invalid_handle(error):
-            return [Unknown("the server rejected the resume token (expired or invalid); "
-                            "whether the operation finished cannot be known")]
+            # Also what a server says once it sent the final result for this token: that
+            # answer went into a connection that broke before hostapp read it.
+            return [Unknown("the server rejected the resume token (expired, invalid, or already spent on a "
+                            "final result that never reached hostapp); whether the operation finished "
+                            "cannot be known")]
         return [Deliver(error=error)]
 
     def _on_disconnect(self, now: float, session_lost: bool) -> list[Action]:

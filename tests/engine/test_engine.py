@@ -13,7 +13,7 @@ import pytest
 from hostapp.engine import api
 from hostapp.engine.operation import progress_in_message
 from hostapp.engine.service import Engine
-from hostapp.lab.state import execution_count
+from hostapp.lab.state import LabState, execution_count
 from hostapp.store.journal import OperationJournal
 from tests.engine.conftest import Recorder, lab_server
 
@@ -145,6 +145,9 @@ async def test_restart_resumes_and_delivers_once(isolated_home, lab, real_keyrin
         await asyncio.sleep(0.05)
     assert journal.get_operation(op.id).handle_ref, "no handle committed before the restart"
     in_flight = journal.get_operation(op.id).status in api.IN_FLIGHT
+    # What the restart rebuilds; it may hand over to another mechanism the server offers
+    # afterwards (a resumed SSE stream replays a slice that offers a resume token).
+    mechanism_at_stop = journal.get_operation(op.id).mechanism
     await engine.stop()  # the host quits with the call in flight
 
     second = Recorder()
@@ -155,10 +158,16 @@ async def test_restart_resumes_and_delivers_once(isolated_home, lab, real_keyrin
         await engine.stop()
     assert final.status == api.COMPLETED, final.error
     assert execution_count(lab.state_file, tool) == 1
+    state = LabState(lab.state_file)
+    try:  # the server's own result, not a slice of it
+        [job] = [j for j in state.jobs() if j.progress_token == f"op-{op.id}"]
+        assert job.status == "completed" and final.result["structuredContent"] == job.result["structuredContent"]
+    finally:
+        state.close()
     # The timeline and the listener say that this start took it up again, and how.
     mechanism = OperationJournal(isolated_home / "journal.sqlite3").get_operation(op.id).mechanism
     resumed = [d for i, k, d in second.events if i == op.id and k == api.EVENT_RESUMED]
-    assert [d["mechanism"] for d in resumed] == ([mechanism] if in_flight else [])
+    assert [d["mechanism"] for d in resumed] == ([mechanism_at_stop] if in_flight else [])
     assert final.mechanism == mechanism
     assert not [k for i, k, _d in first.events if k == api.EVENT_RESUMED]
     before, after = first.progress_of(op.id), second.progress_of(op.id)

@@ -112,7 +112,7 @@ def test_a_more_durable_offer_takes_over():
     assert m.on_stream_event("ev-2", None, now=T0 + 2) == []
     assert m.state()["mechanism"] == "resumable_requests" and m.secret() == "RR-1"
     restored = restart(m)
-    assert isinstance(restored, ResumableRequest)
+    assert isinstance(restored, DirectRequest) and isinstance(restored.carrier, ResumableRequest)
     assert restored.resume(now=T0 + 3)[0].method == "requests/getStatus"
 
 
@@ -151,7 +151,8 @@ def test_a_task_result_in_the_stateless_era_is_adopted():
     actions = m.on_result({"resultType": "task", "taskId": "T", "status": "working", "ttlMs": None,
                            "createdAt": "x", "lastUpdatedAt": "x"}, now=T0)
     assert actions[0].secret == "T" and isinstance(m.carrier, TasksExtension)
-    assert isinstance(restore_mechanism(m.state(), m.secret()), TasksExtension)
+    restored = restore_mechanism(m.state(), m.secret())
+    assert isinstance(restored, DirectRequest) and isinstance(restored.carrier, TasksExtension)
 
 
 def test_start_mechanism_sets_up_a_plain_request_for_its_era():
@@ -167,3 +168,84 @@ def test_start_mechanism_sets_up_a_plain_request_for_its_era():
     assert handshake.on_stream_event("ev-1", 1000, now=T0)[0].secret == "ev-1"
     assert isinstance(start_mechanism("2025-11-25", TASK_SERVER, {"execution": {"taskSupport": "optional"}}),
                       Tasks2025)
+
+
+# ---------------------------------------------------------------- adopted carriers across a restart
+
+#: A slice of a long resume-token call: a partial result that says the work goes on.
+PARTIAL = {"content": [{"type": "text", "text": "5/22 steps done"}], "structuredContent": {"progress": 5, "total": 22},
+           "_meta": {"nextResumeToken": "RT-2"}}
+
+
+def test_a_resume_token_offered_after_a_restart_is_taken_up_not_delivered():
+    """A call whose SSE stream had an event id when the host was killed: the next host
+    resumes the stream by Last-Event-ID and the replay brings a partial result offering a
+    resume token. Live, the plain request hands it to the resume-token mechanism; a
+    restored one must too, instead of delivering the slice as the call's outcome while
+    the server goes on with the work."""
+    m = direct()
+    m.on_stream_event("ev-1", 500, now=T0)
+    assert m.state()["mechanism"] == "http_resumption"
+    live = m.on_result(dict(PARTIAL), now=T0 + 1)
+    assert not any(isinstance(a, Deliver) for a in live)  # live, the offer is taken up
+
+    m = direct()
+    m.on_stream_event("ev-1", 500, now=T0)
+    restored = restart(m)  # the host was killed here
+    assert [type(a) for a in restored.resume(now=T0 + 4)] == [type(a) for a in m.resume(now=T0 + 4)]
+    after = restored.on_result(dict(PARTIAL), now=T0 + 5)
+    assert not any(isinstance(a, Deliver) for a in after), after
+    assert [type(a) for a in after] == [type(a) for a in live]
+    [commit] = [a for a in after if isinstance(a, CommitHandle)]
+    assert commit.secret == "RT-2" and commit.state["mechanism"] == "resume_token"
+    continuation = [a for a in after if isinstance(a, SendRequest)]
+    assert continuation and continuation[0].params["_meta"]["resumeToken"] == "RT-2"
+    assert restored.on_result(RESULT, now=T0 + 6) == [Deliver(result=RESULT)]
+
+
+OFFERS = {
+    "http_resumption": ("stream", "ev-1", 1000),
+    "resumable_requests": ("notification", *POLICY),
+    "streams": ("notification", "notifications/stream/create", {"stream": {"streamId": "S-1"}}),
+    "resume_token": ("result", {"content": [], "_meta": {"nextResumeToken": "RT"}}, None),
+    "tasks_2025": ("result", {"task": {"taskId": "T-1", "status": "working"}}, None),
+}
+
+
+@pytest.mark.parametrize("carrier", sorted(OFFERS))
+def test_an_adopted_carrier_comes_back_inside_the_plain_request(carrier):
+    from mechanism_driver import feed
+
+    m = direct()
+    commits = [a for a in feed(m, OFFERS[carrier], T0) if isinstance(a, CommitHandle)]
+    # What is journaled says which mechanism carries the call, and that it was adopted.
+    assert commits and commits[-1].state == m.state() and m.state()["mechanism"] == carrier
+    restored = restart(m)
+    assert isinstance(restored, DirectRequest) and restored.name == carrier == m.name
+    assert type(restored.carrier) is type(m.carrier)
+    assert restored.state() == m.state() and restored.secret() == m.secret()
+    assert (restored.phase, restored.status) == (m.phase, m.status)
+    # Still watching: a result offering a task is taken up, after the restart as before it.
+    task = {"resultType": "task", "taskId": "T-9", "status": "working", "ttlMs": None,
+            "createdAt": "x", "lastUpdatedAt": "x"}
+    assert not any(isinstance(a, Deliver) for a in restored.on_result(task, now=T0 + 1))
+    assert isinstance(restored.carrier, TasksExtension) and restored.secret() == "T-9"
+
+
+def test_a_plain_request_without_sse_resumption_keeps_it_off_across_a_restart():
+    m = DirectRequest(sse_resumable=False)
+    m.prepare(dict(CALL), now=T0)
+    m.on_notification(*POLICY, now=T0)
+    restored = restart(m)
+    assert isinstance(restored, DirectRequest) and restored.sse_resumable is False
+    assert restored.name == "resumable_requests"
+
+
+def test_a_state_journaled_before_carriers_were_marked_still_restores():
+    m = direct()
+    m.on_notification(*POLICY, now=T0)
+    state = {k: v for k, v in m.state().items() if k != "adopted_by"}
+    restored = restore_mechanism(state, m.secret())
+    assert isinstance(restored, ResumableRequest)
+    with pytest.raises(ValueError, match="no known mechanism"):
+        restore_mechanism({**m.state(), "adopted_by": {"mechanism": "nonesuch"}}, m.secret())

@@ -11,6 +11,7 @@ from hostapp.mechanisms import (
     CancelRequest,
     CommitHandle,
     Deliver,
+    DirectRequest,
     HttpStreamResumption,
     MarkStatus,
     ResumableRequest,
@@ -262,3 +263,55 @@ def test_resumable_cancel_names_the_original_request():
     policy(m)
     assert m.cancel(now=T0 + 2) == [CancelRequest("cancelled by the user"), Cancelled()]
     assert terminals(m.on_result(RESULT, now=T0 + 3)) == []
+
+
+ALREADY_DELIVERED = {"code": -32602, "message": "the request's response was already delivered"}
+
+
+def resumed_after_status(m: ResumableRequest, status: str) -> None:
+    [get_status] = m.resume(now=T0 + 3)
+    assert get_status.method == "requests/getStatus"
+    actions = m.on_result({"status": status, "hasPendingMessages": False, "hasInputRequest": False},
+                          now=T0 + 4, method="requests/getStatus")
+    assert SendRequest("requests/resume", {"resumeToken": "RR-1"}, reuse_jsonrpc_id=True) in actions
+
+
+@pytest.mark.parametrize("restarted", [False, True])
+def test_a_refused_resume_answered_under_the_original_id_is_unknown_not_the_calls_failure(restarted):
+    """The server finished the request and wrote its response into a connection that
+    broke before hostapp read it; it counts the response as delivered and refuses
+    requests/resume. The refusal comes under the original request's id, so the engine
+    hands it over as the original's answer (no method): it is not the call's error."""
+    m = resumable()
+    policy(m)
+    m.on_disconnect(now=T0 + 2)
+    if restarted:
+        m = restart(m)
+    resumed_after_status(m, "completed")
+    [outcome] = m.on_error(dict(ALREADY_DELIVERED), now=T0 + 5)
+    assert isinstance(outcome, Unknown) and m.done
+    assert "completed" in outcome.reason and "never received" in outcome.reason
+
+
+def test_a_refused_resume_is_unknown_when_a_plain_request_adopted_the_policy():
+    m = DirectRequest()
+    m.prepare(dict(CALL), now=T0)
+    m.on_notification("notifications/requests/resumePolicy", {"requestId": 7, "resumeToken": "RR-1"}, now=T0 + 1)
+    m.on_disconnect(now=T0 + 2)
+    m = restart(m)
+    m.resume(now=T0 + 3)
+    m.on_result({"status": "processing"}, now=T0 + 4, method="requests/getStatus")
+    [outcome] = m.on_error(dict(ALREADY_DELIVERED), now=T0 + 5)
+    assert isinstance(outcome, Unknown) and "already delivered" in outcome.reason
+
+
+def test_the_calls_own_errors_are_still_delivered_with_or_without_a_resume():
+    m = resumable()
+    policy(m)
+    invalid = {"code": -32602, "message": "unknown tool"}
+    assert m.on_error(dict(invalid), now=T0 + 2) == [Deliver(error=invalid)]  # no resume asked for: its own
+    m = resumable()
+    policy(m)
+    resumed_after_status(m, "failed")
+    crashed = {"code": -32603, "message": "tool crashed"}
+    assert m.on_error(dict(crashed), now=T0 + 5) == [Deliver(error=crashed)]

@@ -153,3 +153,16 @@ def test_resume_token_error_of_the_operation_is_delivered():
     m.on_result(chunk("RT-1", "part 1"), now=T0 + 1)
     error = {"code": -32603, "message": "upstream failed"}
     assert m.on_error(error, now=T0 + 2) == [Deliver(error=error)]
+
+
+def test_resume_token_refused_is_unknown_not_the_operations_failure():
+    """A server that sent the final result for a token refuses it afterwards; if that
+    result was lost with its connection, the continuation hostapp sends is refused."""
+    m = ResumeTokenRequest()
+    m.prepare(dict(CALL), now=T0)
+    m.on_result(chunk("RT-1", "part 1"), now=T0 + 1)
+    m.on_disconnect(now=T0 + 2)
+    m = restart(m)
+    m.resume(now=T0 + 3)
+    [outcome] = m.on_error({"code": -32602, "message": "invalid or expired resume token"}, now=T0 + 4)
+    assert isinstance(outcome, Unknown) and "never reached hostapp" in outcome.reason

@@ -118,6 +118,9 @@ class Soak:
     chaos: dict[str, int] = field(default_factory=lambda: {
         "agent_kills": 0, "lab_kills": 0, "cuts": 0, "refusals": 0, "delays": 0})
     events: list[str] = field(default_factory=list)
+    #: When connections broke: (wall-clock time, the lab whose connections were cut, or
+    #: None when the agent was killed and all of its connections with it).
+    breaks: list[tuple[float, str | None]] = field(default_factory=list)
     _connecting: asyncio.Lock = field(default_factory=asyncio.Lock)
     _gate: asyncio.Lock = field(default_factory=asyncio.Lock)
     _agent_down: bool = False
@@ -221,6 +224,7 @@ class Soak:
         try:
             pid = self.owner.owner_pid()
             if await asyncio.to_thread(self.owner.kill):
+                self.breaks.append((time.time(), None))
                 self.chaos["agent_kills"] += 1
                 self.note(f"SIGKILL agent {pid}")
             await asyncio.sleep(self.rng.uniform(0.3, 3.0))
@@ -233,6 +237,7 @@ class Soak:
     async def kill_lab(self) -> None:
         lab = self.rng.choice(self.labs)
         await lab.kill()
+        self.breaks.append((time.time(), lab.name))
         self.chaos["lab_kills"] += 1
         self.note(f"SIGKILL lab {lab.name}")
         await asyncio.sleep(self.rng.uniform(0.2, 4.0))
@@ -245,10 +250,12 @@ class Soak:
         kind = kind or self.rng.choice(["cut", "cut", "refuse", "delay"])
         if kind == "cut":
             self.note(f"network to {lab.name}: {lab.proxy.cut()} connections cut")
+            self.breaks.append((time.time(), lab.name))
             self.chaos["cuts"] += 1
         elif kind == "refuse":
             seconds = self.rng.uniform(1, 8)
-            lab.proxy.refuse(seconds)
+            lab.proxy.refuse(seconds)  # cuts what is open, too
+            self.breaks.append((time.time(), lab.name))
             self.note(f"network to {lab.name}: refused for {seconds:.1f} s")
             self.chaos["refusals"] += 1
         else:
@@ -316,7 +323,7 @@ class Soak:
             await asyncio.to_thread(lab.process.stop)
 
         report = check_run(self.home, self.labs, [o for c in self.calls if (o := c.outcome())],
-                           self.answerer.seen)
+                           self.answerer.seen, self.breaks)
         report.notes.extend(left)
         report.figures.update({
             "seconds of chaos": round(chaos_end - began, 1), "seconds of drain": round(drained - chaos_end, 1),

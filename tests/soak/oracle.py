@@ -12,7 +12,17 @@ really started). The checks:
   (a call that never ran). ``unknown`` is right where the server produced no outcome or
   the operation held no handle to find it by (no mechanism state journaled: a plain
   request, or a task whose id never arrived); an operation that held a handle and ends
-  unknown while its job completed is wrong.
+  unknown while its job ended is wrong, unless the outcome was lost on the way (below).
+* **Lost on the way.** A server that hands an outcome out only once (a resume token spent
+  on its final result, a resumable request's or a draft stream's response) counts it as
+  delivered once it has written it to the connection. If that connection is then cut, or
+  the agent reading it killed, nobody has the outcome any more: the host asks again, is
+  refused or finds nothing, and ``unknown`` is the truth, not a fault of the host. The
+  oracle accepts it only with the evidence: the lab's own record that the outcome went
+  out (the token spent; the stream closed with every message delivered), and a break of
+  that lab's connections (a cut, a refusal, the lab or the agent killed) after the job
+  ended and before the host gave the operation up. A response the host received and
+  dropped with no break in between is still wrong.
 * **Nobody's row.** Nothing is left pending, running or waiting after the drain.
 """
 
@@ -21,6 +31,7 @@ from __future__ import annotations
 import collections
 import json
 import sqlite3
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -75,10 +86,12 @@ def _structured(result: Any) -> Any:
 
 
 def check_run(home: Path, labs: list[Any], cli_outcomes: list[tuple[str, str, dict[str, Any], str, Any]],
-              client_seen: dict[str, tuple[str, Any]]) -> Report:
+              client_seen: dict[str, tuple[str, Any]],
+              breaks: Sequence[tuple[float, str | None]] = ()) -> Report:
     """``cli_outcomes``: (server, tool, arguments, last status, result) of each ``hostapp call``
     that printed an outcome; ``client_seen``: operation id -> (status, result) of the last
-    terminal change the soak's own client heard of."""
+    terminal change the soak's own client heard of; ``breaks``: (time, lab name or None for
+    every lab) of each cut, refusal or kill that broke connections."""
     report = Report()
     rows = _journal_rows(home)
     _check_clients(report, rows, cli_outcomes, client_seen)
@@ -93,7 +106,9 @@ def check_run(home: Path, labs: list[Any], cli_outcomes: list[tuple[str, str, di
         ops_per_tool: collections.Counter[tuple[str, str]] = collections.Counter()
         for row in rows:
             ops_per_tool[(row["server"], row["tool"])] += 1
-            _check_operation(report, row, jobs_by_token.get((row["server"], f"op-{row['id']}"), []))
+            jobs = jobs_by_token.get((row["server"], f"op-{row['id']}"), [])
+            lost = _lost_on_the_way(states.get(row["server"]), jobs, row, breaks)
+            _check_operation(report, row, jobs, lost)
         for name, state in states.items():
             for tool, started in state.execution_counts().items():
                 if started > ops_per_tool[(name, tool)]:
@@ -108,7 +123,35 @@ def check_run(home: Path, labs: list[Any], cli_outcomes: list[tuple[str, str, di
     return report
 
 
-def _check_operation(report: Report, row: dict[str, Any], jobs: list[Any]) -> None:
+def _handed_out(state: LabState, job: Any) -> bool:
+    """Does the lab count the job's outcome as delivered (so it will not give it again)?"""
+    if job.mechanism == "resume_token":
+        return bool(job.extra.get("delivered"))
+    stream = state.stream(job.out_stream) if job.out_stream else None
+    # The response closes its stream: closed, with every message delivered, it went out.
+    return stream is not None and bool(stream["closed"]) and not state.messages_after(stream["id"],
+                                                                                        stream["delivered_seq"])
+
+
+def _lost_on_the_way(state: LabState | None, jobs: list[Any], row: dict[str, Any],
+                     breaks: Sequence[tuple[float, str | None]]) -> str | None:
+    """Why an unknown outcome is the truth, if the evidence shows the lab wrote the outcome
+    to a connection that then broke (see the module's docstring); else None."""
+    if state is None or len(jobs) != 1 or jobs[0].status not in ("completed", "failed") \
+            or row["status"] != "unknown" or not _handed_out(state, jobs[0]):
+        return None
+    job = jobs[0]
+    # The job's last change is its end (or the handing out itself): the outcome was
+    # written after it, and lost before the host gave up.
+    ended = row["finished_at"] or row["updated_at"]
+    when = [t for t, lab in breaks if lab in (None, row["server"]) and job.updated_at <= t <= ended]
+    if not when:
+        return None
+    return (f"the server's job {job.status} and counts its outcome as delivered; {len(when)} break(s) of "
+            f"the connections within {ended - job.updated_at:.1f} s after it")
+
+
+def _check_operation(report: Report, row: dict[str, Any], jobs: list[Any], lost: str | None = None) -> None:
     op = f"{row['id']} ({row['server']}/{row['tool']}, {row['mechanism']})"
     status = row["status"]
     report.outcomes.setdefault(row["mechanism"] or "none", collections.Counter())[status] += 1
@@ -141,7 +184,9 @@ def _check_operation(report: Report, row: dict[str, Any], jobs: list[Any]) -> No
         if job is not None and job.status == "completed":
             report.wrong.append(f"{op}: failed ({row['error']}), but its job on the server completed")
     elif status == "unknown":
-        if job is not None and job.status in ("completed", "failed") and had_handle:
+        if lost is not None:
+            report.notes.append(f"{op}: unknown, the outcome lost on the way: {lost} (error: {row['error']})")
+        elif job is not None and job.status in ("completed", "failed") and had_handle:
             report.wrong.append(f"{op}: unknown although it held a handle and the server's job {job.status} "
                                 f"(error: {row['error']})")
         elif job is not None and job.status in ("completed", "failed"):

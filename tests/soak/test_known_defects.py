@@ -1,44 +1,56 @@
 """Defects the chaos soak found, each reduced to its smallest reproduction and kept as a
 strict expected failure: the day one is fixed, its test passes, pytest reports it, and
-the mark goes (with its entry in ``test_soak.KNOWN_DEFECTS`` where there is one)."""
+the mark goes (with its entry in ``test_soak.KNOWN_DEFECTS``)."""
 
 from __future__ import annotations
 
+import asyncio
+from pathlib import Path
+
 import pytest
 
-from hostapp.mechanisms.actions import Deliver
-from hostapp.mechanisms.direct import DirectRequest
-from tests.mechanisms.mechanism_driver import CALL, restart
-
-T0 = 1_800_000_000.0
-#: A slice of ``long_resume_token``: a partial result that says the work goes on.
-PARTIAL = {"content": [{"type": "text", "text": "5/22 steps done"}], "structuredContent": {"progress": 5, "total": 22},
-           "_meta": {"nextResumeToken": "RT-2"}}
+from hostapp.engine import api
+from hostapp.engine.service import Engine
+from hostapp.lab.state import LabState
+from tests.engine.conftest import Recorder
+from tests.support.chaos_proxy import ChaosProxy
+from tests.support.faults import LabProcess
 
 
-@pytest.mark.xfail(strict=True, reason="a restored carrier no longer watches for offers: after a host restart "
-                                       "a partial result offering a resume token is delivered as the outcome")
-def test_a_resume_token_offered_after_a_restart_is_taken_up_not_delivered():
-    """Soak run of 2026-11-23, operation af48281cadcd (hs/long_resume_token): the first
-    slice's SSE stream had an event id (carried by SSE resumption) when the agent was
-    SIGKILLed; the next agent resumed the stream by Last-Event-ID, the replay brought the
-    slice's partial result with ``_meta.nextResumeToken``, and the operation ended
-    ``completed`` with ``{"progress": 5, "total": 22}`` while the lab went on to finish
-    the work (22 of 22 steps) and never sent its real result to anyone.
-
-    Live, :class:`DirectRequest` hands such a result to the resume-token mechanism; but
-    the journal names the carrier (``http_resumption``), so a restart restores the
-    carrier alone, and its ``on_result`` delivers whatever arrives."""
-    m = DirectRequest()
-    m.prepare(dict(CALL), now=T0)
-    m.on_stream_event("ev-1", 500, now=T0)
-    assert m.state()["mechanism"] == "http_resumption"
-    live = m.on_result(dict(PARTIAL), now=T0 + 1)
-    assert not any(isinstance(a, Deliver) for a in live)  # live, the offer is taken up
-
-    m = DirectRequest()
-    m.prepare(dict(CALL), now=T0)
-    m.on_stream_event("ev-1", 500, now=T0)
-    restored = restart(m)  # the host was killed here
-    after = restored.on_result(dict(PARTIAL), now=T0 + 5)
-    assert not any(isinstance(a, Deliver) for a in after), after
+@pytest.mark.xfail(strict=True, reason="the response that comes on a resumed draft stream under the call's "
+                                       "JSON-RPC id is ignored (not pending), and the stream's end makes the "
+                                       "operation unknown")
+async def test_a_draft_streams_response_after_its_answer_stream_was_cut_is_delivered(isolated_home: Path,
+                                                                                      tmp_path: Path, real_keyring):
+    """Soak run of 2026-11-23, operation ad96171c1dbf (sl/long_stream): the call's answer
+    stream was cut; the call went on by stream/resume; the lab copied the response onto
+    the resumed stream and the agent's log says "the server answered request id 40966,
+    which is not pending; ignored"; notifications/stream/end then ended it unknown."""
+    lab = LabProcess(tmp_path / "lab.sqlite3").start()
+    proxy = await ChaosProxy(lab.port).start()
+    recorder = Recorder()
+    engine = Engine(isolated_home, recorder)
+    recorder.engine = engine
+    await engine.start()
+    try:
+        await engine.add_server(api.ServerConfig(name="lab", transport="http", url=proxy.url()))
+        await engine.connected("lab")
+        op = await engine.start_call("lab", "long_stream", {"seconds": 4, "steps": 8})
+        for _ in range(200):  # until the stream is offered and the work under way
+            if engine.journal.get_operation(op.id).mechanism == "streams" and recorder.progress_of(op.id):
+                break
+            await asyncio.sleep(0.05)
+        assert engine.journal.get_operation(op.id).mechanism == "streams"
+        assert proxy.cut() >= 1, "the answer stream was not open"
+        final = await asyncio.wait_for(engine.wait_finished(op.id), 60)
+        state = LabState(lab.state_file)
+        try:
+            [job] = [j for j in state.jobs() if j.progress_token == f"op-{op.id}"]
+        finally:
+            state.close()
+        assert job.status == "completed"
+        assert final.status == api.COMPLETED, final.error
+    finally:
+        await engine.stop()
+        await proxy.close()
+        lab.stop()
