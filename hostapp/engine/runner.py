@@ -646,6 +646,17 @@ class OperationRunner:
 
     async def _resume_stream(self, last_event_id: str) -> None:
         session = self._stream_session or await self._live_session()
+        bound = self.http_session
+        if bound is not None and session.transport.session_id != bound[0] \
+                and self.mech.name in SESSION_BOUND_MECHANISMS:
+            # The stream lives in another session: it is asked for there, never in this
+            # one (whose server would refuse it, and a refusal must not touch this one).
+            async with self._adopting:
+                adopted = await self._adopt_now(session)
+            if adopted is None:
+                await self.feed(lambda: self.mech.on_disconnect(now=self.context.clock(), session_lost=True))
+                return
+            session = adopted
         rid = self.record.jsonrpc_id
         transport = session.transport
         if rid is None or not transport.can_resume_streams:
