@@ -497,22 +497,8 @@ class OperationRunner:
                 # others go on; no reconnect, no re-attaching of every operation.
                 self.spawn(self._resume_after(BUSY_RETRY_SECONDS))
                 return
-            lost = session_refused(exc)
-            await self.feed(lambda: self.mech.on_disconnect(now=ctx.clock(), session_lost=lost))
-            # Only this request's stream ended (the stateless era, a stream with no event
-            # id): the connection itself is fine, so the mechanism may go on at once.
-            # Otherwise (the network, the server, a poll that found nobody, a session the
-            # server refuses) the supervisor reconnects, and the mechanism is resumed once
-            # it is back.
             stream_only = isinstance(exc, ConnectionLost) and original and session.state == "ready"
-            if stream_only:
-                await self.feed(lambda: self.mech.resume(now=ctx.clock()))
-            elif session is self._stream_session and lost:
-                # Only the adopted earlier session is gone; the connection is fine.
-                await self._give_up_adopted_session()
-                await self.feed(lambda: self.mech.resume(now=ctx.clock()))
-            else:
-                ctx.connection(self.record.server).connection_lost(session_gone=lost)
+            await self._request_lost(session, exc, stream_only=stream_only)
         else:
             ctx.heard_from(self)
             if not original and method == self._cancel_method:
@@ -523,6 +509,29 @@ class OperationRunner:
                                                         method=None if original else which or method))
         finally:
             ctx.disown_request(self, session, rid)
+
+    async def _request_lost(self, session: ClientSession, exc: TransportError, *, stream_only: bool) -> None:
+        """A request of this operation (or its answer stream) was lost: the mechanism
+        hears of it, and whoever can carry the operation on is told.
+
+        ``stream_only``: only this request's stream ended (the stateless era, a stream
+        with no event id, a stream the transport gave up resuming): the connection itself
+        is fine, so the mechanism may go on at once. Otherwise (the network, the server, a
+        poll that found nobody, a session the server refuses) the supervisor reconnects,
+        and the mechanism is resumed once it is back."""
+        ctx = self.context
+        lost = session_refused(exc)
+        await self.feed(lambda: self.mech.on_disconnect(now=ctx.clock(), session_lost=lost))
+        if self.done:
+            return
+        if stream_only and not lost:
+            await self.feed(lambda: self.mech.resume(now=ctx.clock()))
+        elif session is self._stream_session and lost:
+            # Only the adopted earlier session is gone; the connection is fine.
+            await self._give_up_adopted_session()
+            await self.feed(lambda: self.mech.resume(now=ctx.clock()))
+        else:
+            ctx.connection(self.record.server).connection_lost(session_gone=lost)
 
     async def _resume_after(self, seconds: float) -> None:
         await asyncio.sleep(seconds)
@@ -621,13 +630,33 @@ class OperationRunner:
         except RpcError as exc:
             error = exc.to_error().to_obj()
             await self.feed(lambda: self.mech.on_error(error, now=ctx.clock()))
-        except TransportError:
-            return  # the connection went; its loss is handled where it is noticed
+        except TransportError as exc:
+            if self.done or self._original_waiter is not asyncio.current_task():
+                return  # replaced, or the operation ended meanwhile
+            if session.state != "ready":
+                return  # the connection went: the supervisor reconnects and attaches again
+            # Only this request's answer stream was lost (the transport gave up resuming
+            # it, or the server refused it): nobody else will notice, so the mechanism
+            # must hear of it, and end the operation or go on in a bounded way.
+            log.info("operation %s: its answer stream was lost: %s", self.id, exc)
+            self._original_waiter = None
+            await self._request_lost(session, exc, stream_only=True)
         else:
             await self.feed(lambda: self.mech.on_result(result, now=ctx.clock()))
 
     async def _resume_stream(self, last_event_id: str) -> None:
         session = self._stream_session or await self._live_session()
+        bound = self.http_session
+        if bound is not None and session.transport.session_id != bound[0] \
+                and self.mech.name in SESSION_BOUND_MECHANISMS:
+            # The stream lives in another session: it is asked for there, never in this
+            # one (whose server would refuse it, and a refusal must not touch this one).
+            async with self._adopting:
+                adopted = await self._adopt_now(session)
+            if adopted is None:
+                await self.feed(lambda: self.mech.on_disconnect(now=self.context.clock(), session_lost=True))
+                return
+            session = adopted
         rid = self.record.jsonrpc_id
         transport = session.transport
         if rid is None or not transport.can_resume_streams:

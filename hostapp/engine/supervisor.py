@@ -97,6 +97,7 @@ class ServerConnection:
         self._wake = asyncio.Event()
         self.attempted = asyncio.Event()  # set once the first connection attempt has ended
         self._side: dict[str, ClientSession] = {}
+        self._adopting: dict[str, asyncio.Lock] = {}  # one adoption at a time per session id
         # Whether the session that was lost may still be alive on the server (see module doc).
         self._may_keep = True
         # Optional methods the server answered "method not found" (not asked again until
@@ -174,13 +175,20 @@ class ServerConnection:
             except Exception as exc:  # noqa: BLE001 - closing a broken connection may fail any way
                 log.debug("closing an adopted session of %s: %s", self.name, exc)
         self._side.clear()
+        self._adopting.clear()
         self._set(state=api.DISABLED, retry_in=None)
 
     async def side_session(self, session_id: str, protocol_version: str) -> ClientSession:
         """A session a previous process opened, adopted to resume its operations' streams."""
-        session = self._side.get(session_id)
-        if session is not None and session.state == "ready":
-            return session
+        # Operations restored together ask at once: they must share one adopted session,
+        # not each make its own while another's is still being set up.
+        async with self._adopting.setdefault(session_id, asyncio.Lock()):
+            session = self._side.get(session_id)
+            if session is not None and session.state == "ready":
+                return session
+            return await self._adopt_side_session(session_id, protocol_version)
+
+    async def _adopt_side_session(self, session_id: str, protocol_version: str) -> ClientSession:
         transport = make_transport(self.cfg, self.secret_store, session_id=session_id,
                                    protocol_version=protocol_version, standalone_stream=False,
                                    habits=self.stream_habits)
@@ -196,6 +204,7 @@ class ServerConnection:
     async def release_side_session(self, session_id: str) -> None:
         """The last operation of an adopted session ended: end that session on the server."""
         session = self._side.pop(session_id, None)
+        self._adopting.pop(session_id, None)
         if session is not None:
             try:
                 await session.close()

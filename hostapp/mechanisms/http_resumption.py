@@ -26,6 +26,9 @@ from hostapp.mechanisms.base import HELD, SENT, Mechanism, register
 DEFAULT_RETRY_MS = 1000
 #: Ceiling of the back-off between failed reconnects (seconds).
 MAX_RECONNECT_DELAY_SECONDS = 30.0
+#: How many reconnections in a row may fail (refused, or given up by the transport after
+#: its own attempts) before the operation ends as unknown: nothing else would end it.
+MAX_FAILED_RECONNECTS = 8
 #: A stream's newest event id is committed at most this often (seconds of the stream's
 #: own time). It bounds what a restart replays: a stream resumed from its first event
 #: id after an hour would replay the whole hour, for every stream, at every start-up.
@@ -37,7 +40,8 @@ class HttpStreamResumption(Mechanism):
     """A request whose SSE stream can be resumed with ``Last-Event-ID``.
 
     States: ``sent`` -> ``held`` (an event id committed) -> ``done``. On a break:
-    wait ``retry`` ms (doubling after failed reconnects), then ResumeSseStream.
+    wait ``retry`` ms (doubling after failed reconnects), then ResumeSseStream; after
+    MAX_FAILED_RECONNECTS failed ones in a row, unknown.
     The first event id is committed at once; later ones are held in memory and
     committed on a break and every COMMIT_EVERY_SECONDS while events come, since
     replaying a little more after a quit or a crash is harmless (progress stays
@@ -100,6 +104,10 @@ class HttpStreamResumption(Mechanism):
                             "the request may or may not have run")]
         if self.reconnect_pending:
             self.failures += 1  # the reconnect itself failed
+            if self.failures >= MAX_FAILED_RECONNECTS:
+                self.reconnect_pending = False
+                return [Unknown(f"the server's stream could not be resumed after {self.failures} attempts; "
+                                "the call may or may not have finished")]
         self.reconnect_pending = True
         # The spec: wait ``retry`` before reconnecting, not less.
         self.committed_at = now

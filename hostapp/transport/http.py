@@ -346,7 +346,8 @@ class StreamableHttpTransport(SseStreams, Transport):
             raise TransportError("a stream of the stateless era cannot be resumed")
         response = await self._open_get(last_event_id)
         if response.status_code >= 400:
-            await self._raise_for_status(response, "Mcp-Session-Id" in response.request.headers, None)
+            await self._raise_for_status(response, "Mcp-Session-Id" in response.request.headers, None,
+                                         resumption=True)
             return
         if not response.headers.get("content-type", "").startswith(ACCEPT_SSE):
             await response.aclose()
@@ -478,8 +479,15 @@ class StreamableHttpTransport(SseStreams, Transport):
         return self._stream_client
 
     async def _raise_for_status(self, response: httpx.Response, sent_session: bool,
-                                message: Message | None) -> None:
-        """Turn an HTTP error status into the right exception (or a JSON-RPC error answer)."""
+                                message: Message | None, *, resumption: bool = False) -> None:
+        """Turn an HTTP error status into the right exception (or a JSON-RPC error answer).
+
+        ``resumption``: the response refused a GET with ``Last-Event-ID``. Its 404 says
+        the stream cannot be had in this session (a server may say so for a stream of
+        another session, too); the session id is kept for the transport's other requests,
+        which would otherwise all go out without one. Whether the session itself is gone
+        is for a request of the session to tell.
+        """
         try:
             # Only a JSON-RPC error or a few words are of use here: a larger body is not read.
             raw = await self._read_body(response, MAX_ERROR_BODY_BYTES)
@@ -490,6 +498,9 @@ class StreamableHttpTransport(SseStreams, Transport):
             await response.aclose()
         status = response.status_code
         excerpt = " ".join(body.split())[:BODY_EXCERPT_CHARS]
+        if status == 404 and sent_session and resumption:
+            raise SessionExpired(status, f"the server at {self._display_url} knows no such stream in this "
+                                         "session (HTTP 404)", excerpt)
         if status == 404 and sent_session:
             self._session_id = None  # the next initialize must go without it
             raise SessionExpired(status, f"the server at {self._display_url} no longer knows this session "

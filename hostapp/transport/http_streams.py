@@ -130,7 +130,7 @@ class SseStreams:
         raise NotImplementedError
 
     async def _raise_for_status(self, response: httpx.Response, sent_session: bool,
-                                message: Message | None) -> None:
+                                message: Message | None, *, resumption: bool = False) -> None:
         raise NotImplementedError
 
     def _take_tools_list(self, answer: Response | ErrorResponse) -> None:
@@ -277,7 +277,8 @@ class SseStreams:
                 continue
             if response.status_code >= 400:
                 try:
-                    await self._raise_for_status(response, "Mcp-Session-Id" in response.request.headers, None)
+                    await self._raise_for_status(response, "Mcp-Session-Id" in response.request.headers, None,
+                                                 resumption=True)
                 except HttpStatusError as exc:
                     if exc.status in RESUME_LATER_STATUSES:
                         failures += 1

@@ -56,7 +56,9 @@ async def test_two_minutes_of_chaos_lose_nothing_and_run_nothing_twice(tmp_path:
     assert report.figures["operations"] >= len(HANDSHAKE_TOOLS) + len(STATELESS_TOOLS), report.render()
     completed = {m for m, counts in report.outcomes.items() if counts.get("completed")}
     assert len(completed) >= 5, report.render()
-    # Known defect: after a resumed SSE stream or a draft stream is given up, nothing drives
-    # the operation any more; it stays running without end.
+    # Known defect: an operation left in flight at the end of the drain (seen: a 2025 task
+    # left input_required; a draft stream left running, not reproduced since). A resumed SSE
+    # stream given up no longer leaves its operation running: it ends unknown
+    # (tests/engine/test_stream_given_up.py).
     if report.stuck or report.wrong:
         pytest.xfail("known defects: " + "; ".join(report.stuck + report.wrong))

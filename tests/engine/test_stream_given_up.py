@@ -1,0 +1,148 @@
+"""An answer stream that cannot be resumed ends its operation as unknown, with the
+reason, instead of leaving it ``running`` with nothing driving it. Real lab process,
+real loopback proxy (which refuses the resumptions), real keyring."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from hostapp.engine import api
+from hostapp.engine.service import Engine
+from hostapp.lab.state import execution_count
+from hostapp.mechanisms import http_resumption
+from hostapp.store.journal import OperationJournal
+from hostapp.transport import http_streams
+from hostapp.transport.base import SessionExpired
+from tests.engine.conftest import Recorder
+from tests.engine.test_network_break import handle_committed, start_engine
+from tests.support.faults import LoopbackProxy
+
+pytestmark = pytest.mark.timeout(120)
+
+#: Every resumption GET (no JSON-RPC method) is answered "503" this many times: far more
+#: than any bounded retrying needs, so only giving up ends the operation.
+REFUSED_GETS = 10_000
+
+
+@pytest.fixture
+def proxy(lab):
+    p = LoopbackProxy(lab.port).start()
+    yield p
+    p.stop()
+
+
+@pytest.fixture
+def quick_backoff(monkeypatch):
+    """The same attempts, without the minutes of back-off between them."""
+    monkeypatch.setattr(http_streams, "MAX_BACKOFF_SECONDS", 0.2)
+    monkeypatch.setattr(http_resumption, "MAX_RECONNECT_DELAY_SECONDS", 0.2)
+
+
+async def progress_seen(recorder: Recorder, op_id: str) -> None:
+    for _ in range(400):
+        if recorder.progress_of(op_id):
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError("no progress came on the resumed stream")
+
+
+async def test_a_resumed_stream_given_up_ends_unknown(isolated_home, lab, proxy, real_keyring, quick_backoff):
+    # The host restarts and resumes the stream (its answer is awaited by id, not by the
+    # request it sent); then the stream breaks and every resumption is refused. The
+    # transport gives up, and the operation must end, not stay running.
+    engine = await start_engine(isolated_home, Recorder(), proxy)
+    op = await engine.start_call("lab", "long_sse", {"seconds": 60, "steps": 60})
+    await handle_committed(engine, op.id)
+    await engine.stop()
+
+    recorder = Recorder()
+    engine = Engine(isolated_home, recorder)
+    await engine.start()
+    try:
+        await progress_seen(recorder, op.id)
+        proxy.answer_status(None, 503, REFUSED_GETS)  # type: ignore[arg-type]  # a GET has no method
+        assert proxy.drop_connections() > 0
+        final = await asyncio.wait_for(engine.wait_finished(op.id), 60)
+    finally:
+        await engine.stop()
+    assert final.status == api.UNKNOWN, final
+    message = final.error["message"] if final.error else ""
+    assert "could not be resumed" in message and "may or may not have finished" in message, final.error
+    with OperationJournal(isolated_home / "journal.sqlite3") as journal:
+        assert journal.get_operation(op.id).status == api.UNKNOWN
+    assert execution_count(lab.state_file, "long_sse") == 1  # never run again
+
+
+async def test_a_live_stream_whose_resumptions_fail_ends_unknown(isolated_home, lab, proxy, recorder,
+                                                                 real_keyring, quick_backoff):
+    # No restart: the call's own stream breaks and no resumption is ever let through. The
+    # mechanism's reconnects are bounded too.
+    engine = await start_engine(isolated_home, recorder, proxy)
+    try:
+        op = await engine.start_call("lab", "long_sse", {"seconds": 60, "steps": 60})
+        await handle_committed(engine, op.id)
+        proxy.answer_status(None, 503, REFUSED_GETS)  # type: ignore[arg-type]
+        assert proxy.drop_connections() > 0
+        final = await asyncio.wait_for(engine.wait_finished(op.id), 90)
+    finally:
+        await engine.stop()
+    assert final.status == api.UNKNOWN, final
+    assert "could not be resumed" in (final.error or {}).get("message", ""), final.error
+    assert execution_count(lab.state_file, "long_sse") == 1
+
+
+SESSION_TOOLS = ("long_sse", "long_sse", "long_stream", "long_resumable", "long_async", "long_sse")
+
+
+@pytest.mark.parametrize("round_", range(3))
+async def test_operations_of_one_earlier_session_restore_together(isolated_home, lab, proxy, real_keyring,
+                                                                   round_):
+    # Several operations lived in one HTTP session; a restarted host restores them all at
+    # once, taking that session over for the streams. Each completes, and no request goes
+    # out without a session id (one operation's refused request must not wipe the id the
+    # others send).
+    engine = await start_engine(isolated_home, Recorder(), proxy)
+    ops = [await engine.start_call("lab", tool, {"seconds": 4, "steps": 8}) for tool in SESSION_TOOLS]
+    for op in ops:
+        await handle_committed(engine, op.id)
+    await engine.stop()
+    sent_before = len(proxy.requests)
+
+    engine = Engine(isolated_home, Recorder())
+    await engine.start()
+    try:
+        finals = [await asyncio.wait_for(engine.wait_finished(op.id), 60) for op in ops]
+    finally:
+        await engine.stop()
+    after = proxy.requests[sent_before:]
+    detail = [(r.method, r.rpc_method, r.headers.get("mcp-session-id")) for r in after]
+    assert [f.status for f in finals] == [api.COMPLETED] * len(ops), (finals, detail)
+    without = [d for d in detail if d[2] is None and d[1] not in ("initialize", "server/discover")]
+    assert not without, detail
+    for tool in set(SESSION_TOOLS):
+        assert execution_count(lab.state_file, tool) == SESSION_TOOLS.count(tool)
+
+
+async def test_a_refused_resumption_leaves_the_session_to_the_other_requests(isolated_home, lab, proxy, recorder,
+                                                                             real_keyring):
+    # A server answers 404 to a resumption it cannot serve in this session (the lab: a
+    # Last-Event-ID of a stream of another session). Only that stream is refused: the
+    # transport keeps its session id for everything else it sends.
+    engine = await start_engine(isolated_home, recorder, proxy)
+    try:
+        live = engine.connections["lab"].session
+        assert live is not None
+        sid = live.transport.session_id
+        with pytest.raises(SessionExpired):
+            await live.transport.resume_stream(999_999, "no-such-stream:1")
+        assert live.transport.session_id == sid
+        sent_before = len(proxy.requests)
+        op = await engine.start_call("lab", "sleep_with_progress", {"seconds": 0.2, "steps": 2})
+        final = await asyncio.wait_for(engine.wait_finished(op.id), 30)
+    finally:
+        await engine.stop()
+    assert final.status == api.COMPLETED, final.error
+    calls = [r for r in proxy.requests[sent_before:] if r.rpc_method == "tools/call"]
+    assert calls and all(r.headers.get("mcp-session-id") == sid for r in calls)
