@@ -90,8 +90,20 @@ def arrange_splitter(splitter: QSplitter, servers: QWidget, servers_table: QTabl
 
     for signal in (model.rowsInserted, model.rowsRemoved, model.modelReset):
         signal.connect(refit)
-    # A new server is scrolled into view when the table has reached its limit.
-    model.rowsInserted.connect(lambda _parent, _first, last: servers_table.scrollTo(model.index(last, 0)))
+    # A new server is scrolled into view when the table has reached its limit: once the
+    # table has its new height and scroll range (scrolling at the insertion uses the old ones).
+    newest: list[int] = []
+
+    def scroll_to_newest(*_args: object) -> None:
+        if newest and model.rowCount():
+            servers_table.scrollTo(model.index(min(newest[-1], model.rowCount() - 1), 0))
+
+    def show_new(_parent: object, _first: int, last: int) -> None:
+        newest[:] = [last]
+        QTimer.singleShot(0, scroll_to_newest)
+
+    model.rowsInserted.connect(show_new)
+    servers_table.verticalScrollBar().rangeChanged.connect(scroll_to_newest)
     refit()
     splitter.setSizes([servers.sizeHint().height(), 330, 300])
     splitter._balancer = DetailsGiveWay(splitter, operations, refit)  # type: ignore[attr-defined]

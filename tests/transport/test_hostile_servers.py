@@ -27,8 +27,11 @@ from tests.support.keyring_daemon import KeyringDaemon, private_keyring
 
 pytestmark = [pytest.mark.timeout(180), pytest.mark.skipif(sys.platform != "linux", reason="reads /proc")]
 
-#: The host's resident memory may not pass this while it is attacked.
-RSS_LIMIT_BYTES = 400 * 1024 * 1024
+#: How much the host's resident memory may grow while it is attacked: four times the
+#: largest message it accepts (a message is read into a buffer, then decoded). It is
+#: measured from the process's size when the test starts: earlier tests of the session
+#: (the soak's driver runs in this process) leave it larger or smaller.
+RSS_GROWTH_LIMIT_BYTES = 4 * MAX_MESSAGE_BYTES
 
 # (server, tool, what the error says, seconds the call may take, status)
 ATTACKS = [
@@ -99,6 +102,7 @@ async def test_each_attack_ends_its_call_clearly_and_the_host_stays_usable_and_s
         isolated_home, keyring, good_lab, capsys):
     # The high-water mark of this process so far is the earlier tests': start it afresh.
     Path("/proc/self/clear_refs").write_text("5")
+    baseline = rss_bytes("VmRSS")
     command = stdio_command()
     figures: list[str] = []
     with running_http_server() as hostile_url, RssSampler() as sampler:
@@ -128,6 +132,7 @@ async def test_each_attack_ends_its_call_clearly_and_the_host_stays_usable_and_s
             await asyncio.wait_for(engine.stop(), 30)
     high_water = rss_bytes("VmHWM")
     with capsys.disabled():
-        print("\n" + "\n".join(figures) + f"\nRSS: sampled peak {sampler.peak / 2**20:.0f} MiB, "
-              f"high-water mark {high_water / 2**20:.0f} MiB")
-    assert sampler.peak < RSS_LIMIT_BYTES and high_water < RSS_LIMIT_BYTES, (sampler.peak, high_water)
+        print("\n" + "\n".join(figures) + f"\nRSS: {baseline / 2**20:.0f} MiB at the start, sampled peak "
+              f"{sampler.peak / 2**20:.0f} MiB, high-water mark {high_water / 2**20:.0f} MiB")
+    grew = max(sampler.peak, high_water) - baseline
+    assert grew < RSS_GROWTH_LIMIT_BYTES, (baseline, sampler.peak, high_water)
