@@ -6,9 +6,13 @@ import contextlib
 import os
 import signal
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from tests.support.agents import agent_processes
+from tests.support.keyring_daemon import missing_programs, start_keyring_daemon
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 # An agent that a command starts on demand (every `hostapp call` in a test starts one) exits
@@ -27,21 +31,22 @@ def isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.
 
 def _agents_left(root: Path) -> list[tuple[int, str]]:
     """``hostapp agent`` processes whose home lies under ``root``."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            argv = (entry / "cmdline").read_bytes().split(b"\0")
-            if b"agent" not in argv or not any(a.endswith(b"hostapp") for a in argv):
-                continue
-            environ = (entry / "environ").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        home = next((e[len(b"HOSTAPP_HOME="):] for e in environ if e.startswith(b"HOSTAPP_HOME=")), b"")
-        if home.startswith(bytes(root)):
-            found.append((int(entry.name), b" ".join(argv).decode(errors="replace")))
-    return found
+    return [(pid, argv) for pid, argv, home in agent_processes()
+            if home is not None and os.fsencode(home).startswith(bytes(root))]
+
+
+@pytest.fixture(scope="session")
+def keyring_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+    """Environment for host processes that use gnome-keyring on a private D-Bus session bus
+    (what resumes an operation after a restart is kept there; no person's keyring is touched)."""
+    missing = missing_programs()
+    if missing:
+        pytest.skip(f"the private keyring needs {', '.join(missing)} (Debian: dbus, gnome-keyring)")
+    daemon = start_keyring_daemon(tmp_path_factory.mktemp("keyring"))
+    try:
+        yield dict(daemon.env)
+    finally:
+        daemon.stop()
 
 
 @pytest.fixture(autouse=True)

@@ -13,8 +13,9 @@ import asyncio
 import contextlib
 import json
 import sys
+from collections.abc import Awaitable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from hostapp.agent.client import AgentGone
 from hostapp.cli import ops
@@ -35,6 +36,9 @@ from hostapp.protocol.jsonrpc import ProtocolError
 
 if TYPE_CHECKING:
     from hostapp.engine.api import ServerConfig
+
+
+T = TypeVar("T")
 
 
 def load_answers(path: str | None) -> list[JsonObject]:
@@ -318,15 +322,10 @@ async def cmd_call(args: argparse.Namespace) -> int:
             announce(printer, op)
             heard = follower.watch(op)
             follower.status(op.id, "running")
-            try:
-                final = await unless_interrupted(finished_unless_silent(engine, op.id, heard, args.timeout),
-                                                 interrupts)
-            except AgentGone:
-                return owner_gone(op)
-            if final is INTERRUPTED:
-                follower.follow.discard(op.id)
-                return await interrupted(engine, op, interrupts, cancel_on_interrupt=args.cancel_on_interrupt,
-                                         emit_final=lambda ended: emit_outcome(printer, ended))
+            final = await until_the_end(finished_unless_silent(engine, op.id, heard, args.timeout), engine, op,
+                                        follower, printer, interrupts, args.cancel_on_interrupt)
+            if isinstance(final, int):
+                return final
         if final is None:
             printer.emit("error", code=None, message=f"{cfg.name} did not answer the call to {args.tool} "
                                                      f"within {args.timeout:g} s; the call is cancelled")
@@ -334,6 +333,23 @@ async def cmd_call(args: argparse.Namespace) -> int:
                 await asyncio.wait_for(engine.cancel(op.id), 5.0)
             return EXIT_ERROR
         return emit_outcome(printer, final)
+
+
+async def until_the_end(waiting: Awaitable[T], engine: EngineApi, op: api.OperationView, follower: CallFollower,
+                        printer: EventPrinter, interrupts: Interrupts, cancel_on_interrupt: bool) -> T | int:
+    """What ``waiting`` gives (``op``'s end, or None when the server stayed silent), or the
+    command's exit status when it let go of ``op``: Ctrl+C (detached, or cancelled), or the
+    agent gone."""
+    try:
+        final = await unless_interrupted(waiting, interrupts)
+    except AgentGone:
+        return owner_gone(op)
+    if final is INTERRUPTED:
+        if follower.follow is not None:
+            follower.follow.discard(op.id)
+        return await interrupted(engine, op, interrupts, cancel_on_interrupt=cancel_on_interrupt,
+                                 emit_final=lambda ended: emit_outcome(printer, ended))
+    return final
 
 
 def owner_gone(op: api.OperationView) -> int:
@@ -377,14 +393,10 @@ async def cmd_follow(args: argparse.Namespace) -> int:
             follower.status(op.id, "running" if op.status == api.OperationStatus.PENDING else op.status, op.message)
             follower.operation_changed(op)  # where it has got to
             await answer_open_questions(engine, follower)
-            try:
-                final = await unless_interrupted(engine.wait_finished(op.id), interrupts)
-            except AgentGone:
-                return owner_gone(op)
-            if final is INTERRUPTED:
-                follower.follow.discard(op.id)
-                return await interrupted(engine, op, interrupts, cancel_on_interrupt=args.cancel_on_interrupt,
-                                         emit_final=lambda ended: emit_outcome(printer, ended))
+            final = await until_the_end(engine.wait_finished(op.id), engine, op, follower, printer, interrupts,
+                                        args.cancel_on_interrupt)
+            if isinstance(final, int):
+                return final
         return emit_outcome(printer, final)
 
 

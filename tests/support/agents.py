@@ -35,10 +35,9 @@ def kill_owner(home: Path, timeout: float = 10.0) -> int | None:
     return owner.pid
 
 
-def agent_pids(home: Path) -> list[int]:
-    """The ``hostapp agent`` processes running on ``home`` (zombies left out)."""
-    found = []
-    want = b"HOSTAPP_HOME=" + os.fsencode(Path(home).resolve())
+def agent_processes() -> Iterator[tuple[int, str, Path | None]]:
+    """Every running ``hostapp agent``: its pid, its command line and its HOSTAPP_HOME (a
+    zombie has no command line: it is left out)."""
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
@@ -46,11 +45,17 @@ def agent_pids(home: Path) -> list[int]:
             argv = (entry / "cmdline").read_bytes().split(b"\0")
             if b"agent" not in argv or not any(a.endswith(b"hostapp") for a in argv):
                 continue
-            if want in (entry / "environ").read_bytes().split(b"\0"):
-                found.append(int(entry.name))
+            environ = (entry / "environ").read_bytes().split(b"\0")
         except OSError:
             continue
-    return found
+        home = next((e[len(b"HOSTAPP_HOME="):] for e in environ if e.startswith(b"HOSTAPP_HOME=")), b"")
+        yield int(entry.name), b" ".join(argv).decode(errors="replace"), Path(os.fsdecode(home)) if home else None
+
+
+def agent_pids(home: Path) -> list[int]:
+    """The ``hostapp agent`` processes running on ``home`` (zombies left out)."""
+    want = Path(home).resolve()
+    return [pid for pid, _, on in agent_processes() if on == want]
 
 
 class Agents:
