@@ -51,12 +51,12 @@ class Agent:
 
     async def connect(self, listener: Any, client: str) -> Any:
         from hostapp.agent.client import AgentUnavailable, RemoteEngine
-        from hostapp.agent.endpoint import socket_path
+        from hostapp.agent.endpoint import endpoint_path
 
         deadline = time.monotonic() + 60
         while True:
             try:
-                return await RemoteEngine.connect(socket_path(self.home), listener, client=client)
+                return await RemoteEngine.connect(endpoint_path(self.home), listener, client=client)
             except AgentUnavailable:
                 if time.monotonic() > deadline or self.proc.poll() is not None:
                     raise

@@ -266,10 +266,12 @@ class LoginEntry:
 
 def window_folder(home: Path) -> Path:
     """Where the home's window listens for later launches: beside the agent's socket."""
-    from hostapp.agent.endpoint import socket_path
+    from hostapp.agent.endpoint import endpoint_path
 
-    path = socket_path(home)
-    return path.parent if path.name == "agent.sock" else path.parent / path.stem
+    path = endpoint_path(home)
+    # The agent's folder under the home; for a socket moved to the temporary folder (a
+    # home whose path is too long), a folder of its own beside it.
+    return path.parent if path.parent.name == "agent" else path.parent / path.stem
 
 
 def agent_link(home: Path) -> EngineApi:

@@ -66,14 +66,24 @@ class RemoteEngine:
     @classmethod
     async def connect(cls, path: Path, listener: api.EngineListener | None = None, *,
                       client: str = "client", timeout: float = 5.0) -> RemoteEngine:
-        """Connect and say hello; :class:`AgentUnavailable` when nobody listens there."""
+        """Connect to the endpoint at ``path`` (a Unix socket, or a loopback endpoint file:
+        see :mod:`hostapp.agent.endpoint`) and say hello; :class:`AgentUnavailable` when
+        nobody listens there."""
+        from hostapp.agent.endpoint import LOOPBACK_FILE, read_loopback_file
+
+        hello: dict[str, Any] = {"version": wire.VERSION, "client": client, "pid": os.getpid()}
         try:
-            reader, writer = await asyncio.wait_for(
-                asyncio.open_unix_connection(str(path), limit=wire.MAX_MESSAGE), timeout)
+            if path.name == LOOPBACK_FILE:
+                port, hello["key"] = read_loopback_file(path)
+                opening = asyncio.open_connection("127.0.0.1", port, limit=wire.MAX_MESSAGE)
+            else:
+                opening = asyncio.open_unix_connection(str(path), limit=wire.MAX_MESSAGE)
+            reader, writer = await asyncio.wait_for(opening, timeout)
         except (FileNotFoundError, ConnectionRefusedError, TimeoutError, OSError) as exc:
             raise AgentUnavailable(f"no agent answers at {path}: {exc.strerror or exc}") from None
-        writer.write(wire.dumps({"jsonrpc": "2.0", "id": 1, "method": "hello",
-                                 "params": {"version": wire.VERSION, "client": client, "pid": os.getpid()}}))
+        except ValueError as exc:  # an endpoint file half written, or not one (never quotes the key)
+            raise AgentUnavailable(f"no agent answers at {path}: {exc}") from None
+        writer.write(wire.dumps({"jsonrpc": "2.0", "id": 1, "method": "hello", "params": hello}))
         try:
             line = await asyncio.wait_for(reader.readline(), timeout)
             answer = wire.loads(line) if line else None
@@ -317,9 +327,13 @@ def spawn_agent(home: Path, *, verbose: bool = False) -> subprocess.Popen[bytes]
     from hostapp.store.paths import HOME_ENV
 
     env = {**os.environ, HOME_ENV: str(Path(home).resolve())}
+    # Windows has no sessions (the flags exist there only): a new process group without
+    # a console does the same.
+    flags = getattr(subprocess, "DETACHED_PROCESS", 0) | getattr(subprocess, "CREATE_NEW_PROCESS_GROUP", 0)
     proc = subprocess.Popen(
         [*self_command(), *(["-v"] if verbose else []), "agent"], env=env, stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True)
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True,
+        creationflags=flags)
     # A client that lives on (the window) reaps the agent if it ends first, so no zombie
     # stays behind; a short-lived client exits and the agent is adopted by init.
     threading.Thread(target=proc.wait, name="hostapp-agent-reaper", daemon=True).start()
@@ -337,10 +351,10 @@ async def connect_or_spawn(home: Path, listener: api.EngineListener | None = Non
     it. A lock held by an owner still starting (or stopping) is waited for. A stale socket
     of a dead owner is answered by nobody: the new owner takes the lock and the socket; the
     kernel lets go of a dead process's locks, so none of them is ever stale."""
-    from hostapp.agent.endpoint import socket_path
+    from hostapp.agent.endpoint import endpoint_path
     from hostapp.agent.lock import SPAWN_LOCK_NAME, HomeLock
 
-    path = socket_path(home)
+    path = endpoint_path(home)
     lock, spawning = HomeLock(home), HomeLock(home, SPAWN_LOCK_NAME)
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout

@@ -94,10 +94,10 @@ def current_home() -> Path:
 
 async def _connect(home: Path, listener: api.EngineListener | None = None) -> RemoteEngine | None:
     from hostapp.agent.client import AgentUnavailable, RemoteEngine
-    from hostapp.agent.endpoint import socket_path
+    from hostapp.agent.endpoint import endpoint_path
 
     try:
-        return await RemoteEngine.connect(socket_path(home), listener, client="cli")
+        return await RemoteEngine.connect(endpoint_path(home), listener, client="cli")
     except AgentUnavailable:
         return None
 

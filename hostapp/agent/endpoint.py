@@ -1,8 +1,20 @@
 """The owner's local endpoint: the engine facade served to the window and the CLI.
 
-A Unix domain socket in a folder only the user can enter (0700), the socket itself 0600,
-and on Linux the peer's credentials checked (``SO_PEERCRED``): a connection from another
-user is closed before it is read. Each client speaks the wire of :mod:`hostapp.agent.wire`.
+Two kinds, one wire (:mod:`hostapp.agent.wire`):
+
+- ``unix`` (Linux, macOS): a Unix domain socket in a folder only the user can enter
+  (0700), the socket itself 0600, and on Linux the peer's credentials checked
+  (``SO_PEERCRED``): a connection from another user is closed before it is read.
+- ``loopback`` (Windows, where Python has no Unix sockets): TCP on 127.0.0.1, port chosen
+  by the system, and a key made afresh at each start. Both are in the endpoint file
+  ``<home>/agent/agent.endpoint`` (0600 in the 0700 folder; on Windows the profile's ACL
+  keeps other users out of the home). A client proves it could read that file by sending
+  the key in its ``hello``; any other connection is refused before anything is served.
+  This is the model of Jupyter's connection files; it was chosen over a named pipe because
+  asyncio's pipe server is undocumented, and because this one is tested here in full
+  (``HOSTAPP_AGENT_ENDPOINT=loopback`` selects it on any system). A key sent to a port
+  that a dead owner left and someone else took is worth nothing: the next owner makes a
+  new one.
 
 The endpoint is also the engine's listener, and fans what it hears out to every client:
 an operation's changes are coalesced per operation and sent at most :data:`EVENT_HZ` times a
@@ -16,8 +28,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import hmac
+import json
 import logging
 import os
+import secrets
 import socket
 import struct
 import sys
@@ -42,29 +57,73 @@ _ANSWER_GRACE_SECONDS = 5.0
 _MAX_SOCKET_PATH = 100
 
 
-def socket_path(home: Path) -> Path:
-    """Where the owner of ``home`` listens: ``<home>/agent/agent.sock``, or, when that path
-    is too long for a Unix socket, a per-user folder in the temporary directory named after
-    the home (both folders 0700)."""
-    path = Path(home).resolve() / "agent" / "agent.sock"
+#: Chooses the endpoint's kind (``unix`` or ``loopback``) where both work; the owner and
+#: its clients must agree (tests run the loopback kind on Linux with it).
+ENDPOINT_ENV = "HOSTAPP_AGENT_ENDPOINT"
+
+UNIX, LOOPBACK = "unix", "loopback"
+
+#: The loopback endpoint file's name under ``<home>/agent``.
+LOOPBACK_FILE = "agent.endpoint"
+
+
+def endpoint_kind() -> str:
+    """``unix`` where the system has Unix sockets (unless ``HOSTAPP_AGENT_ENDPOINT`` says
+    ``loopback``), ``loopback`` elsewhere."""
+    has_unix = hasattr(socket, "AF_UNIX") and sys.platform != "win32"
+    return LOOPBACK if not has_unix or os.environ.get(ENDPOINT_ENV) == LOOPBACK else UNIX
+
+
+def endpoint_path(home: Path) -> Path:
+    """Where the owner of ``home`` can be found. ``unix``: its socket,
+    ``<home>/agent/agent.sock``, or, when that path is too long for a Unix socket, a
+    per-user folder in the temporary directory named after the home (both folders 0700).
+    ``loopback``: the endpoint file ``<home>/agent/agent.endpoint``."""
+    folder = Path(home).resolve() / "agent"
+    if endpoint_kind() == LOOPBACK:
+        return folder / LOOPBACK_FILE
+    path = folder / "agent.sock"
     if len(os.fsencode(path)) <= _MAX_SOCKET_PATH:
         return path
     digest = hashlib.sha256(os.fsencode(Path(home).resolve())).hexdigest()[:16]
     return Path(tempfile.gettempdir()) / f"hostapp-{os.getuid()}" / f"{digest}.sock"
 
 
+def read_loopback_file(path: Path) -> tuple[int, str]:
+    """The port and key of a loopback endpoint file; ``OSError``/``ValueError`` when there
+    is none or it cannot be read (the key is never put in the error)."""
+    data = json.loads(path.read_text(encoding="utf-8"))
+    if not isinstance(data, dict):
+        raise ValueError(f"{path} is not an agent endpoint file")
+    port, key = data.get("port"), data.get("key")
+    if not isinstance(port, int) or not 0 < port < 65536 or not isinstance(key, str) or not key:
+        raise ValueError(f"{path} is not an agent endpoint file")
+    return port, key
+
+
+def _write_private(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` readable by this user only, whole or not at all."""
+    part = path.with_name(path.name + ".part")
+    with contextlib.suppress(FileNotFoundError):
+        part.unlink()
+    fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(text)
+    os.replace(part, path)
+
+
 def _private_folder(folder: Path) -> None:
     folder.mkdir(parents=True, exist_ok=True, mode=0o700)
     os.chmod(folder, 0o700)
-    st = folder.stat()
-    if st.st_uid != os.getuid():
+    if hasattr(os, "getuid") and folder.stat().st_uid != os.getuid():
         raise PermissionError(f"{folder} belongs to another user; the agent will not listen there")
 
 
 def _same_user(writer: asyncio.StreamWriter) -> bool:
-    """True when the peer runs as this user (always true where the OS cannot tell)."""
+    """True when the peer of a Unix socket runs as this user (always true where the OS
+    cannot tell, and for loopback connections, which prove themselves with the key)."""
     sock = writer.get_extra_info("socket")
-    if sock is None or not sys.platform.startswith("linux"):
+    if sock is None or not sys.platform.startswith("linux") or sock.family != socket.AF_UNIX:
         return True
     creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
     _pid, uid, _gid = struct.unpack("3i", creds)
@@ -95,7 +154,7 @@ class _Client:
 
 
 class AgentEndpoint:
-    """Serves an :class:`~hostapp.engine.api.EngineApi` on a Unix socket; implements
+    """Serves an :class:`~hostapp.engine.api.EngineApi` on its endpoint; implements
     :class:`~hostapp.engine.api.EngineListener` to forward what the engine tells.
 
     ``info`` is what ``hello`` answers besides the version (the owner's pid, start time).
@@ -116,6 +175,8 @@ class AgentEndpoint:
         self._server: asyncio.AbstractServer | None = None
         self._clients: set[_Client] = set()
         self._tasks: set[asyncio.Task[Any]] = set()
+        self._kind = LOOPBACK if path.name == LOOPBACK_FILE else UNIX
+        self._key: str | None = None  # the loopback kind's key of this start
 
     @property
     def client_count(self) -> int:
@@ -129,6 +190,13 @@ class AgentEndpoint:
         _private_folder(self.path.parent)
         with contextlib.suppress(FileNotFoundError):
             self.path.unlink()  # left by an owner that died; we hold the home's lock now
+        if self._kind == LOOPBACK:
+            self._key = secrets.token_urlsafe(32)
+            self._server = await asyncio.start_server(self._serve, host="127.0.0.1", port=0,
+                                                      limit=wire.MAX_MESSAGE)
+            port = self._server.sockets[0].getsockname()[1]
+            _write_private(self.path, json.dumps({"port": port, "key": self._key, "pid": os.getpid()}))
+            return
         old_umask = os.umask(0o177)
         try:
             self._server = await asyncio.start_unix_server(self._serve, path=str(self.path), limit=wire.MAX_MESSAGE)
@@ -195,8 +263,8 @@ class AgentEndpoint:
             # The client stopped sending: what it asked for is still answered, briefly.
             if mine:
                 await asyncio.wait(set(mine), timeout=_ANSWER_GRACE_SECONDS)
-        except (ConnectionError, asyncio.IncompleteReadError):
-            pass
+        except (ConnectionError, asyncio.IncompleteReadError, TimeoutError):
+            pass  # gone, or never said hello
         finally:
             for task in list(mine):
                 task.cancel()
@@ -223,6 +291,13 @@ class AgentEndpoint:
         if message.get("method") != "hello":
             probe.send({"jsonrpc": "2.0", "id": message.get("id"),
                         "error": {"code": -32600, "message": "the first message must be hello"}})
+            return None
+        if self._key is not None and not (isinstance(params.get("key"), str) and hmac.compare_digest(
+                params["key"].encode("utf-8", "replace"), self._key.encode())):
+            log.warning("refused a loopback connection without this start's key")
+            probe.send({"jsonrpc": "2.0", "id": message.get("id"), "error": {
+                "code": -32600, "message": "this agent's endpoint key was not given; "
+                                           "connect through the home's endpoint file"}})
             return None
         if params.get("version") != wire.VERSION:
             probe.send({"jsonrpc": "2.0", "id": message.get("id"), "error": {

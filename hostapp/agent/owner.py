@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from hostapp.agent.endpoint import AgentEndpoint, socket_path
+from hostapp.agent.endpoint import AgentEndpoint, endpoint_path
 from hostapp.agent.lock import HomeLock
 from hostapp.agent.notify import Notifier, make_notifier
 from hostapp.engine import api
@@ -96,7 +96,7 @@ class Owner:
         self._last_client = time.monotonic()
         self.endpoint = AgentEndpoint(
             engine=None,  # set below: the engine is made with the endpoint as its listener
-            path=socket_path(home),
+            path=endpoint_path(home),
             info={"pid": os.getpid(), "since": self.since, "autostart": autostart},
             on_clients=self._clients_changed,
         )
@@ -164,7 +164,7 @@ class Owner:
             log.info("the home is owned already (pid %s)", owner.pid if owner else "?")
             return 3
         loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        for sig in (signal.SIGTERM, signal.SIGINT, getattr(signal, "SIGHUP", signal.SIGTERM)):  # no SIGHUP on Windows
             with contextlib.suppress(NotImplementedError, RuntimeError):
                 loop.add_signal_handler(sig, self._stopping.set)
         try:

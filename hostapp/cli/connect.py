@@ -16,15 +16,14 @@ what is started from the command line goes on after the command ends:
 * :func:`reading_engine` – commands that only read the journal (``ops``, ``servers list``):
   the running owner, else the journal read in this process (no lock: nothing is written).
 
-Where the owner's socket cannot exist (Windows today), the commands of the first kind run
-the engine in process too, holding the home's lock, and their work ends with them.
+The owner's endpoint is a Unix socket, or on Windows a loopback port with a key
+(:mod:`hostapp.agent.endpoint`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -33,9 +32,6 @@ from hostapp.engine.api import EngineApi, EngineListener, EngineTimeout
 
 #: How long a command waits for an owner to come up (or for the home's lock).
 OWNER_TIMEOUT = 30.0
-
-#: Whether the owner's local socket is available on this platform.
-HAS_OWNER_SOCKET = sys.platform != "win32"
 
 
 def _home() -> Path:
@@ -47,10 +43,6 @@ def _home() -> Path:
 @contextlib.asynccontextmanager
 async def owner_engine(listener: EngineListener | None = None, *, verbose: bool = False) -> AsyncIterator[EngineApi]:
     """The engine of the home's owner, which is started when none runs (see the module)."""
-    if not HAS_OWNER_SOCKET:
-        async with _locked_engine(listener, connect=True) as engine:
-            yield engine
-        return
     from hostapp.agent.client import connect_or_spawn
 
     remote = await connect_or_spawn(_home(), listener, client="cli", timeout=OWNER_TIMEOUT, verbose=verbose)
@@ -65,14 +57,14 @@ async def config_engine(listener: EngineListener | None = None) -> AsyncIterator
     """The running owner's engine, or this process's own under the home's lock."""
     from hostapp.agent.commands import agent_engine
 
-    running = await agent_engine(listener) if HAS_OWNER_SOCKET else None
+    running = await agent_engine(listener)
     if running is not None:
         try:
             yield running
         finally:
             await running.stop()
         return
-    async with _locked_engine(listener, connect=False) as engine:
+    async with _locked_engine(listener) as engine:
         yield engine
 
 
@@ -81,7 +73,7 @@ async def reading_engine() -> AsyncIterator[EngineApi]:
     """The running owner's engine, or the journal read in this process."""
     from hostapp.agent.commands import agent_engine
 
-    engine = await agent_engine() if HAS_OWNER_SOCKET else None
+    engine = await agent_engine()
     if engine is None:
         engine = open_engine(None, None, connect=False)
     try:
@@ -91,7 +83,7 @@ async def reading_engine() -> AsyncIterator[EngineApi]:
 
 
 @contextlib.asynccontextmanager
-async def _locked_engine(listener: EngineListener | None, *, connect: bool) -> AsyncIterator[EngineApi]:
+async def _locked_engine(listener: EngineListener | None) -> AsyncIterator[EngineApi]:
     """An engine in this process, which owns the home while it runs: it holds the home's
     lock (waiting while an owner starts or stops; an owner that answers is used instead)."""
     from hostapp.agent.commands import agent_engine
@@ -102,7 +94,7 @@ async def _locked_engine(listener: EngineListener | None, *, connect: bool) -> A
     loop = asyncio.get_running_loop()
     deadline = loop.time() + OWNER_TIMEOUT
     while not await asyncio.to_thread(lock.acquire, 0.2):
-        running = await agent_engine(listener) if HAS_OWNER_SOCKET else None
+        running = await agent_engine(listener)
         if running is not None:
             try:
                 yield running
@@ -113,7 +105,7 @@ async def _locked_engine(listener: EngineListener | None, *, connect: bool) -> A
             owner = lock.owner()
             raise EngineTimeout(f"another process holds {home}" + (f" (pid {owner.pid})" if owner else "")
                                 + f" and did not answer within {OWNER_TIMEOUT:.0f} s")
-    engine = open_engine(home, listener, connect=connect)
+    engine = open_engine(home, listener, connect=False)
     try:
         yield engine
     finally:

@@ -590,6 +590,8 @@ class OperationRunner:
             self._drop_original_waiter()  # this request takes the id over
         else:
             rid = session.ids.next()
+            if action.brings_original:
+                self._ensure_original_waiter(session)
         self.context.own_request(self, session, rid)
         original = action.reuse_jsonrpc_id or action.method == self.mech.method
         await self._request(session, action.method, action.params, rid, original=original, which=action.method,

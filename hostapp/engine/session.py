@@ -56,6 +56,14 @@ ProgressCallback = Callable[[float, float | None, str | None], None]
 MAX_INPUT_ROUNDS = 32
 #: Server request ids remembered per session to recognise a replayed request.
 MAX_TAKEN_IDS = 4096
+
+#: How often an answer to a server's request is sent again after the network lost it,
+#: and the first pause (doubling): about half a minute in all. A lost answer would leave
+#: the server waiting for ever (a task stays ``input_required``); an answer that did
+#: arrive and is sent again is a response to an id the server has done with, which it
+#: ignores.
+ANSWER_RETRIES = 5
+ANSWER_RETRY_SECONDS = 1.0
 #: Ids of requests given up (cancelled, timed out) remembered, so that their late answer
 #: is not taken for a stray one.
 MAX_ABANDONED_IDS = 1024
@@ -615,10 +623,27 @@ class ClientSession:
         except Exception as exc:  # a handler bug must not take the session down
             log.exception("handler for %s failed", message.method)
             reply = ErrorResponse(message.id, ErrorObject(INTERNAL_ERROR, f"the client failed to answer: {exc}"))
-        try:
-            await self.transport.send(reply)
-        except TransportError as exc:
-            log.warning("could not answer %s: %s", message.method, exc)
+        await self._send_answer(reply, message.method)
+
+    async def _send_answer(self, reply: Message, method: str) -> None:
+        pause = ANSWER_RETRY_SECONDS
+        for attempt in range(ANSWER_RETRIES + 1):
+            try:
+                await self.transport.send(reply)
+                return
+            except HttpStatusError as exc:
+                if exc.status < 500 and exc.status not in (408, 429):
+                    log.warning("could not answer %s: %s", method, exc)
+                    return  # the server refused it: sending it again would not help
+                error: TransportError = exc
+            except TransportError as exc:
+                error = exc
+            if self.state == "closed" or attempt == ANSWER_RETRIES:
+                log.warning("could not answer %s: %s", method, error)
+                return
+            log.info("the answer to %s was lost (%s); sending it again in %.0f s", method, error, pause)
+            await asyncio.sleep(pause)
+            pause *= 2
 
     async def _answer(self, method: str, params: dict[str, Any], ctx: RequestContext) -> dict[str, Any]:
         if method == "ping":

@@ -42,7 +42,9 @@ The action contract
   puts ``secret`` in the keyring (``None`` removes it) durably BEFORE any later action
   runs: a handle is never acted on before it would survive a crash.
 - **SendRequest**: new JSON-RPC id, unless ``reuse_jsonrpc_id`` (then the original
-  request's id, which the engine journaled with the operation row). Answer it through
+  request's id, which the engine journaled with the operation row). With
+  ``brings_original`` the engine also waits for the original request's response under
+  its id on the session the request goes to. Answer it through
   ``on_result``/``on_error`` with ``method=`` the request's method. A failure to send
   (connection down) is an ``on_disconnect``.
 - **SendNotification**: fire and forget. **CancelRequest**: ``notifications/cancelled``

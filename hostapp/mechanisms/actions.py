@@ -19,11 +19,16 @@ class SendRequest:
 
     ``reuse_jsonrpc_id``: send it under the JSON-RPC id of the operation's original
     request (SEP-975 ``requests/resume``) instead of allocating a new one.
+
+    ``brings_original``: what this request's stream carries may include the original
+    request's response under the original id (draft ``stream/resume`` copies what was
+    not delivered): the host must be waiting for that id on the session it goes to.
     """
 
     method: str
     params: dict[str, Any] = field(default_factory=dict, repr=False)
     reuse_jsonrpc_id: bool = False
+    brings_original: bool = False
 
 
 @dataclass(frozen=True, slots=True)

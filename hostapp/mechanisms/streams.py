@@ -170,7 +170,8 @@ class StreamRequest(Mechanism):
             self.resume_wanted = True
             return [ScheduleWake(self.not_before, "resume the stream")]
         self.resume_wanted = False
-        return [SendRequest("stream/resume", {"streamId": self.stream_id})]
+        # The response comes on the resumed stream under the original request's id.
+        return [SendRequest("stream/resume", {"streamId": self.stream_id}, brings_original=True)]
 
     def _on_disconnect(self, now: float, session_lost: bool) -> list[Action]:
         if self.stream_id is None:

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from hostapp.agent.client import RemoteEngine
-from hostapp.agent.endpoint import socket_path
+from hostapp.agent.endpoint import endpoint_path
 from hostapp.engine.api import TERMINAL
 from hostapp.lab.state import execution_count
 from tests.agent.conftest import Agents
@@ -57,7 +57,7 @@ def _started(call: HostCall) -> str:
 async def _wait_resumable(agents: Agents, ids: list[str], timeout: float = 60) -> None:
     """Until the owner holds a durable handle for each of ``ids`` (none would be lost by a
     stop: what a kill now leaves behind can be resumed)."""
-    engine = await RemoteEngine.connect(socket_path(agents.home), client="test")
+    engine = await RemoteEngine.connect(endpoint_path(agents.home), client="test")
     try:
         deadline = time.monotonic() + timeout
         while lost := [op for op in await engine.request_owner("agent.unsurvivable") if op["id"] in ids]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 
 from hostapp.agent.client import RemoteEngine
-from hostapp.agent.endpoint import socket_path
+from hostapp.agent.endpoint import endpoint_path
 from hostapp.agent.notify import DesktopNotifier, describe
 from hostapp.engine import api
 from tests.agent.conftest import Agents
@@ -47,7 +47,7 @@ async def test_notifications_without_a_window_and_none_with_one(agents: Agents, 
             assert all("<" not in s.body for s in shown)  # server text reaches the service escaped
 
             # With a window connected, the window tells the person: the owner stays quiet.
-            window = await RemoteEngine.connect(socket_path(agents.home), client="window")
+            window = await RemoteEngine.connect(endpoint_path(agents.home), client="window")
             try:
                 quiet = await cli.start_call("lab", "sleep_with_progress", {"seconds": 0.2, "steps": 2})
                 await asyncio.wait_for(cli.wait_finished(quiet.id), 60)

@@ -17,7 +17,7 @@ import pytest
 
 from hostapp.agent import wire
 from hostapp.agent.client import AgentGone, AgentUnavailable, RemoteEngine, connect_or_spawn
-from hostapp.agent.endpoint import socket_path
+from hostapp.agent.endpoint import endpoint_path
 from hostapp.engine import api
 from tests.agent.conftest import Agents
 
@@ -26,7 +26,7 @@ async def _connect(home: Path, listener: api.EngineListener | None = None, timeo
     deadline = time.monotonic() + timeout
     while True:
         try:
-            return await RemoteEngine.connect(socket_path(home), listener, client="test")
+            return await RemoteEngine.connect(endpoint_path(home), listener, client="test")
         except AgentUnavailable:
             if time.monotonic() > deadline:
                 raise
@@ -71,7 +71,7 @@ async def test_status_never_starts_an_owner(agents: Agents):
     result = agents.run("agent", "status", "--json")
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout) == {"running": False}
-    assert not socket_path(agents.home).exists()
+    assert not endpoint_path(agents.home).exists()
 
 
 async def test_one_owner_serves_the_facade_to_clients_and_stops_cleanly(agents: Agents):
@@ -80,7 +80,7 @@ async def test_one_owner_serves_the_facade_to_clients_and_stops_cleanly(agents: 
     try:
         assert engine.agent["pid"] == owner.pid and engine.agent["version"] == wire.VERSION
         # Only this user can reach it.
-        path = socket_path(agents.home)
+        path = endpoint_path(agents.home)
         assert stat.S_IMODE(path.stat().st_mode) == 0o600
         assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
 
@@ -105,7 +105,7 @@ async def test_one_owner_serves_the_facade_to_clients_and_stops_cleanly(agents: 
     assert stopped.returncode == 0, stopped.stderr
     assert "stopped" in stopped.stdout
     assert owner.wait(30) == 0
-    assert not socket_path(agents.home).exists()
+    assert not endpoint_path(agents.home).exists()
     assert json.loads(agents.run("agent", "status", "--json").stdout) == {"running": False}
 
 
@@ -145,7 +145,7 @@ async def test_a_killed_owner_is_replaced_and_its_clients_are_told(agents: Agent
         await engine.servers()
     await engine.close()
     # The socket file the dead owner left behind answers nobody; a new owner takes over.
-    assert socket_path(agents.home).exists()
+    assert endpoint_path(agents.home).exists()
     second = agents.start("--idle-exit", "600")
     engine = await _connect(agents.home)
     try:
@@ -189,7 +189,7 @@ async def test_the_wire_refuses_what_it_does_not_speak(agents: Agents):
     agents.start("--idle-exit", "600")
     engine = await _connect(agents.home)
     await engine.close()
-    path = str(socket_path(agents.home))
+    path = str(endpoint_path(agents.home))
 
     def exchange(*lines: bytes) -> list[dict]:
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:

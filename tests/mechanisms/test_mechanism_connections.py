@@ -130,7 +130,7 @@ def test_stream_resume_honours_the_minimum_interval():
     assert wake.at >= T0 + 15
     # Woken early (another operation's timer, a clock jump): still not before min.
     assert m.wake(now=T0 + 12) == [ScheduleWake(T0 + 15, "resume the stream")]
-    assert m.wake(now=T0 + 15) == [SendRequest("stream/resume", {"streamId": "S-1"})]
+    assert m.wake(now=T0 + 15) == [SendRequest("stream/resume", {"streamId": "S-1"}, brings_original=True)]
     assert m.on_result(RESULT, now=T0 + 15.2) == [Deliver(result=RESULT)]
 
 
@@ -141,7 +141,7 @@ def test_stream_resume_that_returns_without_the_response_resumes_again_later():
     actions = m.on_result({}, now=T0 + 16, method="stream/resume")
     [wake] = of_type(actions, ScheduleWake)
     assert wake.at >= T0 + 21
-    assert m.wake(now=wake.at) == [SendRequest("stream/resume", {"streamId": "S-1"})]
+    assert m.wake(now=wake.at) == [SendRequest("stream/resume", {"streamId": "S-1"}, brings_original=True)]
 
 
 def test_stream_retries_back_off_but_resume_before_the_maximum():
@@ -165,7 +165,7 @@ def test_stream_restart_polls_all_streams_first():
     listing = {"streams": [{"streamId": "S-0", "status": "live"},
                            {"streamId": "S-1", "status": "live", "pendingMessages": True}]}
     assert m.on_result(listing, now=T0 + 31, method="stream/poll/all") == [
-        SendRequest("stream/resume", {"streamId": "S-1"})]
+        SendRequest("stream/resume", {"streamId": "S-1"}, brings_original=True)]
 
 
 def test_stream_drained_after_restart_is_unknown():
@@ -181,7 +181,7 @@ def test_stream_not_listed_after_restart_is_asked_for_by_id_and_unknown_if_refus
     m.resume(now=T0 + 30)
     listing = {"streams": [{"streamId": "S-0", "status": "live"}]}
     assert m.on_result(listing, now=T0 + 31, method="stream/poll/all") == [
-        SendRequest("stream/resume", {"streamId": "S-1"})]
+        SendRequest("stream/resume", {"streamId": "S-1"}, brings_original=True)]
     refused = m.on_error({"code": -32602, "message": "unknown or abandoned stream"}, now=T0 + 32,
                          method="stream/resume")
     assert isinstance(refused[0], Unknown)
@@ -200,7 +200,7 @@ def test_stream_poll_reports_and_resumes():
     m.on_disconnect(now=T0 + 1)
     assert m.on_result({"streamId": "S-1", "status": "live", "pendingMessages": True, "hasRequest": True,
                         "hasError": False}, now=T0 + 2, method="stream/poll") == [
-        SendRequest("stream/resume", {"streamId": "S-1"})]
+        SendRequest("stream/resume", {"streamId": "S-1"}, brings_original=True)]
 
 
 def test_stream_claims_its_notifications():

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from hostapp.agent.client import RemoteEngine
-from hostapp.agent.endpoint import socket_path
+from hostapp.agent.endpoint import endpoint_path
 from hostapp.engine import api
 from hostapp.lab.state import LabState
 from hostapp.store.paths import journal_path
@@ -169,7 +169,7 @@ def test_after_a_reboot_the_login_entry_finishes_everything_without_the_window(
         # Now the person opens the window: it shows them completed.
         from hostapp.app import HostApp
 
-        remote = qloop.run_until_complete(RemoteEngine.connect(socket_path(agents.home), client="window"))
+        remote = qloop.run_until_complete(RemoteEngine.connect(endpoint_path(agents.home), client="window"))
         host = HostApp(agents.home, agent=remote)
         qtbot.addWidget(host.window)
         qloop.run_until_complete(host.start())

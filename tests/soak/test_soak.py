@@ -32,13 +32,9 @@ SUITE_SECONDS = 120.0
 #: saying so, and the oracle accepts that as the truth when the lab's records and the
 #: chaos's breaks show the outcome was lost on the way (``oracle.py``); they are not listed.
 KNOWN_DEFECTS: tuple[str, ...] = (
-    # The host's own loss (stateless era, draft streams; test_known_defects.py): the
-    # call's answer stream is cut, the call goes on by stream/resume, and the response
-    # that comes on the resumed stream under the call's JSON-RPC id is ignored by the
-    # session ("the server answered request id N, which is not pending") because nobody
-    # awaits that id any more; then notifications/stream/end ends the operation unknown.
-    "streams): unknown although it held a handle and the server's job completed (error: "
-    "{\"code\":null,\"message\":\"the stream ended without the request's response\"})",
+    # None open. Fixed: a draft stream's response that came on the resumed stream under
+    # the call's JSON-RPC id was ignored, and notifications/stream/end ended the operation
+    # unknown (test_soak_findings.py).
 )
 
 pytestmark = pytest.mark.timeout(SUITE_SECONDS + 360)

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from hostapp.agent.client import AgentUnavailable, RemoteEngine
-from hostapp.agent.endpoint import socket_path
+from hostapp.agent.endpoint import endpoint_path
 from hostapp.agent.lock import HomeLock
 from hostapp.engine import api
 from tests.support.chaos_proxy import ChaosProxy
@@ -142,7 +142,7 @@ class Owner:
         deadline = time.monotonic() + timeout
         while True:
             try:
-                engine = await RemoteEngine.connect(socket_path(self.home), listener, client=client)
+                engine = await RemoteEngine.connect(endpoint_path(self.home), listener, client=client)
             except AgentUnavailable:
                 if time.monotonic() >= deadline:
                     return None

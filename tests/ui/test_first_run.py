@@ -33,7 +33,7 @@ import httpx
 import pytest
 
 from hostapp.agent.client import AgentUnavailable, RemoteEngine
-from hostapp.agent.endpoint import socket_path
+from hostapp.agent.endpoint import endpoint_path
 from hostapp.app import LAB_HTTP_SERVER_NAME, LAB_SERVER_NAME, HostApp, agent_link
 from hostapp.engine import api
 from hostapp.lab.state import LabState
@@ -74,7 +74,7 @@ async def owner_engine(home: Path) -> RemoteEngine:
     """The facade of the process that owns ``home``, once it answers."""
     for _ in range(600):
         try:
-            return await RemoteEngine.connect(socket_path(home), client="test")
+            return await RemoteEngine.connect(endpoint_path(home), client="test")
         except AgentUnavailable:
             await asyncio.sleep(0.1)
     raise AssertionError("no owner answered")

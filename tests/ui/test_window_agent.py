@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from hostapp.agent.client import AgentUnavailable, RemoteEngine
-from hostapp.agent.endpoint import socket_path
+from hostapp.agent.endpoint import endpoint_path
 from hostapp.app import HostApp
 from hostapp.engine import api
 from tests.support.agents import Agents, agents_fixture
@@ -51,7 +51,7 @@ def test_the_window_shows_the_agents_work_live_and_leaves_it_running(qtbot, qloo
 
         for _ in range(300):
             try:
-                return await RemoteEngine.connect(socket_path(agents.home), client="window")
+                return await RemoteEngine.connect(endpoint_path(agents.home), client="window")
             except AgentUnavailable:
                 await asyncio.sleep(0.1)
         raise AssertionError("the agent did not start")
