@@ -190,6 +190,9 @@ class WindowLifecycle(QObject):
         """The link to the agent changed (:mod:`hostapp.ui.agent_link`'s states)."""
         w = self.window
         if state in (LOST, UNAVAILABLE, STOPPED):
+            # The rows' states were the agent's: without it nothing holds a connection.
+            w.servers_model.set_agent_away({LOST: "agent restarting", UNAVAILABLE: "agent unreachable",
+                                            STOPPED: "agent stopped"}[state])
             w.banner.set_message("agent", message)
             w.statusBar().showMessage(message, 15000)
             restart = getattr(self.engine, "restart", None)

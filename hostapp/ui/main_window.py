@@ -432,7 +432,11 @@ class MainWindow(QMainWindow):
         """Fill the servers table and the keyring banner (after ``engine.start()``)."""
         servers = await self.engine.servers()
         self._needs_sign_in = {s.name for s in servers if s.state == ServerState.NEEDS_SIGN_IN}
+        chosen = self.selected_server()
         self.servers_model.set_servers(servers)
+        row = self.servers_model.row_of(chosen.name) if chosen is not None else None
+        if row is not None:  # read again (a new agent): the person's choice stays
+            self.servers_table.selectRow(row)
         self._servers_health()
         problem = await self.engine.keyring_problem()
         self.banner.set_message("keyring", f"Keyring unavailable: {problem}" if problem else None)

@@ -40,9 +40,23 @@ class ServerTableModel(FlatTableModel):
         self._countdown = QTimer(self)
         self._countdown.setInterval(1000)
         self._countdown.timeout.connect(self._refresh_countdowns)
+        #: Why no agent holds the connections now (it stopped, or is starting again), or
+        #: None: the rows' last states are then the agent's last word, not the truth.
+        self._agent_away: str | None = None
+
+    def set_agent_away(self, why: str | None) -> None:
+        """No agent holds the connections (``why``, a few words: "agent stopped"), or one
+        does again (None). Meanwhile every row says so instead of its last state."""
+        if why == self._agent_away:
+            return
+        self._agent_away = why
+        if self._servers:
+            self.dataChanged.emit(self.index(0, 0), self.index(len(self._servers) - 1, len(self.headers) - 1))
+        self._update_countdown()
 
     def set_servers(self, servers: list[ServerView]) -> None:
         self.beginResetModel()
+        self._agent_away = None  # read from an agent: the truth again
         self._servers = list(servers)
         now = time.monotonic()
         self._seen_at = {s.name: now for s in servers}
@@ -85,7 +99,7 @@ class ServerTableModel(FlatTableModel):
 
     def seconds_to_retry(self, server: ServerView) -> float | None:
         """Seconds until the server's next connection attempt, or None when none is planned."""
-        if server.state not in (api.ServerState.RECONNECTING, api.ServerState.OFFLINE):
+        if self._agent_away is not None or server.state not in (api.ServerState.RECONNECTING, api.ServerState.OFFLINE):
             return None
         if server.retry_at is not None:
             return max(0.0, server.retry_at - time.time())
@@ -94,6 +108,8 @@ class ServerTableModel(FlatTableModel):
         return None
 
     def status_text(self, server: ServerView) -> str:
+        if self._agent_away is not None:
+            return f"not connected ({self._agent_away})"
         left = self.seconds_to_retry(server)
         if left is not None:
             return f"reconnecting in {round(left)} s"
@@ -171,7 +187,7 @@ class ServerTableModel(FlatTableModel):
                 api.ServerState.RECONNECTING: QStyle.StandardPixmap.SP_BrowserReload,
                 api.ServerState.CONNECTING: QStyle.StandardPixmap.SP_BrowserReload,
             }
-            pixmap = pixmaps.get(server.state)
+            pixmap = None if self._agent_away is not None else pixmaps.get(server.state)
             return style.standardIcon(pixmap) if pixmap is not None and style is not None else None
         if role == Qt.ItemDataRole.TextAlignmentRole and col == TOOLS:
             return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)

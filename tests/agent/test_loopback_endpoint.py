@@ -18,7 +18,7 @@ from hostapp.agent.client import RemoteEngine, connect_or_spawn
 from hostapp.agent.endpoint import ENDPOINT_ENV, LOOPBACK, LOOPBACK_FILE, endpoint_path, read_loopback_file
 from tests.agent.conftest import Agents
 from tests.agent.test_owner import _connect
-from tests.support.agents import agent_pids
+from tests.support.agents import agent_pids, exchange
 from tests.support.faults import HostCall, progress_of
 
 
@@ -30,14 +30,7 @@ def loopback(agents: Agents, monkeypatch: pytest.MonkeyPatch) -> Agents:
 
 
 def _exchange(port: int, *lines: bytes) -> list[dict]:
-    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
-        for line in lines:
-            sock.sendall(line)
-        sock.shutdown(socket.SHUT_WR)
-        data = b""
-        while chunk := sock.recv(65536):
-            data += chunk
-    return [json.loads(x) for x in data.splitlines()]
+    return exchange(socket.create_connection(("127.0.0.1", port), timeout=10), *lines)
 
 
 async def test_a_client_without_the_key_is_refused_and_one_with_it_is_served(loopback: Agents):

@@ -20,6 +20,7 @@ from hostapp.agent.client import AgentGone, AgentUnavailable, RemoteEngine, conn
 from hostapp.agent.endpoint import endpoint_path
 from hostapp.engine import api
 from tests.agent.conftest import Agents
+from tests.support.agents import exchange as agents_exchange
 
 
 async def _connect(home: Path, listener: api.EngineListener | None = None, timeout: float = 30) -> RemoteEngine:
@@ -192,16 +193,10 @@ async def test_the_wire_refuses_what_it_does_not_speak(agents: Agents):
     path = str(endpoint_path(agents.home))
 
     def exchange(*lines: bytes) -> list[dict]:
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-            sock.settimeout(10)
-            sock.connect(path)
-            for line in lines:
-                sock.sendall(line)
-            sock.shutdown(socket.SHUT_WR)
-            data = b""
-            while chunk := sock.recv(65536):
-                data += chunk
-        return [json.loads(x) for x in data.splitlines()]
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(10)
+        sock.connect(path)
+        return agents_exchange(sock, *lines)
 
     old = exchange(b'{"jsonrpc":"2.0","id":1,"method":"hello","params":{"version":99}}\n')
     assert old[0]["error"]["code"] == wire.VERSION_MISMATCH

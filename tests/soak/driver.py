@@ -121,6 +121,7 @@ class Soak:
     #: When connections broke: (wall-clock time, the lab whose connections were cut, or
     #: None when the agent was killed and all of its connections with it).
     breaks: list[tuple[float, str | None]] = field(default_factory=list)
+    agent_gone: list[tuple[float, float]] = field(default_factory=list)  # (kill, next start)
     _connecting: asyncio.Lock = field(default_factory=asyncio.Lock)
     _gate: asyncio.Lock = field(default_factory=asyncio.Lock)
     _agent_down: bool = False
@@ -223,12 +224,16 @@ class Soak:
             self._agent_down = True
         try:
             pid = self.owner.owner_pid()
+            killed = None
             if await asyncio.to_thread(self.owner.kill):
-                self.breaks.append((time.time(), None))
+                killed = time.time()
+                self.breaks.append((killed, None))
                 self.chaos["agent_kills"] += 1
                 self.note(f"SIGKILL agent {pid}")
             await asyncio.sleep(self.rng.uniform(0.3, 3.0))
             await self.owner.start()
+            if killed is not None:
+                self.agent_gone.append((killed, time.time()))
             self.note(f"agent {self.owner.owner_pid()} started")
         finally:
             self._agent_down = False
@@ -323,7 +328,7 @@ class Soak:
             await asyncio.to_thread(lab.process.stop)
 
         report = check_run(self.home, self.labs, [o for c in self.calls if (o := c.outcome())],
-                           self.answerer.seen, self.breaks)
+                           self.answerer.seen, self.breaks, self.agent_gone)
         report.notes.extend(left)
         report.figures.update({
             "seconds of chaos": round(chaos_end - began, 1), "seconds of drain": round(drained - chaos_end, 1),

@@ -21,8 +21,10 @@ really started). The checks:
   oracle accepts it only with the evidence: the lab's own record that the outcome went
   out (the token spent; the stream closed with every message delivered), and a break of
   that lab's connections (a cut, a refusal, the lab or the agent killed) after the job
-  ended and before the host gave the operation up. A response the host received and
-  dropped with no break in between is still wrong.
+  ended and before the host gave the operation up), or the outcome written while no agent
+  ran at all (between a kill and the next start: a request of the killed agent was still
+  open on the lab, which answered a reader that was gone). A response the host received
+  and dropped with no break in between is still wrong.
 * **Nobody's row.** Nothing is left pending, running or waiting after the drain.
 """
 
@@ -87,11 +89,13 @@ def _structured(result: Any) -> Any:
 
 def check_run(home: Path, labs: list[Any], cli_outcomes: list[tuple[str, str, dict[str, Any], str, Any]],
               client_seen: dict[str, tuple[str, Any]],
-              breaks: Sequence[tuple[float, str | None]] = ()) -> Report:
+              breaks: Sequence[tuple[float, str | None]] = (),
+              agent_gone: Sequence[tuple[float, float]] = ()) -> Report:
     """``cli_outcomes``: (server, tool, arguments, last status, result) of each ``hostapp call``
     that printed an outcome; ``client_seen``: operation id -> (status, result) of the last
     terminal change the soak's own client heard of; ``breaks``: (time, lab name or None for
-    every lab) of each cut, refusal or kill that broke connections."""
+    every lab) of each cut, refusal or kill that broke connections; ``agent_gone``: (kill,
+    next start) of each time no agent ran."""
     report = Report()
     rows = _journal_rows(home)
     _check_clients(report, rows, cli_outcomes, client_seen)
@@ -107,7 +111,7 @@ def check_run(home: Path, labs: list[Any], cli_outcomes: list[tuple[str, str, di
         for row in rows:
             ops_per_tool[(row["server"], row["tool"])] += 1
             jobs = jobs_by_token.get((row["server"], f"op-{row['id']}"), [])
-            lost = _lost_on_the_way(states.get(row["server"]), jobs, row, breaks)
+            lost = _lost_on_the_way(states.get(row["server"]), jobs, row, breaks, agent_gone)
             _check_operation(report, row, jobs, lost)
         for name, state in states.items():
             for tool, started in state.execution_counts().items():
@@ -134,7 +138,8 @@ def _handed_out(state: LabState, job: Any) -> bool:
 
 
 def _lost_on_the_way(state: LabState | None, jobs: list[Any], row: dict[str, Any],
-                     breaks: Sequence[tuple[float, str | None]]) -> str | None:
+                     breaks: Sequence[tuple[float, str | None]],
+                     agent_gone: Sequence[tuple[float, float]] = ()) -> str | None:
     """Why an unknown outcome is the truth, if the evidence shows the lab wrote the outcome
     to a connection that then broke (see the module's docstring); else None."""
     if state is None or len(jobs) != 1 or jobs[0].status not in ("completed", "failed") \
@@ -144,6 +149,11 @@ def _lost_on_the_way(state: LabState | None, jobs: list[Any], row: dict[str, Any
     # The job's last change is its end (or the handing out itself): the outcome was
     # written after it, and lost before the host gave up.
     ended = row["finished_at"] or row["updated_at"]
+    for killed, back in agent_gone:
+        if killed <= job.updated_at <= back:
+            return (f"the server's job {job.status} and handed its outcome out while no agent ran "
+                    f"({job.updated_at - killed:.1f} s after a kill, "
+                    f"{back - job.updated_at:.1f} s before the next start)")
     when = [t for t, lab in breaks if lab in (None, row["server"]) and job.updated_at <= t <= ended]
     if not when:
         return None

@@ -76,3 +76,15 @@ def test_a_spent_resume_token_counts_as_handed_out(lab):
 def test_only_an_unknown_outcome_is_excused(lab):
     jobs = [job("resumable", out_stream=response_stream(lab, delivered=True))]
     assert _lost_on_the_way(lab, jobs, row(status="failed"), [(T + 2, "lab")]) is None
+
+
+def test_an_outcome_handed_out_while_no_agent_ran_is_an_honest_unknown(lab):
+    # Soak run of 2026-11-23 (operation 60984009f736): the agent was killed with a resume
+    # call open; the lab finished the work 1.7 s later and answered that call, spending the
+    # token; the next agent, started 1.1 s after that, was refused the token. No break
+    # fell between the job's end and the host giving up, yet nobody could read the outcome.
+    spent = [job("resume_token", extra={"delivered": True})]  # handed out at T
+    gone = [(T - 1.7, T + 1.1)]
+    assert _lost_on_the_way(lab, spent, row(tool="long_resume_token"), [(T - 1.7, None)], gone)
+    # An agent ran when it was handed out: its loss is the host's.
+    assert _lost_on_the_way(lab, spent, row(tool="long_resume_token"), [(T - 5, None)], [(T - 5, T - 2)]) is None

@@ -9,10 +9,20 @@ from pathlib import Path
 
 from hostapp.engine import api
 from hostapp.engine.service import Engine
-from hostapp.lab.state import LabState, execution_count
+from hostapp.lab.state import JobRow, LabState, execution_count
 from tests.engine.conftest import Recorder
 from tests.support.chaos_proxy import ChaosProxy
 from tests.support.faults import LabProcess
+
+
+def _job_of(lab: LabProcess, op_id: str) -> JobRow:
+    """The lab's record of the work an operation started (exactly one)."""
+    state = LabState(lab.state_file)
+    try:
+        [job] = [j for j in state.jobs() if j.progress_token == f"op-{op_id}"]
+    finally:
+        state.close()
+    return job
 
 
 async def test_a_draft_streams_response_after_its_answer_stream_was_cut_is_delivered(isolated_home: Path,
@@ -38,11 +48,7 @@ async def test_a_draft_streams_response_after_its_answer_stream_was_cut_is_deliv
         assert engine.journal.get_operation(op.id).mechanism == "streams"
         assert proxy.cut() >= 1, "the answer stream was not open"
         final = await asyncio.wait_for(engine.wait_finished(op.id), 60)
-        state = LabState(lab.state_file)
-        try:
-            [job] = [j for j in state.jobs() if j.progress_token == f"op-{op.id}"]
-        finally:
-            state.close()
+        job = _job_of(lab, op.id)
         assert job.status == "completed"
         assert final.status == api.COMPLETED, final.error
     finally:
@@ -79,11 +85,7 @@ async def test_an_answer_the_network_lost_is_sent_again(isolated_home: Path, tmp
         op = await engine.start_call("lab", "long_task", {"seconds": 2, "steps": 4, "ask": True})
         final = await asyncio.wait_for(engine.wait_finished(op.id), 90)
         assert final.status == api.COMPLETED, (final.error, recorder.questions)
-        state = LabState(lab.state_file)
-        try:
-            [job] = [j for j in state.jobs() if j.progress_token == f"op-{op.id}"]
-        finally:
-            state.close()
+        job = _job_of(lab, op.id)
         assert job.status == "completed"
         assert execution_count(lab.state_file, "long_task") == 1
     finally:

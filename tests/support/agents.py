@@ -4,13 +4,16 @@ stopped at the end, whatever the test did to them (an owner a client spawned inc
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from hostapp.agent.lock import HomeLock
 from tests.support.keyring_daemon import KeyringDaemon
@@ -97,3 +100,17 @@ def agents_fixture(isolated_home: Path, real_keyring: KeyringDaemon) -> Iterator
     made = Agents(isolated_home, env)
     yield made
     made.kill_all()
+
+
+def exchange(sock: socket.socket, *lines: bytes) -> list[dict[str, Any]]:
+    """Send ``lines`` on a connected socket to an owner's endpoint, close the sending side
+    and read every answer until the owner closes: its JSON lines, parsed."""
+    with sock:
+        sock.settimeout(10)
+        for line in lines:
+            sock.sendall(line)
+        sock.shutdown(socket.SHUT_WR)
+        data = b""
+        while chunk := sock.recv(65536):
+            data += chunk
+    return [json.loads(x) for x in data.splitlines()]

@@ -180,12 +180,24 @@ def test_an_agent_stopped_on_purpose_is_not_restarted_behind_the_persons_back(qt
         assert HomeLock(agents.home).owner() is None or not alive(HomeLock(agents.home).owner().pid)
         assert host.window.banner.action_button.isVisible()
         assert host.window.banner.action_button.text() == "Start agent"
+        # No server row still claims a connection nobody holds.
+        model = host.window.servers_model
+        rows = [model.status_text(s) for s in model.servers()]
+        assert rows and all(r == "not connected (agent stopped)" for r in rows), rows
+
+        host.window.servers_table.selectRow(len(rows) - 1)
+        chosen = host.window.selected_server()
+        assert chosen is not None
 
         host.window.banner.action_button.click()
         wait(qloop, lambda: host.window.banner.message("agent") is None, 60, "the new agent")
         second = agent_pid(host)
         assert second != first and alive(second)
         assert not host.window.banner.action_button.isVisible()
+        wait(qloop, lambda: all(not model.status_text(s).startswith("not connected") for s in model.servers()),
+             30, "the servers' states from the new agent")
+        after = host.window.selected_server()  # the rows were read again; the choice stays
+        assert after is not None and after.name == chosen.name
     finally:
         close_window(qloop, host)
 
