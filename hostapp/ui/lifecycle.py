@@ -190,9 +190,11 @@ class WindowLifecycle(QObject):
         """The link to the agent changed (:mod:`hostapp.ui.agent_link`'s states)."""
         w = self.window
         if state in (LOST, UNAVAILABLE, STOPPED):
-            # The rows' states were the agent's: without it nothing holds a connection.
-            w.servers_model.set_agent_away({LOST: "agent restarting", UNAVAILABLE: "agent unreachable",
-                                            STOPPED: "agent stopped"}[state])
+            # The rows' states were the agent's: without it nothing holds a connection,
+            # and nothing carries the work.
+            why = {LOST: "agent restarting", UNAVAILABLE: "agent unreachable", STOPPED: "agent stopped"}[state]
+            w.servers_model.set_agent_away(why)
+            w.ops_model.set_paused(why)
             w.banner.set_message("agent", message)
             w.statusBar().showMessage(message, 15000)
             restart = getattr(self.engine, "restart", None)
@@ -200,6 +202,7 @@ class WindowLifecycle(QObject):
                 w.banner.offer("agent", "Start agent", restart)
             return
         w.banner.set_message("agent", None)
+        w.ops_model.set_paused(None)  # the new agent's views come with the reload below
         if state == RECONNECTED:
             w.statusBar().showMessage("Connected to the background agent again.", 10000)
             w.run(self.refresh(), "read the operations again")

@@ -193,6 +193,7 @@ class OperationTableModel(FlatTableModel):
         self._tasks: set[asyncio.Task] = set()
         # Servers that need the person to sign in: their calls in flight wait for it.
         self._awaiting_sign_in: frozenset[str] = frozenset()
+        self._paused: str | None = None  # why no agent carries the work now, if none does
         self.estimator = ProgressEstimator()
         # Elapsed times and indeterminate bars move without any engine event.
         self._tick = QTimer(self)
@@ -424,7 +425,7 @@ class OperationTableModel(FlatTableModel):
         if role == Qt.ItemDataRole.DisplayRole:
             return self._display(op, col)
         if role == EstimateRole:
-            return self.estimate(op)
+            return None if self._paused is not None and op.in_flight else self.estimate(op)
         if role == SortRole:
             return self._sort_key(op, col)
         if role == Qt.ItemDataRole.ToolTipRole:
@@ -432,6 +433,9 @@ class OperationTableModel(FlatTableModel):
                 return plain_tooltip(MECHANISM_TIPS.get(op.mechanism, op.mechanism))
             if col == MESSAGE and op.message:
                 return plain_tooltip(op.message)
+            if col == STATUS and self._paused is not None and op.in_flight:
+                return plain_tooltip(f"Paused: {self._paused}. It goes on when the agent runs again "
+                                     "if it can be resumed.")
             if col == STATUS and op.error:
                 return plain_tooltip(str(op.error.get("message") or ""))
             return None
@@ -449,6 +453,15 @@ class OperationTableModel(FlatTableModel):
 
     def estimate(self, op: OperationView) -> Estimate | None:
         return self.estimator.estimate(op)
+
+    def set_paused(self, why: str | None) -> None:
+        """No agent carries the work (``why``, a few words: "agent stopped"), or one does
+        again (None). Meanwhile the operations in flight say they are paused, with no
+        time left, rather than running."""
+        if why != self._paused:
+            self._paused = why
+            if self.rowCount():
+                self.dataChanged.emit(self.index(0, 0), self.index(self.rowCount() - 1, self.columnCount() - 1))
 
     def set_awaiting_sign_in(self, servers: Iterable[str]) -> None:
         """Name the servers that need sign-in; their operations in flight say they wait for it."""
@@ -477,6 +490,8 @@ class OperationTableModel(FlatTableModel):
                 text += (" · " if text else "") + f"no news for {format_duration(quiet)}"
             return text
         if col == STATUS:
+            if self._paused is not None and op.in_flight:
+                return "Paused"  # why: in the tooltip (the column is narrow)
             return status_text(op)
         if col == ELAPSED:
             return format_elapsed(elapsed_of(op))

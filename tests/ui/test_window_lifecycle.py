@@ -27,6 +27,7 @@ from hostapp.lab.state import LabState
 from hostapp.ui import lifecycle as lifecycle_mod
 from hostapp.ui.agent_link import AgentLink
 from hostapp.ui.main_window import app_icon
+from hostapp.ui.operations_model import PROGRESS, STATUS, EstimateRole
 from hostapp.ui.quit_dialog import QuitDialog
 from hostapp.ui.single_instance import SingleInstance
 from tests.support.agents import Agents, agents_fixture
@@ -170,6 +171,8 @@ def test_an_agent_stopped_on_purpose_is_not_restarted_behind_the_persons_back(qt
     host = open_window(qtbot, qloop, agents.home)
     try:
         first = agent_pid(host)
+        op = start(qloop, host, "long_async", 15, 15)  # resumable: it goes on with the next agent
+        wait(qloop, lambda: op_in(host, op.id) is not None, 30, "the call's row")
         stopped = agents.run("agent", "stop", "--yes")
         assert stopped.returncode == 0, stopped.stderr
         wait(qloop, lambda: host.window.banner.message("agent"), 30, "the banner")
@@ -184,6 +187,13 @@ def test_an_agent_stopped_on_purpose_is_not_restarted_behind_the_persons_back(qt
         model = host.window.servers_model
         rows = [model.status_text(s) for s in model.servers()]
         assert rows and all(r == "not connected (agent stopped)" for r in rows), rows
+        # Nor does an operation claim to run, with time left, while nothing carries it.
+        ops = host.window.ops_model
+        row = ops.row_of(op.id)
+        assert row is not None
+        assert ops.index(row, STATUS).data() == "Paused"
+        assert "agent stopped" in ops.index(row, STATUS).data(Qt.ItemDataRole.ToolTipRole)
+        assert ops.index(row, PROGRESS).data(EstimateRole) is None
 
         host.window.servers_table.selectRow(len(rows) - 1)
         chosen = host.window.selected_server()
@@ -198,6 +208,8 @@ def test_an_agent_stopped_on_purpose_is_not_restarted_behind_the_persons_back(qt
              30, "the servers' states from the new agent")
         after = host.window.selected_server()  # the rows were read again; the choice stays
         assert after is not None and after.name == chosen.name
+        wait(qloop, lambda: (op_in(host, op.id) or op).status == api.COMPLETED, 120, "the call, carried on")
+        assert not ops.index(ops.row_of(op.id), STATUS).data().startswith("Paused")
     finally:
         close_window(qloop, host)
 
