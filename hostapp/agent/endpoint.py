@@ -175,7 +175,6 @@ class AgentEndpoint:
         self._server: asyncio.AbstractServer | None = None
         self._clients: set[_Client] = set()
         self._tasks: set[asyncio.Task[Any]] = set()
-        self._kind = LOOPBACK if path.name == LOOPBACK_FILE else UNIX
         self._key: str | None = None  # the loopback kind's key of this start
 
     @property
@@ -190,7 +189,7 @@ class AgentEndpoint:
         _private_folder(self.path.parent)
         with contextlib.suppress(FileNotFoundError):
             self.path.unlink()  # left by an owner that died; we hold the home's lock now
-        if self._kind == LOOPBACK:
+        if self.path.name == LOOPBACK_FILE:
             self._key = secrets.token_urlsafe(32)
             self._server = await asyncio.start_server(self._serve, host="127.0.0.1", port=0,
                                                       limit=wire.MAX_MESSAGE)

@@ -21,11 +21,11 @@ from hostapp import mechanisms
 from hostapp.engine import api
 from hostapp.engine.budget import PollBudget
 from hostapp.engine.session import ClientSession
-from hostapp.engine.supervisor import BUSY_STATUSES, ServerConnection
+from hostapp.engine.supervisor import ServerConnection
 from hostapp.mechanisms.base import Mechanism
 from hostapp.protocol.jsonrpc import RequestId
 from hostapp.store.status import TERMINAL, OperationStatus
-from hostapp.transport.base import HttpStatusError
+from hostapp.transport.base import BUSY_STATUSES, HttpStatusError
 
 if TYPE_CHECKING:
     from hostapp.engine.runner import OperationRunner

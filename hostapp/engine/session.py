@@ -632,9 +632,9 @@ class ClientSession:
                 await self.transport.send(reply)
                 return
             except HttpStatusError as exc:
-                if exc.status < 500 and exc.status not in (408, 429):
+                if exc.refused_for_good:
                     log.warning("could not answer %s: %s", method, exc)
-                    return  # the server refused it: sending it again would not help
+                    return
                 error: TransportError = exc
             except TransportError as exc:
                 error = exc

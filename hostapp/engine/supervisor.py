@@ -34,7 +34,7 @@ from hostapp.engine.session import ClientHandlers, ClientSession, StrayAnswer
 from hostapp.protocol import eras
 from hostapp.protocol.eras import ServerInfo
 from hostapp.protocol.jsonrpc import IdAllocator, RpcError
-from hostapp.transport.base import HttpStatusError, StreamHabits, TransportError
+from hostapp.transport.base import BUSY_STATUSES, HttpStatusError, StreamHabits, TransportError
 
 if TYPE_CHECKING:
     from hostapp.store.journal import ServerConfig
@@ -322,7 +322,7 @@ class ServerConnection:
             except RpcError:
                 pass  # an answer all the same: the session is known
             except HttpStatusError as exc:
-                if exc.status < 500 and exc.status not in BUSY_STATUSES:
+                if exc.refused_for_good:
                     # Refused (404 and its kin), or sign-in needed: a new connection it is.
                     log.info("%s: the server refused the session after the break: %s", self.name, exc)
                     return False
@@ -373,11 +373,6 @@ class ServerConnection:
                   tools_count=len(self.tools), tools=self.tools)
         self._ready.set()
         await self.on_ready(self, session)
-
-
-#: Statuses that say "not now" rather than anything about the session: a request timeout
-#: and a rate limit. Like 5xx, they are asked again after a backoff.
-BUSY_STATUSES = (408, 429)
 
 
 def session_refused(exc: Exception) -> bool:

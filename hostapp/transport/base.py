@@ -30,6 +30,11 @@ class ServerExited(ConnectionLost):
         self.returncode = returncode
 
 
+#: Statuses that say "not now" rather than anything about the request or the session: a
+#: request timeout and a rate limit. Like 5xx, they are asked again after a pause.
+BUSY_STATUSES = (408, 429)
+
+
 class HttpStatusError(TransportError):
     """The server answered an HTTP request with an error status."""
 
@@ -37,6 +42,12 @@ class HttpStatusError(TransportError):
         super().__init__(message)
         self.status = status
         self.body = body
+
+    @property
+    def refused_for_good(self) -> bool:
+        """The server refused this request itself (a 4xx that is not BUSY_STATUSES):
+        sending the same again would not help. 5xx and busy answers may pass later."""
+        return self.status < 500 and self.status not in BUSY_STATUSES
 
 
 class SessionExpired(HttpStatusError):

@@ -37,6 +37,11 @@ class FlatTableModel(QAbstractTableModel):
         """Every cell of ``row`` may show something new."""
         self.dataChanged.emit(self.index(row, 0), self.index(row, len(self.headers) - 1))
 
+    def emit_all_changed(self) -> None:
+        """Every cell may show something new (a change that concerns every row)."""
+        if self.row_count():
+            self.dataChanged.emit(self.index(0, 0), self.index(self.row_count() - 1, len(self.headers) - 1))
+
     # -- QAbstractTableModel ------------------------------------------------------------
 
     def rowCount(self, parent: QModelIndex | QPersistentModelIndex = TOP_LEVEL) -> int:

@@ -460,8 +460,7 @@ class OperationTableModel(FlatTableModel):
         time left, rather than running."""
         if why != self._paused:
             self._paused = why
-            if self.rowCount():
-                self.dataChanged.emit(self.index(0, 0), self.index(self.rowCount() - 1, self.columnCount() - 1))
+            self.emit_all_changed()
 
     def set_awaiting_sign_in(self, servers: Iterable[str]) -> None:
         """Name the servers that need sign-in; their operations in flight say they wait for it."""

@@ -50,8 +50,7 @@ class ServerTableModel(FlatTableModel):
         if why == self._agent_away:
             return
         self._agent_away = why
-        if self._servers:
-            self.dataChanged.emit(self.index(0, 0), self.index(len(self._servers) - 1, len(self.headers) - 1))
+        self.emit_all_changed()
         self._update_countdown()
 
     def set_servers(self, servers: list[ServerView]) -> None:
