@@ -99,6 +99,8 @@ class OperationDetails(QWidget):
         self.op: OperationView | None = None
         #: Rate and time left of an operation (the window sets the operations model's).
         self.estimate: Callable[[OperationView], Estimate | None] = lambda _op: None
+        #: The status in words (the window sets the operations model's, which knows a pause).
+        self.status: Callable[[OperationView], str] = status_text
         self._shown_outcome: tuple | None = None
 
         self.title = plain_label("Select an operation to see its details.", selectable=False)
@@ -228,7 +230,7 @@ class OperationDetails(QWidget):
         self.save_button.setEnabled(has_outcome)
 
     def _render_summary(self, op: OperationView) -> None:
-        parts = [status_text(op)]
+        parts = [self.status(op)]
         fraction = shown_fraction(op)
         if fraction is not None:
             parts.append(f"{fraction * 100:.0f}%")

@@ -131,6 +131,7 @@ class MainWindow(QMainWindow):
         self.banner = Banner()
         self.details = OperationDetails(self.home / "attachments")
         self.details.estimate = self.ops_model.estimate
+        self.details.status = self.ops_model.shown_status
         self.details.enable_app_views(engine)
         self.elicitations = ElicitationQueue(self._answer_question, self._operation_title, self)
 

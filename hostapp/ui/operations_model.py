@@ -425,7 +425,7 @@ class OperationTableModel(FlatTableModel):
         if role == Qt.ItemDataRole.DisplayRole:
             return self._display(op, col)
         if role == EstimateRole:
-            return None if self._paused is not None and op.in_flight else self.estimate(op)
+            return self.estimate(op)
         if role == SortRole:
             return self._sort_key(op, col)
         if role == Qt.ItemDataRole.ToolTipRole:
@@ -452,7 +452,13 @@ class OperationTableModel(FlatTableModel):
         return None
 
     def estimate(self, op: OperationView) -> Estimate | None:
-        return self.estimator.estimate(op)
+        """Rate and time left; none while the work is paused (no agent carries it)."""
+        return None if self._paused is not None and op.in_flight else self.estimator.estimate(op)
+
+    def shown_status(self, op: OperationView) -> str:
+        """The status in words as the window shows it: "Paused" while no agent carries
+        the work (why: in the status cell's tooltip)."""
+        return "Paused" if self._paused is not None and op.in_flight else status_text(op)
 
     def set_paused(self, why: str | None) -> None:
         """No agent carries the work (``why``, a few words: "agent stopped"), or one does
@@ -489,9 +495,7 @@ class OperationTableModel(FlatTableModel):
                 text += (" · " if text else "") + f"no news for {format_duration(quiet)}"
             return text
         if col == STATUS:
-            if self._paused is not None and op.in_flight:
-                return "Paused"  # why: in the tooltip (the column is narrow)
-            return status_text(op)
+            return self.shown_status(op)
         if col == ELAPSED:
             return format_elapsed(elapsed_of(op))
         if col == SURVIVES:

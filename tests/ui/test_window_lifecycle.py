@@ -194,6 +194,10 @@ def test_an_agent_stopped_on_purpose_is_not_restarted_behind_the_persons_back(qt
         assert ops.index(row, STATUS).data() == "Paused"
         assert "agent stopped" in ops.index(row, STATUS).data(Qt.ItemDataRole.ToolTipRole)
         assert ops.index(row, PROGRESS).data(EstimateRole) is None
+        # The selected operation's summary agrees with its row.
+        host.window.select_operation(op.id)
+        wait(qloop, lambda: host.window.details.summary.text().startswith("Paused ·"), 10, "the paused summary")
+        assert " left" not in host.window.details.summary.text()
 
         host.window.servers_table.selectRow(len(rows) - 1)
         chosen = host.window.selected_server()
