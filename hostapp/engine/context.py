@@ -129,8 +129,12 @@ class EngineContext:
 
     # -- the person ----------------------------------------------------------------------
 
-    async def ask_person(self, runner: OperationRunner, params: dict[str, Any]) -> dict[str, Any]:
-        return await self.questions.ask(params, operation_id=runner.id, server=runner.server)
+    async def ask_person(self, runner: OperationRunner, params: dict[str, Any], *,
+                         qid: str | None = None) -> dict[str, Any]:
+        return await self.questions.ask(params, operation_id=runner.id, server=runner.server, qid=qid)
+
+    def withdraw_question(self, qid: str) -> None:
+        self.questions.withdraw(qid)
 
     def withdraw_questions(self, op_id: str) -> None:
         self.questions.withdraw_all_of(op_id)

@@ -41,6 +41,12 @@ SESSION_BOUND_MECHANISMS = frozenset({"http_resumption", "tasks_2025"})
 #: server may have given up on it meanwhile.
 PLAIN_REQUEST_MECHANISMS = frozenset({"direct", "http_resumption"})
 
+#: Mechanisms whose server's questions come on a stream nobody resumes (a 2025-11-25
+#: task's ``tasks/result``): the server sends a question once and waits for its answer,
+#: so the host keeps it in the journal until the answer is sent, to ask the person again
+#: after a restart and answer under the question's id in the session it came in.
+QUESTION_KEEPING_MECHANISMS = frozenset({"tasks_2025"})
+
 #: What an operation says when it ended in error after the host left its question open.
 QUESTION_EXPIRED = "the server's question expired while hostapp was closed"
 
@@ -101,7 +107,9 @@ class RunnerContext(Protocol):
     def poll_budget(self, server: str) -> PollBudget: ...
 
     # -- the person
-    async def ask_person(self, runner: OperationRunner, params: dict[str, Any]) -> dict[str, Any]: ...
+    async def ask_person(self, runner: OperationRunner, params: dict[str, Any], *,
+                         qid: str | None = None) -> dict[str, Any]: ...
+    def withdraw_question(self, qid: str) -> None: ...
     def withdraw_questions(self, op_id: str) -> None: ...
 
     # -- servers

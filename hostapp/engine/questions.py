@@ -55,9 +55,11 @@ class QuestionDesk:
         self._open: dict[str, tuple[api.InputRequest, asyncio.Future[dict[str, Any]]]] = {}
         self._by_operation: dict[str, set[str]] = {}  # operation id -> its open question ids
 
-    async def ask(self, params: dict[str, Any], *, operation_id: str | None, server: str) -> dict[str, Any]:
+    async def ask(self, params: dict[str, Any], *, operation_id: str | None, server: str,
+                  qid: str | None = None) -> dict[str, Any]:
         """Show the question and wait for the answer (``{"action": ...}``); raise RpcError
-        (INVALID_PARAMS) for one nobody can be shown."""
+        (INVALID_PARAMS) for one nobody can be shown. ``qid``: the id to show it under,
+        for an asker that may take it back (:meth:`withdraw`); a new one by default."""
         journal, listener = self._journal(), self._listener()
         try:
             check_question(params)  # a question nobody can be shown is refused, clearly
@@ -66,7 +68,7 @@ class QuestionDesk:
                 journal.append_event(operation_id, "input_refused", {"reason": exc.message})
                 listener.operation_event(operation_id, "input_refused", {"reason": exc.message})
             raise
-        qid = uuid.uuid4().hex[:12]
+        qid = qid or uuid.uuid4().hex[:12]
         request = api.InputRequest(
             id=qid, operation_id=operation_id, server=server,
             mode=params.get("mode") or "form", message=str(params.get("message", "")), params=params)

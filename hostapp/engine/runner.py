@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from hostapp.engine.budget import POLL_METHODS
 from hostapp.engine.handles import wrap_secret
+from hostapp.engine.kept_question import KeptQuestion
 from hostapp.engine.operation import (
     BUSY_RETRY_SECONDS,
     CANCEL_ANSWER_SECONDS,
@@ -98,6 +99,7 @@ class OperationRunner:
         self._cancel_answer: asyncio.Future[None] | None = None
         # Restored with a question still open: the host quit before it was answered.
         self._question_left_open = record.status == OperationStatus.INPUT_REQUIRED
+        self.kept_question = KeptQuestion(self)  # a question its server will not send again
         # Restored at start-up and not yet heard from: its first request goes before the
         # repeat polls of the others (see FirstContactGate).
         self.awaiting_first_contact = False
@@ -195,7 +197,10 @@ class OperationRunner:
             elif isinstance(action, A.ReportProgress):
                 self._show_progress(action)
             elif isinstance(action, A.MarkStatus):
-                await self.set_status(status_of_mark(action.status), action.message)
+                status = status_of_mark(action.status)
+                if status == OperationStatus.RUNNING:
+                    self.kept_question.server_went_on()
+                await self.set_status(status, action.message)
             elif isinstance(action, A.ScheduleWake):
                 self._schedule_wake(action.at)
             elif isinstance(action, A.SendRequest):
@@ -745,6 +750,9 @@ class OperationRunner:
         if restored:
             self._adopt_pending = True  # each attach looks again, as the session may be new
             stream_session = await self._adopt_earlier_session(session)
+            bound = self.http_session
+            same = bound is not None and session.transport.session_id == bound[0]
+            self.kept_question.attached(stream_session or (session if same else None))
         self._ensure_original_waiter(stream_session or session)
         await self.feed(lambda: self.mech.resume(now=self.context.clock()))
 

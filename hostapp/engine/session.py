@@ -119,6 +119,10 @@ class ClientHandlers:
     def on_stream_event(self, request_id: RequestId | None, event_id: str, retry_ms: int | None) -> None:
         """An SSE event id was seen on a request's stream (journaled for resumption)."""
 
+    def on_answer_sent(self, ctx: RequestContext) -> None:
+        """The answer to the server's request ``ctx`` went out (or was refused for good):
+        the server is not owed it any more."""
+
     def on_protocol_error(self, error: Exception) -> None:
         """Bad input from the server that the session survived (malformed, unknown id, ...)."""
         if not isinstance(error, StrayAnswer):  # the session has logged that one already
@@ -623,27 +627,37 @@ class ClientSession:
         except Exception as exc:  # a handler bug must not take the session down
             log.exception("handler for %s failed", message.method)
             reply = ErrorResponse(message.id, ErrorObject(INTERNAL_ERROR, f"the client failed to answer: {exc}"))
-        await self._send_answer(reply, message.method)
+        if await self._send_answer(reply, message.method):
+            self.handlers.on_answer_sent(ctx)
 
-    async def _send_answer(self, reply: Message, method: str) -> None:
+    async def answer_earlier_request(self, request_id: RequestId, result: dict[str, Any], method: str) -> bool:
+        """Answer a request the server sent to an earlier life of the host in this session
+        (a question asked again after a restart); the id counts as taken, so a replay of
+        it is not asked a third time. True once the server has it (or refused it for good)."""
+        self._taken_before(request_id)
+        return await self._send_answer(Response(request_id, result), method)
+
+    async def _send_answer(self, reply: Message, method: str) -> bool:
+        """Send an answer, again after a network failure; False if it was lost."""
         pause = ANSWER_RETRY_SECONDS
         for attempt in range(ANSWER_RETRIES + 1):
             try:
                 await self.transport.send(reply)
-                return
+                return True
             except HttpStatusError as exc:
                 if exc.refused_for_good:
                     log.warning("could not answer %s: %s", method, exc)
-                    return
+                    return True
                 error: TransportError = exc
             except TransportError as exc:
                 error = exc
             if self.state == "closed" or attempt == ANSWER_RETRIES:
                 log.warning("could not answer %s: %s", method, error)
-                return
+                return False
             log.info("the answer to %s was lost (%s); sending it again in %.0f s", method, error, pause)
             await asyncio.sleep(pause)
             pause *= 2
+        return False  # (not reached: the last attempt returns)
 
     async def _answer(self, method: str, params: dict[str, Any], ctx: RequestContext) -> dict[str, Any]:
         if method == "ping":

@@ -37,6 +37,8 @@ class ServerTraffic(ClientHandlers):
         self.context = context
         self.conn = conn
         self.scope = scope
+        # Questions kept in the journal until their answer is sent: request id -> asker.
+        self._kept: dict[RequestId | None, OperationRunner] = {}
 
     def _owner(self, request_id: RequestId | None) -> OperationRunner | None:
         return self.context.routing.owner(self.conn.name, self.scope, request_id)
@@ -51,6 +53,8 @@ class ServerTraffic(ClientHandlers):
             if len(in_flight) == 1:
                 runner = in_flight[0]  # stdio carries no stream id
         if runner is not None:
+            if await runner.kept_question.keep(ctx, params):  # first: the server asks it only once
+                self._kept[ctx.request_id] = runner
             await runner.set_status(OperationStatus.INPUT_REQUIRED, "waiting for your answer")
         try:
             return await self.context.questions.ask(params, operation_id=runner.id if runner else None,
@@ -58,6 +62,11 @@ class ServerTraffic(ClientHandlers):
         finally:
             if runner is not None and not runner.done:
                 await runner.set_status(OperationStatus.RUNNING, "answered")
+
+    def on_answer_sent(self, ctx: RequestContext) -> None:
+        runner = self._kept.pop(ctx.request_id, None)
+        if runner is not None:
+            self.context.spawn(runner.kept_question.answered(ctx.request_id))
 
     async def create_message(self, params: dict[str, Any], ctx: RequestContext) -> dict[str, Any]:
         raise RpcError(INTERNAL_ERROR, "hostapp does not offer sampling: no language model is configured")

@@ -138,6 +138,10 @@ class OperationRecord:
     handle: dict[str, Any] = field(default_factory=dict)
     resumable: bool = True
     finished_at: float | None = None
+    #: A server's question not yet answered, to ask again after a restart: ``{"id": its
+    #: JSON-RPC id, "params": its params without _meta}``. It came in the HTTP session the
+    #: handle is bound to, whose id is a secret kept with the handle (not here).
+    open_question: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         if not self.updated_at:
@@ -166,7 +170,7 @@ def new_operation_id() -> str:
     return uuid.uuid4().hex
 
 
-_JSON_OPERATION_FIELDS = ("params", "jsonrpc_id", "result", "error", "handle")
+_JSON_OPERATION_FIELDS = ("params", "jsonrpc_id", "result", "error", "handle", "open_question")
 _BOOL_OPERATION_FIELDS = ("resumable",)
 _JSON_SERVER_FIELDS = ("headers", "secret_headers", "args", "env", "secret_env")
 # JSON server columns whose absence stays None.

@@ -102,11 +102,16 @@ async def test_the_engine_polls_a_server_within_its_budget(isolated_home, lab, r
         ops = await asyncio.gather(*(engine.start_call("lab", "long_task", {"seconds": 30, "steps": 30})
                                      for _ in range(60)))
         await asyncio.sleep(2)
-        before = proxy.rpc_methods().count("tasks/get")
+        loop = asyncio.get_running_loop()
+        before, began = proxy.rpc_methods().count("tasks/get"), loop.time()
         await asyncio.sleep(3)
-        polls = proxy.rpc_methods().count("tasks/get") - before
-        # Within the budget (20 a second, plus what was in flight), not the 180 asked for.
-        assert 20 <= polls <= 3 * 20 + budget.POLLS_IN_FLIGHT, polls
+        polls, took = proxy.rpc_methods().count("tasks/get") - before, loop.time() - began
+        # Within the budget, not the 60 a second asked for. The bound is counted on the
+        # time that really passed (a busy machine wakes the test late), plus the polls that
+        # were on their way when counting began and the bucket's burst, which fills again
+        # whenever the host's loop falls behind the rate.
+        allowed = 20 * took + budget.POLLS_IN_FLIGHT + 20
+        assert 20 <= polls <= allowed < 60 * took, (polls, took)
         assert all(engine.runners[op.id].view.status == api.RUNNING for op in ops)
     finally:
         await engine.stop()

@@ -267,9 +267,10 @@ class Silent(Recorder):
 
 
 async def test_a_task_question_left_open_is_asked_again_after_a_restart(isolated_home, lab, real_keyring):
-    # The host quits while a 2025-11-25 task waits for the person. tasks/result hands the
-    # pending question out again while the task is input_required: the restarted host
-    # asks it, and the task goes on once it is answered.
+    # The host quits while a 2025-11-25 task waits for the person. The question is kept in
+    # the journal (without its _meta, which names the task); the restarted host asks it
+    # again (the lab would also ask anew on the next tasks/result: the person sees one
+    # question all the same), and the task goes on once it is answered.
     first = Silent()
     engine = await run_engine(isolated_home, first)
     await engine.add_server(lab_server(lab, version="2025-11-25"))
@@ -282,7 +283,9 @@ async def test_a_task_question_left_open_is_asked_again_after_a_restart(isolated
     assert first.questions, "the task never asked"
     assert (await engine.operation(op.id)).status == api.INPUT_REQUIRED
     await engine.stop()
-    assert OperationJournal(isolated_home / "journal.sqlite3").get_operation(op.id).status == api.INPUT_REQUIRED
+    left = OperationJournal(isolated_home / "journal.sqlite3").get_operation(op.id)
+    assert left.status == api.INPUT_REQUIRED
+    assert left.open_question["params"] == {k: v for k, v in first.questions[0].params.items() if k != "_meta"}
 
     second = Recorder()
     second.answers = [{"action": "accept", "content": {"proceed": True}}]
@@ -294,6 +297,7 @@ async def test_a_task_question_left_open_is_asked_again_after_a_restart(isolated
     assert [q.operation_id for q in second.questions] == [op.id]
     assert final.status == api.COMPLETED, (final.error, final.result)
     assert execution_count(lab.state_file, "long_task") == 1
+    assert OperationJournal(isolated_home / "journal.sqlite3").get_operation(op.id).open_question is None
 
 
 async def _in_flight_with_mechanism(engine: Engine, op_id: str) -> api.OperationView:

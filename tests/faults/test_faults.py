@@ -61,6 +61,10 @@ SHORT_OUTAGE_SECONDS = 5.0
 #: How long a host process may take to reach the outcome after the fault (the tools take
 #: 3 s); after the long outage a reconnect may wait up to the 30 s backoff cap on top.
 OUTCOME_TIMEOUT = 45
+#: A question the server sent just as the host was killed, before the host could keep it
+#: in its journal, is lost with the host; server-everything then waits this long (the
+#: TypeScript SDK's request timeout) and goes on with a default answer.
+QUESTION_LOST_IN_KILL_SECONDS = 60
 
 
 # -- servers under test ---------------------------------------------------------------------
@@ -347,7 +351,7 @@ def test_outcome_delivered_exactly_once(case: Case, fault: str, served: Served, 
             resume_argv += ["--answers", str(home.parent / "answers.json")]
         resume = HostCall(home, *resume_argv, env=env)
         runs.append(resume)
-        resume.wait(OUTCOME_TIMEOUT)
+        resume.wait(OUTCOME_TIMEOUT + (QUESTION_LOST_IN_KILL_SECONDS if case.answers else 0))
     else:
         if fault == "server_restart":
             served.restart()
@@ -450,4 +454,47 @@ def test_mrtr_question_left_open_is_answered_after_a_restart(served: Served, too
         assert ops[0]["status"] == COMPLETED, detail
         assert len([e for e in resume.events if e.get("event") == "result"]) == 1, detail
         assert "accept" in json.dumps(ops[0]["result"]), detail  # the server acted on the answer
+    _assert_no_handle_in(home, issued_handles(served.proxy))
+
+
+@pytest.mark.parametrize("served,tool,args,answer", [
+    # server-everything asks once, on the tasks/result stream, and waits 60 s (the SDK's
+    # request timeout) before it goes on with a default interpretation.
+    pytest.param("everything", "simulate-research-query", {"topic": "fault tolerance", "ambiguous": True},
+                 ACCEPT_RESEARCH, id="everything"),
+    # The lab asks again on each tasks/result: the question kept by the host gives way to it.
+    pytest.param("lab_handshake", "long_task", {**LAB_ARGS, "ask": True},
+                 {"action": "accept", "content": {"proceed": True}}, id="lab"),
+], indirect=["served"])
+def test_task_question_left_open_is_asked_again_after_a_restart(served: Served, tool: str, args: dict[str, Any],
+                                                                answer: dict[str, Any], keyring_home) -> None:
+    """A 2025-11-25 task's server sends its question once and waits for the answer. The
+    host is killed while the question waits for the person; the restarted host asks the
+    person again, sends the answer under the question's id in the task's session, and
+    the task completes with that answer, run once, asked once after the restart."""
+    home, env = keyring_home
+    _configure(home, served, env)
+    call = HostCall(home, "-v", "call", "srv", tool, "--json", "--args", json.dumps(args),
+                    "--unanswered", "wait", env=env)
+    call.wait_for(lambda events: any(e.get("event") == "elicitation" and e.get("pending") for e in events))
+    time.sleep(COMMIT_GRACE_SECONDS)
+    call.kill()
+    kept = json.loads(run_hostapp(home, "ops", "--json", env=env).stdout)
+    assert [o["status"] for o in kept] == ["input_required"], kept
+    answers = home.parent / "answers.json"
+    answers.write_text(json.dumps([answer]))
+    resume = HostCall(home, "-v", "resume", "--wait", "--json", "--answers", str(answers), env=env)
+    resume.wait(OUTCOME_TIMEOUT)
+
+    ops = json.loads(run_hostapp(home, "ops", "--json", env=env).stdout)
+    detail = f"ops={ops}\nevents={call.events + resume.events}\nstderr:\n{call.stderr}\n{resume.stderr}"
+    assert len(ops) == 1 and ops[0]["mechanism"] == "tasks_2025", detail
+    assert ops[0]["status"] == COMPLETED, detail
+    answered = [e.get("answer") for e in resume.events if e.get("event") == "elicitation" and e.get("answer")]
+    assert answered == ["accept"], detail
+    assert len([e for e in resume.events if e.get("event") == "result"]) == 1, detail
+    assert served.executions(tool) == 1, detail
+    text = json.dumps(ops[0]["result"])
+    if tool == "simulate-research-query":  # the server acted on the person's answer, not on its default
+        assert "(technical)" in text and "default" not in text, detail
     _assert_no_handle_in(home, issued_handles(served.proxy))

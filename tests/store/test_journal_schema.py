@@ -225,7 +225,7 @@ def test_a_journal_of_schema_1_0_opens_upgraded_and_keeps_working(tmp_path: Path
     _journal_1_0(path)
     assert user_version(path) == (1, 0)
     with OperationJournal(path) as journal:
-        assert journal.schema_version == SCHEMA_VERSION == (2, 2)
+        assert journal.schema_version == SCHEMA_VERSION == (2, 3)
         assert [(s.name, s.auth) for s in journal.list_servers()] == [("lab", None)]
         ops = {op.id: op for op in journal.list_operations()}
         assert {op_id: op.status for op_id, op in ops.items()} == {
@@ -238,7 +238,10 @@ def test_a_journal_of_schema_1_0_opens_upgraded_and_keeps_working(tmp_path: Path
         assert ops["op-4"].result == {"content": [{"type": "text", "text": "done"}]}
         assert not ops["op-5"].resumable and ops["op-5"].error == {"message": "the server restarted"}
         assert [op.id for op in journal.unfinished_operations()] == ["op-1", "op-2", "op-3"]
+        assert all(op.open_question is None for op in ops.values())  # 1.0 kept no question
         assert [e.kind for e in journal.events("op-2")] == ["status", "status", "progress"]
+        question = {"id": 7, "params": {"message": "Which one?", "requestedSchema": {"type": "object"}}}
+        assert journal.update_operation_sync("op-3", open_question=question).open_question == question
         # and it goes on: the old rows change and end, new ones are written
         assert journal.update_operation_sync("op-3", status="running").status == "running"
         assert journal.finish_operation_sync("op-3", "completed", result={"ok": True})
@@ -247,11 +250,12 @@ def test_a_journal_of_schema_1_0_opens_upgraded_and_keeps_working(tmp_path: Path
     with sqlite3.connect(path) as conn:
         columns = {row[1] for row in conn.execute("PRAGMA table_info(operations)")}
         indexes = {row[1] for row in conn.execute("PRAGMA index_list(operations)")}
-    assert "delivered" not in columns and "pending_input" not in columns
+    assert "delivered" not in columns and "pending_input" not in columns and "open_question" in columns
     assert {"operations_by_list_order", "operations_by_status", "operations_by_server"} <= indexes
-    assert user_version(path) == (2, 2)
+    assert user_version(path) == (2, 3)
     with OperationJournal(path) as journal:  # opening it again changes nothing
-        assert journal.schema_version == (2, 2) and journal.count_operations() == 6
+        assert journal.schema_version == (2, 3) and journal.count_operations() == 6
+        assert journal.get_operation("op-3").open_question == question
         # The ids the 1.0 journal's operations were sent under are never handed out again.
         used = [op.jsonrpc_id for op in journal.list_operations() if isinstance(op.jsonrpc_id, int)]
         assert journal.reserve_request_ids("lab", 10) > max(used, default=0)

@@ -1,0 +1,132 @@
+"""A server's question kept across a restart of the host.
+
+Under a 2025-11-25 task the server sends its question (elicitation) once, on the
+``tasks/result`` stream, and waits for the answer. A host that stopped before the person
+answered lost the question, and the server waited for an answer that never came (the
+TypeScript SDK gives up after 60 s and goes on without it). So, for the mechanisms in
+:data:`~hostapp.engine.operation.QUESTION_KEEPING_MECHANISMS`, the question is kept in the
+journal (``open_question``: its JSON-RPC id and its params without ``_meta``, which names
+the task) from when it comes until its answer is sent. A host restarted with it asks the
+person again and sends the answer under the question's id, in the HTTP session it came in
+(the session adopted with the task's handle). If the server stops waiting meanwhile (it
+reports the task working again), the question is taken back from the person.
+
+A question whose answer went out just before a kill, but was not yet struck from the
+journal, is asked again: the server then gets a second answer to an id it is done with,
+which MCP peers ignore. Asking twice is the price of never leaving a server waiting.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from typing import TYPE_CHECKING, Any
+
+from hostapp.engine.operation import QUESTION_KEEPING_MECHANISMS
+from hostapp.protocol.jsonrpc import RequestId, RpcError
+from hostapp.store.status import OperationStatus
+
+if TYPE_CHECKING:
+    from hostapp.engine.runner import OperationRunner
+    from hostapp.engine.session import ClientSession, RequestContext
+
+log = logging.getLogger(__name__)
+
+
+class KeptQuestion:
+    """The question of one operation kept in the journal (at most one at a time: a task
+    asks its questions one after the other)."""
+
+    def __init__(self, runner: OperationRunner):
+        self.runner = runner
+        # Restored with a question the host had not answered: asked again after the attach.
+        self._from_journal = runner.record.open_question is not None
+        self._again = False  # being asked again (from the attach until its answer went out)
+        self._asked_again: str | None = None  # the id it is shown under while asked again
+        self._moot = False  # the server no longer waits for the answer
+
+    async def keep(self, ctx: RequestContext, params: dict[str, Any]) -> bool:
+        """A question came for the operation. Keep it if it would be lost with the host
+        otherwise and can be answered after a restart: it came in the session the handle
+        is bound to, and the handle is kept (in the keyring). True if kept.
+
+        A server that asks anew after the restart (the lab asks on each ``tasks/result``)
+        supersedes the question asked again from the journal: that one is taken back, so
+        the person answers once."""
+        self._from_journal = False
+        self._went_on()
+        runner = self.runner
+        bound = runner.http_session
+        if (runner.mech.name not in QUESTION_KEEPING_MECHANISMS or ctx.request_id is None or bound is None
+                or ctx.session.transport.session_id != bound[0] or not runner.record.resumable
+                or runner.context.stopping):
+            return False
+        await self._write({"id": ctx.request_id, "params": {k: v for k, v in params.items() if k != "_meta"}})
+        return True
+
+    async def answered(self, request_id: RequestId | None) -> None:
+        """The answer to ``request_id`` went out: the server is not owed it any more."""
+        kept = self.runner.record.open_question
+        if kept is not None and kept.get("id") == request_id:
+            await self._write(None)
+
+    async def _write(self, question: dict[str, Any] | None) -> None:
+        runner = self.runner
+        if runner.done or runner.context.stopping:
+            return  # an ended operation's question is moot; a quitting host keeps it
+        runner.record.open_question = question
+        await runner.context.journal.update_operation(runner.id, open_question=question)
+
+    def attached(self, session: ClientSession | None) -> None:
+        """The operation restored with a kept question is attached: ask it again, to be
+        answered in ``session``, the session it came in (None: that session is gone)."""
+        if self._from_journal:
+            self._from_journal, self._moot, self._again = False, False, True
+            self.runner.spawn(self._ask_again(session))
+
+    async def _ask_again(self, session: ClientSession | None) -> None:
+        try:
+            await self._ask_again_in(session)
+        finally:
+            self._again = False
+
+    async def _ask_again_in(self, session: ClientSession | None) -> None:
+        runner = self.runner
+        question = runner.record.open_question or {}
+        rid, params = question.get("id"), question.get("params")
+        if session is None or not isinstance(rid, (int, str)) or not isinstance(params, dict):
+            log.info("operation %s: the session its open question came in is gone, and the question with it",
+                     runner.id)
+            await self._write(None)
+            return
+        await runner.set_status(OperationStatus.INPUT_REQUIRED, "waiting for your answer")
+        if self._moot or runner.done:  # the server asked anew meanwhile (or went on, or ended)
+            await self.answered(rid)
+            return
+        self._asked_again = uuid.uuid4().hex[:12]
+        try:
+            answer = await runner.context.ask_person(runner, params, qid=self._asked_again)
+        except RpcError:
+            answer = {"action": "decline"}  # it cannot be shown (now): said in the timeline
+        finally:
+            self._asked_again = None
+        if runner.done:
+            return
+        if self._moot:
+            await self.answered(rid)  # (unless a newer question took its place meanwhile)
+            return
+        if await session.answer_earlier_request(rid, answer, "elicitation/create"):
+            await self.answered(rid)
+        await runner.set_status(OperationStatus.RUNNING, "answered")
+
+    def server_went_on(self) -> None:
+        """The server reports the operation working: it no longer waits for the answer to
+        a question asked again (it gave up on it, as the TypeScript SDK does after 60 s)."""
+        if self._again and not self._moot:
+            log.info("operation %s: the server went on without the answer to its question", self.runner.id)
+            self._went_on()
+
+    def _went_on(self) -> None:
+        self._moot = True
+        if self._asked_again is not None:
+            self.runner.context.withdraw_question(self._asked_again)

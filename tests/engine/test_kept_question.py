@@ -1,0 +1,204 @@
+"""The decisions about a server's question kept across a restart, on a real journal file:
+which questions are kept, when the one asked again is taken back, where its answer goes.
+A runner stands in for the engine around it; the whole path with real servers and a
+killed host is in tests/faults/test_faults.py (test_task_question_left_open_...)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from hostapp.engine.kept_question import KeptQuestion
+from hostapp.engine.session import RequestContext
+from hostapp.protocol.jsonrpc import RpcError
+from hostapp.store.journal import OperationJournal, OperationRecord
+from hostapp.store.status import OperationStatus
+
+pytestmark = pytest.mark.timeout(30)
+
+QUESTION = {"message": "Which one?", "requestedSchema": {"type": "object", "properties": {}},
+            "_meta": {"io.modelcontextprotocol/related-task": {"taskId": "a-secret-task-id"}}}
+
+
+class Session:
+    def __init__(self, session_id: str | None, delivered: bool = True):
+        self.transport = SimpleNamespace(session_id=session_id)
+        self.sent: list[tuple[Any, dict[str, Any]]] = []
+        self.delivered = delivered
+
+    async def answer_earlier_request(self, request_id: Any, result: dict[str, Any], method: str) -> bool:
+        assert method == "elicitation/create"
+        self.sent.append((request_id, result))
+        return self.delivered
+
+
+class Person:
+    """The questions shown, and the answers given (a future per question)."""
+
+    def __init__(self) -> None:
+        self.shown: dict[str, asyncio.Future[dict[str, Any]]] = {}
+        self.withdrawn: list[str] = []
+
+    async def ask_person(self, runner: Any, params: dict[str, Any], *, qid: str | None = None) -> dict[str, Any]:
+        assert qid is not None and "_meta" not in params
+        self.shown[qid] = asyncio.get_running_loop().create_future()
+        return await self.shown[qid]
+
+    def withdraw_question(self, qid: str) -> None:
+        self.withdrawn.append(qid)
+        self.shown[qid].set_result({"action": "cancel"})
+
+    async def wait_shown(self, count: int = 1) -> asyncio.Future[dict[str, Any]]:
+        for _ in range(200):
+            if len(self.shown) >= count:
+                return list(self.shown.values())[count - 1]
+            await asyncio.sleep(0.01)
+        raise AssertionError("the question was not shown")
+
+
+class Runner:
+    """What KeptQuestion uses of an OperationRunner."""
+
+    def __init__(self, journal: OperationJournal, record: OperationRecord, person: Person,
+                 mechanism: str = "tasks_2025", bound: str | None = "sid-1"):
+        self.record, self.id = record, record.id
+        self.mech = SimpleNamespace(name=mechanism)
+        self.http_session = (bound, "2025-11-25") if bound else None
+        self.done = False
+        self.statuses: list[OperationStatus] = []
+        self.tasks: list[asyncio.Task] = []
+        self.context = SimpleNamespace(journal=journal, stopping=False, ask_person=person.ask_person,
+                                       withdraw_question=person.withdraw_question)
+
+    def spawn(self, coro: Any) -> None:
+        self.tasks.append(asyncio.get_running_loop().create_task(coro))
+
+    async def set_status(self, status: OperationStatus, message: str | None) -> None:
+        self.statuses.append(status)
+
+    async def settle(self) -> None:
+        await asyncio.gather(*self.tasks)
+
+
+@pytest.fixture
+def journal(tmp_path: Path) -> Iterator[OperationJournal]:
+    with OperationJournal(tmp_path / "journal.sqlite3") as j:
+        yield j
+
+
+def _record(journal: OperationJournal, open_question: dict[str, Any] | None = None) -> OperationRecord:
+    record = OperationRecord("op-1", "srv", "tools/call", {}, status=OperationStatus.INPUT_REQUIRED,
+                             mechanism="tasks_2025", open_question=open_question)
+    journal.create_operation_sync(record)
+    return record
+
+
+def _ctx(session: Session, request_id: Any = 7) -> RequestContext:
+    return RequestContext(session, request_id, None, "a-secret-task-id", "elicitation/create")  # type: ignore[arg-type]
+
+
+def _kept(journal: OperationJournal) -> dict[str, Any] | None:
+    return journal.get_operation("op-1").open_question
+
+
+async def test_a_task_question_is_kept_without_its_meta_until_its_answer_went_out(journal):
+    runner = Runner(journal, _record(journal), Person())
+    kept = KeptQuestion(runner)  # type: ignore[arg-type]
+    assert await kept.keep(_ctx(Session("sid-1")), QUESTION)
+    assert _kept(journal) == {"id": 7, "params": {k: v for k, v in QUESTION.items() if k != "_meta"}}
+    assert "a-secret-task-id" not in (journal.path.read_bytes() + Path(f"{journal.path}-wal").read_bytes()).decode(
+        errors="replace")
+    await kept.answered(8)  # another id: not this question
+    assert _kept(journal) is not None
+    await kept.answered(7)
+    assert _kept(journal) is None
+
+
+@pytest.mark.parametrize("mechanism,bound,session_id,request_id", [
+    pytest.param("http_resumption", "sid-1", "sid-1", 7, id="its stream is resumed: the server asks again"),
+    pytest.param("tasks_2025", "sid-1", "sid-2", 7, id="another session"),
+    pytest.param("tasks_2025", None, "sid-1", 7, id="no session"),
+    pytest.param("tasks_2025", "sid-1", "sid-1", None, id="no id to answer under"),
+])
+async def test_a_question_that_cannot_be_answered_after_a_restart_is_not_kept(journal, mechanism, bound,
+                                                                             session_id, request_id):
+    runner = Runner(journal, _record(journal), Person(), mechanism=mechanism, bound=bound)
+    assert not await KeptQuestion(runner).keep(_ctx(Session(session_id), request_id), QUESTION)  # type: ignore[arg-type]
+    assert _kept(journal) is None
+
+
+async def test_restored_the_question_is_asked_again_and_answered_under_its_id(journal):
+    person = Person()
+    runner = Runner(journal, _record(journal, {"id": "q-7", "params": {"message": "Which one?"}}), person)
+    kept = KeptQuestion(runner)  # type: ignore[arg-type]
+    session = Session("sid-1")
+    kept.attached(session)
+    kept.attached(session)  # a later reconnect: not asked a second time
+    (await person.wait_shown()).set_result({"action": "accept", "content": {"x": 1}})
+    await runner.settle()
+    assert len(person.shown) == 1
+    assert session.sent == [("q-7", {"action": "accept", "content": {"x": 1}})]
+    assert runner.statuses == [OperationStatus.INPUT_REQUIRED, OperationStatus.RUNNING]
+    assert _kept(journal) is None
+
+
+async def test_an_answer_that_could_not_be_sent_stays_kept_for_the_next_start(journal):
+    person = Person()
+    runner = Runner(journal, _record(journal, {"id": 3, "params": {"message": "Which one?"}}), person)
+    kept = KeptQuestion(runner)  # type: ignore[arg-type]
+    kept.attached(Session("sid-1", delivered=False))
+    (await person.wait_shown()).set_result({"action": "decline"})
+    await runner.settle()
+    assert _kept(journal) == {"id": 3, "params": {"message": "Which one?"}}
+
+
+async def test_the_question_asked_again_is_taken_back_when_the_server_went_on(journal):
+    person = Person()
+    runner = Runner(journal, _record(journal, {"id": 3, "params": {"message": "Which one?"}}), person)
+    kept = KeptQuestion(runner)  # type: ignore[arg-type]
+    session = Session("sid-1")
+    kept.attached(session)
+    await person.wait_shown()
+    kept.server_went_on()  # the task is working again: the server gave up on the answer
+    await runner.settle()
+    assert person.withdrawn == list(person.shown) and session.sent == []
+    assert _kept(journal) is None
+
+
+async def test_a_new_question_from_the_server_supersedes_the_one_asked_again(journal):
+    person = Person()
+    runner = Runner(journal, _record(journal, {"id": 3, "params": {"message": "Which one?"}}), person)
+    kept = KeptQuestion(runner)  # type: ignore[arg-type]
+    session = Session("sid-1")
+    kept.attached(session)
+    await person.wait_shown()
+    assert await kept.keep(_ctx(session, request_id=4), QUESTION)  # the server asks anew
+    await runner.settle()
+    assert person.withdrawn == list(person.shown) and session.sent == []
+    assert _kept(journal)["id"] == 4  # the new one is kept, not struck by the old one's end
+
+
+async def test_a_question_whose_session_is_gone_is_dropped_not_asked(journal):
+    person = Person()
+    runner = Runner(journal, _record(journal, {"id": 3, "params": {"message": "Which one?"}}), person)
+    KeptQuestion(runner).attached(None)  # type: ignore[arg-type]
+    await runner.settle()
+    assert person.shown == {} and _kept(journal) is None
+
+
+async def test_a_question_nobody_can_show_is_declined(journal):
+    runner = Runner(journal, _record(journal, {"id": 3, "params": {"message": "Which one?"}}), Person())
+
+    async def cannot_show(*_args: Any, **_kw: Any) -> dict[str, Any]:
+        raise RpcError(-32602, "hostapp cannot show this question")
+
+    runner.context.ask_person = cannot_show
+    session = Session("sid-1")
+    KeptQuestion(runner).attached(session)  # type: ignore[arg-type]
+    await runner.settle()
+    assert session.sent == [(3, {"action": "decline"})]
