@@ -18,6 +18,7 @@ which MCP peers ignore. Asking twice is the price of never leaving a server wait
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import uuid
 from typing import TYPE_CHECKING, Any
@@ -44,15 +45,19 @@ class KeptQuestion:
         self._again = False  # being asked again (from the attach until its answer went out)
         self._asked_again: str | None = None  # the id it is shown under while asked again
         self._moot = False  # the server no longer waits for the answer
+        # The question asked again (params without _meta) and the person's answer to it:
+        # the same question sent anew by the server gets the same answer.
+        self._again_params: dict[str, Any] | None = None
+        self._again_answer: asyncio.Future[dict[str, Any]] | None = None
 
     async def keep(self, ctx: RequestContext, params: dict[str, Any]) -> bool:
         """A question came for the operation. Keep it if it would be lost with the host
         otherwise and can be answered after a restart: it came in the session the handle
         is bound to, and the handle is kept (in the keyring). True if kept.
 
-        A server that asks anew after the restart (the lab asks on each ``tasks/result``)
-        supersedes the question asked again from the journal: that one is taken back, so
-        the person answers once."""
+        A different question from the server after the restart supersedes the one asked
+        again from the journal: that one is taken back, so the person answers the server's
+        newest. (The same question sent anew is answered by :meth:`same_question`.)"""
         self._from_journal = False
         self._went_on()
         runner = self.runner
@@ -61,8 +66,16 @@ class KeptQuestion:
                 or ctx.session.transport.session_id != bound[0] or not runner.record.resumable
                 or runner.context.stopping):
             return False
-        await self._write({"id": ctx.request_id, "params": {k: v for k, v in params.items() if k != "_meta"}})
+        await self._write({"id": ctx.request_id, "params": _without_meta(params)})
         return True
+
+    def same_question(self, params: dict[str, Any]) -> asyncio.Future[dict[str, Any]] | None:
+        """The person's answer (to come, or given) to the question asked again, if
+        ``params`` is that question sent anew by the server (the lab sends it on each
+        ``tasks/result`` while it waits): the person is asked once, both ids are answered."""
+        if self._again_answer is None or _without_meta(params) != self._again_params:
+            return None
+        return self._again_answer
 
     async def answered(self, request_id: RequestId | None) -> None:
         """The answer to ``request_id`` went out: the server is not owed it any more."""
@@ -104,12 +117,18 @@ class KeptQuestion:
             await self.answered(rid)
             return
         self._asked_again = uuid.uuid4().hex[:12]
+        self._again_params = params
+        self._again_answer = shared = asyncio.get_running_loop().create_future()
         try:
             answer = await runner.context.ask_person(runner, params, qid=self._asked_again)
         except RpcError:
             answer = {"action": "decline"}  # it cannot be shown (now): said in the timeline
+        except asyncio.CancelledError:  # the host quits: nobody answers, here or there
+            shared.cancel()
+            raise
         finally:
             self._asked_again = None
+        shared.set_result(answer)
         if runner.done:
             return
         if self._moot:
@@ -121,12 +140,19 @@ class KeptQuestion:
 
     def server_went_on(self) -> None:
         """The server reports the operation working: it no longer waits for the answer to
-        a question asked again (it gave up on it, as the TypeScript SDK does after 60 s)."""
-        if self._again and not self._moot:
+        a question asked again (it gave up on it, as the TypeScript SDK does after 60 s,
+        or has the answer), and a question it sends later is a new one, for the person."""
+        if self._asked_again is not None:
             log.info("operation %s: the server went on without the answer to its question", self.runner.id)
+        if self._again or self._again_answer is not None:
             self._went_on()
 
     def _went_on(self) -> None:
         self._moot = True
+        self._again_params = self._again_answer = None
         if self._asked_again is not None:
             self.runner.context.withdraw_question(self._asked_again)
+
+
+def _without_meta(params: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in params.items() if k != "_meta"}

@@ -9,6 +9,7 @@ operation in flight on it, a changed tool list to the server's row.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable
 from dataclasses import replace
@@ -53,6 +54,9 @@ class ServerTraffic(ClientHandlers):
             if len(in_flight) == 1:
                 runner = in_flight[0]  # stdio carries no stream id
         if runner is not None:
+            same = runner.kept_question.same_question(params)
+            if same is not None:  # asked again from the journal already: the person answers once
+                return await asyncio.shield(same)
             if await runner.kept_question.keep(ctx, params):  # first: the server asks it only once
                 self._kept[ctx.request_id] = runner
             await runner.set_status(OperationStatus.INPUT_REQUIRED, "waiting for your answer")

@@ -106,6 +106,21 @@ def _kept(journal: OperationJournal) -> dict[str, Any] | None:
     return journal.get_operation("op-1").open_question
 
 
+KEPT = {"id": 3, "params": {"message": "Which one?"}}
+
+
+async def _restored_and_asked(journal: OperationJournal, session: Session | None = None
+                              ) -> tuple[Runner, KeptQuestion, Person, Session]:
+    """An operation restored with a kept question, attached to its session, which shows
+    the question to the person again."""
+    person, session = Person(), session or Session("sid-1")
+    runner = Runner(journal, _record(journal, dict(KEPT)), person)
+    kept = KeptQuestion(runner)  # type: ignore[arg-type]
+    kept.attached(session)  # type: ignore[arg-type]
+    await person.wait_shown()
+    return runner, kept, person, session
+
+
 async def test_a_task_question_is_kept_without_its_meta_until_its_answer_went_out(journal):
     runner = Runner(journal, _record(journal), Person())
     kept = KeptQuestion(runner)  # type: ignore[arg-type]
@@ -148,22 +163,14 @@ async def test_restored_the_question_is_asked_again_and_answered_under_its_id(jo
 
 
 async def test_an_answer_that_could_not_be_sent_stays_kept_for_the_next_start(journal):
-    person = Person()
-    runner = Runner(journal, _record(journal, {"id": 3, "params": {"message": "Which one?"}}), person)
-    kept = KeptQuestion(runner)  # type: ignore[arg-type]
-    kept.attached(Session("sid-1", delivered=False))
+    runner, _kept_question, person, _session = await _restored_and_asked(journal, Session("sid-1", delivered=False))
     (await person.wait_shown()).set_result({"action": "decline"})
     await runner.settle()
-    assert _kept(journal) == {"id": 3, "params": {"message": "Which one?"}}
+    assert _kept(journal) == KEPT
 
 
 async def test_the_question_asked_again_is_taken_back_when_the_server_went_on(journal):
-    person = Person()
-    runner = Runner(journal, _record(journal, {"id": 3, "params": {"message": "Which one?"}}), person)
-    kept = KeptQuestion(runner)  # type: ignore[arg-type]
-    session = Session("sid-1")
-    kept.attached(session)
-    await person.wait_shown()
+    runner, kept, person, session = await _restored_and_asked(journal)
     kept.server_went_on()  # the task is working again: the server gave up on the answer
     await runner.settle()
     assert person.withdrawn == list(person.shown) and session.sent == []
@@ -171,12 +178,7 @@ async def test_the_question_asked_again_is_taken_back_when_the_server_went_on(jo
 
 
 async def test_a_new_question_from_the_server_supersedes_the_one_asked_again(journal):
-    person = Person()
-    runner = Runner(journal, _record(journal, {"id": 3, "params": {"message": "Which one?"}}), person)
-    kept = KeptQuestion(runner)  # type: ignore[arg-type]
-    session = Session("sid-1")
-    kept.attached(session)
-    await person.wait_shown()
+    runner, kept, person, session = await _restored_and_asked(journal)
     assert await kept.keep(_ctx(session, request_id=4), QUESTION)  # the server asks anew
     await runner.settle()
     assert person.withdrawn == list(person.shown) and session.sent == []
@@ -185,14 +187,14 @@ async def test_a_new_question_from_the_server_supersedes_the_one_asked_again(jou
 
 async def test_a_question_whose_session_is_gone_is_dropped_not_asked(journal):
     person = Person()
-    runner = Runner(journal, _record(journal, {"id": 3, "params": {"message": "Which one?"}}), person)
+    runner = Runner(journal, _record(journal, dict(KEPT)), person)
     KeptQuestion(runner).attached(None)  # type: ignore[arg-type]
     await runner.settle()
     assert person.shown == {} and _kept(journal) is None
 
 
 async def test_a_question_nobody_can_show_is_declined(journal):
-    runner = Runner(journal, _record(journal, {"id": 3, "params": {"message": "Which one?"}}), Person())
+    runner = Runner(journal, _record(journal, dict(KEPT)), Person())
 
     async def cannot_show(*_args: Any, **_kw: Any) -> dict[str, Any]:
         raise RpcError(-32602, "hostapp cannot show this question")
@@ -202,3 +204,18 @@ async def test_a_question_nobody_can_show_is_declined(journal):
     KeptQuestion(runner).attached(session)  # type: ignore[arg-type]
     await runner.settle()
     assert session.sent == [(3, {"action": "decline"})]
+
+
+async def test_the_same_question_sent_anew_gets_the_persons_one_answer(journal):
+    runner, kept, person, session = await _restored_and_asked(journal)
+    anew = {**KEPT["params"], "_meta": {"io.modelcontextprotocol/related-task": {"taskId": "t"}}}
+    assert kept.same_question({"message": "Something else?"}) is None
+    waiting = kept.same_question(anew)  # the lab sends it again on its next tasks/result
+    assert waiting is not None and not waiting.done()
+    (await person.wait_shown()).set_result({"action": "accept", "content": {"x": 1}})
+    assert await waiting == {"action": "accept", "content": {"x": 1}}
+    await runner.settle()
+    assert len(person.shown) == 1 and session.sent == [(3, {"action": "accept", "content": {"x": 1}})]
+    assert await kept.same_question(anew) == {"action": "accept", "content": {"x": 1}}  # sent once more
+    kept.server_went_on()  # the task works again: a later question is a new one, for the person
+    assert kept.same_question(anew) is None

@@ -407,6 +407,28 @@ def test_without_keyring_a_killed_call_ends_unknown_not_rerun(served: Served, to
     _assert_no_handle_in(home, issued_handles(served.proxy))
 
 
+def _killed_with_its_question_open(home: Path, env: dict[str, str], served: Served, tool: str,
+                                   args: dict[str, Any]) -> HostCall:
+    """``hostapp call`` of ``tool`` on ``served``, killed (with the agent) while the
+    server's question waits for the person."""
+    _configure(home, served, env)
+    call = HostCall(home, "-v", "call", "srv", tool, "--json", "--args", json.dumps(args),
+                    "--unanswered", "wait", env=env)
+    call.wait_for(lambda events: any(e.get("event") == "elicitation" and e.get("pending") for e in events))
+    time.sleep(COMMIT_GRACE_SECONDS)
+    call.kill()
+    return call
+
+
+def _resumed_answering(home: Path, env: dict[str, str], answer: dict[str, Any]) -> HostCall:
+    """``hostapp resume --wait`` with ``answer`` for the question, run to its end."""
+    answers = home.parent / "answers.json"
+    answers.write_text(json.dumps([answer]))
+    resume = HostCall(home, "-v", "resume", "--wait", "--json", "--answers", str(answers), env=env)
+    resume.wait(OUTCOME_TIMEOUT)
+    return resume
+
+
 CONFIRM = {"action": "accept", "content": {"confirm": True}}
 
 
@@ -428,18 +450,10 @@ def test_mrtr_question_left_open_is_answered_after_a_restart(served: Served, too
     mind when it can open the request state it sealed before); the restarted host asks
     again, and the answered call completes once, or ends failed with the server's reason."""
     home, env = keyring_home
-    _configure(home, served, env)
-    call = HostCall(home, "-v", "call", "srv", tool, "--json", "--args", json.dumps(args),
-                    "--unanswered", "wait", env=env)
-    call.wait_for(lambda events: any(e.get("event") == "elicitation" and e.get("pending") for e in events))
-    time.sleep(COMMIT_GRACE_SECONDS)
-    call.kill()
+    call = _killed_with_its_question_open(home, env, served, tool, args)
     if fault == "host_kill_and_server_restart":
         served.restart()
-    answers = home.parent / "answers.json"
-    answers.write_text(json.dumps([answer]))
-    resume = HostCall(home, "-v", "resume", "--wait", "--json", "--answers", str(answers), env=env)
-    resume.wait(OUTCOME_TIMEOUT)
+    resume = _resumed_answering(home, env, answer)
 
     ops = json.loads(run_hostapp(home, "ops", "--json", env=env).stdout)
     detail = f"ops={ops}\nevents={call.events + resume.events}\nstderr:\n{call.stderr}\n{resume.stderr}"
@@ -473,18 +487,10 @@ def test_task_question_left_open_is_asked_again_after_a_restart(served: Served, 
     person again, sends the answer under the question's id in the task's session, and
     the task completes with that answer, run once, asked once after the restart."""
     home, env = keyring_home
-    _configure(home, served, env)
-    call = HostCall(home, "-v", "call", "srv", tool, "--json", "--args", json.dumps(args),
-                    "--unanswered", "wait", env=env)
-    call.wait_for(lambda events: any(e.get("event") == "elicitation" and e.get("pending") for e in events))
-    time.sleep(COMMIT_GRACE_SECONDS)
-    call.kill()
+    call = _killed_with_its_question_open(home, env, served, tool, args)
     kept = json.loads(run_hostapp(home, "ops", "--json", env=env).stdout)
     assert [o["status"] for o in kept] == ["input_required"], kept
-    answers = home.parent / "answers.json"
-    answers.write_text(json.dumps([answer]))
-    resume = HostCall(home, "-v", "resume", "--wait", "--json", "--answers", str(answers), env=env)
-    resume.wait(OUTCOME_TIMEOUT)
+    resume = _resumed_answering(home, env, answer)
 
     ops = json.loads(run_hostapp(home, "ops", "--json", env=env).stdout)
     detail = f"ops={ops}\nevents={call.events + resume.events}\nstderr:\n{call.stderr}\n{resume.stderr}"
