@@ -42,13 +42,11 @@ class KeptQuestion:
         self.runner = runner
         # Restored with a question the host had not answered: asked again after the attach.
         self._from_journal = runner.record.open_question is not None
-        self._again = False  # being asked again (from the attach until its answer went out)
-        self._asked_again: str | None = None  # the id it is shown under while asked again
-        self._moot = False  # the server no longer waits for the answer
-        # The question asked again (params without _meta) and the person's answer to it:
-        # the same question sent anew by the server gets the same answer.
-        self._again_params: dict[str, Any] | None = None
-        self._again_answer: asyncio.Future[dict[str, Any]] | None = None
+        # While it is asked again: its params (without _meta) and the person's answer to
+        # come, which the same question sent anew by the server gets too. None once the
+        # server went on or asked something else (the question asked again is then moot).
+        self._again: tuple[Any, asyncio.Future[dict[str, Any]]] | None = None
+        self._asked_again: str | None = None  # the id it is shown under, while shown
 
     async def keep(self, ctx: RequestContext, params: dict[str, Any]) -> bool:
         """A question came for the operation. Keep it if it would be lost with the host
@@ -73,9 +71,9 @@ class KeptQuestion:
         """The person's answer (to come, or given) to the question asked again, if
         ``params`` is that question sent anew by the server (the lab sends it on each
         ``tasks/result`` while it waits): the person is asked once, both ids are answered."""
-        if self._again_answer is None or _without_meta(params) != self._again_params:
+        if self._again is None or _without_meta(params) != self._again[0]:
             return None
-        return self._again_answer
+        return self._again[1]
 
     async def answered(self, request_id: RequestId | None) -> None:
         """The answer to ``request_id`` went out: the server is not owed it any more."""
@@ -94,31 +92,26 @@ class KeptQuestion:
         """The operation restored with a kept question is attached: ask it again, to be
         answered in ``session``, the session it came in (None: that session is gone)."""
         if self._from_journal:
-            self._from_journal, self._moot, self._again = False, False, True
-            self.runner.spawn(self._ask_again(session))
+            self._from_journal = False
+            params = (self.runner.record.open_question or {}).get("params")
+            self._again = again = (params, asyncio.get_running_loop().create_future())
+            self.runner.spawn(self._ask_again(session, again))
 
-    async def _ask_again(self, session: ClientSession | None) -> None:
-        try:
-            await self._ask_again_in(session)
-        finally:
-            self._again = False
-
-    async def _ask_again_in(self, session: ClientSession | None) -> None:
+    async def _ask_again(self, session: ClientSession | None,
+                         again: tuple[Any, asyncio.Future[dict[str, Any]]]) -> None:
         runner = self.runner
-        question = runner.record.open_question or {}
-        rid, params = question.get("id"), question.get("params")
+        rid, (params, shared) = (runner.record.open_question or {}).get("id"), again
         if session is None or not isinstance(rid, (int, str)) or not isinstance(params, dict):
             log.info("operation %s: the session its open question came in is gone, and the question with it",
                      runner.id)
+            self._again = None
             await self._write(None)
             return
         await runner.set_status(OperationStatus.INPUT_REQUIRED, "waiting for your answer")
-        if self._moot or runner.done:  # the server asked anew meanwhile (or went on, or ended)
+        if self._again is not again or runner.done:  # the server asked anew meanwhile (or went on, or ended)
             await self.answered(rid)
             return
         self._asked_again = uuid.uuid4().hex[:12]
-        self._again_params = params
-        self._again_answer = shared = asyncio.get_running_loop().create_future()
         try:
             answer = await runner.context.ask_person(runner, params, qid=self._asked_again)
         except RpcError:
@@ -131,7 +124,7 @@ class KeptQuestion:
         shared.set_result(answer)
         if runner.done:
             return
-        if self._moot:
+        if self._again is not again:
             await self.answered(rid)  # (unless a newer question took its place meanwhile)
             return
         if await session.answer_earlier_request(rid, answer, "elicitation/create"):
@@ -144,12 +137,10 @@ class KeptQuestion:
         or has the answer), and a question it sends later is a new one, for the person."""
         if self._asked_again is not None:
             log.info("operation %s: the server went on without the answer to its question", self.runner.id)
-        if self._again or self._again_answer is not None:
-            self._went_on()
+        self._went_on()
 
     def _went_on(self) -> None:
-        self._moot = True
-        self._again_params = self._again_answer = None
+        self._again = None
         if self._asked_again is not None:
             self.runner.context.withdraw_question(self._asked_again)
 
