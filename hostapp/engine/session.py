@@ -652,12 +652,12 @@ class ClientSession:
             except TransportError as exc:
                 error = exc
             if self.state == "closed" or attempt == ANSWER_RETRIES:
-                log.warning("could not answer %s: %s", method, error)
-                return False
+                break
             log.info("the answer to %s was lost (%s); sending it again in %.0f s", method, error, pause)
             await asyncio.sleep(pause)
             pause *= 2
-        return False  # (not reached: the last attempt returns)
+        log.warning("could not answer %s: %s", method, error)
+        return False
 
     async def _answer(self, method: str, params: dict[str, Any], ctx: RequestContext) -> dict[str, Any]:
         if method == "ping":
