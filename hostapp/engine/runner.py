@@ -274,10 +274,18 @@ class OperationRunner:
 
     def position_to_keep(self) -> list[str] | None:
         """Where it has got to beyond its committed handle ([the handle_ref it extends, the
-        newer secret]), for the positions kept at a clean quit; None if nothing is newer."""
+        newer secret]), for the positions kept at a clean quit; None if nothing is newer.
+
+        None too when another mechanism has taken the operation over since that commit
+        (a plain call's SSE stream, then a draft stream the server created) and the quit
+        came before the takeover was committed: the journal still names the earlier
+        mechanism, which must not be handed the new one's secret (a stream id is no
+        event id). The committed handle replays the takeover."""
         ref = self.handle_ref
-        secret = None if self.done or ref is None else self.mech.secret()
-        if ref is None or secret is None or self._wrap_secret(secret) == self._committed_secret:
+        if self.done or ref is None or self.mech.name != self.record.mechanism:
+            return None
+        secret = self.mech.secret()
+        if secret is None or self._wrap_secret(secret) == self._committed_secret:
             return None
         return [ref, secret]
 

@@ -28,12 +28,18 @@ from hostapp.mechanisms.base import (
     Mechanism,
     register,
 )
+from hostapp.protocol.jsonrpc import METHOD_NOT_FOUND
 
 STREAM_CREATE = "notifications/stream/create"
 STREAM_END = "notifications/stream/end"
 
 #: Wait between resume attempts when the server's ``min`` is zero (seconds).
 MIN_RETRY_SECONDS = 1.0
+#: Resumes in a row that answered without the response and brought no progress, before
+#: the operation ends unknown. Only a server without ``stream/poll`` gets that far: with
+#: it, the poll after each such resume tells a stream still at work from one whose
+#: response went out on a connection that was lost.
+MAX_EMPTY_RESUMES = 5
 
 
 def _seconds(value: Any, default: float | None) -> float | None:
@@ -48,7 +54,10 @@ class StreamRequest(Mechanism):
     States: ``sent`` -> ``held`` (stream id committed) -> ``done`` when the response
     arrives (or Unknown when the stream ends or is abandoned without it). While
     disconnected: ``stream/resume`` no earlier than ``min`` seconds after the break and,
-    with retries, before ``max`` runs out; after a restart ``stream/poll/all`` first.
+    with retries, before ``max`` runs out; after a restart ``stream/poll/all`` first. A
+    resume answered without the response is followed by ``stream/poll``: a completed
+    stream with nothing pending has handed the response out on a connection that was
+    lost (Unknown); a live one is resumed again later.
     Secret: the stream id.
     """
 
@@ -66,6 +75,8 @@ class StreamRequest(Mechanism):
         self.restored = bool(state)
         self.resume_wanted = False
         self.reconnecting = False
+        self.empty_resumes = 0
+        self._progress_at_resume: float | None = None
 
     def _extra_state(self) -> dict[str, Any]:
         return {"min_s": self.min_s, "max_s": self.max_s, "last_contact": self.last_contact,
@@ -143,12 +154,19 @@ class StreamRequest(Mechanism):
         if method == "stream/poll":
             return self._on_poll(result, now)
         if method == "stream/resume":
-            # The resume answered without the response (a server may flush what was
-            # pending and return): look again later rather than wait forever.
-            self.not_before = now + self.min_s
+            # The resume answered without the response. A server may flush what was
+            # pending and return while the work goes on; or the response went out on an
+            # earlier resume's connection that was lost, and the server counts it as
+            # delivered: resuming again would bring nothing, for ever. The stream's state
+            # tells which (poll), and the next resume waits a while either way.
+            brought_progress = self.progress_high != self._progress_at_resume
+            self.empty_resumes = 0 if brought_progress else self.empty_resumes + 1
+            if self.empty_resumes >= MAX_EMPTY_RESUMES:
+                return [Unknown(f"the stream was resumed {self.empty_resumes} times in a row without "
+                                "bringing the response or any progress")]
+            self.not_before = now + max(self.min_s, DEFAULT_POLL_SECONDS)
             self.resume_wanted = True
-            return [MarkStatus("working"),
-                    ScheduleWake(max(now + DEFAULT_POLL_SECONDS, self.not_before), "resume the stream again")]
+            return [MarkStatus("working"), SendRequest("stream/poll", {"streamId": self.stream_id})]
         return []
 
     def _on_poll(self, poll: dict[str, Any], now: float) -> list[Action]:
@@ -159,6 +177,8 @@ class StreamRequest(Mechanism):
     def _on_error(self, error: dict[str, Any], now: float, method: str) -> list[Action]:
         if method == self.method:
             return [Deliver(error=error)]
+        if method in ("stream/poll", "stream/poll/all") and error.get("code") == METHOD_NOT_FOUND:
+            return self._resume_stream(now)  # a server without polls: resume, as for a live stream
         if method in ("stream/resume", "stream/poll", "stream/poll/all"):
             # An invalid stream id is how a server says the stream was abandoned.
             # The server's message is left out: it may quote the stream id.
@@ -170,6 +190,7 @@ class StreamRequest(Mechanism):
             self.resume_wanted = True
             return [ScheduleWake(self.not_before, "resume the stream")]
         self.resume_wanted = False
+        self._progress_at_resume = self.progress_high
         # The response comes on the resumed stream under the original request's id.
         return [SendRequest("stream/resume", {"streamId": self.stream_id}, brings_original=True)]
 

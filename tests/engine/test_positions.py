@@ -178,3 +178,42 @@ async def test_streams_of_two_earlier_sessions_with_the_same_request_id_stay_apa
     finally:
         await engine.stop()
     assert execution_count(lab.state_file, "long_sse") == 2
+
+
+async def test_a_quit_before_a_new_mechanism_is_committed_keeps_no_position(isolated_home, lab, real_keyring,
+                                                                           monkeypatch):
+    """A plain call first carried by its SSE stream's event ids is taken over by a draft
+    stream the server creates. If the host quits before that takeover is committed, the
+    journal still names the SSE resumption: no position is kept for it (the newest
+    secret is a stream id, not an event id), and the next start resumes the stream from
+    the committed event id, which replays the takeover."""
+    from hostapp.engine.runner import OperationRunner
+
+    monkeypatch.setattr(http_resumption, "COMMIT_EVERY_SECONDS", 3600.0)
+    real_commit = OperationRunner._commit
+    held = asyncio.Event()
+
+    async def commit_but_not_streams(self, action):
+        if action.state.get("mechanism") == "streams":
+            held.set()
+            await asyncio.Event().wait()  # the quit comes first
+        await real_commit(self, action)
+
+    monkeypatch.setattr(OperationRunner, "_commit", commit_but_not_streams)
+    engine = await run_engine(isolated_home, Recorder())
+    await engine.add_server(lab_server(lab, version="2025-11-25"))
+    await engine.connected("lab")
+    op = await engine.start_call("lab", "long_stream", {"seconds": 3, "steps": 6})
+    await asyncio.wait_for(held.wait(), 30)
+    assert engine.journal.get_operation(op.id).mechanism == "http_resumption"
+    assert engine.runners[op.id].position_to_keep() is None
+    await engine.stop()
+    monkeypatch.setattr(OperationRunner, "_commit", real_commit)
+
+    engine = await run_engine(isolated_home, Recorder())
+    try:
+        final = await finished(engine, op.id)
+        assert final.status == api.COMPLETED, final.error
+    finally:
+        await engine.stop()
+    assert execution_count(lab.state_file, "long_stream") == 1

@@ -10,13 +10,15 @@ import pytest
 
 from hostapp.engine import api
 from hostapp.engine.service import Engine
-from hostapp.lab.state import execution_count
+from hostapp.lab.state import JobRow, LabState, execution_count
 from hostapp.mechanisms import http_resumption
 from hostapp.store.journal import OperationJournal
 from hostapp.transport import http_streams
 from hostapp.transport.base import SessionExpired
 from tests.engine.conftest import Recorder
 from tests.engine.test_network_break import handle_committed, start_engine
+from tests.soak.oracle import outcome_handed_out
+from tests.support.chaos_proxy import ChaosProxy
 from tests.support.faults import LoopbackProxy
 
 pytestmark = pytest.mark.timeout(120)
@@ -149,3 +151,66 @@ async def test_a_refused_resumption_leaves_the_session_to_the_other_requests(iso
     assert final.status == api.COMPLETED, final.error
     calls = [r for r in proxy.requests[sent_before:] if r.rpc_method == "tools/call"]
     assert calls and all(r.headers.get("mcp-session-id") == sid for r in calls)
+
+
+async def test_a_draft_streams_response_lost_with_a_resume_ends_unknown_not_running(isolated_home, lab, real_keyring):
+    """Soak run of 2026-11-24, operation acba9007badb (hs/long_stream): left running after
+    the drain. A draft stream's server copies what is pending onto the stream of the
+    ``stream/resume`` that asks, and counts it as delivered. Here a restarted host's
+    resume has its connection cut before its first byte arrives (nothing to resume that
+    stream from); the host resumed again, got an empty answer from the finished stream,
+    and resumed again, for ever. Now it looks at the stream after an empty resume:
+    completed with nothing pending, the response is gone, and the operation ends unknown."""
+    proxy = await ChaosProxy(lab.port).start()
+
+    def job_of(op_id: str) -> tuple[JobRow | None, bool]:
+        """The lab's job of the operation, and whether the lab counts its outcome as delivered."""
+        state = LabState(lab.state_file)
+        try:
+            jobs = [j for j in state.jobs() if j.progress_token == f"op-{op_id}"]
+            return (jobs[0], outcome_handed_out(state, jobs[0])) if len(jobs) == 1 else (None, False)
+        finally:
+            state.close()
+
+    try:
+        engine = Engine(isolated_home, Recorder())
+        await engine.start()
+        try:
+            await engine.add_server(api.ServerConfig(name="lab", transport="http", url=proxy.url(),
+                                                     protocol_version="2025-11-25"))
+            await engine.connected("lab")
+            op = await engine.start_call("lab", "long_stream", {"seconds": 1, "steps": 2})
+            for _ in range(200):
+                if engine.journal.get_operation(op.id).mechanism == "streams":
+                    break
+                await asyncio.sleep(0.05)
+            assert engine.journal.get_operation(op.id).mechanism == "streams"
+        finally:
+            await engine.stop()
+        for _ in range(200):
+            job, handed_out = job_of(op.id)
+            if job is not None and job.status == "completed":
+                break
+            await asyncio.sleep(0.05)
+        assert job is not None and job.status == "completed" and not handed_out
+
+        engine = Engine(isolated_home, Recorder())
+        await engine.start()
+        try:
+            await engine.connected("lab")
+            proxy.delay(2)  # the restarted host's resume reaches the lab, its answer is held...
+            for _ in range(1200):
+                if job_of(op.id)[1]:
+                    break
+                await asyncio.sleep(0.025)
+            assert job_of(op.id)[1], "the lab did not copy the response onto a resume"
+            proxy.cut()  # ... and lost
+            proxy.delay(0)
+            final = await asyncio.wait_for(engine.wait_finished(op.id), 60)
+        finally:
+            await engine.stop()
+        assert final.status == api.UNKNOWN, final
+        assert "holds no undelivered response" in final.error["message"], final.error
+        assert execution_count(lab.state_file, "long_stream") == 1
+    finally:
+        await proxy.close()

@@ -21,6 +21,7 @@ from hostapp.mechanisms import (
     StreamRequest,
     Unknown,
 )
+from hostapp.mechanisms.streams import MAX_EMPTY_RESUMES
 
 T0 = 1_800_000_000.0
 
@@ -134,14 +135,48 @@ def test_stream_resume_honours_the_minimum_interval():
     assert m.on_result(RESULT, now=T0 + 15.2) == [Deliver(result=RESULT)]
 
 
-def test_stream_resume_that_returns_without_the_response_resumes_again_later():
+def test_stream_resume_that_returns_without_the_response_looks_then_resumes_again_later():
     m = stream(min_s=5)
     m.on_disconnect(now=T0 + 10)
     m.wake(now=T0 + 15)
     actions = m.on_result({}, now=T0 + 16, method="stream/resume")
-    [wake] = of_type(actions, ScheduleWake)
+    assert of_type(actions, SendRequest) == [SendRequest("stream/poll", {"streamId": "S-1"})]
+    live = {"streamId": "S-1", "status": "live", "pendingMessages": False}
+    [wake] = of_type(m.on_result(live, now=T0 + 16.1, method="stream/poll"), ScheduleWake)
     assert wake.at >= T0 + 21
     assert m.wake(now=wake.at) == [SendRequest("stream/resume", {"streamId": "S-1"}, brings_original=True)]
+
+
+def test_a_stream_whose_response_went_out_on_a_lost_resume_ends_unknown():
+    # The server copied the response onto an earlier resume's connection, which was lost:
+    # it counts the response as delivered, and every later resume brings nothing.
+    m = stream(min_s=1)
+    m.on_disconnect(now=T0 + 10)
+    m.wake(now=T0 + 11)
+    m.on_result({}, now=T0 + 12, method="stream/resume")
+    drained = {"streamId": "S-1", "status": "completed", "pendingMessages": False}
+    [unknown] = m.on_result(drained, now=T0 + 12.1, method="stream/poll")
+    assert isinstance(unknown, Unknown)
+
+
+def test_without_stream_poll_empty_resumes_end_unknown_unless_they_bring_progress():
+    m = stream(min_s=0)
+    [wake] = of_type(m.on_disconnect(now=T0 + 1), ScheduleWake)
+    rounds = 0
+    while True:
+        assert m.wake(now=wake.at) == [SendRequest("stream/resume", {"streamId": "S-1"}, brings_original=True)]
+        rounds += 1
+        if rounds <= 10:  # the work goes on: each resume brings progress
+            m.on_notification("notifications/progress", {"progressToken": "t", "progress": rounds}, now=wake.at)
+        actions = m.on_result({}, now=wake.at + 1, method="stream/resume")
+        if isinstance(actions[0], Unknown):
+            break
+        assert of_type(actions, SendRequest) == [SendRequest("stream/poll", {"streamId": "S-1"})]
+        # A server without stream/poll: no lost stream, resume again later.
+        [wake] = m.on_error({"code": -32601, "message": "Method not found"}, now=wake.at + 1.1,
+                            method="stream/poll")
+        assert isinstance(wake, ScheduleWake)
+    assert rounds == 10 + MAX_EMPTY_RESUMES, rounds
 
 
 def test_stream_retries_back_off_but_resume_before_the_maximum():

@@ -127,7 +127,7 @@ def check_run(home: Path, labs: list[Any], cli_outcomes: list[tuple[str, str, di
     return report
 
 
-def _handed_out(state: LabState, job: Any) -> bool:
+def outcome_handed_out(state: LabState, job: Any) -> bool:
     """Does the lab count the job's outcome as delivered (so it will not give it again)?"""
     if job.mechanism == "resume_token":
         return bool(job.extra.get("delivered"))
@@ -143,7 +143,7 @@ def _lost_on_the_way(state: LabState | None, jobs: list[Any], row: dict[str, Any
     """Why an unknown outcome is the truth, if the evidence shows the lab wrote the outcome
     to a connection that then broke (see the module's docstring); else None."""
     if state is None or len(jobs) != 1 or jobs[0].status not in ("completed", "failed") \
-            or row["status"] != "unknown" or not _handed_out(state, jobs[0]):
+            or row["status"] != "unknown" or not outcome_handed_out(state, jobs[0]):
         return None
     job = jobs[0]
     # The job's last change is its end (or the handing out itself): the outcome was
