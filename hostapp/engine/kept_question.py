@@ -93,14 +93,14 @@ class KeptQuestion:
         answered in ``session``, the session it came in (None: that session is gone)."""
         if self._from_journal:
             self._from_journal = False
-            params = (self.runner.record.open_question or {}).get("params")
-            self._again = again = (params, asyncio.get_running_loop().create_future())
-            self.runner.spawn(self._ask_again(session, again))
+            question = self.runner.record.open_question or {}
+            self._again = again = (question.get("params"), asyncio.get_running_loop().create_future())
+            self.runner.spawn(self._ask_again(session, question.get("id"), again))
 
-    async def _ask_again(self, session: ClientSession | None,
+    async def _ask_again(self, session: ClientSession | None, rid: Any,
                          again: tuple[Any, asyncio.Future[dict[str, Any]]]) -> None:
         runner = self.runner
-        rid, (params, shared) = (runner.record.open_question or {}).get("id"), again
+        params, shared = again
         if session is None or not isinstance(rid, (int, str)) or not isinstance(params, dict):
             log.info("operation %s: the session its open question came in is gone, and the question with it",
                      runner.id)
