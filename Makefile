@@ -1,11 +1,19 @@
 # Two entry points for people: `make run` (the app on its built-in lab server) and
-# `make test` (the whole suite, real peers included). Everything else is plumbing.
+# `make test` (the suite but its slow tier, real peers included, in about ten minutes).
+# `make test-all` adds the slow tier (tests/README.md says what is in it). Everything else
+# is plumbing.
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PEERS := tests/peers
 
-.PHONY: run test lint fuzz soak setup app-setup peers sysdeps bench clean
+.PHONY: run test test-all test-slow lint fuzz soak setup app-setup peers sysdeps bench clean
+
+# The suite mostly waits on real processes (servers, agents, the network cut and restored),
+# so it runs on more workers than the machine has cores; tests that share machine-wide state
+# are kept on one worker by their xdist_group (--dist loadgroup).
+PYTEST_WORKERS ?= 4
+XDIST := -n $(PYTEST_WORKERS) --dist loadgroup
 
 # The window needs the app alone: no test peers, linters or packaging tools.
 run: app-setup sysdeps
@@ -13,7 +21,15 @@ run: app-setup sysdeps
 
 # Lint first: a finding fails the run before the suite starts.
 test: setup lint peers sysdeps
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest $(XDIST) -m "not slow" $(PYTEST_ARGS)
+
+# Everything, the slow tier included.
+test-all: setup lint peers sysdeps
+	$(PY) -m pytest $(XDIST) $(PYTEST_ARGS)
+
+# The slow tier alone (CI runs it after `make test`: together they are `make test-all`).
+test-slow: setup peers sysdeps
+	$(PY) -m pytest $(XDIST) -m slow $(PYTEST_ARGS)
 
 # ruff over the whole tree, mypy over hostapp/ (both configured in pyproject.toml).
 lint: setup

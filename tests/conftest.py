@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.agents import agent_processes
-from tests.support.keyring_daemon import missing_programs, start_keyring_daemon
+from tests.support.agents import Agents, agent_processes, agents_fixture
+from tests.support.keyring_daemon import KeyringDaemon, missing_programs, private_keyring
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 # An agent that a command starts on demand (every `hostapp call` in a test starts one) exits
@@ -36,17 +36,30 @@ def _agents_left(root: Path) -> list[tuple[int, str]]:
 
 
 @pytest.fixture(scope="session")
-def keyring_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
-    """Environment for host processes that use gnome-keyring on a private D-Bus session bus
-    (what resumes an operation after a restart is kept there; no person's keyring is touched)."""
+def real_keyring(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KeyringDaemon]:
+    """The OS keyring of the tests: gnome-keyring on a private D-Bus session bus, one per
+    pytest process (each xdist worker has its own), shared by its tests: every home is a
+    scope of its own in it. This process uses it too while it runs; ``daemon.env`` is what a
+    subprocess needs to use it (no person's keyring is touched)."""
     missing = missing_programs()
     if missing:
-        pytest.skip(f"the private keyring needs {', '.join(missing)} (Debian: dbus, gnome-keyring)")
-    daemon = start_keyring_daemon(tmp_path_factory.mktemp("keyring"))
-    try:
-        yield dict(daemon.env)
-    finally:
-        daemon.stop()
+        pytest.fail(f"the tests need {', '.join(missing)} for a private keyring (Debian: dbus, gnome-keyring; "
+                    "`make sysdeps` installs them)", pytrace=False)
+    with private_keyring(tmp_path_factory.mktemp("keyring")) as daemon:
+        yield daemon
+
+
+@pytest.fixture(scope="session")
+def keyring_env(real_keyring: KeyringDaemon) -> dict[str, str]:
+    """Environment for host processes that use the tests' private keyring (what resumes an
+    operation after a restart is kept there)."""
+    return dict(real_keyring.env)
+
+
+@pytest.fixture
+def agents(isolated_home: Path, real_keyring: KeyringDaemon) -> Iterator[Agents]:
+    """Owner processes of the test's home, always stopped whatever the test did to them."""
+    yield from agents_fixture(isolated_home, real_keyring)
 
 
 @pytest.fixture(autouse=True)

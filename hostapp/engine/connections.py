@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from hostapp.engine.session import ClientHandlers, ClientSession
 from hostapp.protocol.eras import ServerInfo
+from hostapp.protocol.timing import DEFAULT_TIMING, Timing
 from hostapp.transport.base import StreamHabits, Transport, TransportError
 
 if TYPE_CHECKING:
@@ -41,11 +42,11 @@ def resolve_secrets(refs: dict[str, str], secret_store: SecretStore | None) -> d
 
 def make_transport(cfg: ServerConfig, secret_store: SecretStore | None = None, *, session_id: str | None = None,
                    protocol_version: str | None = None, standalone_stream: bool = True,
-                   habits: StreamHabits | None = None) -> Transport:
+                   habits: StreamHabits | None = None, timing: Timing = DEFAULT_TIMING) -> Transport:
     """Build the transport a server configuration describes (not yet connected).
 
     ``habits``: what is known of the server's streams (``hostapp.transport.base.StreamHabits``),
-    shared by the transports of one server."""
+    shared by the transports of one server; ``timing``: how long its waits last."""
     if cfg.transport == "stdio":
         from hostapp.transport.stdio import StdioTransport
 
@@ -62,7 +63,7 @@ def make_transport(cfg: ServerConfig, secret_store: SecretStore | None = None, *
         headers = dict(cfg.headers or {})
         headers.update(resolve_secrets(dict(cfg.secret_headers or {}), secret_store))
         return StreamableHttpTransport(cfg.url, headers, session_id=session_id, protocol_version=protocol_version,
-                                       standalone_stream=standalone_stream, habits=habits,
+                                       standalone_stream=standalone_stream, habits=habits, timing=timing,
                                        auth=server_auth(cfg, headers, secret_store))
     raise TransportError(f"unknown transport {cfg.transport!r} for server {cfg.name!r}")
 

@@ -21,6 +21,7 @@ from hostapp.engine.routing import RequestRouting
 from hostapp.engine.session import ClientSession
 from hostapp.engine.supervisor import ServerConnection
 from hostapp.protocol.jsonrpc import RequestId
+from hostapp.protocol.timing import Timing
 
 if TYPE_CHECKING:
     from hostapp.engine.runner import OperationRunner
@@ -36,12 +37,13 @@ class EngineContext:
     """
 
     def __init__(self, *, journal: Callable[[], OperationJournal], listener: api.EngineListener,
-                 clock: Callable[[], float], handles: HandleKeeper, routing: RequestRouting,
+                 clock: Callable[[], float], timing: Timing, handles: HandleKeeper, routing: RequestRouting,
                  contacts: FirstContactGate, questions: QuestionDesk,
                  connection: Callable[[str], ServerConnection]):
         self._journal = journal
         self.listener = listener
         self.clock = clock
+        self.timing = timing
         self.handles = handles
         self.routing = routing
         self.contacts = contacts

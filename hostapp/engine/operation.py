@@ -24,6 +24,7 @@ from hostapp.engine.session import ClientSession
 from hostapp.engine.supervisor import ServerConnection
 from hostapp.mechanisms.base import Mechanism
 from hostapp.protocol.jsonrpc import RequestId
+from hostapp.protocol.timing import Timing
 from hostapp.store.status import TERMINAL, OperationStatus
 from hostapp.transport.base import BUSY_STATUSES, HttpStatusError
 
@@ -54,16 +55,13 @@ QUESTION_EXPIRED = "the server's question expired while hostapp was closed"
 #: without: once a server answers "method not found", they are not sent to it again.
 OPTIONAL_METHODS = frozenset({"subscriptions/listen"})
 
-#: Pause before an operation asks again after its request was answered 408 or 429.
-BUSY_RETRY_SECONDS = 2.0
-
 #: Longest a cancel waits for the server's answer to its cancel request (seconds); the
 #: cancel goes on after that, its answer shown when it comes.
 CANCEL_ANSWER_SECONDS = 15.0
 
 
 def server_busy(exc: Exception) -> bool:
-    """The server refused a request for now (HTTP 408 or 429): ask again after BUSY_RETRY_SECONDS."""
+    """The server refused a request for now (HTTP 408 or 429): ask again after ``timing.busy_retry``."""
     return isinstance(exc, HttpStatusError) and exc.status in BUSY_STATUSES
 
 
@@ -72,6 +70,8 @@ class RunnerContext(Protocol):
 
     #: True while the host quits: nothing an operation would do then is acted on.
     stopping: bool
+    #: How long the engine's waits last.
+    timing: Timing
 
     @property
     def journal(self) -> OperationJournal: ...
@@ -183,4 +183,4 @@ def mechanism_for(conn: ServerConnection, tool: str | None) -> Mechanism:
     info = conn.info
     era = info.era if info else "handshake"
     caps = info.capabilities if info else {}
-    return mechanisms.start_mechanism(era, caps, tool_def, conn.cfg.transport)
+    return mechanisms.start_mechanism(era, caps, tool_def, conn.cfg.transport).use_timing(conn.timing)

@@ -33,7 +33,6 @@ from hostapp.engine.budget import POLL_METHODS
 from hostapp.engine.handles import wrap_secret
 from hostapp.engine.kept_question import KeptQuestion
 from hostapp.engine.operation import (
-    BUSY_RETRY_SECONDS,
     CANCEL_ANSWER_SECONDS,
     OPTIONAL_METHODS,
     PLAIN_REQUEST_MECHANISMS,
@@ -508,7 +507,7 @@ class OperationRunner:
                 # A rate limit or timeout on a poll says nothing about the connection:
                 # this operation asks again after a pause (within the poll budget), the
                 # others go on; no reconnect, no re-attaching of every operation.
-                self.spawn(self._resume_after(BUSY_RETRY_SECONDS))
+                self.spawn(self._resume_after(ctx.timing.busy_retry))
                 return
             stream_only = isinstance(exc, ConnectionLost) and original and session.state == "ready"
             await self._request_lost(session, exc, stream_only=stream_only)

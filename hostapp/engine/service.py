@@ -53,6 +53,7 @@ from hostapp.engine.session import ClientSession
 from hostapp.engine.supervisor import ServerConnection
 from hostapp.engine.traffic import ServerTraffic
 from hostapp.protocol.jsonrpc import IdAllocator
+from hostapp.protocol.timing import Timing
 from hostapp.store.status import TERMINAL, OperationStatus
 from hostapp.transport.base import TransportError
 
@@ -94,9 +95,12 @@ class Engine:
 
     def __init__(self, home: Path, listener: api.EngineListener | None = None, *,
                  journal: OperationJournal | None = None, secrets: SecretStore | None = None,
-                 clock: Callable[[], float] = time.time, connect: bool = True):
+                 clock: Callable[[], float] = time.time, timing: Timing | None = None, connect: bool = True):
         self.home = Path(home)
         self.clock = clock
+        # How long the engine's waits last (polls, back-off, retries): the product's own,
+        # unless the environment names a time scale (HOSTAPP_TIME_SCALE, for the tests).
+        self.timing = Timing.from_environment() if timing is None else timing
         self._journal = journal
         self._connect = connect
         # the records Engine.start is restoring (their request ids are taken)
@@ -107,7 +111,7 @@ class Engine:
         self._handles = HandleKeeper(self.home, secrets, lambda kind, message: self.listener.problem(kind, message))
         self._questions = QuestionDesk(lambda: self.journal, lambda: self.listener)
         self._context = EngineContext(
-            journal=lambda: self.journal, listener=listener or _NullListener(), clock=clock,
+            journal=lambda: self.journal, listener=listener or _NullListener(), clock=clock, timing=self.timing,
             handles=self._handles, routing=self._routing, contacts=self._contacts,
             questions=self._questions, connection=self._connection)
         self._started = False
@@ -262,6 +266,7 @@ class Engine:
             on_change=self.listener.server_changed,
             on_ready=self._on_ready,
             request_ids=lambda: self._request_ids(cfg.name),
+            timing=self.timing,
         )
         self.connections[cfg.name] = conn
         conn.start()
@@ -468,6 +473,7 @@ class Engine:
         except (ValueError, KeyError) as exc:
             log.warning("operation %s cannot be restored: %s", record.id, exc)
             mech = mechanisms.restore_mechanism({"mechanism": "direct", "method": record.method, "phase": "sent"}, None)
+        mech.use_timing(self.timing)
         # committed_secret: what the keyring holds under its handle_ref (unknown when a
         # position replaced it: the next quit or commit writes it anew).
         runner = OperationRunner(self._context, record, mech, http_session=http_session,

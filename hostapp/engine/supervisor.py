@@ -34,6 +34,7 @@ from hostapp.engine.session import ClientHandlers, ClientSession, StrayAnswer
 from hostapp.protocol import eras
 from hostapp.protocol.eras import ServerInfo
 from hostapp.protocol.jsonrpc import IdAllocator, RpcError
+from hostapp.protocol.timing import DEFAULT_TIMING, Timing
 from hostapp.transport.base import BUSY_STATUSES, HttpStatusError, StreamHabits, TransportError
 
 if TYPE_CHECKING:
@@ -76,14 +77,16 @@ class ServerConnection:
                  on_change: Callable[[api.ServerView], None],
                  on_ready: Callable[[ServerConnection, ClientSession], Awaitable[None]],
                  backoff: Backoff | None = None,
-                 request_ids: Callable[[], IdAllocator] = IdAllocator):
+                 request_ids: Callable[[], IdAllocator] = IdAllocator,
+                 timing: Timing = DEFAULT_TIMING):
         self.cfg = cfg
         self.secret_store = secret_store
         self.handlers_factory = handlers_factory
         self.capabilities = capabilities
         self.on_change = on_change
         self.on_ready = on_ready
-        self.backoff = backoff or Backoff()
+        self.timing = timing
+        self.backoff = backoff or Backoff(base=timing.reconnect_base, cap=timing.reconnect_cap)
         # Each session's request ids: never those of another operation of this server,
         # whichever process or lifetime sent it (the engine reserves them in the journal).
         self.request_ids = request_ids
@@ -191,7 +194,7 @@ class ServerConnection:
     async def _adopt_side_session(self, session_id: str, protocol_version: str) -> ClientSession:
         transport = make_transport(self.cfg, self.secret_store, session_id=session_id,
                                    protocol_version=protocol_version, standalone_stream=False,
-                                   habits=self.stream_habits)
+                                   habits=self.stream_habits, timing=self.timing)
         # Its handlers and requests are told apart from the other sessions' by its id:
         # requests of different earlier processes may share a JSON-RPC id.
         session = ClientSession(transport, _Watcher(self.handlers_factory(self, scope=session_id), self),
@@ -352,7 +355,7 @@ class ServerConnection:
 
     async def _connect_once(self) -> None:
         self._lost.clear()
-        transport = make_transport(self.cfg, self.secret_store, habits=self.stream_habits)
+        transport = make_transport(self.cfg, self.secret_store, habits=self.stream_habits, timing=self.timing)
         handlers = self.handlers_factory(self)
         session = ClientSession(transport, _LossWatcher(handlers, self), capabilities=self.capabilities,
                                 ids=self.request_ids())

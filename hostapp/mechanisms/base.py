@@ -26,6 +26,7 @@ from hostapp.mechanisms.actions import (
     Unknown,
 )
 from hostapp.protocol.jsonrpc import INVALID_PARAMS
+from hostapp.protocol.timing import DEFAULT_TIMING, Timing
 
 #: Every concrete mechanism by ``name``, for ``restore_mechanism``.
 MECHANISMS: dict[str, type[Mechanism]] = {}
@@ -42,9 +43,6 @@ PHASES = (NEW, SENT, HELD, AWAITING_INPUT, CANCELLING, DONE)
 NEVER_SENT = "the host stopped before the request was sent; it never ran"
 CANCELLED_BEFORE_SENT = "cancelled before the request was sent; it never ran"
 
-#: Poll delay when the server gives none, and the ceiling for error back-off (seconds).
-DEFAULT_POLL_SECONDS = 2.0
-MAX_BACKOFF_SECONDS = 60.0
 
 
 def register(cls: type[Mechanism]) -> type[Mechanism]:
@@ -150,7 +148,15 @@ class Mechanism(ABC):
         # ``expire()`` a reasonable call, and the next poll may still succeed.
         self.expires_at: float | None = None
         self.failures = 0  # consecutive failed polls, for back-off
+        # How long this mechanism's waits last (polls, back-off, retries): not journaled,
+        # given by whoever runs it (use_timing), the product's defaults until then.
+        self.timing: Timing = DEFAULT_TIMING
         self._load_state({}, None)
+
+    def use_timing(self, timing: Timing) -> Self:
+        """Wait by ``timing`` from now on; returns self."""
+        self.timing = timing
+        return self
 
     # ------------------------------------------------------------------ interface
 
@@ -301,6 +307,7 @@ class Mechanism(ABC):
         self.status = other.status
         self.progress_high = other.progress_high
         self.sent_at = other.sent_at
+        self.timing = other.timing
         self._load_state({}, None)
         return self
 
@@ -386,9 +393,9 @@ class Mechanism(ABC):
     def _poll_at(self, now: float, interval: float | None) -> float:
         """When to poll next: the server's interval, else a default, stretched by
         back-off after consecutive failures."""
-        base = interval if interval is not None and interval > 0 else DEFAULT_POLL_SECONDS
+        base = interval if interval is not None and interval > 0 else self.timing.poll
         if self.failures:
-            base = min(MAX_BACKOFF_SECONDS, base * (2 ** self.failures))
+            base = min(self.timing.poll_backoff_cap, base * (2 ** self.failures))
         return now + base
 
     def _deliver_call_error(self, error: dict[str, Any]) -> list[Action]:

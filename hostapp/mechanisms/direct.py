@@ -10,10 +10,11 @@ offered mechanism (its *carrier*), so the engine keeps one object per operation.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Self
 
 from hostapp.mechanisms.actions import Action, CommitHandle, Deliver, Unknown
 from hostapp.mechanisms.base import ADOPTER_KEY, MECHANISMS, SENT, Mechanism, register, restore_mechanism
+from hostapp.protocol.timing import Timing
 
 RESUME_POLICY = "notifications/requests/resumePolicy"
 STREAM_CREATE = "notifications/stream/create"
@@ -190,6 +191,11 @@ class DirectRequest(Mechanism):
         self.carrier = carrier
         self._mirror(carrier)
         return self
+
+    def use_timing(self, timing: Timing) -> Self:
+        if self.carrier is not None:
+            self.carrier.use_timing(timing)
+        return super().use_timing(timing)
 
     def secret(self) -> str | None:
         return self.carrier.secret() if self.carrier else None

@@ -22,17 +22,9 @@ from hostapp.mechanisms.actions import (
 )
 from hostapp.mechanisms.base import HELD, SENT, Mechanism, register
 
-#: Wait before reconnecting when the server sent no ``retry`` (milliseconds).
-DEFAULT_RETRY_MS = 1000
-#: Ceiling of the back-off between failed reconnects (seconds).
-MAX_RECONNECT_DELAY_SECONDS = 30.0
 #: How many reconnections in a row may fail (refused, or given up by the transport after
 #: its own attempts) before the operation ends as unknown: nothing else would end it.
 MAX_FAILED_RECONNECTS = 8
-#: A stream's newest event id is committed at most this often (seconds of the stream's
-#: own time). It bounds what a restart replays: a stream resumed from its first event
-#: id after an hour would replay the whole hour, for every stream, at every start-up.
-COMMIT_EVERY_SECONDS = 30.0
 
 
 @register
@@ -43,9 +35,11 @@ class HttpStreamResumption(Mechanism):
     wait ``retry`` ms (doubling after failed reconnects), then ResumeSseStream; after
     MAX_FAILED_RECONNECTS failed ones in a row, unknown.
     The first event id is committed at once; later ones are held in memory and
-    committed on a break and every COMMIT_EVERY_SECONDS while events come, since
-    replaying a little more after a quit or a crash is harmless (progress stays
-    monotonic and a result is delivered once) and a keyring write per event is not.
+    committed on a break and every ``timing.commit_every`` seconds of the stream's own
+    time while events come, since replaying a little more after a quit or a crash is
+    harmless (progress stays monotonic and a result is delivered once) and a keyring
+    write per event is not; the interval bounds what a restart replays (a stream resumed
+    from its first event id after an hour would replay the whole hour).
     Secret: the last event id.
     """
 
@@ -79,7 +73,7 @@ class HttpStreamResumption(Mechanism):
             return [self._commit()]
         if self.committed_at is None:
             self.committed_at = now  # restored: the journal's id is recent enough for now
-        elif now - self.committed_at >= COMMIT_EVERY_SECONDS:
+        elif now - self.committed_at >= self.timing.commit_every:
             self.committed_at = now
             return [self._commit()]
         return []
@@ -91,9 +85,9 @@ class HttpStreamResumption(Mechanism):
         return [Deliver(error=error)] if method == self.method else []
 
     def _delay(self) -> float:
-        base = (self.retry_ms if self.retry_ms is not None else DEFAULT_RETRY_MS) / 1000
+        base = self.retry_ms / 1000 if self.retry_ms is not None else self.timing.sse_retry
         if self.failures:
-            base = min(MAX_RECONNECT_DELAY_SECONDS, max(base, 0.5) * (2 ** self.failures))
+            base = min(self.timing.reconnect_cap, max(base, self.timing.reconnect_base) * (2 ** self.failures))
         return base
 
     def _on_disconnect(self, now: float, session_lost: bool) -> list[Action]:

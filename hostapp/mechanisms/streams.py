@@ -22,7 +22,6 @@ from hostapp.mechanisms.actions import (
     Unknown,
 )
 from hostapp.mechanisms.base import (
-    DEFAULT_POLL_SECONDS,
     HELD,
     SENT,
     Mechanism,
@@ -33,8 +32,6 @@ from hostapp.protocol.jsonrpc import METHOD_NOT_FOUND
 STREAM_CREATE = "notifications/stream/create"
 STREAM_END = "notifications/stream/end"
 
-#: Wait between resume attempts when the server's ``min`` is zero (seconds).
-MIN_RETRY_SECONDS = 1.0
 #: Resumes in a row that answered without the response and brought no progress, before
 #: the operation ends unknown. Only a server without ``stream/poll`` gets that far: with
 #: it, the poll after each such resume tells a stream still at work from one whose
@@ -102,12 +99,13 @@ class StreamRequest(Mechanism):
     def _next_attempt(self, now: float) -> float:
         """No earlier than ``min`` after the break, and, however long the back-off,
         before the server may abandon the stream."""
-        delay = max(self.min_s, MIN_RETRY_SECONDS * (2.0 ** self.failures))
+        retry = self.timing.stream_retry  # between attempts when the server's ``min`` is zero
+        delay = max(self.min_s, retry * (2.0 ** self.failures))
         at = max(now + delay, self.not_before or now)
         deadline = self._deadline()
-        if deadline is not None and now + MIN_RETRY_SECONDS < deadline <= at:
+        if deadline is not None and now + retry < deadline <= at:
             # Halve the time left rather than miss the deadline; ``min`` still rules.
-            at = max(self.not_before or now, now + max(MIN_RETRY_SECONDS / 2, (deadline - now) / 2))
+            at = max(self.not_before or now, now + max(retry / 2, (deadline - now) / 2))
         return at
 
     def _contact(self, now: float) -> None:
@@ -164,7 +162,7 @@ class StreamRequest(Mechanism):
             if self.empty_resumes >= MAX_EMPTY_RESUMES:
                 return [Unknown(f"the stream was resumed {self.empty_resumes} times in a row without "
                                 "bringing the response or any progress")]
-            self.not_before = now + max(self.min_s, DEFAULT_POLL_SECONDS)
+            self.not_before = now + max(self.min_s, self.timing.poll)
             self.resume_wanted = True
             return [MarkStatus("working"), SendRequest("stream/poll", {"streamId": self.stream_id})]
         return []

@@ -10,18 +10,18 @@ session and no resumption; instead each request mirrors its method and name into
 
 A resumed stream that then stays silent is asked for again: the client closes it and sends
 another GET with the newest ``Last-Event-ID``, after a silence that doubles up to
-MAX_BACKOFF_SECONDS. The specification expects the server to go on sending the request's
+the reconnect cap of its timing. The specification expects the server to go on sending the request's
 later messages on the resumed connection, but some servers replay what is stored and then
 write nothing more to it (server-everything: its event store answers the replay with an
 event id where the SDK expects the stream id, so the SDK files the new connection under
 the wrong stream); what the request sends later, its response included, is only stored,
 and reaches the client by the next replay. Once a server has sent an event on a resumed
 connection well after the replay (a live one), it is known to deliver, and its resumed
-streams may stay silent for LIVE_RESUMED_SILENCE_SECONDS: thousands of streams resumed
+streams may stay silent for that cap: thousands of streams resumed
 after a restart, of a tool that reports every few seconds, are then not each asked for
 again while they wait for their next step. The streams are read and resumed in
-hostapp.transport.http_streams (where these limits live); this module sends, keeps the
-session and builds the headers.
+hostapp.transport.http_streams; their waits are the transport's ``timing``
+(hostapp.protocol.timing). This module sends, keeps the session and builds the headers.
 
 Secrets: the session id and the configured headers (they may hold tokens) never appear in
 exception text or logs; URLs in messages are shown without their query string.
@@ -34,6 +34,7 @@ import importlib.util
 import logging
 import sys
 from collections.abc import Mapping
+from types import EllipsisType
 from typing import Any
 
 import httpx
@@ -59,6 +60,7 @@ from hostapp.protocol.jsonrpc import (
     encode,
     parse,
 )
+from hostapp.protocol.timing import DEFAULT_TIMING, Timing
 from hostapp.transport.base import (
     ConnectionLost,
     HttpStatusError,
@@ -78,8 +80,6 @@ from hostapp.transport.http_streams import (
     ACCEPT_SSE,
     ANSWERS,
     DEFAULT_MAX_RESUME_ATTEMPTS,
-    DEFAULT_RESUMED_SILENCE_SECONDS,
-    LIVE_EVENT_GAP_SECONDS,
     SseStreams,
 )
 from hostapp.transport.pool import client_with_pool
@@ -155,9 +155,10 @@ class StreamableHttpTransport(SseStreams, Transport):
         stateless: bool = False,
         client: httpx.AsyncClient | None = None,
         standalone_stream: bool = True,
-        default_retry_ms: int = 1000,
+        timing: Timing = DEFAULT_TIMING,
+        default_retry_ms: int | None = None,
         max_resume_attempts: int = DEFAULT_MAX_RESUME_ATTEMPTS,
-        resumed_silence_seconds: float | None = DEFAULT_RESUMED_SILENCE_SECONDS,
+        resumed_silence_seconds: float | EllipsisType | None = ...,
         auth: httpx.Auth | None = None,
         habits: StreamHabits | None = None,
         max_message_bytes: int = MAX_MESSAGE_BYTES,
@@ -175,11 +176,14 @@ class StreamableHttpTransport(SseStreams, Transport):
         # Signs requests in (OAuth, see hostapp.auth); only used for a client made here.
         self._auth = auth
         self.standalone_stream = standalone_stream
-        self.default_retry_ms = default_retry_ms
+        # The waits come from ``timing``; a test may set one of them alone.
+        self.timing = timing
+        self.default_retry_ms = round(timing.sse_retry * 1000) if default_retry_ms is None else default_retry_ms
         self.max_resume_attempts = max_resume_attempts
         # None: a resumed stream is held however long it stays silent.
-        self.resumed_silence_seconds = resumed_silence_seconds
-        self.live_event_gap_seconds = LIVE_EVENT_GAP_SECONDS
+        self.resumed_silence_seconds = timing.resumed_silence if resumed_silence_seconds is ... \
+            else resumed_silence_seconds
+        self.live_event_gap_seconds = timing.live_event_gap
         self.habits = habits or StreamHabits()
         #: The most one message from the server may hold (a JSON body, an SSE event or
         #: line), enforced while it is read: a server that sends more is refused before it

@@ -28,6 +28,7 @@ from hostapp.protocol.jsonrpc import (
     Response,
     parse,
 )
+from hostapp.protocol.timing import Timing
 from hostapp.transport.base import (
     ConnectionLost,
     HttpStatusError,
@@ -43,17 +44,16 @@ log = logging.getLogger("hostapp.transport.http")
 
 #: How many reconnections in a row may fail before a dropped stream is given up.
 DEFAULT_MAX_RESUME_ATTEMPTS = 8
-#: Upper bound of the back-off between failed reconnections, in seconds.
-MAX_BACKOFF_SECONDS = 30.0
-#: How long a resumed stream may carry no event before it is asked for again (seconds);
-#: doubled after each silence, up to MAX_BACKOFF_SECONDS.
-DEFAULT_RESUMED_SILENCE_SECONDS = 2.0
-#: An event that reaches a resumed connection this long after the connection opened or
-#: after its previous event was sent live, not replayed (a replay is written at once).
-LIVE_EVENT_GAP_SECONDS = 1.0
-#: Once a server has been seen sending live events on a resumed connection, its resumed
-#: streams may stay silent this long before they are asked for again (seconds).
-LIVE_RESUMED_SILENCE_SECONDS = MAX_BACKOFF_SECONDS
+# The waits (hostapp.protocol.timing.Timing, the transport's ``timing``):
+# - ``reconnect_cap``: upper bound of the back-off between failed reconnections; also how
+#   long the resumed streams of a server seen sending live events on resumed connections
+#   may stay silent before they are asked for again;
+# - ``resumed_silence``: how long a resumed stream may carry no event before it is asked
+#   for again, doubled after each silence up to ``reconnect_cap`` (None: for ever);
+# - ``live_event_gap``: an event that reaches a resumed connection this long after the
+#   connection opened or after its previous event was sent live, not replayed (a replay
+#   is written at once);
+# - ``sse_retry``: before reconnecting when the server sent no ``retry``.
 #: Statuses that refuse a resumption only for now: a gateway or a restarting server, or
 #: (409) a server that still holds the stream's previous connection, which it notices
 #: is gone a moment later.
@@ -89,15 +89,15 @@ class _StreamState:
     def retry_seconds(self, default_ms: int) -> float:
         return (self.retry_ms if self.retry_ms is not None else default_ms) / 1000
 
-    def quieter(self) -> None:
+    def quieter(self, cap: float) -> None:
         """A resumed connection fell silent: allow twice the silence next time, up to
-        MAX_BACKOFF_SECONDS, whether or not it brought news before falling silent. (Going
+        ``cap``, whether or not it brought news before falling silent. (Going
         back to the first allowance after news made a server whose events come further
         apart than it be asked for the stream again after every event: with 2,500
         streams of a progress step every 5 s, hundreds of reconnections a second.)"""
         if self.silence is None:
             return
-        self.silence = min(max(self.silence * 2, self._first_silence or 0.0), MAX_BACKOFF_SECONDS)
+        self.silence = min(max(self.silence * 2, self._first_silence or 0.0), cap)
 
 
 def _unreadable_answer(state: _StreamState, request_id: RequestId) -> InvalidAnswer:
@@ -114,6 +114,7 @@ class SseStreams:
     """
 
     listener: TransportListener
+    timing: Timing
     habits: StreamHabits
     max_message_bytes: int
     default_retry_ms: int
@@ -163,7 +164,7 @@ class SseStreams:
                 if silence is not None:
                     def watch() -> None:
                         nonlocal watchdog
-                        allowed = max(silence, LIVE_RESUMED_SILENCE_SECONDS) if habits.live_after_resume \
+                        allowed = max(silence, self.timing.reconnect_cap) if habits.live_after_resume \
                             else silence
                         if last_news + allowed > loop.time():
                             watchdog = loop.call_at(last_news + allowed, watch)
@@ -248,7 +249,7 @@ class SseStreams:
                 "event id to resume from"))
             return
         if end is _StreamEnd.SILENT:
-            state.quieter()
+            state.quieter(self.timing.reconnect_cap)
         error = await self._resume_until_done(request_id, state)
         if error is not None and not self._closing:
             self.listener.on_request_lost(request_id, error)
@@ -258,7 +259,7 @@ class SseStreams:
         it gave up.
 
         The server's ``retry`` is waited exactly before each reconnection; only after a
-        reconnection failed does the wait grow (doubling, up to MAX_BACKOFF_SECONDS). A
+        reconnection failed does the wait grow (doubling, up to ``timing.reconnect_cap``). A
         resumed connection that stays silent is no failure (the server took it), so it is
         asked for again without end, only less often while nothing new comes.
         """
@@ -273,7 +274,7 @@ class SseStreams:
                 failures += 1
                 if failures >= self.max_resume_attempts:
                     return ConnectionLost(f"gave up resuming the stream after {failures} attempts: {exc}")
-                delay = min(max(retry_delay, delay) * 2, MAX_BACKOFF_SECONDS)
+                delay = min(max(retry_delay, delay) * 2, self.timing.reconnect_cap)
                 continue
             if response.status_code >= 400:
                 try:
@@ -283,7 +284,7 @@ class SseStreams:
                     if exc.status in RESUME_LATER_STATUSES:
                         failures += 1
                         if failures < self.max_resume_attempts:
-                            delay = min(max(retry_delay, delay) * 2, MAX_BACKOFF_SECONDS)
+                            delay = min(max(retry_delay, delay) * 2, self.timing.reconnect_cap)
                             continue
                     return exc
                 return HttpStatusError(response.status_code, "resumption refused")
@@ -299,7 +300,7 @@ class SseStreams:
             brought_news = state.last_event_id != seen_before
             if end is _StreamEnd.SILENT:
                 failures = 0
-                state.quieter()
+                state.quieter(self.timing.reconnect_cap)
                 log.debug("resumed stream of %s silent; asking for it again", self._display_url)
             elif brought_news:
                 failures = 0  # progress was made: this was a new drop, not a failing server
@@ -332,7 +333,7 @@ class SseStreams:
                     log.info("standalone stream of %s given up%s", self._display_url,
                              f": HTTP {status}" if status is not None else "")
                     return
-                await asyncio.sleep(min(self.default_retry_ms / 1000 * 2 ** failures, MAX_BACKOFF_SECONDS))
+                await asyncio.sleep(min(self.default_retry_ms / 1000 * 2 ** failures, self.timing.reconnect_cap))
                 continue
             if status >= 400:
                 await response.aclose()

@@ -10,12 +10,6 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.support.keyring_daemon import (
-    KeyringDaemon,
-    missing_programs,
-    private_keyring,
-)
-
 SERVER_SCRIPT = Path(__file__).resolve().parents[1] / "support" / "oauth_test_server.py"
 
 
@@ -54,13 +48,3 @@ def oauth_server() -> Iterator[OAuthTestServer]:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
-
-
-@pytest.fixture(scope="session")
-def real_keyring(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KeyringDaemon]:
-    """gnome-keyring on a private session bus: tokens go where they go in the app."""
-    missing = missing_programs()
-    if missing:
-        pytest.fail(f"the auth tests need {', '.join(missing)} (Debian: gnome-keyring dbus)", pytrace=False)
-    with private_keyring(tmp_path_factory.mktemp("auth-keyring")) as daemon:
-        yield daemon

@@ -16,6 +16,7 @@ REPO = Path(__file__).resolve().parents[2]
 SECTIONS = {"intake", "journal", "window", "startup", "resume"}
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(240)
 def test_smoke_run_reports_every_section(tmp_path: Path) -> None:
     output = tmp_path / "smoke.json"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -10,15 +11,21 @@ from typing import Any
 import pytest
 
 from hostapp.engine import api
+from hostapp.protocol.timing import Timing
 from hostapp.store.journal import ServerConfig
 from tests.support.faults import LabProcess
-from tests.support.keyring_daemon import KeyringDaemon, private_keyring
 
 
-@pytest.fixture(scope="session")
-def real_keyring(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KeyringDaemon]:
-    with private_keyring(tmp_path_factory.mktemp("engine-keyring")) as daemon:
-        yield daemon
+@pytest.fixture
+def engine_timing(monkeypatch: pytest.MonkeyPatch):
+    """``engine_timing(commit_every=3600.0)``: every Engine the test builds without a timing
+    of its own waits by the environment's timing with these changes (as if the
+    environment named them); returns that timing."""
+    def use(**changes: float) -> Timing:
+        timing = dataclasses.replace(Timing.from_environment(), **changes)
+        monkeypatch.setattr(Timing, "from_environment", classmethod(lambda cls, environ=None: timing))
+        return timing
+    return use
 
 
 @pytest.fixture

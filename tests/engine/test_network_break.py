@@ -13,7 +13,6 @@ from hostapp.engine import api
 from hostapp.engine.service import Engine
 from hostapp.engine.supervisor import ServerConnection
 from hostapp.lab.state import execution_count
-from hostapp.mechanisms import http_resumption
 from hostapp.store.journal import OperationJournal, ServerConfig
 from tests.engine.conftest import Recorder
 from tests.support.faults import LoopbackProxy
@@ -206,12 +205,12 @@ async def test_a_restarted_host_goes_on_when_that_session_is_gone(isolated_home,
 
 
 async def test_streams_adopted_after_a_restart_stay_in_their_session(isolated_home, lab, proxy, real_keyring,
-                                                                    monkeypatch):
+                                                                    engine_timing):
     # Two SSE streams of one earlier session are adopted by a restarted host; each commits
     # its newest event id with the session the stream lives in (the adopted one, not the
     # new host's own). So the shorter one ending leaves that session to the longer one,
     # and another restart still finds the longer one's stream.
-    monkeypatch.setattr(http_resumption, "COMMIT_EVERY_SECONDS", 0.5)  # commit while the test runs
+    engine_timing(commit_every=0.5)  # commit while the test runs
     engine = await start_engine(isolated_home, Recorder(), proxy)
     short = await engine.start_call("lab", "long_sse", {"seconds": 3, "steps": 6})
     long = await engine.start_call("lab", "long_sse", {"seconds": 10, "steps": 20})

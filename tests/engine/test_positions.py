@@ -10,7 +10,6 @@ import pytest
 from hostapp.engine import api
 from hostapp.engine.service import Engine
 from hostapp.lab.state import execution_count
-from hostapp.mechanisms import http_resumption
 from hostapp.protocol.jsonrpc import IdAllocator
 from tests.engine.conftest import Recorder, lab_server
 from tests.engine.test_engine import finished, run_engine
@@ -28,8 +27,8 @@ def seq(event_id: str) -> int:
     return int(event_id.rsplit(":", 1)[1])  # the lab's ids: "<stream>:<seq>"
 
 
-async def test_a_clean_quit_keeps_stream_positions(isolated_home, lab, real_keyring, monkeypatch):
-    monkeypatch.setattr(http_resumption, "COMMIT_EVERY_SECONDS", 3600.0)  # only the first id is committed
+async def test_a_clean_quit_keeps_stream_positions(isolated_home, lab, real_keyring, engine_timing):
+    engine_timing(commit_every=3600.0)  # only the first id is committed
     engine = await run_engine(isolated_home, Recorder())
     await engine.add_server(lab_server(lab, version="2025-11-25"))
     await engine.connected("lab")
@@ -56,12 +55,12 @@ async def test_a_clean_quit_keeps_stream_positions(isolated_home, lab, real_keyr
     assert execution_count(lab.state_file, "long_sse") == 1
 
 
-async def test_a_position_for_an_older_handle_is_not_used(isolated_home, lab, real_keyring, monkeypatch):
+async def test_a_position_for_an_older_handle_is_not_used(isolated_home, lab, real_keyring, engine_timing):
     """A position names the handle it extends; once the operation committed another, the
     position no longer applies (it may belong to a stream that is gone)."""
     import json
 
-    monkeypatch.setattr(http_resumption, "COMMIT_EVERY_SECONDS", 3600.0)
+    engine_timing(commit_every=3600.0)
     engine = await run_engine(isolated_home, Recorder())
     await engine.add_server(lab_server(lab, version="2025-11-25"))
     await engine.connected("lab")
@@ -90,14 +89,14 @@ def unwrap(value: str) -> str:
     return unwrap_secret(value)[0]
 
 
-async def test_positions_kept_by_another_engine_stay(isolated_home, lab, real_keyring, monkeypatch):
+async def test_positions_kept_by_another_engine_stay(isolated_home, lab, real_keyring, engine_timing):
     """An engine that holds only its own operations (a one-off command's) keeps the
     positions an earlier quit wrote for the others that are still unfinished."""
     import json
 
     from hostapp.engine.service import Engine
 
-    monkeypatch.setattr(http_resumption, "COMMIT_EVERY_SECONDS", 3600.0)
+    engine_timing(commit_every=3600.0)
 
     async def one_call(engine: Engine) -> str:
         op = await engine.start_call("lab", "long_sse", {"seconds": 8, "steps": 32})
@@ -181,7 +180,7 @@ async def test_streams_of_two_earlier_sessions_with_the_same_request_id_stay_apa
 
 
 async def test_a_quit_before_a_new_mechanism_is_committed_keeps_no_position(isolated_home, lab, real_keyring,
-                                                                           monkeypatch):
+                                                                           monkeypatch, engine_timing):
     """A plain call first carried by its SSE stream's event ids is taken over by a draft
     stream the server creates. If the host quits before that takeover is committed, the
     journal still names the SSE resumption: no position is kept for it (the newest
@@ -189,7 +188,7 @@ async def test_a_quit_before_a_new_mechanism_is_committed_keeps_no_position(isol
     the committed event id, which replays the takeover."""
     from hostapp.engine.runner import OperationRunner
 
-    monkeypatch.setattr(http_resumption, "COMMIT_EVERY_SECONDS", 3600.0)
+    engine_timing(commit_every=3600.0)
     real_commit = OperationRunner._commit
     held = asyncio.Event()
 

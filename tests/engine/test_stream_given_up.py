@@ -11,9 +11,7 @@ import pytest
 from hostapp.engine import api
 from hostapp.engine.service import Engine
 from hostapp.lab.state import JobRow, LabState, execution_count
-from hostapp.mechanisms import http_resumption
 from hostapp.store.journal import OperationJournal
-from hostapp.transport import http_streams
 from hostapp.transport.base import SessionExpired
 from tests.engine.conftest import Recorder
 from tests.engine.test_network_break import handle_committed, start_engine
@@ -36,10 +34,9 @@ def proxy(lab):
 
 
 @pytest.fixture
-def quick_backoff(monkeypatch):
+def quick_backoff(engine_timing):
     """The same attempts, without the minutes of back-off between them."""
-    monkeypatch.setattr(http_streams, "MAX_BACKOFF_SECONDS", 0.2)
-    monkeypatch.setattr(http_resumption, "MAX_RECONNECT_DELAY_SECONDS", 0.2)
+    return engine_timing(reconnect_cap=0.2)
 
 
 async def progress_seen(recorder: Recorder, op_id: str) -> None:

@@ -38,7 +38,7 @@ KNOWN_DEFECTS: tuple[str, ...] = (
     # unknown (test_soak_findings.py).
 )
 
-pytestmark = pytest.mark.timeout(SUITE_SECONDS + 360)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(SUITE_SECONDS + 360)]
 
 
 async def test_two_minutes_of_chaos_lose_nothing_and_run_nothing_twice(tmp_path: Path, real_keyring):

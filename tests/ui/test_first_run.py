@@ -25,7 +25,6 @@ import asyncio
 import os
 import signal
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -37,8 +36,8 @@ from hostapp.agent.endpoint import endpoint_path
 from hostapp.app import LAB_HTTP_SERVER_NAME, LAB_SERVER_NAME, HostApp, agent_link
 from hostapp.engine import api
 from hostapp.lab.state import LabState
-from tests.support.agents import Agents, agents_fixture
-from tests.support.keyring_daemon import KeyringDaemon, missing_programs, private_keyring
+from tests.support.agents import Agents
+from tests.support.keyring_daemon import missing_programs
 
 pytestmark = [pytest.mark.timeout(240),
               pytest.mark.skipif(bool(missing_programs()), reason="needs dbus and gnome-keyring for a private keyring")]
@@ -47,18 +46,6 @@ pytestmark = [pytest.mark.timeout(240),
 SECONDS = 20
 #: long_mrtr does its first half inline (a plain request until it asks): kept short.
 MRTR_ARGS = {"seconds": 1, "steps": 2}
-
-
-@pytest.fixture(scope="module")
-def real_keyring(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KeyringDaemon]:
-    with private_keyring(tmp_path_factory.mktemp("first-run-keyring")) as daemon:
-        yield daemon
-
-
-@pytest.fixture
-def agents(isolated_home: Path, real_keyring: KeyringDaemon) -> Iterator[Agents]:
-    yield from agents_fixture(isolated_home, real_keyring)
-
 
 async def until(predicate, timeout: float = 60, what: str = "condition") -> Any:
     deadline = time.monotonic() + timeout

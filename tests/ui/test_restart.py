@@ -38,7 +38,7 @@ from hostapp.app import HostApp
 from hostapp.engine import api
 from hostapp.lab.state import execution_count
 from tests.support.faults import REPO_ROOT, LabProcess, run_hostapp
-from tests.support.keyring_daemon import missing_programs, private_keyring
+from tests.support.keyring_daemon import missing_programs
 from tests.ui.test_window import dispose, op_of, until
 
 pytestmark = [pytest.mark.timeout(120),
@@ -58,12 +58,6 @@ def lab(tmp_path):
     process = LabProcess(tmp_path / "lab-state.db").start()
     yield process
     process.stop()
-
-
-@pytest.fixture
-def keyring_daemon(tmp_path):
-    with private_keyring(tmp_path / "keyring") as daemon:
-        yield daemon
 
 
 def configure(home: Path, lab: LabProcess, env: dict[str, str]) -> None:
@@ -129,8 +123,8 @@ def assert_finished_once(outcome: dict[str, api.OperationView], lab: LabProcess)
         assert execution_count(lab.state_file, tool) == 1, f"{tool} was started again"
 
 
-def test_closed_window_is_resumed_by_the_next(qtbot, qloop, isolated_home, lab, keyring_daemon):
-    configure(isolated_home, lab, keyring_daemon.env)
+def test_closed_window_is_resumed_by_the_next(qtbot, qloop, isolated_home, lab, real_keyring):
+    configure(isolated_home, lab, real_keyring.env)
     first = HostApp(isolated_home)
     first.window.show()
 
@@ -180,11 +174,11 @@ DRIVER = textwrap.dedent("""
 """)
 
 
-def test_killed_window_process_is_resumed_by_the_next(qtbot, qloop, isolated_home, lab, keyring_daemon, tmp_path):
-    configure(isolated_home, lab, keyring_daemon.env)
+def test_killed_window_process_is_resumed_by_the_next(qtbot, qloop, isolated_home, lab, real_keyring, tmp_path):
+    configure(isolated_home, lab, real_keyring.env)
     script = tmp_path / "drive_window.py"
     script.write_text(DRIVER.format(server=SERVER, main=str(REPO_ROOT / "main.py"), under_way=UNDER_WAY_SECONDS))
-    env = {**os.environ, **keyring_daemon.env, "HOSTAPP_HOME": str(isolated_home), "QT_QPA_PLATFORM": "offscreen",
+    env = {**os.environ, **real_keyring.env, "HOSTAPP_HOME": str(isolated_home), "QT_QPA_PLATFORM": "offscreen",
            "PYTHONUNBUFFERED": "1"}
     with open(tmp_path / "window.stderr", "wb") as stderr:
         proc = subprocess.Popen([sys.executable, str(script), json.dumps(CALLS)], cwd=REPO_ROOT, env=env,

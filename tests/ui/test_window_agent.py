@@ -7,28 +7,12 @@ import json
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
-from pathlib import Path
-
-import pytest
 
 from hostapp.agent.client import AgentUnavailable, RemoteEngine
 from hostapp.agent.endpoint import endpoint_path
 from hostapp.app import HostApp
 from hostapp.engine import api
-from tests.support.agents import Agents, agents_fixture
-from tests.support.keyring_daemon import KeyringDaemon, private_keyring
-
-
-@pytest.fixture(scope="module")
-def real_keyring(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KeyringDaemon]:
-    with private_keyring(tmp_path_factory.mktemp("window-agent-keyring")) as daemon:
-        yield daemon
-
-
-@pytest.fixture
-def agents(isolated_home: Path, real_keyring: KeyringDaemon) -> Iterator[Agents]:
-    yield from agents_fixture(isolated_home, real_keyring)
+from tests.support.agents import Agents
 
 
 def _wait(qloop, predicate, timeout: float = 60) -> None:

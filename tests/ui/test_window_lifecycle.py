@@ -31,13 +31,7 @@ from hostapp.ui.operations_model import PROGRESS, STATUS, EstimateRole
 from hostapp.ui.quit_dialog import QuitDialog
 from hostapp.ui.single_instance import SingleInstance
 from tests.support.agents import Agents, agents_fixture
-from tests.support.keyring_daemon import KeyringDaemon, private_keyring
-
-
-@pytest.fixture(scope="module")
-def real_keyring(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KeyringDaemon]:
-    with private_keyring(tmp_path_factory.mktemp("lifecycle-keyring")) as daemon:
-        yield daemon
+from tests.support.keyring_daemon import KeyringDaemon
 
 
 @pytest.fixture
