@@ -9,9 +9,14 @@ behind a :class:`~tests.support.faults.LoopbackProxy`. The faults:
 * ``server_restart``: the server is SIGKILLed and started again on the same port (the lab
   with the same state file; the peers keep their tasks and streams in memory only);
 * ``drop``: every connection is cut mid-stream;
-* ``outage``: the network is gone (connections refused) and comes back. The 30 s outage
-  runs for a handshake-era mechanism (SSE resumption), a stateless-era one (resume tokens)
-  and a polling one (async tools); the others get a 5 s outage, to keep the suite short.
+* ``outage``: the network is gone (connections refused) and comes back. The long outage
+  runs for a handshake-era mechanism (SSE resumption), a stateless-era one (tasks) and a
+  polling one (async tools); the others get a short one, to keep the suite short.
+
+The host waits by the product's timing at a tenth (``conftest.TIME_SCALE``): back-off caps,
+default polls and retries ten times shorter, so the long outage of 3 s crosses the
+reconnect cap as 30 s do in real time, and a short one of 1.5 s stands for 15 s. The slow
+tier runs the long outages once more in real time (30 s, ``-outage_real_time``).
 
 After each: exactly one operation in ``hostapp ops``, in the outcome the mechanism can
 honestly give (``completed`` where it survives the fault, ``unknown`` where the protocol
@@ -36,15 +41,18 @@ from typing import Any
 import pytest
 
 from hostapp.lab.state import execution_count
+from tests.faults.conftest import TIME_SCALE, scaled_env
 from tests.support.faults import (
     HostCall,
     LabProcess,
     LoopbackProxy,
     issued_handles,
+    journal_rows,
     progress_of,
     run_hostapp,
 )
 from tests.support.peers import EVERYTHING, NODE, Peer, require_everything
+from tests.support.waiting import until
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -56,10 +64,11 @@ LAB_ARGS = {"seconds": 3, "steps": 6}
 MRTR_ARGS = {"seconds": 12, "steps": 6}
 ACCEPT_MRTR = {"action": "accept", "content": {"proceed": True, "note": "go on"}}
 ACCEPT_RESEARCH = {"action": "accept", "content": {"interpretation": "technical"}}
+#: The long and the short outage in real time; the host at TIME_SCALE sees them scaled.
 LONG_OUTAGE_SECONDS = 30.0
-SHORT_OUTAGE_SECONDS = 5.0
+SHORT_OUTAGE_SECONDS = 15.0
 #: How long a host process may take to reach the outcome after the fault (the tools take
-#: 3 s); after the long outage a reconnect may wait up to the 30 s backoff cap on top.
+#: 3 s); after a real-time long outage a reconnect may wait up to the 30 s backoff cap on top.
 OUTCOME_TIMEOUT = 45
 #: A question the server sent just as the host was killed, before the host could keep it
 #: in its journal, is lost with the host; server-everything then waits this long (the
@@ -240,8 +249,11 @@ def _table():
         for fault in FAULTS:
             marks = [pytest.mark.xfail(strict=True, reason=case.known_failures[fault])] \
                 if fault in case.known_failures else []
-            yield pytest.param(case, fault, case.server, id=f"{case.id}-{fault}", marks=marks)
-    yield pytest.param(STATELESS_RESUME_TOKEN, "drop", "lab", id="resume_token-lab_stateless-drop")
+            yield pytest.param(case, fault, case.server, TIME_SCALE, id=f"{case.id}-{fault}", marks=marks)
+            if fault == "outage" and case.long_outage:
+                yield pytest.param(case, fault, case.server, 1.0, id=f"{case.id}-{fault}_real_time",
+                                   marks=[*marks, pytest.mark.slow])
+    yield pytest.param(STATELESS_RESUME_TOKEN, "drop", "lab", TIME_SCALE, id="resume_token-lab_stateless-drop")
 
 
 #: What the server sends when it hands over the mechanism's handle. A fault before it
@@ -254,41 +266,40 @@ HANDLE_MARKERS = {
     "resumable_requests": b"notifications/requests/resumePolicy",
     "resume_token": b"nextResumeToken",
 }
-#: Time for the host to commit a handle it has received (a keyring write and a journal
-#: transaction take milliseconds); the fault comes after it.
-COMMIT_GRACE_SECONDS = 1.0
+def _handle_committed(home: Path, mechanism: str) -> bool:
+    """The journal holds the operation's handle, under ``mechanism``: what a restarted host
+    resumes from (its secret in the keyring, where there is one)."""
+    return any(row["mechanism"] == mechanism and row["handle"].get("phase") in ("held", "awaiting_input")
+               for row in journal_rows(home))
 
 
-def _wait_started(call: HostCall, served: Served, mechanism: str, timeout: float = 60) -> None:
-    """Wait until the call is well under way: its handle issued (and committed), or for
-    mechanisms without one (SSE resumption, MRTR) two progress lines."""
+def _wait_started(call: HostCall, served: Served, mechanism: str, home: Path, timeout: float = 60) -> None:
+    """Wait until the call is well under way: its handle issued and committed to the
+    journal, or for mechanisms without one (SSE resumption, MRTR) two progress lines."""
     marker = HANDLE_MARKERS.get(mechanism)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+
+    def under_way() -> bool:
         if call.proc.poll() is not None:
             raise AssertionError(f"the call ended before the fault: {call.events}\n{call.stderr}")
-        if marker is None and len(progress_of(call.events)) >= 2:
-            return
-        if marker is not None and marker in served.proxy.server_bytes.replace(b" ", b""):
-            time.sleep(COMMIT_GRACE_SECONDS)
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"the call did not get under way in {timeout} s: {call.events}\n{call.stderr}")
+        if marker is None:
+            return len(progress_of(call.events)) >= 2
+        return marker in served.proxy.server_bytes.replace(b" ", b"") and _handle_committed(home, mechanism)
+
+    until(under_way, timeout, what=f"the call to get under way; events={call.events}")
 
 
-def _wait_journal_caught_up(call: HostCall, home: Path, env: dict[str, str], timeout: float = 15) -> None:
+def _wait_journal_caught_up(call: HostCall, home: Path) -> None:
     """Wait until the journal holds the last progress the call printed. Progress is
     journaled in batches, so a SIGKILL inside a batch window loses the newest step and
     the restarted host shows the one before it; the kill comes after the window, so the
     check that progress never decreases is about the operation, not about batching."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    def caught_up() -> bool:
         shown = _progress_values(call.events)
-        ops = json.loads(run_hostapp(home, "ops", "--json", env=env).stdout or "[]")
-        caught_up = not shown or (ops and ops[0]["progress"] is not None and ops[0]["progress"] >= shown[-1])
-        if caught_up and _progress_values(call.events) == shown:  # nothing new meanwhile
-            return
-        time.sleep(0.1)
+        rows = journal_rows(home)
+        held = rows[0]["progress"] if rows else None
+        return (not shown or (held is not None and held >= shown[-1])) and _progress_values(call.events) == shown
+
+    until(caught_up, 30, what="the journal to hold the progress the call printed")
 
 
 def _progress_values(events: list[dict[str, Any]]) -> list[float]:
@@ -326,12 +337,13 @@ def _configure(home: Path, server: Served, env: dict[str, str]) -> str | None:
 def keyring_home(tmp_path: Path, keyring_env: dict[str, str]) -> tuple[Path, dict[str, str]]:
     home = tmp_path / "home"
     home.mkdir()
-    return home, keyring_env
+    return home, scaled_env(keyring_env)
 
 
-@pytest.mark.parametrize("case,fault,served", list(_table()), indirect=["served"])
-def test_outcome_delivered_exactly_once(case: Case, fault: str, served: Served, keyring_home) -> None:
+@pytest.mark.parametrize("case,fault,served,scale", list(_table()), indirect=["served"])
+def test_outcome_delivered_exactly_once(case: Case, fault: str, served: Served, scale: float, keyring_home) -> None:
     home, env = keyring_home
+    env = scaled_env(env, scale)
     header_secret = _configure(home, served, env)
     assert header_secret is not None
     argv = ["-v", "call", "srv", case.tool, "--json", "--args", json.dumps(case.args)]
@@ -340,11 +352,11 @@ def test_outcome_delivered_exactly_once(case: Case, fault: str, served: Served, 
         answers.write_text(json.dumps(case.answers * 2))  # a replayed question may be asked again
         argv += ["--answers", str(answers)]
     call = HostCall(home, *argv, env=env)
-    _wait_started(call, served, case.mechanism)
+    _wait_started(call, served, case.mechanism, home)
 
     runs = [call]
     if fault == "host_kill":
-        _wait_journal_caught_up(call, home, env)
+        _wait_journal_caught_up(call, home)
         call.kill()
         resume_argv = ["-v", "resume", "--wait", "--json"]
         if case.answers:
@@ -358,8 +370,8 @@ def test_outcome_delivered_exactly_once(case: Case, fault: str, served: Served, 
         elif fault == "drop":
             assert served.proxy.drop_connections() > 0, "nothing was connected to drop"
         else:
-            served.proxy.outage(LONG_OUTAGE_SECONDS if case.long_outage else SHORT_OUTAGE_SECONDS)
-        call.wait(OUTCOME_TIMEOUT + (30 if case.long_outage and fault == "outage" else 0))
+            served.proxy.outage((LONG_OUTAGE_SECONDS if case.long_outage else SHORT_OUTAGE_SECONDS) * scale)
+        call.wait(OUTCOME_TIMEOUT + (30 * scale if case.long_outage and fault == "outage" else 0))
 
     events = [e for run in runs for e in run.events]
     ops = json.loads(run_hostapp(home, "ops", "--json", env=env).stdout)
@@ -394,7 +406,7 @@ def test_without_keyring_a_killed_call_ends_unknown_not_rerun(served: Served, to
     home.mkdir()
     _configure(home, served, no_keyring_env)
     call = HostCall(home, "-v", "call", "srv", tool, "--json", "--args", json.dumps(LAB_ARGS), env=no_keyring_env)
-    _wait_started(call, served, {"long_task_ext": "tasks_extension", "long_async": "async_tool"}[tool])
+    _wait_started(call, served, {"long_task_ext": "tasks_extension", "long_async": "async_tool"}[tool], home)
     call.kill()
     resume = HostCall(home, "-v", "resume", "--wait", "--json", env=no_keyring_env)
     resume.wait(120)
@@ -415,7 +427,11 @@ def _killed_with_its_question_open(home: Path, env: dict[str, str], served: Serv
     call = HostCall(home, "-v", "call", "srv", tool, "--json", "--args", json.dumps(args),
                     "--unanswered", "wait", env=env)
     call.wait_for(lambda events: any(e.get("event") == "elicitation" and e.get("pending") for e in events))
-    time.sleep(COMMIT_GRACE_SECONDS)
+    # The question is kept before the host goes: in the mechanism's state (a multi
+    # round-trip request's pending question), or beside a task's (the kept question).
+    until(lambda: any(row["status"] == "input_required"
+                      and (row.get("open_question") or row["handle"].get("phase") == "awaiting_input")
+                      for row in journal_rows(home)), what="the open question in the journal")
     call.kill()
     return call
 

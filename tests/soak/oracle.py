@@ -32,14 +32,13 @@ from __future__ import annotations
 
 import collections
 import json
-import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from hostapp.lab.state import LabState
-from hostapp.store.paths import journal_path
+from tests.support.faults import journal_rows
 
 TERMINAL_OK = {"completed", "failed", "unknown"}
 
@@ -74,15 +73,6 @@ class Report:
         return "\n".join(lines)
 
 
-def _journal_rows(home: Path) -> list[dict[str, Any]]:
-    db = sqlite3.connect(f"file:{journal_path(home)}?mode=ro", uri=True)
-    db.row_factory = sqlite3.Row
-    try:
-        return [dict(r) for r in db.execute("SELECT * FROM operations ORDER BY created_at")]
-    finally:
-        db.close()
-
-
 def _structured(result: Any) -> Any:
     return result.get("structuredContent") if isinstance(result, dict) else None
 
@@ -97,7 +87,7 @@ def check_run(home: Path, labs: list[Any], cli_outcomes: list[tuple[str, str, di
     every lab) of each cut, refusal or kill that broke connections; ``agent_gone``: (kill,
     next start) of each time no agent ran."""
     report = Report()
-    rows = _journal_rows(home)
+    rows = journal_rows(home)
     _check_clients(report, rows, cli_outcomes, client_seen)
     states = {lab.name: LabState(lab.process.state_file) for lab in labs}
     try:
@@ -172,7 +162,7 @@ def _check_operation(report: Report, row: dict[str, Any], jobs: list[Any], lost:
     # The mechanism's state is journaled with the handle, before anything depends on it
     # (the keyring reference itself is gone once the operation ended): an empty state means
     # no handle ever reached the host (a plain request, or a task whose id never arrived).
-    had_handle = bool(json.loads(row["handle"] or "{}")) or row["handle_ref"] is not None
+    had_handle = bool(row["handle"]) or row["handle_ref"] is not None
     if status not in TERMINAL_OK:
         if status in ("pending", "running", "input_required"):
             report.stuck.append(f"{op}: left {status}")

@@ -9,6 +9,8 @@
 * :class:`LabProcess` – ``python -m hostapp.lab serve`` as a child process.
 * :class:`HostCall` – ``hostapp call ... --json`` as a child process whose event lines
   are read as they come, so a test can SIGKILL it after some progress.
+* :func:`journal_rows` – the operations a home's journal holds, read from the file itself
+  (what a test waits on: the journal's own commit, not a command run in a loop).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import json
 import os
 import re
 import signal
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -329,6 +332,27 @@ class LabProcess:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+
+
+def journal_rows(home: Path) -> list[dict[str, Any]]:
+    """Every operation row of ``home``'s journal, oldest first, as the last commit left it
+    (read-only, beside the host that writes it; none before the journal exists)."""
+    from hostapp.store.paths import journal_path
+
+    path = journal_path(home)
+    if not path.exists():
+        return []
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=10)
+    db.row_factory = sqlite3.Row
+    try:
+        rows = [dict(r) for r in db.execute("SELECT * FROM operations ORDER BY created_at")]
+    except sqlite3.OperationalError:  # created, its tables not yet
+        return []
+    finally:
+        db.close()
+    for row in rows:
+        row["handle"] = json.loads(row["handle"]) if row.get("handle") else {}
+    return rows
 
 
 def hostapp_env(home: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
