@@ -113,6 +113,9 @@ def auth_runs(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathF
         yield runs
 
 
+# The runs of every selected case start together, in one process (the module's fixture):
+# the cases stay on one xdist worker, or each worker would run them all.
+@pytest.mark.xdist_group("conformance-auth")
 @pytest.mark.parametrize(("spec_version", "scenario"), CASES, ids=[f"{v or 'extension'}-{s}" for v, s in CASES])
 def test_auth_scenario(spec_version: str | None, scenario: str, auth_runs) -> None:
     if isinstance(auth_runs, ConformanceSuiteMissing):

@@ -111,6 +111,9 @@ def scenario_runs(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempP
         yield runs
 
 
+# The runs of every selected case start together, in one process (the module's fixture):
+# the cases stay on one xdist worker, or each worker would run them all.
+@pytest.mark.xdist_group("conformance-client")
 @pytest.mark.parametrize(("spec_version", "scenario"), CASES, ids=[f"{v or 'extension'}-{s}" for v, s in CASES])
 def test_client_scenario(spec_version: str | None, scenario: str, scenario_runs) -> None:
     if isinstance(scenario_runs, ConformanceSuiteMissing):

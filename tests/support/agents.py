@@ -17,6 +17,7 @@ from typing import Any
 
 from hostapp.agent.lock import HomeLock
 from tests.support.keyring_daemon import KeyringDaemon
+from tests.support.waiting import DEADLINE, until_async
 
 
 def kill_owner(home: Path, timeout: float = 10.0) -> int | None:
@@ -68,12 +69,47 @@ class Agents:
         self.home = home
         self.env = env
         self.procs: list[subprocess.Popen[bytes]] = []
+        self._outputs: list[Path] = []
 
     def start(self, *args: str) -> subprocess.Popen[bytes]:
-        proc = subprocess.Popen([sys.executable, "-m", "hostapp", "agent", *args], env=self.env,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+        """``hostapp agent ARGS`` on the home; what it prints goes to a file beside the home
+        (:meth:`output`), so that a full pipe never stops it and a test can say why it died."""
+        path = self.home.parent / f"{self.home.name}-agent-{len(self.procs)}.out"
+        with open(path, "wb") as out:
+            proc = subprocess.Popen([sys.executable, "-m", "hostapp", "agent", *args], env=self.env,
+                                    stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                                    start_new_session=True)
         self.procs.append(proc)
+        self._outputs.append(path)
         return proc
+
+    def output(self) -> str:
+        """What the agents this test started printed, each with its exit status."""
+        parts = []
+        for proc, path in zip(self.procs, self._outputs, strict=True):
+            status = "running" if proc.poll() is None else f"exit {proc.returncode}"
+            text = path.read_text(errors="replace")[-4000:] if path.exists() else ""
+            parts.append(f"--- agent {proc.pid} ({status}):\n{text}")
+        return "\n".join(parts)
+
+    async def connect(self, listener: Any = None, timeout: float = DEADLINE) -> Any:
+        """The RemoteEngine of the home's owner once it answers. Fails at once, with what
+        the agents printed, when every agent this test started has ended without one."""
+        from hostapp.agent.client import AgentUnavailable, RemoteEngine
+        from hostapp.agent.endpoint import endpoint_path
+
+        async def attempt() -> Any:
+            try:
+                return await RemoteEngine.connect(endpoint_path(self.home), listener, client="test")
+            except AgentUnavailable:
+                if self.procs and all(p.poll() is not None for p in self.procs):
+                    raise AssertionError(f"no agent runs on the home:\n{self.output()}") from None
+                return None
+
+        try:
+            return await until_async(attempt, timeout, what="the home's owner to answer")
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}\n{self.output()}") from None
 
     def run(self, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
         return subprocess.run([sys.executable, "-m", "hostapp", *args], env=self.env, capture_output=True,

@@ -31,13 +31,13 @@ from typing import Any
 import httpx
 import pytest
 
-from hostapp.agent.client import AgentUnavailable, RemoteEngine
-from hostapp.agent.endpoint import endpoint_path
+from hostapp.agent.client import RemoteEngine
 from hostapp.app import LAB_HTTP_SERVER_NAME, LAB_SERVER_NAME, HostApp, agent_link
 from hostapp.engine import api
 from hostapp.lab.state import LabState
 from tests.support.agents import Agents
 from tests.support.keyring_daemon import missing_programs
+from tests.support.waiting import until_async
 
 pytestmark = [pytest.mark.timeout(240),
               pytest.mark.skipif(bool(missing_programs()), reason="needs dbus and gnome-keyring for a private keyring")]
@@ -47,31 +47,12 @@ SECONDS = 20
 #: long_mrtr does its first half inline (a plain request until it asks): kept short.
 MRTR_ARGS = {"seconds": 1, "steps": 2}
 
-async def until(predicate, timeout: float = 60, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = await predicate()
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        await asyncio.sleep(0.1)
-
-
-async def owner_engine(home: Path) -> RemoteEngine:
-    """The facade of the process that owns ``home``, once it answers."""
-    for _ in range(600):
-        try:
-            return await RemoteEngine.connect(endpoint_path(home), client="test")
-        except AgentUnavailable:
-            await asyncio.sleep(0.1)
-    raise AssertionError("no owner answered")
-
 
 def first_run(qtbot, qloop, agents: Agents) -> list[str]:
     """Open the window once on the fresh home, as ``hostapp`` does; return the servers it
     configured. The window then quits, which leaves the owner running."""
     agents.start("--idle-exit", "600")
-    qloop.run_until_complete(qloop.run_until_complete(owner_engine(agents.home)).close())
+    qloop.run_until_complete(qloop.run_until_complete(agents.connect()).close())
     host = HostApp(agents.home, agent=agent_link(agents.home))  # a client of the owner just started
     host.stop_loop_on_quit = False
     qtbot.addWidget(host.window)
@@ -89,7 +70,7 @@ async def connected(engine: api.EngineApi, name: str) -> None:
             return True
         except api.ServerUnavailable:
             return False
-    await until(attempt, what=f"{name} to connect")
+    await until_async(attempt, what=f"{name} to connect")
 
 
 def kill_owner(engine: RemoteEngine, agents: Agents) -> None:
@@ -126,7 +107,7 @@ def test_every_long_demo_tool_of_the_first_run_survives_a_host_kill(qtbot, qloop
     state_file = agents.home / "lab" / "lab.sqlite3"
 
     async def start_every_long_tool() -> tuple[RemoteEngine, dict[str, tuple[str, str]]]:
-        engine = await owner_engine(agents.home)
+        engine = await agents.connect()
         started: dict[str, tuple[str, str]] = {}
         for name in names:
             await connected(engine, name)
@@ -151,14 +132,14 @@ def test_every_long_demo_tool_of_the_first_run_survives_a_host_kill(qtbot, qloop
             row["status"] == api.INPUT_REQUIRED for row in rows.values() if row["tool"] == "long_mrtr")
         return rows if ready and len(rows) == len(started) else {}
 
-    rows = qloop.run_until_complete(until(every_call_holds_a_handle, what="every call to hold a handle"))
+    rows = qloop.run_until_complete(until_async(every_call_holds_a_handle, what="every call to hold a handle"))
     assert all(row["status"] not in api.TERMINAL for row in rows.values()), rows  # mid-call
     kill_owner(engine, agents)
     qloop.run_until_complete(engine.close())
 
     async def restart_and_finish() -> dict[str, api.OperationView]:
         agents.start("--idle-exit", "600")
-        engine = await owner_engine(agents.home)
+        engine = await agents.connect()
 
         latest: list[Any] = []
 
@@ -170,7 +151,7 @@ def test_every_long_demo_tool_of_the_first_run_survives_a_host_kill(qtbot, qloop
             return all(view is not None and view.status in api.TERMINAL for view in views)
 
         try:
-            await until(answered_mrtr, timeout=120, what="every call to finish after the restart")
+            await until_async(answered_mrtr, timeout=120, what="every call to finish after the restart")
         except AssertionError as exc:
             raise AssertionError(f"{exc}: {latest}") from None
         views = {op_id: await engine.operation(op_id) for op_id in started}
@@ -200,7 +181,7 @@ def test_the_url_question_of_the_first_run_lab_is_completed_in_the_browser(qtbot
     names = first_run(qtbot, qloop, agents)
 
     async def scenario() -> api.OperationView:
-        engine = await owner_engine(agents.home)
+        engine = await agents.connect()
         for name in names:
             await connected(engine, name)
         lab_http = await engine.server_config(LAB_HTTP_SERVER_NAME)
@@ -210,7 +191,7 @@ def test_the_url_question_of_the_first_run_lab_is_completed_in_the_browser(qtbot
         async def question() -> api.InputRequest | None:
             return next((q for q in await engine.open_questions() if q.operation_id == op.id), None)
 
-        asked = await until(question, what="the URL question")
+        asked = await until_async(question, what="the URL question")
         url = asked.params["url"]
         # The link names the lab's real HTTP port, where the page is served.
         assert asked.mode == "url" and url.startswith(lab_http.url.removesuffix("/mcp") + "/lab/consent/")
@@ -224,7 +205,7 @@ def test_the_url_question_of_the_first_run_lab_is_completed_in_the_browser(qtbot
         assert page.status_code == 200 and "Thank you" in page.text
         if order == "open the page first" and server == LAB_HTTP_SERVER_NAME:
             # The lab says the question was completed: the host takes it back by itself.
-            await until(lambda: _none(question()), what="the question to be withdrawn")
+            await until_async(lambda: _none(question()), what="the question to be withdrawn")
         elif order == "open the page first":
             # Over stdio in 2026-07-28 nothing reaches the host between the rounds: the
             # person still confirms in the window, and the lab knows the page was opened.
