@@ -25,6 +25,7 @@ from tests.soak.world import HANDSHAKE_TOOLS, STATELESS_TOOLS
 from tests.support.agents import Agents
 from tests.support.faults import LabProcess
 from tests.support.notification_service import NotificationService
+from tests.support.waiting import run_until, until
 
 pytestmark = [
     pytest.mark.timeout(420),
@@ -52,30 +53,6 @@ def _rows(home: Path) -> dict[str, dict]:
         return {r["tool"]: dict(r) for r in db.execute("SELECT * FROM operations")}
     finally:
         db.close()
-
-
-def _until(predicate, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.2)
-
-
-def _wait(qloop, predicate, timeout: float) -> None:
-    """Run the window's event loop until ``predicate()`` holds."""
-    import asyncio
-
-    async def until() -> None:
-        deadline = time.monotonic() + timeout
-        while not predicate():
-            assert time.monotonic() < deadline, "timed out"
-            await asyncio.sleep(0.05)
-
-    qloop.run_until_complete(until())
 
 
 def _launch_login_entry(env: dict[str, str], config_home: Path) -> None:
@@ -106,7 +83,7 @@ def test_after_a_reboot_the_login_entry_finishes_everything_without_the_window(
     calls: list[subprocess.Popen[str]] = []
     try:
         agents.start("--idle-exit", "600")
-        _until(lambda: agents.run("agent", "status", "--json").stdout.find('"running": true') >= 0, 60, "the agent")
+        until(lambda: agents.run("agent", "status", "--json").stdout.find('"running": true') >= 0, what="the agent")
         for name, version in (("hs", "2025-11-25"), ("sl", "2026-07-28")):
             added = agents.run("servers", "add", name, "--url", labs[name].url, "--protocol-version", version)
             assert added.returncode == 0, added.stderr
@@ -123,7 +100,7 @@ def test_after_a_reboot_the_login_entry_finishes_everything_without_the_window(
                 r["mechanism"] == EXPECTED[t] and (r["progress"] or 0) >= 2 for t, r in rows.items())
             return rows if ready else None
 
-        before = _until(under_way, 120, "every operation under way")
+        before = until(under_way, 120, "every operation under way", interval=0.2)
         assert all(r["status"] in ("running", "input_required") for r in before.values()), before
 
         # The machine goes down: every hostapp process and both servers, with SIGKILL.
@@ -146,7 +123,7 @@ def test_after_a_reboot_the_login_entry_finishes_everything_without_the_window(
                 rows = _rows(agents.home)
                 return rows if rows and all(r["status"] not in api.IN_FLIGHT for r in rows.values()) else None
 
-            after = _until(all_ended, 180, "every operation to end after the reboot")
+            after = until(all_ended, 180, "every operation to end after the reboot", interval=0.2)
             shown = notifications.wait_for(len(CALLS), timeout=30)
             time.sleep(1)  # one notification each: nothing more comes
             shown = list(notifications.shown)
@@ -180,7 +157,7 @@ def test_after_a_reboot_the_login_entry_finishes_everything_without_the_window(
                 rows = [model.row_of(r["id"]) for r in after.values()]
                 return all(row is not None and model.operation(row).status == "completed" for row in rows)
 
-            _wait(qloop, shown_completed, 30)
+            run_until(qloop, shown_completed, what="the completed operations in the window")
         finally:
             qloop.run_until_complete(host.shutdown(stop_loop=False))
         assert agents.run("agent", "stop", "--yes").returncode == 0

@@ -3,23 +3,14 @@ SKILL.md, or says which check refused it."""
 
 from __future__ import annotations
 
-import asyncio
-
 from hostapp.engine.api import SkillRefused
 from hostapp.ui.skills_dialog import SkillsDialog
+from tests.support.waiting import until_async as until
 
 ENTRY = {"uri": "skill://pdf-processing/SKILL.md", "name": "pdf-processing",
          "description": "Extract, fill, and assemble PDF documents",
          "frontmatter": {"name": "pdf-processing", "description": "Extract, fill, and assemble PDF documents"},
          "resources": [{"uri": "skill://pdf-processing/SKILL.md", "size": 97, "digest": "sha256:" + "0" * 64}]}
-
-
-async def until(predicate, timeout: float = 10.0) -> None:
-    loop = asyncio.get_running_loop()
-    end = loop.time() + timeout
-    while not predicate():
-        assert loop.time() < end, "timed out"
-        await asyncio.sleep(0.01)
 
 
 def test_skills_are_listed_and_one_is_loaded_only_on_request(qtbot, qloop):

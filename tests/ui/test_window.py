@@ -20,20 +20,9 @@ pytest.importorskip("hostapp.store.journal", reason="the journal is needed for t
 from hostapp.app import FIRST_RUN_KEY, LAB_HTTP_SERVER_NAME, LAB_SERVER_NAME, HostApp
 from hostapp.engine import api
 from hostapp.ui.operations_model import PROGRESS
+from tests.support.waiting import until_async as until
 
 pytestmark = pytest.mark.timeout(180)
-
-
-async def until(predicate, timeout: float = 30.0, what: str = "condition"):
-    loop = asyncio.get_running_loop()
-    end = loop.time() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if loop.time() > end:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.02)
 
 
 async def start_via_dialog(window, tool: str, arguments: dict) -> str:

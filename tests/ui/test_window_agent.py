@@ -6,41 +6,21 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 
-from hostapp.agent.client import AgentUnavailable, RemoteEngine
-from hostapp.agent.endpoint import endpoint_path
 from hostapp.app import HostApp
 from hostapp.engine import api
 from tests.support.agents import Agents
+from tests.support.waiting import run_until
 
 
 def _wait(qloop, predicate, timeout: float = 60) -> None:
-    import asyncio
-
-    async def until() -> None:
-        deadline = time.monotonic() + timeout
-        while not predicate():
-            assert time.monotonic() < deadline, "timed out"
-            await asyncio.sleep(0.05)
-
-    qloop.run_until_complete(until())
+    run_until(qloop, predicate, timeout)
 
 
 def test_the_window_shows_the_agents_work_live_and_leaves_it_running(qtbot, qloop, agents: Agents):
     owner = agents.start("--idle-exit", "600")
 
-    async def connect() -> RemoteEngine:
-        import asyncio
-
-        for _ in range(300):
-            try:
-                return await RemoteEngine.connect(endpoint_path(agents.home), client="window")
-            except AgentUnavailable:
-                await asyncio.sleep(0.1)
-        raise AssertionError("the agent did not start")
-
-    remote = qloop.run_until_complete(connect())
+    remote = qloop.run_until_complete(agents.connect())
     host = HostApp(agents.home, agent=remote)
     qtbot.addWidget(host.window)
     qloop.run_until_complete(host.start())

@@ -32,6 +32,7 @@ from hostapp.ui.quit_dialog import QuitDialog
 from hostapp.ui.single_instance import SingleInstance
 from tests.support.agents import Agents, agents_fixture
 from tests.support.keyring_daemon import KeyringDaemon
+from tests.support.waiting import DEADLINE, run_until
 
 
 @pytest.fixture
@@ -45,14 +46,10 @@ def agents(isolated_home: Path, real_keyring: KeyringDaemon, monkeypatch: pytest
     next(fixture, None)  # kills every agent left on the home
 
 
-def wait(qloop, predicate: Callable[[], object], timeout: float = 60, what: str = "") -> None:
-    async def until() -> None:
-        deadline = time.monotonic() + timeout
-        while not predicate():
-            assert time.monotonic() < deadline, f"timed out waiting for {what or predicate}"
-            await asyncio.sleep(0.05)
-
-    qloop.run_until_complete(until())
+def wait(qloop, predicate: Callable[[], object], timeout: float = DEADLINE, what: str = "the condition") -> None:
+    """Run the window's loop until ``predicate`` holds; ``timeout`` is a failure bound,
+    at least the suite's deadline (a loaded machine makes the wait longer, never a failure)."""
+    run_until(qloop, predicate, max(timeout, DEADLINE), what)
 
 
 def open_window(qtbot, qloop, home: Path, **kw) -> HostApp:
