@@ -173,9 +173,14 @@ class LabCore:
     :meth:`run_job`, :meth:`stop_job`), handed to the mechanism of the job's kind.
     """
 
-    def __init__(self, state: LabState, faults: Faults | None = None, base_url: str | None = None):
+    def __init__(self, state: LabState, faults: Faults | None = None, base_url: str | None = None,
+                 time_scale: float = 1.0):
         self.state = state
         self.faults = faults or Faults()
+        #: The lab's clock against real time (``--time-scale``): a job's ``seconds`` and the
+        #: intervals the lab announces (``retry``, poll intervals, resume intervals) are
+        #: multiplied by it. 1 is real time; the tests run the lab at 0.1, ten times faster.
+        self.time_scale = time_scale
         #: Where the lab's HTTP listener is reached (its consent pages among it).
         self.base_url = base_url
         #: Opens an HTTP listener for the consent pages when a URL question needs one and
@@ -539,7 +544,7 @@ class LabCore:
                 out_stream: str | None, notify_stream: str | None, extra: dict[str, Any] | None = None,
                 ttl_ms: int | None = None, poll_ms: int | None = None) -> JobRow:
         """Store a new job of kind ``mechanism`` under ``key`` and start running it."""
-        seconds, steps = catalogue.duration(args)
+        seconds, steps = self.job_duration(args)
         now = time.time()
         job = JobRow(key=key, tool=tool, mechanism=mechanism, args=args, started_at=now, seconds=seconds,
                      steps=steps, step_done=0, status="working", status_message="started", result=None,
@@ -550,6 +555,22 @@ class LabCore:
         self.state.count_execution(tool, key)
         self._start_runner(key)
         return job
+
+    def job_duration(self, args: dict[str, Any]) -> tuple[float, int]:
+        """The (seconds, steps) a long tool's work really takes: its ``seconds`` at the
+        lab's time scale."""
+        seconds, steps = catalogue.duration(args)
+        return seconds * self.time_scale, steps
+
+    def scaled(self, seconds: float) -> float:
+        """An interval the lab announces or waits, at its time scale."""
+        return seconds * self.time_scale
+
+    def poll_ms(self, args: dict[str, Any]) -> int:
+        """The poll interval announced for a task of a long tool: a tenth of its work,
+        within 100 ms .. 1 s (at the lab's time scale)."""
+        seconds = self.job_duration(args)[0]
+        return int(max(self.scaled(0.1), min(self.scaled(1.0), seconds / 10)) * 1000) or 1
 
     # ------------------------------------------------------------------ tools of no mechanism
     async def _tool_fail(self, call: Call, args: dict[str, Any]) -> Any:

@@ -52,12 +52,14 @@ def build_app(core: LabCore, loopback_only: bool = True) -> Starlette:
     """The lab's ASGI application. ``loopback_only`` refuses foreign Host/Origin headers."""
 
     def sse(stream_id: str, after: int, *, event_ids: bool, ephemeral: bool) -> AsyncIterator[str]:
+        retry_ms = max(1, round(core.scaled(RETRY_MS)))
+
         async def events() -> AsyncIterator[str]:
             finished = False
             sent = 0
             try:
-                yield f"id: {stream_id}:{after}\nretry: {RETRY_MS}\ndata: \n\n" if event_ids \
-                    else f"retry: {RETRY_MS}\ndata: \n\n"
+                yield f"id: {stream_id}:{after}\nretry: {retry_ms}\ndata: \n\n" if event_ids \
+                    else f"retry: {retry_ms}\ndata: \n\n"
                 async for seq, message in core.tail(stream_id, after):
                     data = json.dumps(message, separators=(",", ":"), ensure_ascii=False)
                     yield (f"id: {stream_id}:{seq}\n" if event_ids else "") + f"event: message\ndata: {data}\n\n"

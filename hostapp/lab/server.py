@@ -25,6 +25,7 @@ import platformdirs
 
 from hostapp.lab.core import Faults, LabCore
 from hostapp.lab.state import LabState
+from hostapp.protocol.timing import LAB_TIME_SCALE_ENV, time_scale
 
 #: Closed streams stay replayable this long (across restarts), then go at the next start.
 STREAM_RETENTION_SECONDS = 24 * 3600
@@ -34,6 +35,13 @@ def default_state_file() -> Path:
     home = os.environ.get("HOSTAPP_HOME")
     base = Path(home) if home else Path(platformdirs.user_data_dir("hostapp"))
     return base / "lab" / "lab.sqlite3"
+
+
+def _positive(text: str) -> float:
+    try:
+        return time_scale("--time-scale", {"--time-scale": text})
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -52,6 +60,9 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--refuse-for", type=float, default=0.0, metavar="SECONDS",
                        help="answer 503 to every HTTP request for SECONDS after start")
     serve.add_argument("--log-level", default="WARNING", help="lab log level on stderr")
+    serve.add_argument("--time-scale", type=_positive, metavar="FACTOR",
+                       help="run the lab's clock at FACTOR times real time: tools' seconds and the retry, poll "
+                            f"and resume intervals it announces (default ${LAB_TIME_SCALE_ENV}, else 1)")
     return parser
 
 
@@ -151,7 +162,8 @@ async def serve_stdio_and_http(core: LabCore, host: str, port: int | None) -> No
 async def run(args: argparse.Namespace) -> int:
     state = LabState(args.state or default_state_file())
     state.prune(time.time() - STREAM_RETENTION_SECONDS)
-    core = LabCore(state, Faults(args.drop_after, args.exit_after, args.refuse_for))
+    scale = args.time_scale if args.time_scale is not None else time_scale(LAB_TIME_SCALE_ENV)
+    core = LabCore(state, Faults(args.drop_after, args.exit_after, args.refuse_for), time_scale=scale)
     resumed = core.resume_jobs()
     if resumed:
         logging.getLogger("hostapp.lab").info("continuing %d unfinished jobs", resumed)

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import httpx
 import pytest
 
-from hostapp.lab.state import execution_counts
+from hostapp.lab.state import LabState, execution_counts
 
 from .conftest import ACCEPT, STATELESS, McpClient, wait_until
 from .test_lab_stdio import StdioPeer
@@ -262,3 +265,30 @@ def test_stateless_era_drops_handshake_methods_and_v1_tasks(lab, stateless):
     assert r.status_code == 404 and r.json()["error"]["code"] == -32601
     assert "tasks" not in stateless.request("server/discover").result["capabilities"]
     assert stateless.request("tasks/get", {"taskId": "x"}).error["code"] == -32021
+
+
+@pytest.mark.parametrize("how", ["flag", "environment"])
+def test_a_time_scale_runs_the_labs_clock_and_its_hints_faster(start_lab, state_file, how, monkeypatch):
+    """At a tenth of real time a tool's seconds, the ``retry`` it primes a stream with and
+    a task's poll interval are a tenth; the result still names the seconds asked for."""
+    if how == "flag":
+        lab = start_lab("--time-scale", "0.1")
+    else:
+        monkeypatch.setenv("HOSTAPP_LAB_TIME_SCALE", "0.1")
+        lab = start_lab()
+    client = McpClient(lab.url)
+    client.initialize()
+    exchange = client.call("sleep_with_progress", {"seconds": 20, "steps": 4}, progress="tok")
+    assert exchange.retry_ms == 50  # 500 ms in real time
+    assert exchange.result["structuredContent"]["seconds"] == 20
+    assert [p["progress"] for p in exchange.progress] == [1, 2, 3, 4]
+    [job] = [j for j in LabState(state_file).jobs() if j.tool == "sleep_with_progress"]
+    assert job.seconds == pytest.approx(2.0)  # what the work really took
+    task = client.call("long_task", {"seconds": 3, "steps": 3}, extra={"task": {}}).result["task"]
+    assert task["pollInterval"] == 30  # a tenth of the work, at a tenth of real time
+
+
+def test_a_time_scale_that_is_not_a_positive_number_is_refused(state_file):
+    proc = subprocess.run([sys.executable, "-m", "hostapp.lab", "serve", "--http", "0", "--state", str(state_file),
+                           "--time-scale", "0"], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and "--time-scale must be a positive number" in proc.stderr

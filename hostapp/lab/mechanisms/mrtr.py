@@ -69,7 +69,7 @@ class Mrtr(LabMechanism):
             self.core.send_progress(call.stream, call.progress_token, i, steps, f"{tool}: step {i}/{steps}")
 
     async def _tool_long_mrtr(self, call: Call, args: dict[str, Any]) -> Any:
-        seconds, steps = catalogue.duration(args)
+        seconds, steps = self.core.job_duration(args)
         half = steps // 2
         raw_state = call.params.get("requestState")
         if raw_state is not None:

@@ -57,7 +57,7 @@ class ResumeTokens(LabMechanism):
             job = found
             # progress of this slice goes to the request that is listening now
             state.update_job(job.key, notify_stream=call.stream, progress_token=call.progress_token)
-        slice_seconds = min(10.0, max(0.5, job.seconds / 4))
+        slice_seconds = min(self.core.scaled(10.0), max(self.core.scaled(0.5), job.seconds / 4))
         try:
             job = await asyncio.wait_for(self.core.wait_job(job.key), slice_seconds)
         except TimeoutError:

@@ -57,8 +57,11 @@ class Streams(LabMechanism):
     async def _tool_long_stream(self, call: Call, args: dict[str, Any]) -> Any:
         stream_id = new_handle()
         self.core.state.adopt_stream(call.stream, "draft", stream_id, STREAM_RESUME_INTERVAL["max"])
+        # ``min`` at the lab's time scale; ``max`` (how long an untouched stream is kept) is
+        # a retention, not a wait, and stays.
+        interval = {"min": self.core.scaled(STREAM_RESUME_INTERVAL["min"]), "max": STREAM_RESUME_INTERVAL["max"]}
         self.core.emit(call.stream, {"jsonrpc": "2.0", "method": "notifications/stream/create", "params": {
-            "stream": {"streamId": stream_id, "resumeInterval": dict(STREAM_RESUME_INTERVAL)}}})
+            "stream": {"streamId": stream_id, "resumeInterval": interval}}})
         self.core.new_job(call, "long_stream", args, "stream", uuid.uuid4().hex, out_stream=call.stream,
                           notify_stream=call.stream, extra={"stateless": call.era == STATELESS})
         return DEFERRED

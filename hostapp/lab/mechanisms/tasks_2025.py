@@ -18,7 +18,6 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
-from hostapp.lab import tools as catalogue
 from hostapp.lab.call import Call, now_iso
 from hostapp.lab.mechanisms.base import LabMechanism, MethodHandler, ToolHandler
 from hostapp.lab.state import JobRow, LabState, handle_key, new_handle
@@ -104,7 +103,7 @@ class Tasks2025(LabMechanism):
         ttl = task_params.get("ttl")
         ttl = int(ttl) if isinstance(ttl, (int, float)) and not isinstance(ttl, bool) else TASK_TTL_MS
         task_id = new_handle()
-        poll_ms = max(100, min(1000, int(catalogue.duration(args)[0] * 1000 / 10) or 100))
+        poll_ms = self.core.poll_ms(args)
         job = self.core.new_job(call, "long_task", args, "task", handle_key(task_id), out_stream=None,
                                 notify_stream=call.session_stream, ttl_ms=ttl, poll_ms=poll_ms)
         self._task_ids[job.key] = task_id

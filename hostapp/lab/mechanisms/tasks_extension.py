@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from hostapp.lab import tools as catalogue
 from hostapp.lab.call import Call, now_iso
 from hostapp.lab.mechanisms.base import LabMechanism, MethodHandler, ToolHandler
 from hostapp.lab.mechanisms.tasks_2025 import TASK_TTL_MS, find_task_job
@@ -74,7 +73,7 @@ class TasksExtension(LabMechanism):
         if not opted_in(call):
             raise missing_extension("long_task_ext")
         task_id = new_handle()
-        poll_ms = max(100, min(1000, int(catalogue.duration(args)[0] * 1000 / 10) or 100))
+        poll_ms = self.core.poll_ms(args)
         job = self.core.new_job(call, "long_task_ext", args, "task_ext", handle_key(task_id), out_stream=None,
                                 notify_stream=None, ttl_ms=TASK_TTL_MS, poll_ms=poll_ms)
         return self.describe(job, task_id, detailed=False)
