@@ -54,7 +54,7 @@ from tests.support.faults import (
 from tests.support.peers import EVERYTHING, NODE, Peer, require_everything
 from tests.support.waiting import until
 
-pytestmark = pytest.mark.timeout(240)
+pytestmark = pytest.mark.timeout(360)
 
 FASTMCP_SERVER = Path(__file__).with_name("fastmcp_tasks_server.py")
 SDK_MRTR_SERVER = Path(__file__).parents[1] / "support" / "sdk_mrtr_server.py"
@@ -67,9 +67,11 @@ ACCEPT_RESEARCH = {"action": "accept", "content": {"interpretation": "technical"
 #: The long and the short outage in real time; the host at TIME_SCALE sees them scaled.
 LONG_OUTAGE_SECONDS = 30.0
 SHORT_OUTAGE_SECONDS = 15.0
-#: How long a host process may take to reach the outcome after the fault (the tools take
-#: 3 s); after a real-time long outage a reconnect may wait up to the 30 s backoff cap on top.
-OUTCOME_TIMEOUT = 45
+#: How long a host process may take to reach the outcome after the fault before the test
+#: calls it hung (the tools take 3 s; a loaded machine takes many times longer to restart a
+#: server or a host); after a real-time long outage a reconnect may wait up to the 30 s
+#: backoff cap on top. A deadline, not a budget: a healthy run ends in seconds.
+OUTCOME_TIMEOUT = 120
 #: A question the server sent just as the host was killed, before the host could keep it
 #: in its journal, is lost with the host; server-everything then waits this long (the
 #: TypeScript SDK's request timeout) and goes on with a default answer.

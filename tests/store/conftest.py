@@ -24,13 +24,6 @@ def memory_keyring() -> InMemoryKeyring:
     return InMemoryKeyring()
 
 
-@pytest.fixture(scope="session")
-def real_keyring(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KeyringDaemon]:
-    """gnome-keyring on a private session bus, shared by the tests that only add entries."""
-    with private_keyring(tmp_path_factory.mktemp("keyring")) as daemon:
-        yield daemon
-
-
 @pytest.fixture
 def locked_keyring(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KeyringDaemon]:
     """A keyring of its own whose collection is locked (it cannot be unlocked headless)."""

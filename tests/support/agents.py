@@ -143,10 +143,16 @@ def exchange(sock: socket.socket, *lines: bytes) -> list[dict[str, Any]]:
     and read every answer until the owner closes: its JSON lines, parsed."""
     with sock:
         sock.settimeout(10)
-        for line in lines:
-            sock.sendall(line)
-        sock.shutdown(socket.SHUT_WR)
+        try:
+            for line in lines:
+                sock.sendall(line)
+            sock.shutdown(socket.SHUT_WR)
+        except OSError:
+            pass  # the owner answered and closed first (a refused hello): read what it sent
         data = b""
-        while chunk := sock.recv(65536):
-            data += chunk
+        try:
+            while chunk := sock.recv(65536):
+                data += chunk
+        except ConnectionResetError:
+            pass  # closed with our later lines unread: what it sent before is read
     return [json.loads(x) for x in data.splitlines()]
