@@ -160,10 +160,12 @@ class _Client:
     are not read) ⇄ open; → closed (it left, its socket broke, or it was dropped: nothing
     more is written to it)."""
 
-    def __init__(self, writer: asyncio.StreamWriter, name: str, limits: Limits) -> None:
+    def __init__(self, writer: asyncio.StreamWriter, name: str, limits: Limits,
+                 on_close: Callable[[_Client], None] | None = None) -> None:
         self.writer = writer
         self.name = name
         self.limits = limits
+        self._on_close = on_close
         #: The latest coalesced change of each operation, as its event line and its seq.
         self.pending: dict[str, tuple[int, bytes]] = {}
         self.flush_handle: asyncio.TimerHandle | None = None
@@ -269,6 +271,8 @@ class _Client:
 
     def _close(self) -> None:
         self.closed = True
+        if self._on_close is not None:
+            self._on_close(self)
         self._queue.clear()
         self._held = 0
         self.pending.clear()
@@ -359,6 +363,11 @@ class AgentEndpoint:
     def methods(self) -> list[str]:
         """The methods this agent serves: the facade's (with an engine) and its own."""
         return sorted([*(wire.FACADE if self.engine is not None else ()), *(wire.CONTROL if self.control else ())])
+
+    @property
+    def last_event(self) -> int:
+        """The number of the last event emitted (0: none yet)."""
+        return self._events.seq
 
     @property
     def client_count(self) -> int:
@@ -461,8 +470,7 @@ class AgentEndpoint:
                 client.closed = True
                 if client.flush_handle is not None:
                     client.flush_handle.cancel()
-                self._clients.discard(client)
-                self._clients_changed()
+                self._client_closed(client)
             writer.close()
 
     async def _hello(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> _Client | None:
@@ -505,7 +513,7 @@ class AgentEndpoint:
                 wire.Code.VERSION_MISMATCH, wire.mismatch_advice(theirs, self.versions),
                 {"version": self.versions[1], "min_version": self.versions[0]})})
             return None
-        client = _Client(probe.writer, str(params.get("client") or "client"), self.limits)
+        client = _Client(probe.writer, str(params.get("client") or "client"), self.limits, self._client_closed)
         since = params.get("since")
         replay = self._events.since(since.get("stream"), since.get("seq")) if isinstance(since, dict) else None
         result: dict[str, Any] = {
@@ -548,6 +556,11 @@ class AgentEndpoint:
                 f"the agent could not do {method}: {type(exc).__name__}"))})
         else:
             client.send({"jsonrpc": "2.0", "id": rid, "result": wire.encode(result)})
+
+    def _client_closed(self, client: _Client) -> None:
+        if client in self._clients:
+            self._clients.discard(client)
+            self._clients_changed()
 
     def _clients_changed(self) -> None:
         if self._on_clients is not None:
