@@ -1,11 +1,13 @@
 """The engine's facade: everything the window, the CLI and the conformance client may do.
 
 :class:`EngineApi` is the contract. The in-process engine implements it
-(:class:`hostapp.engine.facade.LocalEngine`, made by :func:`hostapp.engine.open_engine`);
-a proxy over a local socket will implement it for clients of a background agent. So every
-method takes and returns plain data (strings, numbers, JSON objects, the frozen views
-below) and is awaitable, and what the engine tells its clients goes through one listener
-contract, :class:`EngineListener`.
+(:class:`hostapp.engine.facade.LocalEngine`, made by :func:`hostapp.engine.open_engine`)
+for the owner of a home, the agent; its clients (the window, the CLI) hold a proxy that
+sends each call over the agent's socket (:class:`ForwardingEngine`, the one place a proxy
+spells the methods out; the wire is ``docs/agent-wire.md``). So every method takes and
+returns plain data (strings, numbers, JSON objects, the frozen views below) and is
+awaitable, and what the engine tells its clients goes through one listener contract,
+:class:`EngineListener`. What the agent answers itself, besides, is :class:`AgentControl`.
 
 Nothing here names a mechanism's internals: an operation is an operation, whatever
 carries it. The clients catch only the exceptions declared here; the engine translates
