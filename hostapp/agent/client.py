@@ -251,7 +251,7 @@ class RemoteEngine(api.ForwardingEngine):
             elif kind == "owner_stopping":
                 self.owner_stopping = str(params.get("reason") or "it was stopped")
             elif kind == "dropped":
-                self.dropped = str(params.get("reason") or "it stopped serving this client")
+                self.dropped = str(params.get("reason") or "no reason given")
                 log.warning("the agent dropped this client: %s", self.dropped)
         except wire.WireError as exc:
             log.warning("the agent sent a bad %s event: %s", kind, exc)

@@ -205,7 +205,7 @@ class _Client:
         if event:
             self._held += len(line)
             if self._held > self.limits.held:
-                self.drop(f"it read nothing while {self._held} bytes of events waited for it")
+                self.drop(f"it fell behind: {self._held} bytes of events waited for it to read")
                 return
         self._start_pump()
 
@@ -265,7 +265,7 @@ class _Client:
         transport = self.writer.transport
         with contextlib.suppress(Exception):
             transport.write(wire.dumps({"jsonrpc": "2.0", "method": "event", "params": {
-                "kind": "dropped", "reason": f"the agent stopped serving this client: {why}"}}))
+                "kind": "dropped", "reason": why}}))
             transport.close()  # sends what is buffered, the farewell last, if the client reads
         asyncio.get_running_loop().call_later(self.limits.farewell_seconds, transport.abort)
 

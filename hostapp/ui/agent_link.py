@@ -44,6 +44,8 @@ class AgentConnection(Protocol):
     control: AgentControl
     #: Why the agent said it stops on purpose, if it did.
     owner_stopping: str | None
+    #: Why the agent stopped serving this connection, if it did (the agent goes on).
+    dropped: str | None
     #: Where the connection is in the agent's events (given to the next ``connect``).
     position: Any
     #: Whether the events missed since the position given were all received again.
@@ -141,6 +143,10 @@ class AgentLink(ForwardingEngine):
                                    "again; hostapp does not restart it by itself. Choose Start agent to go on.")
                 self._restart.clear()
                 await self._restart.wait()
+                continue
+            if conn.dropped:
+                self._say(LOST, f"The background agent stopped serving this window ({conn.dropped}). "
+                                "hostapp is connecting to it again.")
                 continue
             self._say(LOST, "The background agent stopped unexpectedly. hostapp is starting it again; "
                             "operations that can resume will continue.")
