@@ -360,3 +360,34 @@ async def test_a_flood_for_a_client_that_never_reads_leaves_the_agent_bounded_an
     assert "dropped client stuck" in log and "socket.send() raised exception" not in log
     assert agents.run("agent", "stop", "--yes").returncode == 0
 
+
+
+async def test_a_client_has_at_most_its_share_of_requests_running(isolated_home: Path):
+    """Past ``in_flight`` running requests, the next one is read only when one has ended."""
+    async with serving(isolated_home, limits=Limits(in_flight=2)) as endpoint:
+        other = await RemoteEngine.connect(endpoint.path, client="test")
+        try:
+            await other.add_server(api.ServerConfig(name="never", transport="stdio",
+                                                    command="/nonexistent/hostapp-never"))
+            op = await other.start_call("never", "t")  # this engine connects nothing: it waits
+            reader, writer = await asyncio.open_unix_connection(str(endpoint.path))
+            writer.write(wire.dumps({"jsonrpc": "2.0", "id": 1, "method": "hello", "params": {"version": N}}))
+            for rid in (2, 3):
+                writer.write(wire.dumps({"jsonrpc": "2.0", "id": rid, "method": "wait_finished",
+                                         "params": {"op_id": op.id}}))
+            writer.write(wire.dumps({"jsonrpc": "2.0", "id": 4, "method": "servers"}))
+            await until(lambda: endpoint.client_count == 2)
+            for _ in range(3):
+                assert [s.name for s in await other.servers()] == ["never"]  # the other client is served
+            await other.cancel(op.id)  # ends the operation: both waits end, then 4 is read
+            answers: list[dict[str, Any]] = []
+            while len(answers) < 4:
+                message = json.loads(await reader.readline())
+                if message.get("method") != "event":
+                    answers.append(message)
+            writer.close()
+        finally:
+            await other.close()
+        order = [a["id"] for a in answers]
+        assert order[0] == 1 and order[-1] == 4, order
+        assert all(a["result"]["id"] == op.id for a in answers if a["id"] in (2, 3))
