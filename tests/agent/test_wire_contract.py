@@ -391,3 +391,45 @@ async def test_a_client_has_at_most_its_share_of_requests_running(isolated_home:
         order = [a["id"] for a in answers]
         assert order[0] == 1 and order[-1] == 4, order
         assert all(a["result"]["id"] == op.id for a in answers if a["id"] in (2, 3))
+
+
+async def test_an_agent_of_version_1_is_still_reached_to_be_stopped_and_refused_for_the_rest(tmp_path: Path):
+    """An agent of version 1 wants its exact version at hello (as it was written): the
+    commands that stop or ask it connect in version 1; the facade's clients are told to
+    restart it."""
+    asked: list[str] = []
+
+    async def old_agent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        hello = json.loads(await reader.readline())
+        if hello["params"].get("version") != 1:
+            writer.write(wire.dumps({"jsonrpc": "2.0", "id": hello["id"], "error": {
+                "code": -32001, "message": "the agent speaks version 1 of its wire: restart the agent",
+                "data": {"version": 1}}}))
+            writer.close()
+            return
+        writer.write(wire.dumps({"jsonrpc": "2.0", "id": hello["id"], "result": {"version": 1, "pid": 42}}))
+        while line := await reader.readline():
+            request = json.loads(line)
+            asked.append(request["method"])
+            writer.write(wire.dumps({"jsonrpc": "2.0", "id": request["id"], "result": {"stopping": True}}))
+        writer.close()
+
+    path = Path(os.environ.get("TMPDIR", "/tmp")) / f"hw-old-{os.getpid()}.sock"
+    server = await asyncio.start_unix_server(old_agent, path=str(path))
+    try:
+        with pytest.raises(AgentIncompatible) as refused:
+            await RemoteEngine.connect(path, client="test")
+        assert "the agent is older than this hostapp. Restart the agent" in str(refused.value)
+        control = await RemoteEngine.connect(path, client="cli", versions=(1, wire.VERSION))
+        try:
+            assert control.agent["version"] == 1
+            assert await control.control.stop() == {"stopping": True}
+            with pytest.raises(MethodUnavailable):
+                await control.servers()  # a version-1 agent lists no methods: nothing is sent
+        finally:
+            await control.close()
+        assert asked == ["agent.stop"]
+    finally:
+        server.close()
+        await server.wait_closed()
+        path.unlink(missing_ok=True)
