@@ -433,3 +433,23 @@ async def test_an_agent_of_version_1_is_still_reached_to_be_stopped_and_refused_
         server.close()
         await server.wait_closed()
         path.unlink(missing_ok=True)
+
+
+async def test_a_client_that_needs_an_agent_says_at_once_when_the_running_one_is_too_old(isolated_home: Path):
+    """No waiting for an agent to start, and none started beside it: the person is told."""
+    from hostapp.agent.client import connect_or_spawn
+    from hostapp.agent.lock import HomeLock
+    from tests.support.agents import agent_pids
+
+    lock = HomeLock(isolated_home)
+    assert lock.acquire()  # as the running agent holds it
+    endpoint = AgentEndpoint(None, endpoint_path(isolated_home), versions=(N - 2, N - 1))
+    await endpoint.start()
+    try:
+        with pytest.raises(AgentIncompatible) as refused:
+            await asyncio.wait_for(connect_or_spawn(isolated_home, client="test", timeout=300), 60)
+        assert "Restart the agent" in str(refused.value)
+        assert agent_pids(isolated_home) == []
+    finally:
+        await endpoint.close()
+        lock.release()
