@@ -23,8 +23,8 @@ The layers, bottom to top (a layer may import itself, the ones it names, and the
   engine and what is below it.
 
 Besides: no Qt (PySide6, shiboken6, qasync) outside ``hostapp/ui`` and ``hostapp/app.py``;
-no cycle between packages, nor between modules (but the circles still to be undone,
-:data:`KNOWN_MODULE_CIRCLES`); every module belongs to a layer (a new top-level module must be
+no cycle between packages, nor between modules (a circle that only the type checker
+follows is one for the reader too); every module belongs to a layer (a new top-level module must be
 placed here, by its author).
 
 ``python tests/test_layers.py`` prints every violation.
@@ -246,15 +246,6 @@ def package_cycles(imports: list[Import]) -> list[str]:
     return _cycles(edges)
 
 
-#: Import circles between modules still to be undone, each with why it is left: the test
-#: fails on any other, and on one of these once it is gone (then strike it here).
-KNOWN_MODULE_CIRCLES: dict[frozenset[str], str] = {
-    frozenset({"hostapp.engine.runner", "hostapp.engine.operation", "hostapp.engine.kept_question"}):
-        "the runner's context protocol and its kept question take the whole OperationRunner; undone "
-        "with the runner's carving into objects behind narrow ports",
-}
-
-
 def module_cycles(imports: list[Import]) -> list[str]:
     """Every circle between modules of hostapp (imports at module level, in functions and
     under TYPE_CHECKING alike: a circle for the type checker is one for the reader)."""
@@ -336,11 +327,7 @@ def test_no_cycle_between_packages():
 
 def test_no_import_circle_between_modules():
     problems = module_cycles(all_imports())
-    known = {circle: f"cycle between {', '.join(sorted(circle))}:" for circle in KNOWN_MODULE_CIRCLES}
-    new = [p for p in problems if not any(p.startswith(prefix) for prefix in known.values())]
-    assert not new, _report("import circles between modules", new)
-    gone = [", ".join(sorted(c)) for c, prefix in known.items() if not any(p.startswith(prefix) for p in problems)]
-    assert not gone, f"no longer a circle (strike it from KNOWN_MODULE_CIRCLES): {gone}"
+    assert not problems, _report("import circles between modules", problems)
 
 
 def test_the_circle_finder_finds_a_circle_through_type_checking_and_function_imports(tmp_path):
