@@ -36,6 +36,7 @@ from enum import IntEnum
 from typing import Any
 
 from hostapp.engine import api
+from hostapp.protocol import jsonrpc
 
 #: The wire's version. Raise it when a message changes meaning or a client may rely on
 #: something new (and add a line to the history in docs/agent-wire.md); adding a view field
@@ -58,10 +59,10 @@ class Code(IntEnum):
     exception keeps its code; a retired one's number is not reused)."""
 
     # JSON-RPC's own
-    PARSE_ERROR = -32700
-    INVALID_REQUEST = -32600
-    METHOD_NOT_FOUND = -32601
-    INVALID_PARAMS = -32602
+    PARSE_ERROR = jsonrpc.PARSE_ERROR
+    INVALID_REQUEST = jsonrpc.INVALID_REQUEST
+    METHOD_NOT_FOUND = jsonrpc.METHOD_NOT_FOUND
+    INVALID_PARAMS = jsonrpc.INVALID_PARAMS
     # the agent's (JSON-RPC leaves -32000..-32099 to the implementation)
     ENGINE_ERROR = -32000  # a facade failure of no more precise kind
     VERSION_MISMATCH = -32001
