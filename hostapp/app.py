@@ -280,7 +280,7 @@ def agent_link(home: Path) -> EngineApi:
     from hostapp.agent.client import connect_or_spawn
     from hostapp.ui.agent_link import AgentLink
 
-    return AgentLink(lambda: connect_or_spawn(home, client="window"))
+    return AgentLink(lambda since: connect_or_spawn(home, client="window", since=since))
 
 
 def install_error_handlers(loop: asyncio.AbstractEventLoop, host_ref: list[HostApp]) -> None:

@@ -23,7 +23,8 @@ The layers, bottom to top (a layer may import itself, the ones it names, and the
   engine and what is below it.
 
 Besides: no Qt (PySide6, shiboken6, qasync) outside ``hostapp/ui`` and ``hostapp/app.py``;
-no cycle between packages; every module belongs to a layer (a new top-level module must be
+no cycle between packages, nor between modules (a circle that only the type checker
+follows is one for the reader too); every module belongs to a layer (a new top-level module must be
 placed here, by its author).
 
 ``python tests/test_layers.py`` prints every violation.
@@ -242,8 +243,21 @@ def package_cycles(imports: list[Import]) -> list[str]:
         source, target = layer_of(imp.importer), layer_of(imp.imported)
         if source and target and source != target:
             edges.setdefault(source, {}).setdefault(target, imp)
+    return _cycles(edges)
 
-    # Tarjan's strongly connected components.
+
+def module_cycles(imports: list[Import]) -> list[str]:
+    """Every circle between modules of hostapp (imports at module level, in functions and
+    under TYPE_CHECKING alike: a circle for the type checker is one for the reader)."""
+    edges: dict[str, dict[str, Import]] = {}
+    for imp in imports:
+        if is_hostapp(imp.imported) and imp.imported != imp.importer:
+            edges.setdefault(imp.importer, {}).setdefault(imp.imported, imp)
+    return _cycles(edges)
+
+
+def _cycles(edges: dict[str, dict[str, Import]]) -> list[str]:
+    """The strongly connected groups of ``edges`` (Tarjan), each with the imports that make it."""
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     stack: list[str] = []
@@ -311,6 +325,24 @@ def test_no_cycle_between_packages():
     assert not problems, _report("package cycles", problems)
 
 
+def test_no_import_circle_between_modules():
+    problems = module_cycles(all_imports())
+    assert not problems, _report("import circles between modules", problems)
+
+
+def test_the_circle_finder_finds_a_circle_through_type_checking_and_function_imports(tmp_path):
+    package = tmp_path / "hostapp" / "engine"
+    package.mkdir(parents=True)
+    (package / "a.py").write_text("def f():\n    from hostapp.engine import b\n", encoding="utf-8")
+    (package / "b.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+                                  "    from hostapp.engine.a import f\n", encoding="utf-8")
+    (package / "c.py").write_text("from hostapp.engine import a\n", encoding="utf-8")
+    known = {"hostapp.engine.a", "hostapp.engine.b", "hostapp.engine.c"}
+    imports = [imp for name in ("a", "b", "c") for imp in imports_of(package / f"{name}.py", known, root=tmp_path)]
+    problems = module_cycles(imports)
+    assert len(problems) == 1 and problems[0].startswith("cycle between hostapp.engine.a, hostapp.engine.b:")
+
+
 def test_the_reader_sees_every_kind_of_import(tmp_path):
     """The checker itself: imports in functions, under TYPE_CHECKING, relative and by name."""
     source = tmp_path / "hostapp" / "ui" / "probe.py"
@@ -342,6 +374,7 @@ if __name__ == "__main__":
     imports = all_imports()
     everything = (
         unplaced_modules() + layer_violations(imports) + qt_violations(imports) + package_cycles(imports)
+        + module_cycles(imports)
     )
     print("\n".join(everything) or "no violations")
     sys.exit(1 if everything else 0)

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import itertools
 import logging
 import os
 import subprocess
 import threading
+import typing
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +35,21 @@ class AgentUnavailable(api.EngineError):
     """No agent answers on the home's socket."""
 
 
+class AgentIncompatible(AgentUnavailable):
+    """An agent answers, but no version of the wire is spoken by both: the message says
+    which side is older and what the person does about it. ``speak_instead``: a version of
+    the client's range the agent would speak, when it refused only the one asked for."""
+
+    def __init__(self, message: str, speak_instead: int | None = None) -> None:
+        super().__init__(message)
+        self.speak_instead = speak_instead
+
+
+class MethodUnavailable(api.EngineError):
+    """The agent that answers does not serve the method asked for: it is older than this
+    client (a method added since it started)."""
+
+
 class _NullListener:
     def operation_changed(self, op: api.OperationView) -> None: ...
 
@@ -47,31 +64,78 @@ class _NullListener:
     def problem(self, kind: str, message: str) -> None: ...
 
 
-class RemoteEngine:
-    """:class:`~hostapp.engine.api.EngineApi` over a connection to the home's owner."""
+@dataclasses.dataclass(frozen=True)
+class EventPosition:
+    """Where a client is in an agent's events: the agent's run (``stream``) and the number
+    of the last event it received (``seq``), to ask for what came after on reconnecting."""
+
+    stream: str
+    seq: int
+
+
+class RemoteControl(api.AgentControl):
+    """The owner's own methods (``agent.status``…) over a connection."""
+
+    def __init__(self, engine: RemoteEngine) -> None:
+        self._engine = engine
+
+    async def status(self) -> api.AgentStatus:
+        return typing.cast(api.AgentStatus, await self._engine.call_raw("agent.status"))
+
+    async def stop(self) -> dict[str, bool]:
+        return typing.cast(dict[str, bool], await self._engine.call_raw("agent.stop"))
+
+    async def unsurvivable(self) -> list[api.LostOperation]:
+        return typing.cast(list[api.LostOperation], await self._engine.call_raw("agent.unsurvivable"))
+
+    async def carried(self) -> list[str]:
+        return typing.cast(list[str], await self._engine.call_raw("agent.carried"))
+
+
+class RemoteEngine(api.ForwardingEngine):
+    """:class:`~hostapp.engine.api.EngineApi` over a connection to the home's owner.
+
+    ``agent`` is the owner's answer to ``hello`` (its versions, methods, pid, start);
+    ``control`` its own methods; ``position`` where this client is in its events."""
 
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, hello: dict[str, Any],
                  listener: api.EngineListener | None = None) -> None:
         self._reader = reader
         self._writer = writer
-        self.agent = hello  # the owner's answer to hello: version, pid, since
+        self.agent = hello
+        self.methods = frozenset(m for m in hello.get("methods") or () if isinstance(m, str))
+        self.control: api.AgentControl = RemoteControl(self)
         self.listener: api.EngineListener = listener or _NullListener()
+        stream, seq = hello.get("stream"), hello.get("seq")
+        self.position: EventPosition | None = (
+            EventPosition(stream, seq) if isinstance(stream, str) and isinstance(seq, int) else None)
+        #: Whether the events this client missed since the position it gave were all sent
+        #: again (None: it gave none; False: some are lost, it must read everything again).
+        self.caught_up: bool | None = hello.get("caught_up") if isinstance(hello.get("caught_up"), bool) else None
         self._ids = itertools.count(2)
         self._waiting: dict[int, asyncio.Future[Any]] = {}
         self._closed: asyncio.Event = asyncio.Event()
         #: Why the owner said it stops on purpose, if it did (then its end is no crash).
         self.owner_stopping: str | None = None
+        #: Why the owner stopped serving this client, if it did (it read too slowly).
+        self.dropped: str | None = None
         self._reading = asyncio.get_running_loop().create_task(self._read())
 
     @classmethod
     async def connect(cls, path: Path, listener: api.EngineListener | None = None, *,
-                      client: str = "client", timeout: float = 5.0) -> RemoteEngine:
+                      client: str = "client", timeout: float = 5.0, since: EventPosition | None = None,
+                      versions: tuple[int, int] = (wire.CLIENT_MIN_VERSION, wire.VERSION)) -> RemoteEngine:
         """Connect to the endpoint at ``path`` (a Unix socket, or a loopback endpoint file:
         see :mod:`hostapp.agent.endpoint`) and say hello; :class:`AgentUnavailable` when
-        nobody listens there."""
+        nobody listens there, :class:`AgentIncompatible` when the agent there speaks no
+        version of ``versions`` (``(minimum, version)``). ``since``: the events missed
+        since that position are sent again when the agent still has them (:attr:`caught_up`)."""
         from hostapp.agent.endpoint import LOOPBACK_FILE, read_loopback_file
 
-        hello: dict[str, Any] = {"version": wire.VERSION, "client": client, "pid": os.getpid()}
+        hello: dict[str, Any] = {"version": versions[1], "min_version": versions[0], "client": client,
+                                 "pid": os.getpid()}
+        if since is not None:
+            hello["since"] = {"stream": since.stream, "seq": since.seq}
         try:
             if path.name == LOOPBACK_FILE:
                 port, hello["key"] = read_loopback_file(path)
@@ -95,8 +159,19 @@ class RemoteEngine:
             raise AgentUnavailable(f"the agent at {path} closed the connection")
         if "error" in answer:
             writer.close()
-            raise AgentUnavailable(str(wire.decode_error(answer["error"])))
-        return cls(reader, writer, dict(answer.get("result") or {}), listener)
+            refusal = _refusal(answer["error"], versions)
+            lower = refusal.speak_instead if isinstance(refusal, AgentIncompatible) else None
+            if lower is not None and lower < versions[1]:
+                # An agent that wants an exact version (1) one of ours: ask again in its version.
+                return await cls.connect(path, listener, client=client, timeout=timeout, since=since,
+                                         versions=(versions[0], lower))
+            raise refusal
+        result = answer.get("result")
+        agent = _agent_versions(result if isinstance(result, dict) else {})
+        if agent is None or wire.negotiate(versions, agent) is None:
+            writer.close()
+            raise AgentIncompatible(wire.mismatch_advice(versions, agent or (1, 1)))
+        return cls(reader, writer, dict(result or {}), listener)
 
     @property
     def closed(self) -> bool:
@@ -153,6 +228,9 @@ class RemoteEngine:
     def _dispatch(self, params: Any) -> None:
         if not isinstance(params, dict):
             return
+        seq = params.get("seq")
+        if isinstance(seq, int) and self.position is not None:
+            self.position = EventPosition(self.position.stream, seq)
         kind = params.get("kind")
         listener = self.listener
         try:
@@ -172,17 +250,24 @@ class RemoteEngine:
                 listener.problem(str(params.get("problem")), str(params.get("message")))
             elif kind == "owner_stopping":
                 self.owner_stopping = str(params.get("reason") or "it was stopped")
+            elif kind == "dropped":
+                self.dropped = str(params.get("reason") or "no reason given")
+                log.warning("the agent dropped this client: %s", self.dropped)
         except wire.WireError as exc:
             log.warning("the agent sent a bad %s event: %s", kind, exc)
 
-    async def _call(self, method: str, **params: Any) -> Any:
-        return wire.RESULTS[method](await self._call_raw(method, **params))
+    async def forward(self, method: str, arguments: api.JsonObject) -> Any:
+        """A facade method, done by the agent; :class:`MethodUnavailable` when it does not
+        serve it (it is older than this client)."""
+        if method not in self.methods:
+            raise MethodUnavailable(
+                f"the running agent (pid {self.agent.get('pid', '?')}) cannot do {method}: it is older than this "
+                "hostapp. Restart the agent to use it (hostapp agent stop, or Quit > Stop everything in the "
+                "window); its work resumes when it starts again.")
+        return wire.FACADE[method].result(await self.call_raw(method, **arguments))
 
-    async def request_owner(self, method: str) -> Any:
-        """A request the owner answers itself (``agent.status``, ``agent.stop``)."""
-        return await self._call_raw(method)
-
-    async def _call_raw(self, method: str, **params: Any) -> Any:
+    async def call_raw(self, method: str, **params: Any) -> Any:
+        """Send a request and wait for its result, as JSON."""
         if self._closed.is_set():
             raise AgentGone("the agent stopped")
         rid = next(self._ids)
@@ -194,13 +279,7 @@ class RemoteEngine:
         finally:
             self._waiting.pop(rid, None)
 
-    # -- EngineApi ----------------------------------------------------------------------
-
-    async def list_skills(self, server: str) -> list[api.JsonObject]:
-        return await self._call("list_skills", server=server)
-
-    async def load_skill(self, server: str, name: str) -> api.JsonObject:
-        return await self._call("load_skill", server=server, name=name)
+    # -- the lifecycle is the owner's ---------------------------------------------------
 
     async def start(self, *, resume: bool = True, only: frozenset[str] | None = None) -> None:
         """The owner started its engine when it took the home; nothing to do."""
@@ -209,106 +288,25 @@ class RemoteEngine:
         """A client's stop ends its connection; the owner and its work go on."""
         await self.close()
 
-    async def keyring_problem(self) -> str | None:
-        return await self._call("keyring_problem")
 
-    async def servers(self) -> list[api.ServerView]:
-        return await self._call("servers")
+def _agent_versions(hello: dict[str, Any]) -> tuple[int, int] | None:
+    """The agent's range of wire versions, as its hello answer or refusal gives it."""
+    version = hello.get("version")
+    minimum = hello.get("min_version", version)
+    if isinstance(version, int) and isinstance(minimum, int):
+        return minimum, version
+    return None
 
-    async def server_configs(self) -> list[api.ServerConfig]:
-        return await self._call("server_configs")
 
-    async def server_config(self, name: str) -> api.ServerConfig | None:
-        return await self._call("server_config", name=name)
-
-    async def add_server(self, cfg: api.ServerConfig, secrets: api.ServerSecrets | None = None) -> None:
-        await self._call("add_server", cfg=cfg, secrets=secrets)
-
-    async def update_server(self, cfg: api.ServerConfig, secrets: api.ServerSecrets | None = None) -> None:
-        await self._call("update_server", cfg=cfg, secrets=secrets)
-
-    async def replace_server(self, old_name: str, cfg: api.ServerConfig,
-                             secrets: api.ServerSecrets | None = None) -> None:
-        await self._call("replace_server", old_name=old_name, cfg=cfg, secrets=secrets)
-
-    async def remove_server(self, name: str) -> None:
-        await self._call("remove_server", name=name)
-
-    async def forget_server(self, name: str) -> list[str]:
-        return await self._call("forget_server", name=name)
-
-    async def reconnect(self, name: str) -> None:
-        await self._call("reconnect", name=name)
-
-    async def wait_connected(self, name: str, timeout: float = 60.0) -> api.ServerView:
-        return await self._call("wait_connected", name=name, timeout=timeout)
-
-    async def list_tools(self, server: str, timeout: float = 30.0) -> list[api.JsonObject]:
-        return await self._call("list_tools", server=server, timeout=timeout)
-
-    async def probe_tools(self, server: str, timeout: float | None = None) -> list[api.JsonObject]:
-        return await self._call("probe_tools", server=server, timeout=timeout)
-
-    async def check_server(self, cfg: api.ServerConfig, secrets: api.ServerSecrets | None = None,
-                           timeout: float | None = None) -> api.JsonObject:
-        return await self._call("check_server", cfg=cfg, secrets=secrets, timeout=timeout)
-
-    async def stop_retrying(self, name: str) -> None:
-        await self._call("stop_retrying", name=name)
-
-    async def begin_sign_in(self, server: str, timeout: float | None = None) -> str:
-        return await self._call("begin_sign_in", server=server, timeout=timeout)
-
-    async def finish_sign_in(self, server: str) -> None:
-        await self._call("finish_sign_in", server=server)
-
-    async def sign_out(self, server: str) -> None:
-        await self._call("sign_out", server=server)
-
-    async def start_call(self, server: str, tool: str, arguments: api.JsonObject | None = None) -> api.OperationView:
-        return await self._call("start_call", server=server, tool=tool, arguments=arguments)
-
-    async def cancel(self, op_id: str) -> None:
-        await self._call("cancel", op_id=op_id)
-
-    async def rerun(self, op_id: str) -> api.OperationView:
-        return await self._call("rerun", op_id=op_id)
-
-    async def operation(self, op_id: str) -> api.OperationView | None:
-        return await self._call("operation", op_id=op_id)
-
-    async def operations(self, statuses: set[str] | None = None, limit: int = 200,
-                         offset: int = 0) -> list[api.OperationView]:
-        return await self._call("operations", statuses=statuses, limit=limit, offset=offset)
-
-    async def count_operations(self, statuses: set[str] | None = None) -> int:
-        return await self._call("count_operations", statuses=statuses)
-
-    async def unfinished_operations(self) -> list[api.OperationView]:
-        return await self._call("unfinished_operations")
-
-    async def operation_rows(self, limit: int = 200) -> list[api.JsonObject]:
-        return await self._call("operation_rows", limit=limit)
-
-    async def events(self, op_id: str) -> list[api.JsonObject]:
-        return await self._call("events", op_id=op_id)
-
-    async def wait_finished(self, op_id: str) -> api.OperationView:
-        return await self._call("wait_finished", op_id=op_id)
-
-    async def answer_input(self, request_id: str, answer: api.JsonObject) -> None:
-        await self._call("answer_input", request_id=request_id, answer=answer)
-
-    async def open_questions(self) -> list[api.InputRequest]:
-        return await self._call("open_questions")
-
-    # MCP Apps
-    async def read_app_view(self, server: str, uri: str) -> api.JsonObject:
-        return await self._call("read_app_view", server=server, uri=uri)
-
-    async def start_app_call(self, server: str, tool: str, arguments: api.JsonObject | None,
-                             view_of: str) -> api.OperationView:
-        return await self._call("start_app_call", server=server, tool=tool, arguments=arguments, view_of=view_of)
+def _refusal(error: Any, versions: tuple[int, int]) -> AgentUnavailable:
+    """What a refused hello means for the person."""
+    data = error.get("data") if isinstance(error, dict) else None
+    if isinstance(error, dict) and error.get("code") == wire.Code.VERSION_MISMATCH:
+        agent = _agent_versions(data if isinstance(data, dict) else {})
+        if agent is not None:
+            return AgentIncompatible(wire.mismatch_advice(versions, agent), wire.negotiate(versions, agent))
+        return AgentIncompatible(str(error.get("message") or "the agent speaks another version of its wire"))
+    return AgentUnavailable(str(wire.decode_error(error)))
 
 
 #: How often a client that waits for an owner to come up tries its socket again.
@@ -341,7 +339,8 @@ def spawn_agent(home: Path, *, verbose: bool = False) -> subprocess.Popen[bytes]
 
 
 async def connect_or_spawn(home: Path, listener: api.EngineListener | None = None, *, client: str = "client",
-                           timeout: float = 30.0, verbose: bool = False) -> RemoteEngine:
+                           timeout: float = 30.0, verbose: bool = False,
+                           since: EventPosition | None = None) -> RemoteEngine:
     """Connect to the owner of ``home``, starting one when none runs.
 
     Safe when many clients start at once on a home with no owner: a client starts an
@@ -350,7 +349,9 @@ async def connect_or_spawn(home: Path, listener: api.EngineListener | None = Non
     exactly one takes the home's lock (the other exits at once); every client connects to
     it. A lock held by an owner still starting (or stopping) is waited for. A stale socket
     of a dead owner is answered by nobody: the new owner takes the lock and the socket; the
-    kernel lets go of a dead process's locks, so none of them is ever stale."""
+    kernel lets go of a dead process's locks, so none of them is ever stale. An owner that
+    speaks no version of the wire this client does is not waited for: its
+    :class:`AgentIncompatible` says what to do. ``since``: as :meth:`RemoteEngine.connect`."""
     from hostapp.agent.endpoint import endpoint_path
     from hostapp.agent.lock import SPAWN_LOCK_NAME, HomeLock
 
@@ -363,7 +364,9 @@ async def connect_or_spawn(home: Path, listener: api.EngineListener | None = Non
     try:
         while True:
             try:
-                return await RemoteEngine.connect(path, listener, client=client)
+                return await RemoteEngine.connect(path, listener, client=client, since=since)
+            except AgentIncompatible:
+                raise
             except AgentUnavailable:
                 pass
             if (started is None or started.poll() is not None) and spawns < _MAX_SPAWNS and lock.free() \

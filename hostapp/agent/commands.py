@@ -92,12 +92,20 @@ def current_home() -> Path:
     return home_dir()
 
 
-async def _connect(home: Path, listener: api.EngineListener | None = None) -> RemoteEngine | None:
-    from hostapp.agent.client import AgentUnavailable, RemoteEngine
+async def _connect(home: Path, listener: api.EngineListener | None = None, *,
+                   control: bool = False) -> RemoteEngine | None:
+    """A connection to the owner of ``home``, or None when none runs. ``control``: only its
+    own methods will be asked (status, stop), which every version of the wire has: an
+    owner older or newer than this command is still reached, to be stopped."""
+    from hostapp.agent import wire
+    from hostapp.agent.client import AgentIncompatible, AgentUnavailable, RemoteEngine
     from hostapp.agent.endpoint import endpoint_path
 
+    versions = (1, wire.VERSION) if control else (wire.CLIENT_MIN_VERSION, wire.VERSION)
     try:
-        return await RemoteEngine.connect(endpoint_path(home), listener, client="cli")
+        return await RemoteEngine.connect(endpoint_path(home), listener, client="cli", versions=versions)
+    except AgentIncompatible:
+        raise
     except AgentUnavailable:
         return None
 
@@ -114,12 +122,12 @@ async def cmd_agent_status(args: argparse.Namespace) -> int:
     from hostapp.store.paths import home_dir
 
     home = home_dir()
-    engine = await _connect(home)
+    engine = await _connect(home, control=True)
     if engine is None:
         status: dict[str, object] = {"running": False}
     else:
         try:
-            status = dict(await engine.request_owner("agent.status"))
+            status = dict(await engine.control.status())
         except api.EngineError:
             status = {"running": False}
         finally:
@@ -141,14 +149,14 @@ async def cmd_agent_stop(args: argparse.Namespace) -> int:
     from hostapp.store.paths import home_dir
 
     home = home_dir()
-    engine = await _connect(home)
+    engine = await _connect(home, control=True)
     if engine is None:
         print("not running")
         return EXIT_OK
     try:
         # The owner knows what carries each operation: those with nothing that can resume
         # them (a plain request, a handle the keyring could not keep) end 'unknown'.
-        lost = list(await engine.request_owner("agent.unsurvivable"))
+        lost = await engine.control.unsurvivable()
         if lost and not args.yes:
             print(f"{len(lost)} operation(s) cannot be resumed and would end 'unknown' if the agent stops now:",
                   file=sys.stderr)
@@ -165,7 +173,7 @@ async def cmd_agent_stop(args: argparse.Namespace) -> int:
             if answer.strip().lower() not in ("y", "yes"):
                 print("not stopped", file=sys.stderr)
                 return EXIT_ERROR
-        await engine.request_owner("agent.stop")
+        await engine.control.stop()
         await asyncio.wait_for(engine.wait_closed(), 60)
     except (api.EngineError, TimeoutError) as exc:
         print(f"hostapp: {exc}", file=sys.stderr)

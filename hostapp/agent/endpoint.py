@@ -26,6 +26,7 @@ sees an operation move backwards).
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import hashlib
 import hmac
@@ -38,7 +39,8 @@ import struct
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -130,52 +132,242 @@ def _same_user(writer: asyncio.StreamWriter) -> bool:
     return bool(uid == os.getuid())
 
 
-class _Client:
-    """One connected client: its writer, and the operation changes waiting to be sent."""
+@dataclass(frozen=True)
+class Limits:
+    """What one client may cost the agent (see docs/agent-wire.md, "Limits").
 
-    def __init__(self, writer: asyncio.StreamWriter, name: str) -> None:
+    Past ``high_water`` bytes waiting in a client's socket the agent reads no more of its
+    requests, and its operation changes coalesce (one per operation, the latest) until it
+    has read; its other events wait in line, and once more than ``held`` bytes of them wait
+    the client is dropped with a farewell. At most ``in_flight`` of a client's requests run
+    at once. The last ``replay_events`` events (at most ``replay_bytes``) are kept for a
+    client that reconnects."""
+
+    high_water: int = 1024 * 1024
+    held: int = 8 * 1024 * 1024
+    in_flight: int = 64
+    replay_events: int = 4096
+    replay_bytes: int = 16 * 1024 * 1024
+    #: How long a dropped client's farewell may take before its socket is cut.
+    farewell_seconds: float = 2.0
+
+
+class _Client:
+    """One connected client: its writer, what waits to be written to it, and the operation
+    changes coalesced for it.
+
+    States: open → backlogged (more than the high water waits: changes coalesce, requests
+    are not read) ⇄ open; → closed (it left, its socket broke, or it was dropped: nothing
+    more is written to it)."""
+
+    def __init__(self, writer: asyncio.StreamWriter, name: str, limits: Limits,
+                 on_close: Callable[[_Client], None] | None = None) -> None:
         self.writer = writer
         self.name = name
-        self.pending: dict[str, api.OperationView] = {}
+        self.limits = limits
+        self._on_close = on_close
+        #: The latest coalesced change of each operation, as its event line and its seq.
+        self.pending: dict[str, tuple[int, bytes]] = {}
         self.flush_handle: asyncio.TimerHandle | None = None
         self.last_flush = 0.0
         self.closed = False
+        #: Lines waiting for the socket to drain, and the bytes of the events among them.
+        self._queue: collections.deque[tuple[bytes, bool]] = collections.deque()
+        self._held = 0
+        self._pump: asyncio.Task[None] | None = None
+        #: Set while the client may be sent to without waiting (its requests are read then).
+        self.writable = asyncio.Event()
+        self.writable.set()
+        with contextlib.suppress(AttributeError, NotImplementedError):
+            writer.transport.set_write_buffer_limits(high=limits.high_water)
+
+    @property
+    def backlogged(self) -> bool:
+        return not self.writable.is_set()
 
     def send(self, message: dict[str, Any]) -> None:
+        """A response (or a refusal): written in turn, whatever the backlog (requests are not
+        read while one lasts, so responses are bounded by the requests in flight)."""
+        self.write(wire.dumps(message), event=False)
+
+    def write(self, line: bytes, *, event: bool = True) -> None:
         if self.closed:
             return
-        try:
-            self.writer.write(wire.dumps(message))
-        except (ConnectionError, RuntimeError):
-            self.closed = True
+        if self.writer.transport.is_closing():
+            self.gone()
+            return
+        if not self._queue and not self._over_high_water():
+            self.writer.write(line)
+            if self._over_high_water():
+                self._start_pump()
+            return
+        self._queue.append((line, event))
+        if event:
+            self._held += len(line)
+            if self._held > self.limits.held:
+                self.drop(f"it fell behind: {self._held} bytes of events waited for it to read")
+                return
+        self._start_pump()
 
-    def event(self, params: dict[str, Any]) -> None:
-        self.send({"jsonrpc": "2.0", "method": "event", "params": params})
+    def _over_high_water(self) -> bool:
+        return self.writer.transport.get_write_buffer_size() > self.limits.high_water
+
+    def _start_pump(self) -> None:
+        self.writable.clear()
+        if self._pump is None:
+            self._pump = asyncio.get_running_loop().create_task(self._drain())
+
+    async def _drain(self) -> None:
+        try:
+            while not self.closed:
+                await self.writer.drain()  # until the socket is below its low water
+                while self._queue and not self._over_high_water():
+                    line, event = self._queue.popleft()
+                    if event:
+                        self._held -= len(line)
+                    self.writer.write(line)
+                if self._queue or self._over_high_water():
+                    continue
+                self._pump = None
+                self.writable.set()
+                if self.pending:
+                    self.flush()  # what coalesced meanwhile
+                return
+        except (ConnectionError, RuntimeError):
+            self.gone()
+        finally:
+            if self.closed:
+                self._pump = None
+
+    def flush(self) -> None:
+        """Send the coalesced changes (each operation's latest), in the order they happened."""
+        if self.flush_handle is not None:
+            self.flush_handle.cancel()
+            self.flush_handle = None
+        self.last_flush = time.monotonic()
+        pending, self.pending = self.pending, {}
+        for _seq, line in sorted(pending.values(), key=lambda item: item[0]):
+            self.write(line)
+
+    def gone(self) -> None:
+        """Its socket broke: nothing more is written to it (said once in the log)."""
+        if self.closed:
+            return
+        log.info("client %s went away; nothing more is sent to it", self.name)
+        self._close()
+
+    def drop(self, why: str) -> None:
+        """Stop serving a client that does not read: a farewell, then its socket is cut."""
+        if self.closed:
+            return
+        log.warning("dropped client %s: %s", self.name, why)
+        self._close()
+        transport = self.writer.transport
+        with contextlib.suppress(Exception):
+            transport.write(wire.dumps({"jsonrpc": "2.0", "method": "event", "params": {
+                "kind": "dropped", "reason": why}}))
+            transport.close()  # sends what is buffered, the farewell last, if the client reads
+        asyncio.get_running_loop().call_later(self.limits.farewell_seconds, transport.abort)
+
+    def _close(self) -> None:
+        self.closed = True
+        if self._on_close is not None:
+            self._on_close(self)
+        self._queue.clear()
+        self._held = 0
+        self.pending.clear()
+        if self.flush_handle is not None:
+            self.flush_handle.cancel()
+            self.flush_handle = None
+        if self._pump is not None:
+            self._pump.cancel()
+            self._pump = None
+        self.writable.set()  # its reader ends by itself; nothing waits on the drain any more
+
+
+class _EventLog:
+    """The events the agent emitted, numbered: each gets the next sequence number, and the
+    latest are kept (bounded by count and by bytes) for a client that reconnects. An
+    operation's change replaces its previous change in the log (a client wants its latest
+    state), so only what the bounds pushed out makes a gap."""
+
+    def __init__(self, limits: Limits) -> None:
+        self.limits = limits
+        #: This run of the agent: sequence numbers of another run mean nothing here.
+        self.stream = secrets.token_hex(8)
+        self.seq = 0
+        self._kept: collections.OrderedDict[int, bytes] = collections.OrderedDict()
+        self._bytes = 0
+        self._change_of: dict[str, int] = {}  # operation id -> seq of its change in the log
+        self._lost_through = 0  # the newest seq pushed out by the bounds
+
+    def add(self, params: dict[str, Any], *, change_of: str | None = None) -> tuple[int, bytes]:
+        """Number an event and keep it; its seq and its line."""
+        self.seq += 1
+        seq = self.seq
+        line = wire.dumps({"jsonrpc": "2.0", "method": "event", "params": {"seq": seq, **params}})
+        if change_of is not None:
+            previous = self._change_of.pop(change_of, None)
+            if previous is not None:
+                self._bytes -= len(self._kept.pop(previous))
+            self._change_of[change_of] = seq
+        self._kept[seq] = line
+        self._bytes += len(line)
+        while len(self._kept) > self.limits.replay_events or self._bytes > self.limits.replay_bytes:
+            old, old_line = self._kept.popitem(last=False)
+            self._bytes -= len(old_line)
+            self._lost_through = old
+            if self._change_of and old in self._change_of.values():
+                self._change_of = {op: s for op, s in self._change_of.items() if s != old}
+        return seq, line
+
+    def since(self, stream: Any, seq: Any) -> list[bytes] | None:
+        """The events after ``seq`` of ``stream``, in order; None when some are no longer
+        kept (or ``stream`` is another run's): the client must read everything again."""
+        if stream != self.stream or not isinstance(seq, int) or isinstance(seq, bool) \
+                or not self._lost_through <= seq <= self.seq:
+            return None
+        return [line for s, line in self._kept.items() if s > seq]
 
 
 class AgentEndpoint:
     """Serves an :class:`~hostapp.engine.api.EngineApi` on its endpoint; implements
     :class:`~hostapp.engine.api.EngineListener` to forward what the engine tells.
 
-    ``info`` is what ``hello`` answers besides the version (the owner's pid, start time).
-    ``on_clients`` is called with the number of clients whenever it changes.
+    ``info`` is what ``hello`` answers besides the versions and methods (the owner's pid,
+    start time). ``on_clients`` is called with the number of clients whenever it changes.
+    ``control`` answers the ``agent.*`` methods. ``versions`` is the range of wire versions
+    served, ``(minimum, version)``.
     """
 
     def __init__(self, engine: api.EngineApi | None, path: Path, *, info: dict[str, Any] | None = None,
-                 on_clients: Callable[[int], None] | None = None) -> None:
+                 on_clients: Callable[[int], None] | None = None, control: api.AgentControl | None = None,
+                 versions: tuple[int, int] = (wire.MIN_VERSION, wire.VERSION), limits: Limits = Limits()) -> None:
         self.engine = engine  # may be set after construction: the engine is made with its listener
         #: Set once the engine has started: requests wait for it (a client may connect while
         #: the owner still resumes what it found in the journal).
         self.ready = asyncio.Event()
-        #: Requests the owner answers itself (``agent.status``, ``agent.stop``), by name.
-        self.own_methods: dict[str, Callable[[], Awaitable[Any]]] = {}
+        self.control = control
         self.path = path
         self.info = dict(info or {})
+        self.versions = versions
+        self.limits = limits
         self._on_clients = on_clients
         self._server: asyncio.AbstractServer | None = None
         self._clients: set[_Client] = set()
         self._tasks: set[asyncio.Task[Any]] = set()
         self._key: str | None = None  # the loopback kind's key of this start
+        self._events = _EventLog(limits)
+
+    @property
+    def methods(self) -> list[str]:
+        """The methods this agent serves: the facade's (with an engine) and its own."""
+        return sorted([*(wire.FACADE if self.engine is not None else ()), *(wire.CONTROL if self.control else ())])
+
+    @property
+    def last_event(self) -> int:
+        """The number of the last event emitted (0: none yet)."""
+        return self._events.seq
 
     @property
     def client_count(self) -> int:
@@ -206,9 +398,10 @@ class AgentEndpoint:
     async def farewell(self, reason: str) -> None:
         """Tell every client that the owner stops on purpose (``reason``, for a person), so
         that a window does not start a new owner behind the back of whoever stopped it."""
+        self._broadcast({"kind": "owner_stopping", "reason": reason})
         for client in list(self._clients):
-            client.event({"kind": "owner_stopping", "reason": reason})
             with contextlib.suppress(Exception):
+                await asyncio.wait_for(client.writable.wait(), 1)
                 await asyncio.wait_for(client.writer.drain(), 1)
 
     async def close(self) -> None:
@@ -240,19 +433,25 @@ class AgentEndpoint:
                 return
             self._clients.add(client)
             self._clients_changed()
-            while True:
+            while not client.closed:
+                # A client that reads nothing sends nothing more that is read; one with
+                # as many requests running as it may have waits for one to end.
+                await client.writable.wait()
+                if len(mine) >= self.limits.in_flight:
+                    await asyncio.wait(set(mine), return_when=asyncio.FIRST_COMPLETED)
+                    continue
                 try:
                     line = await reader.readline()
                 except (asyncio.LimitOverrunError, ValueError):
                     client.send({"jsonrpc": "2.0", "id": None,
-                                 "error": {"code": -32600, "message": "message too large"}})
+                                 "error": wire.error(wire.Code.INVALID_REQUEST, "message too large")})
                     break
                 if not line:
                     break
                 try:
                     message = wire.loads(line)
                 except wire.WireError as exc:
-                    client.send({"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": str(exc)}})
+                    client.send({"jsonrpc": "2.0", "id": None, "error": wire.error(wire.Code.PARSE_ERROR, str(exc))})
                     continue
                 task = asyncio.get_running_loop().create_task(self._answer(client, message))
                 self._tasks.add(task)
@@ -260,7 +459,7 @@ class AgentEndpoint:
                 mine.add(task)
                 task.add_done_callback(mine.discard)
             # The client stopped sending: what it asked for is still answered, briefly.
-            if mine:
+            if mine and not client.closed:
                 await asyncio.wait(set(mine), timeout=_ANSWER_GRACE_SECONDS)
         except (ConnectionError, asyncio.IncompleteReadError, TimeoutError):
             pass  # gone, or never said hello
@@ -271,19 +470,18 @@ class AgentEndpoint:
                 client.closed = True
                 if client.flush_handle is not None:
                     client.flush_handle.cancel()
-                self._clients.discard(client)
-                self._clients_changed()
+                self._client_closed(client)
             writer.close()
 
     async def _hello(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> _Client | None:
         line = await asyncio.wait_for(reader.readline(), 10)
         if not line:
             return None
-        probe = _Client(writer, "?")
+        probe = _Client(writer, "?", self.limits)
         try:
             message = wire.loads(line)
         except wire.WireError as exc:
-            probe.send({"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": str(exc)}})
+            probe.send({"jsonrpc": "2.0", "id": None, "error": wire.error(wire.Code.PARSE_ERROR, str(exc))})
             return None
         raw = message.get("params")
         params: dict[str, Any] = raw if isinstance(raw, dict) else {}
@@ -298,15 +496,34 @@ class AgentEndpoint:
                 "code": -32600, "message": "this agent's endpoint key was not given; "
                                            "connect through the home's endpoint file"}})
             return None
-        if params.get("version") != wire.VERSION:
-            probe.send({"jsonrpc": "2.0", "id": message.get("id"), "error": {
-                "code": wire.VERSION_MISMATCH,
-                "message": f"the agent speaks version {wire.VERSION} of its wire, this client "
-                           f"{params.get('version')}: restart the agent (hostapp agent stop)",
-                "data": {"version": wire.VERSION}}})
+        return self._welcome(probe, message.get("id"), params)
+
+    def _welcome(self, probe: _Client, rid: Any, params: dict[str, Any]) -> _Client | None:
+        """Answer a client's hello: refused outside the versions served; else the agent's
+        versions, methods and event position, then the events it missed when it asked for
+        them (``since``) and they are still kept. The caller adds the client at once, so no
+        event falls between the replay and the live ones."""
+        version, minimum = params.get("version"), params.get("min_version", params.get("version"))
+        speak = None
+        if isinstance(version, int) and isinstance(minimum, int):
+            speak = wire.negotiate((minimum, version), self.versions)
+        if speak is None:
+            theirs = (minimum, version) if isinstance(version, int) and isinstance(minimum, int) else (0, 0)
+            probe.send({"jsonrpc": "2.0", "id": rid, "error": wire.error(
+                wire.Code.VERSION_MISMATCH, wire.mismatch_advice(theirs, self.versions),
+                {"version": self.versions[1], "min_version": self.versions[0]})})
             return None
-        client = _Client(writer, str(params.get("client") or "client"))
-        client.send({"jsonrpc": "2.0", "id": message.get("id"), "result": {"version": wire.VERSION, **self.info}})
+        client = _Client(probe.writer, str(params.get("client") or "client"), self.limits, self._client_closed)
+        since = params.get("since")
+        replay = self._events.since(since.get("stream"), since.get("seq")) if isinstance(since, dict) else None
+        result: dict[str, Any] = {
+            "version": self.versions[1], "min_version": self.versions[0], "speaks": speak,
+            "methods": self.methods, "stream": self._events.stream, "seq": self._events.seq, **self.info}
+        if isinstance(since, dict):
+            result["caught_up"] = replay is not None
+        client.send({"jsonrpc": "2.0", "id": rid, "result": result})
+        for line in replay or ():
+            client.write(line)
         return client
 
     async def _answer(self, client: _Client, message: dict[str, Any]) -> None:
@@ -314,12 +531,13 @@ class AgentEndpoint:
         method = message.get("method")
         if rid is None:
             return  # no notifications from clients today
-        if isinstance(method, str) and method in self.own_methods:
-            client.send({"jsonrpc": "2.0", "id": rid, "result": await self.own_methods[method]()})
+        if isinstance(method, str) and method in wire.CONTROL and self.control is not None:
+            result = await getattr(self.control, wire.CONTROL[method])()
+            client.send({"jsonrpc": "2.0", "id": rid, "result": result})
             return
-        if not isinstance(method, str) or method not in wire.RESULTS or self.engine is None:
+        if not isinstance(method, str) or method not in wire.FACADE or self.engine is None:
             client.send({"jsonrpc": "2.0", "id": rid,
-                         "error": {"code": -32601, "message": f"unknown method {method!r}"}})
+                         "error": wire.error(wire.Code.METHOD_NOT_FOUND, f"unknown method {method!r}")})
             return
         try:
             kwargs = wire.decode_arguments(method, message.get("params"))
@@ -328,7 +546,8 @@ class AgentEndpoint:
         except api.EngineError as exc:
             client.send({"jsonrpc": "2.0", "id": rid, "error": wire.encode_error(exc)})
         except (wire.WireError, TypeError) as exc:
-            client.send({"jsonrpc": "2.0", "id": rid, "error": {"code": -32602, "message": f"bad params: {exc}"}})
+            client.send({"jsonrpc": "2.0", "id": rid,
+                         "error": wire.error(wire.Code.INVALID_PARAMS, f"bad params: {exc}")})
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # one client's request must not take the owner down
@@ -338,21 +557,40 @@ class AgentEndpoint:
         else:
             client.send({"jsonrpc": "2.0", "id": rid, "result": wire.encode(result)})
 
+    def _client_closed(self, client: _Client) -> None:
+        if client in self._clients:
+            self._clients.discard(client)
+            self._clients_changed()
+
     def _clients_changed(self) -> None:
         if self._on_clients is not None:
             self._on_clients(len(self._clients))
 
-    # -- EngineListener: what the engine tells, fanned out ----------------------------------
+    # -- EngineListener: what the engine tells, numbered and fanned out --------------------
+
+    def _broadcast(self, params: dict[str, Any]) -> None:
+        """An event for every client at once. Each client's coalesced changes go first: on
+        one connection the events come in the order of their numbers, so a client that
+        reconnects asks for exactly what it has not seen."""
+        _seq, line = self._events.add(params)
+        for client in list(self._clients):
+            if client.pending:
+                client.flush()
+            client.write(line)
 
     def operation_changed(self, op: api.OperationView) -> None:
+        seq, line = self._events.add({"kind": "operation_changed", "op": wire.encode(op)}, change_of=op.id)
         urgent = op.status in api.TERMINAL or op.needs_input
-        for client in self._clients:
-            if urgent:
-                client.pending.pop(op.id, None)
-                client.event({"kind": "operation_changed", "op": wire.encode(op)})
+        for client in list(self._clients):
+            client.pending.pop(op.id, None)
+            if urgent and not client.backlogged:
+                if client.pending:
+                    client.flush()
+                client.write(line)
             else:
-                client.pending[op.id] = op
-                self._schedule_flush(client)
+                client.pending[op.id] = (seq, line)
+                if not client.backlogged:
+                    self._schedule_flush(client)
 
     def _schedule_flush(self, client: _Client) -> None:
         if client.flush_handle is not None:
@@ -363,33 +601,20 @@ class AgentEndpoint:
 
     def _flush(self, client: _Client) -> None:
         client.flush_handle = None
-        client.last_flush = time.monotonic()
-        pending, client.pending = client.pending, {}
-        for op in pending.values():
-            client.event({"kind": "operation_changed", "op": wire.encode(op)})
-
-    def _before_other_event(self, client: _Client, op_id: str | None) -> None:
-        if op_id and op_id in client.pending:
-            client.event({"kind": "operation_changed", "op": wire.encode(client.pending.pop(op_id))})
+        if not client.backlogged:  # else its drain flushes, once it has read
+            client.flush()
 
     def operation_event(self, op_id: str, kind: str, data: api.JsonObject) -> None:
-        for client in self._clients:
-            self._before_other_event(client, op_id)
-            client.event({"kind": "operation_event", "op_id": op_id, "event": kind, "data": wire.encode(data)})
+        self._broadcast({"kind": "operation_event", "op_id": op_id, "event": kind, "data": wire.encode(data)})
 
     def server_changed(self, server: api.ServerView) -> None:
-        for client in self._clients:
-            client.event({"kind": "server_changed", "server": wire.encode(server)})
+        self._broadcast({"kind": "server_changed", "server": wire.encode(server)})
 
     def input_requested(self, request: api.InputRequest) -> None:
-        for client in self._clients:
-            self._before_other_event(client, request.operation_id)
-            client.event({"kind": "input_requested", "request": wire.encode(request)})
+        self._broadcast({"kind": "input_requested", "request": wire.encode(request)})
 
     def input_withdrawn(self, request_id: str) -> None:
-        for client in self._clients:
-            client.event({"kind": "input_withdrawn", "request_id": request_id})
+        self._broadcast({"kind": "input_withdrawn", "request_id": request_id})
 
     def problem(self, kind: str, message: str) -> None:
-        for client in self._clients:
-            client.event({"kind": "problem", "problem": kind, "message": message})
+        self._broadcast({"kind": "problem", "problem": kind, "message": message})

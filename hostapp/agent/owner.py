@@ -3,7 +3,8 @@
 It takes the home's lock (:mod:`hostapp.agent.lock`), starts the engine (which resumes every
 unfinished operation), and serves the facade on the home's socket
 (:mod:`hostapp.agent.endpoint`). It needs no display. Besides the facade, the socket
-answers two requests of the owner's own: ``agent.status`` and ``agent.stop``.
+answers the owner's own requests, :class:`~hostapp.engine.api.AgentControl`'s: ``agent.status``,
+``agent.stop``, ``agent.unsurvivable`` and ``agent.carried``.
 
 An owner started on demand exits by itself once nothing is in flight, no question is
 open and no client has been connected for :data:`IDLE_EXIT_SECONDS`; one started at login
@@ -20,7 +21,6 @@ import os
 import signal
 import time
 from pathlib import Path
-from typing import Any
 
 from hostapp.agent.endpoint import AgentEndpoint, endpoint_path
 from hostapp.agent.lock import HomeLock
@@ -81,8 +81,9 @@ def open_window(op_id: str) -> None:
                      stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True)
 
 
-class Owner:
-    """The engine of one home, its endpoint, and the reasons it keeps running."""
+class Owner(api.AgentControl):
+    """The engine of one home, its endpoint, and the reasons it keeps running; it answers
+    the ``agent.*`` methods itself."""
 
     def __init__(self, home: Path, *, autostart: bool = False, idle_exit: float | None = IDLE_EXIT_SECONDS) -> None:
         self.home = home
@@ -99,18 +100,17 @@ class Owner:
             path=endpoint_path(home),
             info={"pid": os.getpid(), "since": self.since, "autostart": autostart},
             on_clients=self._clients_changed,
+            control=self,
         )
         self.notifier = make_notifier(on_open=open_window)
         self._engine = Engine(home, _OwnerListener(self.endpoint, self.notifier))
         self.engine: api.EngineApi = LocalEngine(self._engine)
         self.endpoint.engine = self.engine
-        self.endpoint.own_methods = {"agent.status": self.status, "agent.stop": self.request_stop,
-                                     "agent.unsurvivable": self.unsurvivable, "agent.carried": self.carried}
 
     def _clients_changed(self, count: int) -> None:
         self._last_client = time.monotonic()
 
-    async def status(self) -> dict[str, Any]:
+    async def status(self) -> api.AgentStatus:
         in_flight = await self.engine.count_operations(set(api.IN_FLIGHT))
         return {"running": True, "pid": os.getpid(), "since": self.since, "autostart": self.autostart,
                 "operations": in_flight, "clients": self.endpoint.client_count}
@@ -120,11 +120,11 @@ class Owner:
         await self.endpoint.ready.wait()  # what the journal held is resumed by then
         return sorted(self._engine.runners)
 
-    async def unsurvivable(self) -> list[dict[str, Any]]:
+    async def unsurvivable(self) -> list[api.LostOperation]:
         """The operations in flight that a stop would end 'unknown', each with the reason:
         nothing can resume them when the owner starts again."""
         await self.endpoint.ready.wait()
-        lost = []
+        lost: list[api.LostOperation] = []
         for op in await self.engine.unfinished_operations():
             why = self._why_lost(op)
             if why is not None:
@@ -142,7 +142,7 @@ class Owner:
             return "its handle could not be kept in the keyring"
         return None
 
-    async def request_stop(self) -> dict[str, Any]:
+    async def stop(self) -> dict[str, bool]:
         self._stop_reason = "it was asked to stop"
         self._stopping.set()
         return {"stopping": True}

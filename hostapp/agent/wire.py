@@ -1,18 +1,24 @@
 """The agent's wire: the engine facade as versioned JSON-RPC 2.0 over a local socket.
 
-One JSON message per line (UTF-8, ``\\n``-terminated), both ways. A client first sends
-``hello`` with the wire version it speaks; the owner answers with its own version, pid
-and start time, or refuses a version it does not speak (the client then tells the person
-to restart the agent). After that:
+The contract is written down in ``docs/agent-wire.md`` (a test holds that document to this
+module). In short: one JSON message per line (UTF-8, ``\\n``-terminated), both ways. A
+client first sends ``hello`` with the range of wire versions it speaks; the agent answers
+with its own range, the version this connection speaks (:func:`negotiate`), and the
+methods it serves, or refuses a client outside its range (:data:`Code.VERSION_MISMATCH`).
+After that:
 
 - a request's ``method`` is the name of an :class:`~hostapp.engine.api.EngineApi` method
-  and its ``params`` that method's keyword arguments; its ``result`` is the method's return
-  value encoded by :func:`encode`, decoded on the client by :data:`RESULTS`;
-- a failure is a JSON-RPC error whose ``data.type`` names the facade exception to raise
-  (:data:`ERRORS`), so a client catches exactly what it would catch in process;
-- what the engine tells its listeners comes as ``event`` notifications:
-  ``{"kind": "operation_changed", "op": {...}}``, ``operation_event``, ``server_changed``,
-  ``input_requested``, ``input_withdrawn``, ``problem``.
+  (:data:`FACADE`), its ``params`` that method's keyword arguments and its ``result`` the
+  method's return value encoded by :func:`encode`; both are decoded from the facade's
+  annotations (:func:`decoder`), so a facade method is declared in one place. The
+  agent's own methods (``agent.status``…) are
+  :class:`~hostapp.engine.api.AgentControl`'s (:data:`CONTROL`);
+- a failure is a JSON-RPC error whose ``code`` says which facade exception it stands for
+  (:class:`Code`, stable across renames); ``data.type`` names it too, for clients of
+  version 1;
+- what the engine tells its listeners comes as ``event`` notifications, each with a
+  sequence number ``seq`` that increases by one per event the agent emits, so a client
+  that reconnects can ask for what it missed (``since`` in ``hello``).
 
 Views cross as plain objects of their fields, so a field added to a view on one side is
 ignored by an older other side (:func:`_from_fields` keeps only the fields it knows).
@@ -21,22 +27,61 @@ ignored by an older other side (:func:`_from_fields` keeps only the fields it kn
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import json
+import types
+import typing
 from collections.abc import Callable
+from enum import IntEnum
 from typing import Any
 
 from hostapp.engine import api
+from hostapp.protocol import jsonrpc
 
-#: The wire's version. Raise it when a message changes meaning; adding a method or a
-#: view field does not (unknown fields are ignored, unknown methods refused).
-VERSION = 1
+#: The wire's version. Raise it when a message changes meaning or a client may rely on
+#: something new (and add a line to the history in docs/agent-wire.md); adding a view field
+#: does not (unknown fields are ignored), adding a method does not either (``hello`` lists
+#: the methods an agent serves, and a client checks before it calls).
+VERSION = 2
+
+#: The oldest version this side still speaks. A version-1 client (exact match, errors by
+#: ``data.type``, no ``seq``) is served by this agent: nothing it relies on changed. A
+#: client of this code needs an agent that lists its methods at ``hello`` (version 2).
+MIN_VERSION = 1
+CLIENT_MIN_VERSION = 2
 
 #: A message larger than this is refused (a tool result can be big; a client is local).
 MAX_MESSAGE = 64 * 1024 * 1024
 
-#: JSON-RPC error codes the wire uses besides the standard ones.
-ENGINE_ERROR = -32000  # a facade exception; ``data.type`` says which
-VERSION_MISMATCH = -32001
+
+class Code(IntEnum):
+    """The wire's error codes: a number, once given, keeps its meaning for good (a renamed
+    exception keeps its code; a retired one's number is not reused)."""
+
+    # JSON-RPC's own
+    PARSE_ERROR = jsonrpc.PARSE_ERROR
+    INVALID_REQUEST = jsonrpc.INVALID_REQUEST
+    METHOD_NOT_FOUND = jsonrpc.METHOD_NOT_FOUND
+    INVALID_PARAMS = jsonrpc.INVALID_PARAMS
+    # the agent's (JSON-RPC leaves -32000..-32099 to the implementation)
+    ENGINE_ERROR = -32000  # a facade failure of no more precise kind
+    VERSION_MISMATCH = -32001
+    NO_SUCH_SERVER = -32010
+    NO_SUCH_OPERATION = -32011
+    INVALID_ARGUMENT = -32012
+    SERVER_UNAVAILABLE = -32013
+    SERVER_ERROR = -32014
+    SIGN_IN_REQUIRED = -32015
+    SIGN_IN_FAILED = -32016
+    KEYRING_UNAVAILABLE = -32017
+    SKILL_REFUSED = -32018
+    ENGINE_TIMEOUT = -32019
+    APP_VIEW_REFUSED = -32020
+
+
+#: Kept for the callers that named them before :class:`Code`.
+ENGINE_ERROR = Code.ENGINE_ERROR
+VERSION_MISMATCH = Code.VERSION_MISMATCH
 
 
 class WireError(Exception):
@@ -55,6 +100,37 @@ def loads(line: bytes) -> dict[str, Any]:
     if not isinstance(message, dict):
         raise WireError("a message must be a JSON object")
     return message
+
+
+def error(code: Code, message: str, data: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A JSON-RPC error object."""
+    return {"code": int(code), "message": message, **({"data": data} if data is not None else {})}
+
+
+# -- versions ------------------------------------------------------------------------------
+
+
+def negotiate(client: tuple[int, int], agent: tuple[int, int]) -> int | None:
+    """The version a connection speaks: the newest both ranges (``(minimum, version)``)
+    hold, or None when they do not meet (as Docker's client negotiates down to its
+    daemon's version)."""
+    speak = min(client[1], agent[1])
+    return speak if speak >= max(client[0], agent[0]) else None
+
+
+def mismatch_advice(client: tuple[int, int], agent: tuple[int, int]) -> str:
+    """What a person does about two ranges that do not meet, in plain words."""
+    said = (f"this hostapp speaks version {_range(client)} of the agent's wire and the running agent "
+            f"{_range(agent)}")
+    if agent[1] < client[0]:
+        return (f"{said}: the agent is older than this hostapp. Restart the agent (hostapp agent stop, "
+                "or Quit > Stop everything in the window) so that the installed version starts.")
+    return (f"{said}: this hostapp is older than the running agent. Start this hostapp's newer "
+            "version (close this window or command, then open it again).")
+
+
+def _range(versions: tuple[int, int]) -> str:
+    return str(versions[1]) if versions[0] == versions[1] else f"{versions[0]} to {versions[1]}"
 
 
 # -- values ------------------------------------------------------------------------------
@@ -102,6 +178,12 @@ def _list_of(decode: Callable[[Any], Any]) -> Callable[[Any], Any]:
     return decode_list
 
 
+def _set(data: Any) -> set[Any]:
+    if not isinstance(data, list):
+        raise WireError("expected a list")
+    return set(data)
+
+
 def _same(data: Any) -> Any:
     return data
 
@@ -111,54 +193,66 @@ server_view = _from_fields(api.ServerView)
 input_request = _from_fields(api.InputRequest)
 server_config = _from_fields(api.ServerConfig)
 
-#: How a client decodes each method's result; a method not listed here is not served.
-RESULTS: dict[str, Callable[[Any], Any]] = {
-    "keyring_problem": _same,
-    "servers": _list_of(server_view),
-    "server_configs": _list_of(server_config),
-    "server_config": _optional(server_config),
-    "add_server": _same,
-    "update_server": _same,
-    "replace_server": _same,
-    "remove_server": _same,
-    "forget_server": _same,
-    "reconnect": _same,
-    "wait_connected": server_view,
-    "list_tools": _same,
-    "probe_tools": _same,
-    "check_server": _same,
-    "stop_retrying": _same,
-    "begin_sign_in": _same,
-    "finish_sign_in": _same,
-    "sign_out": _same,
-    "start_call": operation_view,
-    "cancel": _same,
-    "rerun": operation_view,
-    "operation": _optional(operation_view),
-    "operations": _list_of(operation_view),
-    "count_operations": _same,
-    "unfinished_operations": _list_of(operation_view),
-    "operation_rows": _same,
-    "events": _same,
-    "wait_finished": operation_view,
-    "answer_input": _same,
-    "open_questions": _list_of(input_request),
-    "list_skills": _same,
-    "load_skill": _same,
-    # MCP Apps
-    "read_app_view": _same,
-    "start_app_call": operation_view,
+#: The facade's value types that cross as objects of their fields.
+_VIEWS: dict[Any, Callable[[Any], Any]] = {
+    api.OperationView: operation_view,
+    api.ServerView: server_view,
+    api.InputRequest: input_request,
+    api.ServerConfig: server_config,
 }
 
-#: Arguments that travel as objects and are rebuilt on the owner's side.
-ARGUMENTS: dict[str, dict[str, Callable[[Any], Any]]] = {
-    "add_server": {"cfg": server_config},
-    "update_server": {"cfg": server_config},
-    "replace_server": {"cfg": server_config},
-    "check_server": {"cfg": server_config},
-    "operations": {"statuses": _optional(set)},
-    "count_operations": {"statuses": _optional(set)},
-}
+
+def decoder(hint: Any) -> Callable[[Any], Any]:
+    """How a value annotated ``hint`` in the facade is rebuilt from its JSON: views from
+    their fields, lists and optionals of them likewise, sets from lists; anything else is
+    plain JSON already."""
+    if hint in _VIEWS:
+        return _VIEWS[hint]
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (types.UnionType, typing.Union) and type(None) in args:
+        rest = [a for a in args if a is not type(None)]
+        inner = decoder(rest[0]) if len(rest) == 1 else _same
+        return _same if inner is _same else _optional(inner)
+    if origin is list and args:
+        inner = decoder(args[0])
+        return _same if inner is _same else _list_of(inner)
+    if origin in (set, frozenset):
+        return _set
+    return _same
+
+
+@dataclasses.dataclass(frozen=True)
+class Method:
+    """A facade method as the wire carries it: how its arguments and its result are
+    rebuilt on the other side."""
+
+    name: str
+    parameters: tuple[str, ...]
+    arguments: dict[str, Callable[[Any], Any]]
+    result: Callable[[Any], Any]
+
+
+#: The facade's lifecycle is the owner's business: a client neither starts nor stops it.
+_NOT_SERVED = frozenset({"start", "stop"})
+
+
+def _facade() -> dict[str, Method]:
+    methods = {}
+    for name, member in vars(api.EngineApi).items():
+        if name in _NOT_SERVED or not inspect.iscoroutinefunction(member):
+            continue
+        hints = typing.get_type_hints(member, localns={"ServerConfig": api.ServerConfig})  # loaded on use
+        parameters = tuple(p for p in inspect.signature(member).parameters if p != "self")
+        arguments = {p: d for p in parameters if (d := decoder(hints[p])) is not _same}
+        methods[name] = Method(name, parameters, arguments, decoder(hints["return"]))
+    return methods
+
+
+#: Every facade method the agent serves, by name: derived from ``EngineApi``.
+FACADE: dict[str, Method] = _facade()
+
+#: How a client decodes each facade method's result (kept by that name for its callers).
+RESULTS: dict[str, Callable[[Any], Any]] = {name: method.result for name, method in FACADE.items()}
 
 
 def decode_arguments(method: str, params: Any) -> dict[str, Any]:
@@ -166,54 +260,77 @@ def decode_arguments(method: str, params: Any) -> dict[str, Any]:
         return {}
     if not isinstance(params, dict):
         raise WireError("params must be an object of keyword arguments")
-    rebuild = ARGUMENTS.get(method, {})
+    rebuild = FACADE[method].arguments if method in FACADE else {}
     return {str(k): rebuild[k](v) if k in rebuild else v for k, v in params.items()}
+
+
+# -- the agent's own methods ---------------------------------------------------------------
+
+
+#: The owner's own methods (:class:`~hostapp.engine.api.AgentControl`'s) by their wire
+#: name: ``agent.status`` is ``AgentControl.status``, and so on.
+CONTROL: dict[str, str] = {f"agent.{name}": name for name, member in vars(api.AgentControl).items()
+                           if inspect.iscoroutinefunction(member)}
+
+
+# -- events --------------------------------------------------------------------------------
+
+#: The kinds of ``event`` notifications (``params.kind``); ``owner_stopping`` is the
+#: agent's farewell, ``dropped`` its last word to a client it stops serving.
+EVENT_KINDS = ("operation_changed", "operation_event", "server_changed", "input_requested", "input_withdrawn",
+               "problem", "owner_stopping", "dropped")
 
 
 # -- errors -------------------------------------------------------------------------------
 
-#: The facade exceptions that cross the wire by name.
-ERRORS: dict[str, type[api.EngineError]] = {
-    cls.__name__: cls
-    for cls in (
-        api.EngineError,
-        api.NoSuchServer,
-        api.NoSuchOperation,
-        api.InvalidRequest,
-        api.ServerUnavailable,
-        api.ServerError,
-        api.SignInRequired,
-        api.SignInFailed,
-        api.KeyringUnavailable,
-        api.SkillRefused,
-        api.EngineTimeout,
-        api.AppViewRefused,
-    )
+#: The facade exceptions that cross the wire, with their codes.
+ERRORS: dict[Code, type[api.EngineError]] = {
+    Code.ENGINE_ERROR: api.EngineError,
+    Code.NO_SUCH_SERVER: api.NoSuchServer,
+    Code.NO_SUCH_OPERATION: api.NoSuchOperation,
+    Code.INVALID_ARGUMENT: api.InvalidRequest,
+    Code.SERVER_UNAVAILABLE: api.ServerUnavailable,
+    Code.SERVER_ERROR: api.ServerError,
+    Code.SIGN_IN_REQUIRED: api.SignInRequired,
+    Code.SIGN_IN_FAILED: api.SignInFailed,
+    Code.KEYRING_UNAVAILABLE: api.KeyringUnavailable,
+    Code.SKILL_REFUSED: api.SkillRefused,
+    Code.ENGINE_TIMEOUT: api.EngineTimeout,
+    Code.APP_VIEW_REFUSED: api.AppViewRefused,
 }
+_CODES: dict[type[api.EngineError], Code] = {cls: code for code, cls in ERRORS.items()}
+
+
+def code_of(exc: api.EngineError) -> Code:
+    """The code of ``exc``: its class's, else its nearest listed base class's."""
+    return next(_CODES[cls] for cls in type(exc).__mro__ if cls in _CODES)
 
 
 def encode_error(exc: api.EngineError) -> dict[str, Any]:
-    data: dict[str, Any] = {"type": type(exc).__name__ if type(exc).__name__ in ERRORS else "EngineError"}
+    code = code_of(exc)
+    data: dict[str, Any] = {"type": ERRORS[code].__name__}
     if isinstance(exc, api.ServerError):
         data["code"] = exc.code
     if isinstance(exc, api.SignInRequired):
         data["server_name"] = exc.server_name
     if isinstance(exc, api.SkillRefused):
         data["check"] = exc.check
-    return {"code": ENGINE_ERROR, "message": str(exc), "data": data}
+    return error(code, str(exc), data)
 
 
-def decode_error(error: Any) -> Exception:
-    """The facade exception a JSON-RPC error stands for (an EngineError when unnamed)."""
-    if not isinstance(error, dict):
+def decode_error(raw_error: Any) -> Exception:
+    """The facade exception a JSON-RPC error stands for, by its code (an EngineError for
+    a code this side does not know: a newer agent's)."""
+    if not isinstance(raw_error, dict):
         return api.EngineError("the agent sent a malformed error")
-    message = str(error.get("message") or "the agent reported an error")
-    raw = error.get("data")
+    message = str(raw_error.get("message") or "the agent reported an error")
+    raw = raw_error.get("data")
     data: dict[str, Any] = raw if isinstance(raw, dict) else {}
-    cls = ERRORS.get(str(data.get("type")), api.EngineError)
+    code = raw_error.get("code")
+    cls = ERRORS.get(code, api.EngineError) if isinstance(code, int) else api.EngineError  # type: ignore[call-overload]
     if cls is api.ServerError:
-        code = data.get("code")
-        return api.ServerError(message, code if isinstance(code, int) else None)
+        server_code = data.get("code")
+        return api.ServerError(message, server_code if isinstance(server_code, int) else None)
     if cls is api.SignInRequired:
         return api.SignInRequired(message, str(data.get("server_name") or ""))
     if cls is api.SkillRefused:

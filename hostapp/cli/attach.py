@@ -130,10 +130,11 @@ async def interrupted(engine: EngineApi, op: OperationView, interrupts: Interrup
 async def carried_by_owner(engine: EngineApi, ops: list[OperationView]) -> tuple[list[OperationView], list[str]]:
     """Of ``ops`` (unfinished when read), those someone drives, and the ids nobody drives
     (in the journal unfinished, but not carried by the owner: never waited on)."""
-    request_owner = getattr(engine, "request_owner", None)
-    if request_owner is None:  # the engine runs in this process: it drives what it resumed
+    from hostapp.agent.client import RemoteEngine
+
+    if not isinstance(engine, RemoteEngine):  # the engine runs in this process: it drives what it resumed
         return ops, []
-    carried = set(await request_owner("agent.carried"))
+    carried = set(await engine.control.carried())
     kept, orphans = [], []
     for op in ops:
         if op.id in carried:

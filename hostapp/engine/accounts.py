@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from hostapp.engine.api import ServerSecrets
 
 if TYPE_CHECKING:
-    from hostapp.engine.service import Engine
+    from hostapp.engine.port import EnginePort
     from hostapp.store.journal import ServerConfig
 
 T = TypeVar("T")
@@ -30,7 +30,7 @@ async def off_loop(fn: Callable[..., T], *args: Any) -> T:
     return await asyncio.get_running_loop().run_in_executor(None, fn, *args)
 
 
-def configured(engine: Engine, name: str) -> ServerConfig:
+def configured(engine: EnginePort, name: str) -> ServerConfig:
     cfg = engine.journal.get_server(name)
     if cfg is None:
         raise KeyError(f"no server named {name!r}")
@@ -44,7 +44,7 @@ class NotSignable(ValueError):
 class SignIns:
     """The sign-ins under way, one per server: the login task and the URL it showed."""
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: EnginePort) -> None:
         self._engine = engine
         self._pending: dict[str, asyncio.Task[None]] = {}
 
@@ -111,7 +111,7 @@ def check_sign_in_settings(cfg: ServerConfig, secrets: ServerSecrets | None) -> 
                          f"known: {', '.join(CREDENTIAL_NAMES)}")
 
 
-async def store_credentials(engine: Engine, server: str, credentials: dict[str, str]) -> None:
+async def store_credentials(engine: EnginePort, server: str, credentials: dict[str, str]) -> None:
     """Keep a server's sign-in secrets (client secret, private key PEM, assertion) in the keyring only."""
     if not credentials:
         return
@@ -123,7 +123,7 @@ async def store_credentials(engine: Engine, server: str, credentials: dict[str, 
         await off_loop(tokens.save_credential, server, name, value)
 
 
-async def drop_tokens(engine: Engine, server: str) -> None:
+async def drop_tokens(engine: EnginePort, server: str) -> None:
     """Forget the server's tokens (not its credentials): its sign-in settings or secrets
     changed, and tokens got the old way must not outlive them."""
     from hostapp.auth import TokenStore
@@ -131,7 +131,7 @@ async def drop_tokens(engine: Engine, server: str) -> None:
     await off_loop(TokenStore(engine.secrets).drop_tokens, server)
 
 
-async def replace_server(engine: Engine, old_name: str, cfg: ServerConfig,
+async def replace_server(engine: EnginePort, old_name: str, cfg: ServerConfig,
                          secrets: ServerSecrets | None = None) -> None:
     """Put ``cfg`` (a new name) in place of ``old_name``.
 
@@ -172,14 +172,14 @@ ABANDONED = ("{why} while the call ran: hostapp stopped following it and cannot 
              "(the server may still have finished it)")
 
 
-async def retire_operations(engine: Engine, name: str, why: str | None = None) -> int:
+async def retire_operations(engine: EnginePort, name: str, why: str | None = None) -> int:
     """End the operations of server ``name`` this engine carries, before the server goes:
     one not sent yet fails (it did not run), one in flight ends as unknown (nobody can ask
     the server any more), each with a reason that says so. Returns how many ended."""
     from hostapp.store.status import OperationStatus
 
     why = why or f"its server {name!r} was removed"
-    runners = engine._routing.in_flight_of(name)
+    runners = engine.context.routing.in_flight_of(name)
     for runner in runners:
         runner.shutdown()  # nothing it was doing goes on
         if runner.record.jsonrpc_id is None and runner.view.status == OperationStatus.PENDING:
@@ -189,7 +189,7 @@ async def retire_operations(engine: Engine, name: str, why: str | None = None) -
     return len(runners)
 
 
-async def forget_server(engine: Engine, name: str) -> list[str]:
+async def forget_server(engine: EnginePort, name: str) -> list[str]:
     """Remove a server, its secret values and its sign-in; its history stays.
 
     Returns what the keyring could not delete, in plain words: the server is gone either

@@ -1,11 +1,13 @@
 """The engine's facade: everything the window, the CLI and the conformance client may do.
 
 :class:`EngineApi` is the contract. The in-process engine implements it
-(:class:`hostapp.engine.facade.LocalEngine`, made by :func:`hostapp.engine.open_engine`);
-a proxy over a local socket will implement it for clients of a background agent. So every
-method takes and returns plain data (strings, numbers, JSON objects, the frozen views
-below) and is awaitable, and what the engine tells its clients goes through one listener
-contract, :class:`EngineListener`.
+(:class:`hostapp.engine.facade.LocalEngine`, made by :func:`hostapp.engine.open_engine`)
+for the owner of a home, the agent; its clients (the window, the CLI) hold a proxy that
+sends each call over the agent's socket (:class:`ForwardingEngine`, the one place a proxy
+spells the methods out; the wire is ``docs/agent-wire.md``). So every method takes and
+returns plain data (strings, numbers, JSON objects, the frozen views below) and is
+awaitable, and what the engine tells its clients goes through one listener contract,
+:class:`EngineListener`. What the agent answers itself, besides, is :class:`AgentControl`.
 
 Nothing here names a mechanism's internals: an operation is an operation, whatever
 carries it. The clients catch only the exceptions declared here; the engine translates
@@ -14,9 +16,10 @@ the transport's, the keyring's and the sign-in's failures into them.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypedDict
 
 from hostapp.store.status import IN_FLIGHT, TERMINAL, OperationStatus
 
@@ -27,15 +30,19 @@ __all__ = [
     "EVENT_RESUMED",
     "IN_FLIGHT",
     "TERMINAL",
+    "AgentControl",
+    "AgentStatus",
     "AppViewRefused",
     "EngineApi",
     "EngineError",
     "EngineListener",
     "EngineTimeout",
+    "ForwardingEngine",
     "InputRequest",
     "InvalidRequest",
     "JsonObject",
     "KeyringUnavailable",
+    "LostOperation",
     "NoSuchOperation",
     "NoSuchServer",
     "OperationStatus",
@@ -404,3 +411,166 @@ class EngineApi(Protocol):
         """A ``tools/call`` the view of operation ``view_of`` asked for, as an operation of its
         own; :class:`AppViewRefused` unless ``tool`` is a tool of the same server that apps
         may call."""
+
+
+class ForwardingEngine(ABC):
+    """An :class:`EngineApi` whose every call goes to :meth:`forward` by its name with its
+    keyword arguments: the one place the facade's methods are spelled out for a proxy (the
+    agent's client over the wire, the window's link over whichever connection is current).
+    The lifecycle, :meth:`start` and :meth:`stop`, is each proxy's own."""
+
+    @abstractmethod
+    async def forward(self, method: str, arguments: JsonObject) -> Any:
+        """Do ``method`` with ``arguments`` where the engine is; its result."""
+
+    @abstractmethod
+    async def start(self, *, resume: bool = True, only: frozenset[str] | None = None) -> None: ...
+
+    @abstractmethod
+    async def stop(self) -> None: ...
+
+    async def keyring_problem(self) -> str | None:
+        return await self.forward("keyring_problem", {})
+
+    async def servers(self) -> list[ServerView]:
+        return await self.forward("servers", {})
+
+    async def server_configs(self) -> list[ServerConfig]:
+        return await self.forward("server_configs", {})
+
+    async def server_config(self, name: str) -> ServerConfig | None:
+        return await self.forward("server_config", {"name": name})
+
+    async def add_server(self, cfg: ServerConfig, secrets: ServerSecrets | None = None) -> None:
+        await self.forward("add_server", {"cfg": cfg, "secrets": secrets})
+
+    async def update_server(self, cfg: ServerConfig, secrets: ServerSecrets | None = None) -> None:
+        await self.forward("update_server", {"cfg": cfg, "secrets": secrets})
+
+    async def replace_server(self, old_name: str, cfg: ServerConfig, secrets: ServerSecrets | None = None) -> None:
+        await self.forward("replace_server", {"old_name": old_name, "cfg": cfg, "secrets": secrets})
+
+    async def remove_server(self, name: str) -> None:
+        await self.forward("remove_server", {"name": name})
+
+    async def forget_server(self, name: str) -> list[str]:
+        return await self.forward("forget_server", {"name": name})
+
+    async def reconnect(self, name: str) -> None:
+        await self.forward("reconnect", {"name": name})
+
+    async def stop_retrying(self, name: str) -> None:
+        await self.forward("stop_retrying", {"name": name})
+
+    async def wait_connected(self, name: str, timeout: float = 60.0) -> ServerView:
+        return await self.forward("wait_connected", {"name": name, "timeout": timeout})
+
+    async def list_tools(self, server: str, timeout: float = 30.0) -> list[JsonObject]:
+        return await self.forward("list_tools", {"server": server, "timeout": timeout})
+
+    async def probe_tools(self, server: str, timeout: float | None = None) -> list[JsonObject]:
+        return await self.forward("probe_tools", {"server": server, "timeout": timeout})
+
+    async def check_server(self, cfg: ServerConfig, secrets: ServerSecrets | None = None,
+                           timeout: float | None = None) -> JsonObject:
+        return await self.forward("check_server", {"cfg": cfg, "secrets": secrets, "timeout": timeout})
+
+    async def list_skills(self, server: str) -> list[JsonObject]:
+        return await self.forward("list_skills", {"server": server})
+
+    async def load_skill(self, server: str, name: str) -> JsonObject:
+        return await self.forward("load_skill", {"server": server, "name": name})
+
+    async def begin_sign_in(self, server: str, timeout: float | None = None) -> str:
+        return await self.forward("begin_sign_in", {"server": server, "timeout": timeout})
+
+    async def finish_sign_in(self, server: str) -> None:
+        await self.forward("finish_sign_in", {"server": server})
+
+    async def sign_out(self, server: str) -> None:
+        await self.forward("sign_out", {"server": server})
+
+    async def start_call(self, server: str, tool: str, arguments: JsonObject | None = None) -> OperationView:
+        return await self.forward("start_call", {"server": server, "tool": tool, "arguments": arguments})
+
+    async def cancel(self, op_id: str) -> None:
+        await self.forward("cancel", {"op_id": op_id})
+
+    async def rerun(self, op_id: str) -> OperationView:
+        return await self.forward("rerun", {"op_id": op_id})
+
+    async def operation(self, op_id: str) -> OperationView | None:
+        return await self.forward("operation", {"op_id": op_id})
+
+    async def operations(self, statuses: set[str] | None = None, limit: int = 200,
+                         offset: int = 0) -> list[OperationView]:
+        return await self.forward("operations", {"statuses": statuses, "limit": limit, "offset": offset})
+
+    async def count_operations(self, statuses: set[str] | None = None) -> int:
+        return await self.forward("count_operations", {"statuses": statuses})
+
+    async def unfinished_operations(self) -> list[OperationView]:
+        return await self.forward("unfinished_operations", {})
+
+    async def operation_rows(self, limit: int = 200) -> list[JsonObject]:
+        return await self.forward("operation_rows", {"limit": limit})
+
+    async def events(self, op_id: str) -> list[JsonObject]:
+        return await self.forward("events", {"op_id": op_id})
+
+    async def wait_finished(self, op_id: str) -> OperationView:
+        return await self.forward("wait_finished", {"op_id": op_id})
+
+    async def answer_input(self, request_id: str, answer: JsonObject) -> None:
+        await self.forward("answer_input", {"request_id": request_id, "answer": answer})
+
+    async def open_questions(self) -> list[InputRequest]:
+        return await self.forward("open_questions", {})
+
+    async def read_app_view(self, server: str, uri: str) -> JsonObject:
+        return await self.forward("read_app_view", {"server": server, "uri": uri})
+
+    async def start_app_call(self, server: str, tool: str, arguments: JsonObject | None, view_of: str) -> OperationView:
+        return await self.forward("start_app_call",
+                                  {"server": server, "tool": tool, "arguments": arguments, "view_of": view_of})
+
+
+# -- the owner of a home ------------------------------------------------------------------
+
+class AgentStatus(TypedDict):
+    """``agent.status``: the owner's pid, start (epoch seconds), whether it was started at
+    login, its operations in flight and its connected clients."""
+
+    running: bool
+    pid: int
+    since: float
+    autostart: bool
+    operations: int
+    clients: int
+
+
+class LostOperation(TypedDict):
+    """An operation in flight that a stop would end 'unknown', and why."""
+
+    id: str
+    server: str
+    tool: str | None
+    status: str
+    why: str
+
+
+class AgentControl(Protocol):
+    """What the owner of a home (the agent) answers itself, besides the facade: the
+    ``agent.*`` methods of its wire (``agent.status`` is :meth:`status`, and so on)."""
+
+    async def status(self) -> AgentStatus:
+        """What the owner is doing now."""
+
+    async def stop(self) -> dict[str, bool]:
+        """Stop the owner (``{"stopping": true}``): it says farewell to every client first."""
+
+    async def unsurvivable(self) -> list[LostOperation]:
+        """The operations in flight that a stop would end 'unknown', each with the reason."""
+
+    async def carried(self) -> list[str]:
+        """The ids of the operations this owner drives now."""

@@ -28,7 +28,7 @@ from hostapp.protocol.apps import (
 )
 
 if TYPE_CHECKING:
-    from hostapp.engine.service import Engine
+    from hostapp.engine.port import EnginePort
 
 #: How long a view's resource read may wait for its server's connection and answer.
 READ_TIMEOUT = 30.0
@@ -47,11 +47,11 @@ def with_app_views(capabilities: Callable[[str], dict[str, Any]]) -> Callable[[s
     return declare
 
 
-async def read_app_view(engine: Engine, server: str, uri: str, timeout: float = READ_TIMEOUT) -> dict[str, Any]:
+async def read_app_view(engine: EnginePort, server: str, uri: str, timeout: float = READ_TIMEOUT) -> dict[str, Any]:
     """The checked view resource ``uri`` of ``server`` (``ViewResource.to_json``)."""
     if not uri.startswith("ui://"):
         raise api.AppViewRefused(f"{uri[:200]!r} is not a ui:// resource")
-    session = await engine._connection(server).wait_ready(timeout)
+    session = await engine.context.connection(server).wait_ready(timeout)
     result = await session.request("resources/read", {"uri": uri}, timeout=timeout)
     try:
         return parse_view_resource(result, uri).to_json()
@@ -59,14 +59,14 @@ async def read_app_view(engine: Engine, server: str, uri: str, timeout: float = 
         raise api.AppViewRefused(str(exc)) from None
 
 
-async def _tools(engine: Engine, server: str) -> list[dict[str, Any]]:
-    conn = engine._connection(server)
+async def _tools(engine: EnginePort, server: str) -> list[dict[str, Any]]:
+    conn = engine.context.connection(server)
     if not conn.tools:
         await conn.wait_ready(READ_TIMEOUT)
     return list(conn.tools)
 
 
-async def start_app_call(engine: Engine, server: str, tool: str, arguments: dict[str, Any] | None,
+async def start_app_call(engine: EnginePort, server: str, tool: str, arguments: dict[str, Any] | None,
                          view_of: str) -> api.OperationView:
     """Start the ``tools/call`` the view of operation ``view_of`` asked for."""
     parent = await engine.operation(view_of)

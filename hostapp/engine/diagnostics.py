@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from hostapp.engine.accounts import configured, off_loop
 
 if TYPE_CHECKING:
-    from hostapp.engine.service import Engine
+    from hostapp.engine.port import EnginePort
     from hostapp.store.secrets import SecretStore
 
 log = logging.getLogger(__name__)
@@ -29,7 +29,7 @@ def silent_step(name: str, handshake_done: bool, timeout: float) -> str:
     return f"{name} did not answer {step} within {timeout:g} s"
 
 
-async def probe_tools(engine: Engine, name: str, timeout: float | None = None) -> list[dict[str, Any]]:
+async def probe_tools(engine: EnginePort, name: str, timeout: float | None = None) -> list[dict[str, Any]]:
     """The tools a server lists to a client that declares everything the host supports.
 
     ``timeout`` bounds the handshake and the tool list, each; a ``TimeoutError`` says which
@@ -56,7 +56,7 @@ async def probe_tools(engine: Engine, name: str, timeout: float | None = None) -
         await session.close()
 
 
-async def operation_rows(engine: Engine, limit: int = 200) -> list[dict[str, Any]]:
+async def operation_rows(engine: EnginePort, limit: int = 200) -> list[dict[str, Any]]:
     """The newest operations as the journal stores them, one JSON object each."""
     records = await off_loop(lambda: engine.journal.list_operations(limit=limit))
     return [{"id": r.id, "server": r.server, "tool": r.tool, "mechanism": r.mechanism, "status": r.status,
@@ -68,7 +68,7 @@ async def operation_rows(engine: Engine, limit: int = 200) -> list[dict[str, Any
 CHECK_TIMEOUT_SECONDS = 20.0
 
 
-async def check_server(engine: Engine, cfg: Any, secrets: dict[str, dict[str, str]] | None = None,
+async def check_server(engine: EnginePort, cfg: Any, secrets: dict[str, dict[str, str]] | None = None,
                        timeout: float | None = None) -> dict[str, Any]:
     """Connect once with settings that are not saved: the handshake, the tool list, closed.
 
@@ -122,7 +122,7 @@ class ScratchKeyring:
         self.entries.pop((service, username), None)
 
 
-def _sign_in_copy(engine: Engine, cfg: Any, typed: dict[str, str], scratch: SecretStore) -> None:
+def _sign_in_copy(engine: EnginePort, cfg: Any, typed: dict[str, str], scratch: SecretStore) -> None:
     """Put in ``scratch`` what the check signs in with: the server's kept credentials (those
     not typed anew) and, when its sign-in settings are unchanged, its sign-in itself."""
     from hostapp.auth import TokenStore

@@ -3,8 +3,8 @@
 :class:`LocalEngine` hands each request to an :class:`~hostapp.engine.service.Engine` in
 the same process and translates what fails below the engine (transport, JSON-RPC,
 keyring, sign-in) into the facade's exceptions, so that the window and the CLI catch
-those only. A proxy over a local socket is the other implementation to come; both are
-made by :func:`hostapp.engine.open_engine`.
+those only. It is made by :func:`hostapp.engine.open_engine`; the other implementation is
+the agent's client over its socket (:class:`hostapp.agent.client.RemoteEngine`).
 """
 
 from __future__ import annotations

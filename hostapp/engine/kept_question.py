@@ -21,24 +21,54 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from typing import TYPE_CHECKING, Any
+from collections.abc import Coroutine
+from typing import TYPE_CHECKING, Any, Protocol
 
 from hostapp.engine.operation import QUESTION_KEEPING_MECHANISMS
 from hostapp.protocol.jsonrpc import RequestId, RpcError
 from hostapp.store.status import OperationStatus
 
 if TYPE_CHECKING:
-    from hostapp.engine.runner import OperationRunner
+    from hostapp.engine.operation import RunnerContext
     from hostapp.engine.session import ClientSession, RequestContext
+    from hostapp.mechanisms.base import Mechanism
+    from hostapp.store.journal import OperationRecord
 
 log = logging.getLogger(__name__)
+
+
+class QuestionOwner(Protocol):
+    """What a kept question uses of its operation (an
+    :class:`~hostapp.engine.runner.OperationRunner`, which owns it)."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def record(self) -> OperationRecord: ...
+
+    @property
+    def mech(self) -> Mechanism: ...
+
+    @property
+    def context(self) -> RunnerContext[Any]: ...
+
+    @property
+    def http_session(self) -> tuple[str, str] | None: ...
+
+    @property
+    def done(self) -> bool: ...
+
+    def spawn(self, coro: Coroutine[Any, Any, None]) -> None: ...
+
+    async def set_status(self, status: OperationStatus, message: str | None) -> None: ...
 
 
 class KeptQuestion:
     """The question of one operation kept in the journal (at most one at a time: a task
     asks its questions one after the other)."""
 
-    def __init__(self, runner: OperationRunner):
+    def __init__(self, runner: QuestionOwner):
         self.runner = runner
         # Restored with a question the host had not answered: asked again after the attach.
         self._from_journal = runner.record.open_question is not None

@@ -15,7 +15,7 @@ out). This module holds what surrounds a runner rather than what it does:
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from hostapp import mechanisms
 from hostapp.engine import api
@@ -29,7 +29,6 @@ from hostapp.store.status import TERMINAL, OperationStatus
 from hostapp.transport.base import BUSY_STATUSES, HttpStatusError
 
 if TYPE_CHECKING:
-    from hostapp.engine.runner import OperationRunner
     from hostapp.store.journal import OperationJournal, OperationRecord
 
 #: Mechanisms whose handle only works in the HTTP session that issued it: a stream, and
@@ -65,7 +64,12 @@ def server_busy(exc: Exception) -> bool:
     return isinstance(exc, HttpStatusError) and exc.status in BUSY_STATUSES
 
 
-class RunnerContext(Protocol):
+#: The operation a context is given back (an :class:`~hostapp.engine.runner.OperationRunner`;
+#: a type parameter, so that this module need not import the runner that imports it).
+RunnerT = TypeVar("RunnerT", contravariant=True)
+
+
+class RunnerContext(Protocol[RunnerT]):
     """What an operation needs from the engine around it, and nothing more."""
 
     #: True while the host quits: nothing an operation would do then is acted on.
@@ -81,7 +85,7 @@ class RunnerContext(Protocol):
         ...
 
     # -- telling the listener
-    def changed(self, runner: OperationRunner) -> None: ...
+    def changed(self, runner: RunnerT) -> None: ...
     def operation_event(self, op_id: str, kind: str, data: dict[str, Any]) -> None: ...
     def problem(self, kind: str, message: str) -> None: ...
 
@@ -92,22 +96,22 @@ class RunnerContext(Protocol):
     async def delete_secret(self, ref: str) -> None: ...
 
     # -- request routing
-    def own_request(self, runner: OperationRunner, session: ClientSession, rid: RequestId) -> None: ...
-    def disown_request(self, runner: OperationRunner, session: ClientSession, rid: RequestId) -> None: ...
-    def bind_http_session(self, runner: OperationRunner, old: tuple[str, str] | None,
+    def own_request(self, runner: RunnerT, session: ClientSession, rid: RequestId) -> None: ...
+    def disown_request(self, runner: RunnerT, session: ClientSession, rid: RequestId) -> None: ...
+    def bind_http_session(self, runner: RunnerT, old: tuple[str, str] | None,
                           new: tuple[str, str] | None) -> None: ...
-    def shares_http_session(self, runner: OperationRunner, session_id: str) -> bool: ...
-    def forget(self, runner: OperationRunner) -> None:
+    def shares_http_session(self, runner: RunnerT, session_id: str) -> bool: ...
+    def forget(self, runner: RunnerT) -> None:
         """The operation ended: it leaves the engine's indexes."""
         ...
 
     # -- first contact after a restart, and the poll budget
-    def heard_from(self, runner: OperationRunner) -> None: ...
+    def heard_from(self, runner: RunnerT) -> None: ...
     async def after_first_contacts(self, server: str) -> None: ...
     def poll_budget(self, server: str) -> PollBudget: ...
 
     # -- the person
-    async def ask_person(self, runner: OperationRunner, params: dict[str, Any], *,
+    async def ask_person(self, runner: RunnerT, params: dict[str, Any], *,
                          qid: str | None = None) -> dict[str, Any]: ...
     def withdraw_question(self, qid: str) -> None: ...
     def withdraw_questions(self, op_id: str) -> None: ...

@@ -155,6 +155,11 @@ class Engine:
     def secrets(self) -> SecretStore:
         return self._handles.secrets
 
+    @property
+    def context(self) -> EngineContext:
+        """The parts the engine shares with its operations and helpers."""
+        return self._context
+
     def capabilities(self) -> Callable[[str], dict[str, Any]]:
         """Everything the client supports, per era (the mechanisms package decides), and
         the app views it renders (MCP Apps, :mod:`hostapp.engine.apps`)."""

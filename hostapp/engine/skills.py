@@ -26,7 +26,7 @@ from hostapp.protocol.skills import (
 )
 
 if TYPE_CHECKING:
-    from hostapp.engine.service import Engine
+    from hostapp.engine.port import EnginePort
     from hostapp.engine.session import ClientSession
 
 #: Pages of ``skills/list`` followed at most (a server that repeats its cursor stops sooner).
@@ -57,7 +57,7 @@ async def load_skill(session: ClientSession, entry: SkillEntry) -> LoadedSkill:
     return LoadedSkill(entry, files)
 
 
-async def _session(engine: Engine, name: str) -> ClientSession:
+async def _session(engine: EnginePort, name: str) -> ClientSession:
     from hostapp.engine.connections import open_session
 
     cfg = configured(engine, name)
@@ -69,7 +69,7 @@ async def _session(engine: Engine, name: str) -> ClientSession:
     return session
 
 
-async def server_skills(engine: Engine, name: str) -> list[dict[str, Any]]:
+async def server_skills(engine: EnginePort, name: str) -> list[dict[str, Any]]:
     """The skills server ``name`` lists, as plain dicts (``SkillEntry.to_dict``)."""
     session = await _session(engine, name)
     try:
@@ -78,7 +78,7 @@ async def server_skills(engine: Engine, name: str) -> list[dict[str, Any]]:
         await session.close()
 
 
-async def load_server_skill(engine: Engine, name: str, skill: str) -> dict[str, Any]:
+async def load_server_skill(engine: EnginePort, name: str, skill: str) -> dict[str, Any]:
     """Load the skill named ``skill`` (its name or URI) of server ``name``, verified.
 
     The answer: the entry (``SkillEntry.to_dict``), ``instructions`` (SKILL.md's text)

@@ -6,7 +6,10 @@ break (the agent was killed, or crashed). :class:`AgentLink` is the
 to the current connection, and when that connection breaks the link says so, obtains a new
 one through the ``connect`` it was given (which starts a new agent when none runs) and goes
 on. Calls made in between wait for the new connection, so the window's models, selection,
-filter and open dialogs stay as they were.
+filter and open dialogs stay as they were. A new connection to the same agent gives the
+position of the last event heard: when the agent still has every event since, it sends them
+again and the link says :data:`RESUMED` (nothing to read again); otherwise
+:data:`RECONNECTED` (the window reads everything again).
 
 The link knows nothing of how an agent is found or started: ``connect`` comes from the
 composition root (:mod:`hostapp.app`).
@@ -16,43 +19,56 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import inspect
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
-from hostapp.engine.api import EngineError, EngineListener
+from hostapp.engine.api import AgentControl, EngineError, EngineListener, ForwardingEngine, JsonObject
 
 log = logging.getLogger(__name__)
 
 #: States reported to ``on_change``.
 CONNECTED, RECONNECTED, LOST, UNAVAILABLE = "connected", "reconnected", "lost", "unavailable"
+#: Connected again to the same agent, every event missed meanwhile received since.
+RESUMED = "resumed"
 #: The agent stopped on purpose (``hostapp agent stop``, a signal): no new one is started
 #: until the person asks (:meth:`AgentLink.restart`).
 STOPPED = "stopped"
 
 
 class AgentConnection(Protocol):
-    """What a connection to the agent offers besides the engine facade."""
+    """What the link needs of a connection to the agent."""
 
     listener: EngineListener
+    #: The agent's own methods (``agent.stop``…).
+    control: AgentControl
+    #: Why the agent said it stops on purpose, if it did.
+    owner_stopping: str | None
+    #: Why the agent stopped serving this connection, if it did (the agent goes on).
+    dropped: str | None
+    #: Where the connection is in the agent's events (given to the next ``connect``).
+    position: Any
+    #: Whether the events missed since the position given were all received again.
+    caught_up: bool | None
+
+    async def forward(self, method: str, arguments: JsonObject) -> Any: ...
 
     async def wait_closed(self) -> None: ...
 
     async def close(self) -> None: ...
 
-    async def request_owner(self, method: str) -> Any: ...
 
-
-class AgentLink:
+class AgentLink(ForwardingEngine):
     """The engine facade of the window, carried by whichever connection to the agent is current.
 
-    States: new → connecting → connected ⇄ lost (reconnecting); connected → stopped (the
-    agent stopped on purpose) → connecting once the person asks; the window leaving ends it.
-    ``on_change(state, message)`` hears each change (``message`` is for the person).
+    States: new → connecting → connected ⇄ lost (reconnecting: resumed or reconnected);
+    connected → stopped (the agent stopped on purpose) → connecting once the person asks;
+    the window leaving ends it. ``on_change(state, message)`` hears each change (``message``
+    is for the person). ``connect(position)`` makes a connection, given the position in the
+    events of the previous one (None at first).
     """
 
-    def __init__(self, connect: Callable[[], Awaitable[AgentConnection]], *, retry_seconds: float = 1.0) -> None:
+    def __init__(self, connect: Callable[[Any], Awaitable[AgentConnection]], *, retry_seconds: float = 1.0) -> None:
         self._connect = connect
         self._retry = retry_seconds
         self.current: AgentConnection | None = None
@@ -97,9 +113,10 @@ class AgentLink:
 
     async def _run(self) -> None:
         failures = 0
+        position: Any = None
         while not self._stopping:
             try:
-                conn = await self._connect()
+                conn = await self._connect(position)
             except (EngineError, OSError) as exc:
                 failures += 1
                 self._say(UNAVAILABLE, f"hostapp could not reach its background agent: {exc}. Trying again…")
@@ -111,40 +128,36 @@ class AgentLink:
             self.current = conn
             self.connections += 1
             self._ready.set()
-            self._say(CONNECTED if self.connections == 1 else RECONNECTED, "")
+            if self.connections == 1:
+                self._say(CONNECTED, "")
+            else:
+                self._say(RESUMED if conn.caught_up else RECONNECTED, "")
             await conn.wait_closed()
             self._ready.clear()
             if self._stopping:
                 return
-            reason = getattr(conn, "owner_stopping", None)
+            position = conn.position
+            reason = conn.owner_stopping
             if reason:
                 self._say(STOPPED, f"The background agent stopped: {reason}. Operations are paused until it runs "
                                    "again; hostapp does not restart it by itself. Choose Start agent to go on.")
                 self._restart.clear()
                 await self._restart.wait()
                 continue
+            if conn.dropped:
+                self._say(LOST, f"The background agent stopped serving this window ({conn.dropped}). "
+                                "hostapp is connecting to it again.")
+                continue
             self._say(LOST, "The background agent stopped unexpectedly. hostapp is starting it again; "
                             "operations that can resume will continue.")
 
     # -- the facade ------------------------------------------------------------------
 
-    def __getattr__(self, name: str) -> Any:
-        """Every other engine call goes to the current connection, once there is one."""
-        if name.startswith("_"):
-            raise AttributeError(name)
-        from hostapp.engine.api import EngineApi
-
-        member = getattr(EngineApi, name, None)
-        if member is None or not inspect.iscoroutinefunction(member):
-            raise AttributeError(name)
-
-        async def call(*args: Any, **kwargs: Any) -> Any:
-            await self._ready.wait()
-            assert self.current is not None
-            return await getattr(self.current, name)(*args, **kwargs)
-
-        call.__name__ = name
-        return call
+    async def forward(self, method: str, arguments: JsonObject) -> Any:
+        """Every engine call goes to the current connection, once there is one."""
+        await self._ready.wait()
+        assert self.current is not None
+        return await self.current.forward(method, arguments)
 
     def restart(self) -> None:
         """After a deliberate stop: start (or reach) an agent again."""
@@ -167,7 +180,7 @@ class AgentLink:
         conn = self.current if self._ready.is_set() else None
         if conn is not None:
             with contextlib.suppress(EngineError):
-                await conn.request_owner("agent.stop")
+                await conn.control.stop()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(conn.wait_closed(), timeout)
         await self._end()

@@ -29,7 +29,7 @@ from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QSystemTrayIcon
 
 from hostapp.engine.api import EngineApi, EngineError, OperationView
-from hostapp.ui.agent_link import LOST, RECONNECTED, STOPPED, UNAVAILABLE
+from hostapp.ui.agent_link import LOST, RECONNECTED, RESUMED, STOPPED, UNAVAILABLE, AgentLink
 from hostapp.ui.async_dialog import run_dialog
 from hostapp.ui.quit_dialog import KEEP, STOP, QuitDialog
 
@@ -197,13 +197,16 @@ class WindowLifecycle(QObject):
             w.ops_model.set_paused(why)
             w.banner.set_message("agent", message)
             w.statusBar().showMessage(message, 15000)
-            restart = getattr(self.engine, "restart", None)
-            if state == STOPPED and restart is not None:
-                w.banner.offer("agent", "Start agent", restart)
+            if state == STOPPED and isinstance(self.engine, AgentLink):
+                w.banner.offer("agent", "Start agent", self.engine.restart)
             return
         w.banner.set_message("agent", None)
         w.ops_model.set_paused(None)  # the new agent's views come with the reload below
-        if state == RECONNECTED:
+        if state == RESUMED:
+            # The same agent, and every event missed meanwhile came again: nothing to read.
+            w.servers_model.set_agent_away(None)
+            w.statusBar().showMessage("Connected to the background agent again.", 10000)
+        elif state == RECONNECTED:
             w.statusBar().showMessage("Connected to the background agent again.", 10000)
             w.run(self.refresh(), "read the operations again")
 

@@ -60,7 +60,7 @@ async def _wait_resumable(agents: Agents, ids: list[str], timeout: float = 60) -
     engine = await RemoteEngine.connect(endpoint_path(agents.home), client="test")
     try:
         deadline = time.monotonic() + timeout
-        while lost := [op for op in await engine.request_owner("agent.unsurvivable") if op["id"] in ids]:
+        while lost := [op for op in await engine.control.unsurvivable() if op["id"] in ids]:
             assert time.monotonic() < deadline, f"no durable handle yet: {lost}"
             await asyncio.sleep(0.1)
     finally:

@@ -200,7 +200,8 @@ async def test_the_wire_refuses_what_it_does_not_speak(agents: Agents):
 
     old = exchange(b'{"jsonrpc":"2.0","id":1,"method":"hello","params":{"version":99}}\n')
     assert old[0]["error"]["code"] == wire.VERSION_MISMATCH
-    assert "restart the agent" in old[0]["error"]["message"]
+    assert "Restart the agent (hostapp agent stop" in old[0]["error"]["message"]
+    assert old[0]["error"]["data"] == {"version": wire.VERSION, "min_version": wire.MIN_VERSION}
     assert exchange(b'{"jsonrpc":"2.0","id":1,"method":"servers"}\n')[0]["error"]["code"] == -32600
     hello = b'{"jsonrpc":"2.0","id":1,"method":"hello","params":{"version":%d}}\n' % wire.VERSION
     answers = exchange(hello, b"not json\n", b'{"jsonrpc":"2.0","id":2,"method":"__init__"}\n',

@@ -10,6 +10,7 @@ import pytest
 from hostapp.agent import wire
 from hostapp.agent.client import RemoteEngine
 from hostapp.engine import api
+from hostapp.ui.agent_link import AgentLink
 
 
 def _facade_methods() -> dict[str, inspect.Signature]:
@@ -17,15 +18,33 @@ def _facade_methods() -> dict[str, inspect.Signature]:
             if inspect.iscoroutinefunction(member)}
 
 
-def test_the_remote_engine_is_the_whole_facade_with_the_same_signatures():
+@pytest.mark.parametrize("proxy", [RemoteEngine, AgentLink])
+def test_the_proxies_are_the_whole_facade_with_the_same_signatures(proxy: type):
     methods = _facade_methods()
     assert methods
     for name, signature in methods.items():
-        remote = getattr(RemoteEngine, name, None)
+        remote = getattr(proxy, name, None)
         assert remote is not None and inspect.iscoroutinefunction(remote), name
         assert list(inspect.signature(remote).parameters) == list(signature.parameters), name
         assert [p.default for p in inspect.signature(remote).parameters.values()] == \
                [p.default for p in signature.parameters.values()], name
+
+
+async def test_each_proxy_method_forwards_its_own_name_and_every_argument():
+    class Recorder(api.ForwardingEngine):
+        async def forward(self, method: str, arguments: api.JsonObject) -> object:
+            self.heard = (method, arguments)
+            return None
+
+        async def start(self, *, resume: bool = True, only: frozenset[str] | None = None) -> None: ...
+
+        async def stop(self) -> None: ...
+
+    recorder = Recorder()
+    for name, method in wire.FACADE.items():
+        marks = {p: f"<{p}>" for p in method.parameters}
+        await getattr(recorder, name)(**marks)
+        assert recorder.heard == (name, marks), name
 
 
 def test_every_facade_method_but_the_lifecycle_is_served():

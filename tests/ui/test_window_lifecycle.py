@@ -209,6 +209,64 @@ def test_an_agent_stopped_on_purpose_is_not_restarted_behind_the_persons_back(qt
         close_window(qloop, host)
 
 
+def test_a_broken_connection_to_a_living_agent_catches_up_without_reading_again(qtbot, qloop, agents: Agents):
+    """The window's connection breaks, the agent lives on and changes meanwhile: the window
+    connects again from where it was, is sent exactly what it missed, and reads nothing again."""
+    from hostapp.agent.client import RemoteEngine, connect_or_spawn
+    from hostapp.agent.endpoint import endpoint_path
+
+    async def while_away() -> None:
+        # Another client changes the home while the window has no connection.
+        other = await RemoteEngine.connect(endpoint_path(agents.home), client="test")
+        try:
+            await other.add_server(api.ServerConfig(name="added-while-away", transport="http",
+                                                    url="http://127.0.0.1:9/mcp"))
+        finally:
+            await other.close()
+
+    connections: list[object] = []
+
+    async def connect(since):  # the window's production connect, with a change before each new connection
+        if connections:
+            await while_away()
+        connections.append(since)
+        return await connect_or_spawn(agents.home, client="window", since=since)
+
+    host = HostApp(agents.home, agent=AgentLink(connect))
+    host.stop_loop_on_quit = False
+    qtbot.addWidget(host.window)
+    host.window.show()
+    qloop.run_until_complete(asyncio.wait_for(host.start(), 90))
+    try:
+        link = host.api
+        assert isinstance(link, AgentLink) and host.lifecycle is not None
+        states: list[str] = []
+        told = link.on_change
+        assert told is not None
+        link.on_change = lambda state, message: (states.append(state), told(state, message))
+        reloads: list[int] = []
+        refresh = host.lifecycle.refresh
+        host.lifecycle.refresh = lambda: (reloads.append(1), refresh())[1]  # type: ignore[method-assign]
+        first = agent_pid(host)
+        assert link.current is not None
+        current = link.current
+
+        async def break_and_come_back() -> None:
+            await current.close()  # the connection breaks; the agent lives
+            while "resumed" not in states and "reconnected" not in states:
+                await asyncio.sleep(0.05)
+
+        qloop.run_until_complete(asyncio.wait_for(break_and_come_back(), 60))
+        assert states[0] == "lost" and "reconnected" not in states
+        assert agent_pid(host) == first
+        wait(qloop, lambda: host.window.servers_model.row_of("added-while-away") is not None, 30,
+             "what changed meanwhile")
+        assert host.window.banner.message("agent") is None
+        assert reloads == []  # caught up from the agent's events, not read again
+    finally:
+        close_window(qloop, host)
+
+
 # -- ✕ -----------------------------------------------------------------------------
 
 # Creating a tray icon where the platform has no tray says so once; that is the simulation's.

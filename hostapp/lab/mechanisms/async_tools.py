@@ -11,16 +11,13 @@ from __future__ import annotations
 
 import json
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from hostapp.lab import tools as catalogue
 from hostapp.lab.call import Call, RequestKey
-from hostapp.lab.mechanisms.base import LabMechanism, MethodHandler, ToolHandler
+from hostapp.lab.mechanisms.base import LabHost, LabMechanism, MethodHandler, ToolHandler
 from hostapp.lab.state import JobRow, handle_key
 from hostapp.protocol.jsonrpc import INVALID_PARAMS, INVALID_REQUEST, RpcError
-
-if TYPE_CHECKING:
-    from hostapp.lab.core import LabCore
 
 #: How long an ended operation is kept when the client names no keepAlive (seconds).
 DEFAULT_KEEP_ALIVE = 3600
@@ -31,7 +28,7 @@ class AsyncTools(LabMechanism):
 
     job_kinds = ("async",)
 
-    def __init__(self, core: LabCore) -> None:
+    def __init__(self, core: LabHost) -> None:
         super().__init__(core)
         self._by_request: dict[RequestKey, str] = {}
 

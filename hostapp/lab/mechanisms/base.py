@@ -1,20 +1,52 @@
-"""What every mechanism module of the lab provides to :class:`~hostapp.lab.core.LabCore`."""
+"""What every mechanism module of the lab provides to :class:`~hostapp.lab.core.LabCore`,
+and what it is given of the core in return (:class:`LabHost`)."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import Any, Protocol, TypeAlias
 
 from hostapp.lab.call import Call, RequestKey
-from hostapp.lab.state import JobRow
-
-if TYPE_CHECKING:
-    from hostapp.lab.core import LabCore
+from hostapp.lab.state import JobRow, LabState
 
 #: Handles ``tools/call`` for one tool: (call, arguments) -> result or DEFERRED.
 ToolHandler: TypeAlias = Callable[[Call, dict[str, Any]], Awaitable[Any]]
 #: Handles one JSON-RPC method: call -> result or DEFERRED.
 MethodHandler: TypeAlias = Callable[[Call], Awaitable[Any]]
+
+
+class LabHost(Protocol):
+    """What a mechanism uses of the lab's core (:class:`~hostapp.lab.core.LabCore`
+    implements it): the persisted state, jobs and their ends, the streams, questions to the
+    client. The mechanisms import no core; the core imports them."""
+
+    state: LabState
+
+    def new_job(self, call: Call, tool: str, args: dict[str, Any], mechanism: str, key: str, *,
+                out_stream: str | None, notify_stream: str | None, extra: dict[str, Any] | None = None,
+                ttl_ms: int | None = None, poll_ms: int | None = None) -> JobRow: ...
+
+    async def wait_job(self, key: str) -> JobRow: ...
+
+    def job_changed(self, key: str) -> asyncio.Event: ...
+
+    def stop_job(self, key: str, status: str, message: str) -> None: ...
+
+    def provide_answer(self, key: str, answer: Any) -> None: ...
+
+    def respond(self, job: JobRow, result: dict[str, Any], *, close: bool = True) -> None: ...
+
+    def emit(self, stream_id: str | None, payload: dict[str, Any], close: bool = False) -> None: ...
+
+    def send_progress(self, stream: str | None, token: Any, done: int, total: int, message: str) -> None: ...
+
+    async def copy_pending(self, call: Call, source: str, stop_at_response_for: Any = None) -> bool: ...
+
+    async def elicit(self, call: Call, key: str, params: dict[str, Any],
+                     state: dict[str, Any] | None = None) -> dict[str, Any]: ...
+
+    async def ask_client(self, call: Call, method: str, params: dict[str, Any]) -> dict[str, Any]: ...
 
 
 class LabMechanism:
@@ -30,7 +62,7 @@ class LabMechanism:
     #: The ``JobRow.mechanism`` values of the jobs this mechanism starts.
     job_kinds: tuple[str, ...] = ()
 
-    def __init__(self, core: LabCore) -> None:
+    def __init__(self, core: LabHost) -> None:
         self.core = core
 
     def tools(self) -> dict[str, ToolHandler]:

@@ -20,22 +20,19 @@ import hashlib
 import hmac
 import json
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from hostapp.lab import tools as catalogue
 from hostapp.lab.call import Call
-from hostapp.lab.mechanisms.base import LabMechanism, ToolHandler
+from hostapp.lab.mechanisms.base import LabHost, LabMechanism, ToolHandler
 from hostapp.protocol.eras import STATELESS_VERSION
 from hostapp.protocol.jsonrpc import INVALID_PARAMS, RpcError
-
-if TYPE_CHECKING:
-    from hostapp.lab.core import LabCore
 
 
 class Mrtr(LabMechanism):
     """``long_mrtr``, and the signing of every ``requestState`` the lab hands out."""
 
-    def __init__(self, core: LabCore) -> None:
+    def __init__(self, core: LabHost) -> None:
         super().__init__(core)
         self._signing_key = core.state.signing_key()
 

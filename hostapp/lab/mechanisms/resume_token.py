@@ -17,15 +17,12 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from hostapp.lab.call import Call
-from hostapp.lab.mechanisms.base import LabMechanism, ToolHandler
+from hostapp.lab.mechanisms.base import LabHost, LabMechanism, ToolHandler
 from hostapp.lab.state import JobRow, handle_key, new_handle
 from hostapp.protocol.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, RpcError
-
-if TYPE_CHECKING:
-    from hostapp.lab.core import LabCore
 
 
 class ResumeTokens(LabMechanism):
@@ -33,7 +30,7 @@ class ResumeTokens(LabMechanism):
 
     job_kinds = ("resume_token",)
 
-    def __init__(self, core: LabCore) -> None:
+    def __init__(self, core: LabHost) -> None:
         super().__init__(core)
         self._answering: set[asyncio.Task[None]] = set()
 

@@ -16,10 +16,10 @@ and ``tasks/cancel`` also serve tasks of the tasks extension
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from hostapp.lab.call import Call, now_iso
-from hostapp.lab.mechanisms.base import LabMechanism, MethodHandler, ToolHandler
+from hostapp.lab.mechanisms.base import LabHost, LabMechanism, MethodHandler, ToolHandler
 from hostapp.lab.state import JobRow, LabState, handle_key, new_handle
 from hostapp.protocol.eras import RELATED_TASK_META_KEY
 from hostapp.protocol.jsonrpc import (
@@ -29,9 +29,12 @@ from hostapp.protocol.jsonrpc import (
     RpcError,
 )
 
-if TYPE_CHECKING:
-    from hostapp.lab.core import LabCore
-    from hostapp.lab.mechanisms.tasks_extension import TasksExtension
+
+class ExtensionTasks(Protocol):
+    """How the tasks extension's mechanism shows one of its tasks (``tasks/get`` of a
+    task of either kind is answered here)."""
+
+    def describe(self, job: JobRow, task_id: str, detailed: bool) -> dict[str, Any]: ...
 
 #: A task's time to live (milliseconds) when the client names none.
 TASK_TTL_MS = 3_600_000
@@ -58,7 +61,7 @@ class Tasks2025(LabMechanism):
 
     job_kinds = ("task",)
 
-    def __init__(self, core: LabCore, extension: TasksExtension) -> None:
+    def __init__(self, core: LabHost, extension: ExtensionTasks) -> None:
         super().__init__(core)
         self._extension = extension
         # Task ids handed out by this process, by job key: the database keeps only digests,

@@ -1,0 +1,50 @@
+"""What the engine's helper modules are given of it: :class:`EnginePort`.
+
+The helpers (:mod:`~hostapp.engine.accounts`, :mod:`~hostapp.engine.apps`,
+:mod:`~hostapp.engine.diagnostics`, :mod:`~hostapp.engine.skills`) do one kind of work each
+on the engine's behalf; the engine calls them with itself, and they see only this: its
+journal, its keyring, its listener, its shared parts (:class:`~hostapp.engine.context.EngineContext`:
+the request routing, the supervised connections) and the few facade methods they build on.
+So the helpers import no engine, and the engine imports them without a circle.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Protocol
+
+from hostapp.engine import api
+
+if TYPE_CHECKING:
+    from hostapp.engine.context import EngineContext
+    from hostapp.engine.supervisor import ServerConnection
+    from hostapp.store.journal import OperationJournal, ServerConfig
+    from hostapp.store.secrets import SecretStore
+
+
+class EnginePort(Protocol):
+    """The engine as its helper modules see it (:class:`~hostapp.engine.service.Engine`
+    implements it)."""
+
+    #: The supervised connection of each server, by name.
+    connections: dict[str, ServerConnection]
+
+    @property
+    def journal(self) -> OperationJournal: ...
+
+    @property
+    def secrets(self) -> SecretStore: ...
+
+    @property
+    def listener(self) -> api.EngineListener: ...
+
+    @property
+    def context(self) -> EngineContext: ...
+
+    async def add_server(self, cfg: ServerConfig, secrets: dict[str, dict[str, str]] | None = None) -> None: ...
+
+    async def remove_server(self, name: str) -> None: ...
+
+    async def operation(self, op_id: str) -> api.OperationView | None: ...
+
+    async def start_call(self, server: str, tool: str, arguments: dict[str, Any] | None = None) -> api.OperationView:
+        ...
