@@ -4,7 +4,11 @@ Two kinds, one wire (:mod:`hostapp.agent.wire`):
 
 - ``unix`` (Linux, macOS): a Unix domain socket in a folder only the user can enter
   (0700), the socket itself 0600, and on Linux the peer's credentials checked
-  (``SO_PEERCRED``): a connection from another user is closed before it is read.
+  (``SO_PEERCRED``): a connection from another user is closed before it is read. The
+  client trusts the socket the same way: it connects only through a folder of its own
+  user with mode 0700, and says nothing to a listener that runs as another user.
+  A home too deep for a socket's path puts it in ``$XDG_RUNTIME_DIR/hostapp`` (else a
+  per-user folder of the temporary directory, which anyone may have made first).
 - ``loopback`` (Windows, where Python has no Unix sockets): TCP on 127.0.0.1, port chosen
   by the system, and a key made afresh at each start. Both are in the endpoint file
   ``<home>/agent/agent.endpoint`` (0600 in the 0700 folder; on Windows the profile's ACL
@@ -34,6 +38,7 @@ import logging
 import os
 import secrets
 import socket
+import stat
 import struct
 import sys
 import tempfile
@@ -86,7 +91,68 @@ def endpoint_path(home: Path) -> Path:
     if len(os.fsencode(path)) <= _MAX_SOCKET_PATH:
         return path
     digest = hashlib.sha256(os.fsencode(Path(home).resolve())).hexdigest()[:16]
-    return Path(tempfile.gettempdir()) / f"hostapp-{os.getuid()}" / f"{digest}.sock"
+    return _short_socket_folder() / f"{digest}.sock"
+
+
+def _short_socket_folder() -> Path:
+    """Where a socket goes whose home is too deep: the user's own runtime folder
+    (``$XDG_RUNTIME_DIR``, made by the system for this user alone) where it is set and
+    usable, else a per-user folder in the shared temporary directory, which anyone could
+    have made first (the agent and its clients then refuse it: :func:`check_private_folder`)."""
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    if runtime and os.path.isabs(runtime):
+        try:
+            info = os.stat(runtime)
+        except OSError:
+            info = None
+        if info is not None and stat.S_ISDIR(info.st_mode) and info.st_uid == os.getuid() \
+                and not info.st_mode & 0o077:
+            return Path(runtime) / "hostapp"
+    return Path(tempfile.gettempdir()) / f"hostapp-{os.getuid()}"
+
+
+class UnsafeEndpoint(PermissionError):
+    """The endpoint's folder or its listener is not this user's own: someone else could
+    read what is sent there, or pose as the agent."""
+
+
+def check_private_folder(folder: Path) -> None:
+    """Raise :class:`UnsafeEndpoint` unless ``folder`` is a real folder (not a link) of
+    this user that nobody else may enter or write (mode 0700 or stricter)."""
+    if not hasattr(os, "getuid"):
+        return  # Windows: the loopback kind, whose key file the profile's ACL protects
+    try:
+        info = os.lstat(folder)
+    except FileNotFoundError:
+        raise UnsafeEndpoint(f"{folder} does not exist") from None
+    if stat.S_ISLNK(info.st_mode) or not stat.S_ISDIR(info.st_mode):
+        raise UnsafeEndpoint(f"{folder} is not a folder but a link or a file; remove it and start again")
+    if info.st_uid != os.getuid():
+        raise UnsafeEndpoint(f"{folder} belongs to another user (uid {info.st_uid}); "
+                             f"remove it, or set XDG_RUNTIME_DIR to a folder of your own")
+    if info.st_mode & 0o077:
+        raise UnsafeEndpoint(f"{folder} is open to other users (mode {stat.S_IMODE(info.st_mode):04o}); "
+                             f"it must be 0700")
+
+
+def peer_uid(sock: socket.socket) -> int | None:
+    """The user id of the process at the other end of a connected Unix socket
+    (``SO_PEERCRED`` on Linux, ``LOCAL_PEERCRED`` on macOS and the BSDs); None where the
+    system cannot tell."""
+    if sock.family != getattr(socket, "AF_UNIX", None):
+        return None
+    if hasattr(socket, "SO_PEERCRED"):
+        creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+        return int(struct.unpack("3i", creds)[1])
+    local_peercred = getattr(socket, "LOCAL_PEERCRED", 0x001 if sys.platform == "darwin" else None)
+    if local_peercred is None:
+        return None
+    # struct xucred: u_int cr_version; uid_t cr_uid; short cr_ngroups; gid_t cr_groups[16]
+    try:
+        creds = sock.getsockopt(0, local_peercred, struct.calcsize("2I") + 2 + 2 + 4 * 16)
+    except OSError:
+        return None
+    return int(struct.unpack_from("2I", creds)[1])
 
 
 def read_loopback_file(path: Path) -> tuple[int, str]:
@@ -114,20 +180,19 @@ def _write_private(path: Path, text: str) -> None:
 
 def _private_folder(folder: Path) -> None:
     folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-    os.chmod(folder, 0o700)
-    if hasattr(os, "getuid") and folder.stat().st_uid != os.getuid():
-        raise PermissionError(f"{folder} belongs to another user; the agent will not listen there")
+    if hasattr(os, "getuid"):
+        info = os.lstat(folder)
+        if info.st_uid != os.getuid() or stat.S_ISLNK(info.st_mode):
+            check_private_folder(folder)  # says why, the agent will not listen there
+        os.chmod(folder, 0o700)
 
 
 def _same_user(writer: asyncio.StreamWriter) -> bool:
     """True when the peer of a Unix socket runs as this user (always true where the OS
     cannot tell, and for loopback connections, which prove themselves with the key)."""
     sock = writer.get_extra_info("socket")
-    if sock is None or not sys.platform.startswith("linux") or sock.family != socket.AF_UNIX:
-        return True
-    creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-    _pid, uid, _gid = struct.unpack("3i", creds)
-    return bool(uid == os.getuid())
+    uid = peer_uid(sock) if sock is not None else None
+    return uid is None or uid == os.getuid()
 
 
 class _Client:
