@@ -360,6 +360,8 @@ class Engine:
         """Remove a server and its secret values; its operations in flight end first
         (:func:`hostapp.engine.accounts.retire_operations` says how)."""
         await accounts.retire_operations(self, name)
+        if self._sign_ins is not None:
+            await self._sign_ins.release(name)
         conn = self.connections.pop(name, None)
         if conn is not None:
             await conn.stop()
