@@ -210,7 +210,16 @@ class _Client:
         if self.closed:
             return
         try:
-            self.writer.write(wire.dumps(message))
+            data = wire.dumps(message)
+        except (TypeError, ValueError, RecursionError) as exc:
+            # Never a silent drop: a request waits for its answer, so it gets an error.
+            log.error("could not encode a message for a client: %s", type(exc).__name__)
+            if message.get("id") is None:
+                return
+            data = wire.dumps({"jsonrpc": "2.0", "id": message["id"], "error": {
+                "code": -32603, "message": f"the agent could not encode its answer ({type(exc).__name__})"}})
+        try:
+            self.writer.write(data)
         except (ConnectionError, RuntimeError):
             self.closed = True
 
@@ -401,7 +410,14 @@ class AgentEndpoint:
             client.send({"jsonrpc": "2.0", "id": rid, "error": wire.encode_error(api.EngineError(
                 f"the agent could not do {method}: {type(exc).__name__}"))})
         else:
-            client.send({"jsonrpc": "2.0", "id": rid, "result": wire.encode(result)})
+            try:
+                encoded = wire.encode(result)
+            except Exception as exc:  # an answer that cannot be encoded is still an answer
+                log.exception("the result of %s could not be encoded", method)
+                client.send({"jsonrpc": "2.0", "id": rid, "error": wire.encode_error(api.EngineError(
+                    f"the agent could not encode the result of {method}: {type(exc).__name__}"))})
+            else:
+                client.send({"jsonrpc": "2.0", "id": rid, "result": encoded})
 
     def _clients_changed(self) -> None:
         if self._on_clients is not None:

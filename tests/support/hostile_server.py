@@ -20,6 +20,8 @@ Both answer ``initialize``, ``tools/list`` and ``ping`` properly (``server/disco
 - ``silent``: never answers (the stdio server goes on reading; HTTP holds an SSE stream
   with keep-alive comments only).
 - ``not_json`` (stdio): a line of text that is not JSON, then the proper answer.
+- ``nested_result``: a proper answer whose ``structuredContent`` is nested ``depth``
+  levels deep (default 500): valid JSON that any parser reads, too deep to be useful.
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ from pathlib import Path
 CHUNK = 64 * 1024
 TOOLS = [{"name": name, "inputSchema": {"type": "object"}} for name in (
     "ok", "deep", "deep_json", "endless_line", "endless_event", "endless_json", "huge_json", "stray",
-    "silent", "not_json")]
+    "silent", "not_json", "nested_result")]
 SECRET = "s3cr3t-token-do-not-log"
 
 
@@ -67,6 +69,12 @@ def plain_answer(message: dict) -> dict | None:
 
 def nested(depth: int) -> str:
     return "[" * depth + "]" * depth
+
+
+def nested_result(rid, depth: int) -> str:
+    inner = '{"a":' * depth + '"bottom"' + "}" * depth
+    return ('{"jsonrpc":"2.0","id":' + json.dumps(rid) + ',"result":{"content":[{"type":"text","text":"nested"}],'
+            '"structuredContent":' + inner + "}}")
 
 
 # -- Streamable HTTP --------------------------------------------------------------------------
@@ -100,6 +108,9 @@ def http_app():
         depth = int((message["params"].get("arguments") or {}).get("depth", 200_000))
         if name == "ok":
             return JSONResponse(answer(rid, text_result("ok")))
+        if name == "nested_result":
+            return Response(nested_result(rid, int((message["params"].get("arguments") or {}).get("depth", 500))),
+                            media_type="application/json")
         if name == "deep":
             return sse(iter([b"id: e0\ndata:\n\n", f"id: e1\ndata: {nested(depth)}\n\n".encode()]))
         if name == "deep_json":
@@ -150,6 +161,8 @@ def stdio_main() -> None:
         depth = int((message["params"].get("arguments") or {}).get("depth", 200_000))
         if name == "ok":
             write(answer(rid, text_result("ok")))
+        elif name == "nested_result":
+            write(nested_result(rid, int((message["params"].get("arguments") or {}).get("depth", 500))))
         elif name == "deep":
             write(nested(depth))
             write(answer(rid, text_result("after the deep line")))
