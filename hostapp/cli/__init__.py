@@ -52,6 +52,7 @@ from typing import Any
 
 from hostapp.agent.commands import add_parsers as add_agent_parsers
 from hostapp.cli.exits import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, UsageError
+from hostapp.cli.text import echo
 
 log = logging.getLogger("hostapp")
 
@@ -278,15 +279,16 @@ def run(argv: list[str] | None = None) -> int:
         outcome = args.func(args)
         return asyncio.run(outcome) if inspect.iscoroutine(outcome) else outcome
     except UsageError as exc:
-        print(f"hostapp: {exc}", file=sys.stderr)
+        echo(f"hostapp: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except Exception as exc:
         from hostapp.engine.api import EngineError, SignInRequired
 
+        # What an error says may be a server's words: through the one sanitizer.
         if isinstance(exc, SignInRequired):
-            print(f"hostapp: {exc}; run 'hostapp servers login {exc.server_name}'", file=sys.stderr)
+            echo(f"hostapp: {exc}; run 'hostapp servers login {exc.server_name}'", file=sys.stderr)
             return EXIT_ERROR
         if not isinstance(exc, (EngineError, TimeoutError)):
             raise
-        print(f"hostapp: {exc}", file=sys.stderr)
+        echo(f"hostapp: {exc}", file=sys.stderr)
         return EXIT_ERROR

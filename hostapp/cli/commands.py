@@ -23,6 +23,7 @@ from hostapp.cli.attach import INTERRUPTED, Interrupts, carried_by_owner, interr
 from hostapp.cli.connect import config_engine, owner_engine, reading_engine
 from hostapp.cli.exits import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, UsageError
 from hostapp.cli.follow import CallFollower, EventPrinter, emit_outcome, finished_unless_silent
+from hostapp.cli.text import echo, json_text, plain
 from hostapp.engine import api
 from hostapp.engine.api import (
     TERMINAL,
@@ -197,14 +198,15 @@ async def cmd_servers_list(args: argparse.Namespace) -> int:
         live = {v.name: v for v in await engine.servers()} if isinstance(engine, RemoteEngine) else {}
     servers = [{**server_summary(cfg), **live_summary(live.get(cfg.name))} for cfg in configs]
     if args.json:
-        print(json.dumps(servers, ensure_ascii=False))
+        print(json_text(servers))
     elif not servers:
         print("no servers configured; add one with 'hostapp servers add'")
     else:
         for s in servers:
             target = s["url"] or " ".join([s["command"], *s["args"]])
             state = (s["state"] or "-").replace("_", " ")
-            print(f"{s['name']:<20} {s['transport']:<6} {state:<13} {target}{stray_flag(s['stray_answers'])}")
+            echo(f"{plain(s['name']):<20} {s['transport']:<6} {state:<13} {plain(target)}"
+                 f"{stray_flag(s['stray_answers'])}")
     return EXIT_OK
 
 
@@ -213,7 +215,7 @@ async def cmd_servers_remove(args: argparse.Namespace) -> int:
         cfg = await configured_server(engine, args.name)
         # The server is gone either way; what the keyring kept is said.
         for left_behind in await engine.forget_server(cfg.name):
-            print(f"warning: {left_behind}", file=sys.stderr)
+            echo(f"warning: {left_behind}", file=sys.stderr)
     print(f"removed {cfg.name}")
     return EXIT_OK
 
@@ -226,7 +228,7 @@ async def cmd_servers_login(args: argparse.Namespace) -> int:
             raise UsageError(f"{cfg.name} is a stdio server; only HTTP servers sign in")
         url = await engine.begin_sign_in(cfg.name)
         if url:
-            print(f"Open this address in a browser to sign in to {cfg.name}:\n\n  {url}\n", flush=True)
+            echo(f"Open this address in a browser to sign in to {cfg.name}:\n\n  {plain(url)}\n", flush=True)
             print("Waiting for the browser to come back...", file=sys.stderr, flush=True)
         await engine.finish_sign_in(cfg.name)
     print(f"signed in to {cfg.name}")
@@ -246,11 +248,11 @@ async def cmd_tools(args: argparse.Namespace) -> int:
         cfg = await configured_server(engine, args.server)
         tools = await engine.probe_tools(cfg.name, timeout=args.timeout)
     if args.json:
-        print(json.dumps(tools, ensure_ascii=False))
+        print(json_text(tools))
     else:
         for t in tools:
-            desc = (t.get("description") or "").strip().splitlines()
-            print(f"{t.get('name'):<32} {desc[0] if desc else ''}")
+            desc = str(t.get("description") or "").strip().splitlines()
+            echo(f"{plain(t.get('name')):<32} {plain(desc[0]) if desc else ''}")
     return EXIT_OK
 
 
@@ -264,20 +266,21 @@ async def cmd_skills(args: argparse.Namespace) -> int:
             skill = await engine.load_skill(cfg.name, args.name)
     if args.name is None:
         if args.json:
-            print(json.dumps(skills, ensure_ascii=False))
+            print(json_text(skills))
         elif not skills:
             print(f"{cfg.name} offers no skills")
         else:
             for s in skills:
-                print(f"{s['name']:<32} {s['description'].strip().splitlines()[0] if s['description'].strip() else ''}")
+                lines = str(s["description"] or "").strip().splitlines()
+                echo(f"{plain(s['name']):<32} {plain(lines[0]) if lines else ''}")
         return EXIT_OK
     if args.json:
-        print(json.dumps(skill, ensure_ascii=False))
+        print(json_text(skill))
         return EXIT_OK
-    print(skill["instructions"], end="" if skill["instructions"].endswith("\n") else "\n")
-    others = [uri for uri in skill["files"] if uri != skill["uri"]]
-    print(f"-- {skill['name']}: {len(skill['files'])} file(s) verified (size, digest, frontmatter)"
-          + (f"; also: {', '.join(others)}" if others else ""), file=sys.stderr)
+    echo(skill["instructions"], end="" if skill["instructions"].endswith("\n") else "\n")
+    others = [plain(uri) for uri in skill["files"] if uri != skill["uri"]]
+    echo(f"-- {plain(skill['name'])}: {len(skill['files'])} file(s) verified (size, digest, frontmatter)"
+         + (f"; also: {', '.join(others)}" if others else ""), file=sys.stderr)
     return EXIT_OK
 
 
@@ -464,7 +467,7 @@ async def cmd_ops(args: argparse.Namespace) -> int:
         else:
             views = await ops.matching_operations(engine, statuses, servers, args.limit)
     if args.json:
-        print(json.dumps(rows, ensure_ascii=False))
+        print(json_text(rows))
     else:
         ops.print_table(views, filtered=bool(statuses or servers))
     return EXIT_OK
