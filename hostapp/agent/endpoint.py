@@ -58,6 +58,12 @@ EVENT_HZ = 30
 #: How long requests of a client that stopped sending are still answered.
 _ANSWER_GRACE_SECONDS = 5.0
 
+#: What a connection may make the agent hold before it has said a valid ``hello``: the
+#: stream reader's own limit (it buffers up to twice as much before it stops reading). The
+#: messages of a client that said hello may be up to :data:`wire.MAX_MESSAGE` long; they
+#: are read in chunks by :class:`_Lines`, not by growing this limit.
+HELLO_LIMIT = 64 * 1024
+
 # sun_path holds 108 bytes on Linux and 104 on macOS, the terminating NUL included.
 _MAX_SOCKET_PATH = 100
 
@@ -195,6 +201,38 @@ def _same_user(writer: asyncio.StreamWriter) -> bool:
     return uid is None or uid == os.getuid()
 
 
+class _Lines:
+    """The lines of a client that said hello, each at most ``limit`` bytes, read from its
+    stream in chunks (the stream's own limit stays :data:`HELLO_LIMIT`)."""
+
+    def __init__(self, reader: asyncio.StreamReader, limit: int) -> None:
+        self._reader = reader
+        self._limit = limit
+        self._buffer = bytearray()
+        self._searched = 0  # no new line in the buffer before this offset
+
+    async def readline(self) -> bytes:
+        """The next line with its ``\\n`` (or what was left at the end; b"" once ended);
+        ValueError for a line longer than the limit."""
+        while True:
+            end = self._buffer.find(b"\n", self._searched)
+            if end >= 0:
+                line = bytes(self._buffer[:end + 1])
+                del self._buffer[:end + 1]
+                self._searched = 0
+                return line
+            self._searched = len(self._buffer)
+            if len(self._buffer) > self._limit:
+                raise ValueError("message too large")
+            chunk = await self._reader.read(256 * 1024)
+            if not chunk:
+                line = bytes(self._buffer)
+                self._buffer.clear()
+                self._searched = 0
+                return line
+            self._buffer += chunk
+
+
 class _Client:
     """One connected client: its writer, and the operation changes waiting to be sent."""
 
@@ -266,13 +304,13 @@ class AgentEndpoint:
         if self.path.name == LOOPBACK_FILE:
             self._key = secrets.token_urlsafe(32)
             self._server = await asyncio.start_server(self._serve, host="127.0.0.1", port=0,
-                                                      limit=wire.MAX_MESSAGE)
+                                                      limit=HELLO_LIMIT)
             port = self._server.sockets[0].getsockname()[1]
             _write_private(self.path, json.dumps({"port": port, "key": self._key, "pid": os.getpid()}))
             return
         old_umask = os.umask(0o177)
         try:
-            self._server = await asyncio.start_unix_server(self._serve, path=str(self.path), limit=wire.MAX_MESSAGE)
+            self._server = await asyncio.start_unix_server(self._serve, path=str(self.path), limit=HELLO_LIMIT)
         finally:
             os.umask(old_umask)
         os.chmod(self.path, 0o600)
@@ -314,9 +352,10 @@ class AgentEndpoint:
                 return
             self._clients.add(client)
             self._clients_changed()
+            lines = _Lines(reader, wire.MAX_MESSAGE)
             while True:
                 try:
-                    line = await reader.readline()
+                    line = await lines.readline()
                 except (asyncio.LimitOverrunError, ValueError):
                     client.send({"jsonrpc": "2.0", "id": None,
                                  "error": {"code": -32600, "message": "message too large"}})
@@ -350,10 +389,16 @@ class AgentEndpoint:
             writer.close()
 
     async def _hello(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> _Client | None:
-        line = await asyncio.wait_for(reader.readline(), 10)
+        probe = _Client(writer, "?")
+        try:
+            line = await asyncio.wait_for(reader.readline(), 10)
+        except (asyncio.LimitOverrunError, ValueError):
+            log.warning("refused a connection whose first message was over %d bytes", HELLO_LIMIT)
+            probe.send({"jsonrpc": "2.0", "id": None, "error": {
+                "code": -32600, "message": f"the first message must be a hello of at most {HELLO_LIMIT} bytes"}})
+            return None
         if not line:
             return None
-        probe = _Client(writer, "?")
         try:
             message = wire.loads(line)
         except wire.WireError as exc:
