@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import httpx
 import pytest
 
@@ -254,6 +256,19 @@ def test_foreign_host_or_origin_is_refused(lab, client):
                                                    "Origin": "http://evil.example"}).status_code == 403
     assert httpx.post(lab.url, json=ping, headers={**client.headers(),
                                                    "Origin": f"http://localhost:{lab.port}"}).status_code == 200
+
+
+def test_an_opaque_origin_is_refused_like_a_foreign_one(lab, client):
+    """A sandboxed frame or a file: page sends ``Origin: null``; its simple request (text/plain,
+    no preflight) must not reach the lab, a cancellation of a call in flight least of all."""
+    cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 1}}
+    for origin in ("null", "NULL"):
+        simple = {**client.headers(), "Origin": origin, "Content-Type": "text/plain"}
+        refused = httpx.post(lab.url, content=json.dumps(cancel), headers=simple)
+        assert refused.status_code == 403, origin
+    ping = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
+    assert httpx.post(lab.url, json=ping, headers={**client.headers(), "Origin": "null"}).status_code == 403
+    assert httpx.post(lab.url, json=ping, headers=client.headers()).status_code == 200  # no Origin: not a page
 
 
 def test_stateless_era_drops_handshake_methods_and_v1_tasks(lab, stateless):
