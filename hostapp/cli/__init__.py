@@ -218,8 +218,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def setup_logging(verbose: bool) -> None:
+    from hostapp.protocol.shown_text import RedactUrlSecrets
+
     logging.basicConfig(level=logging.DEBUG if verbose else logging.WARNING, stream=sys.stderr,
                         format="%(levelname)s %(name)s: %(message)s")
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(RedactUrlSecrets())
     # httpcore's debug lines quote whole request and response headers (session ids,
     # secret header values); they stay out of the log even when verbose.
     logging.getLogger("httpcore").setLevel(logging.INFO)
