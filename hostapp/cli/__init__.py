@@ -81,6 +81,13 @@ a stdio server: everything after -- is its command and its arguments, as typed i
 shell (arguments that begin with - too):
 
   hostapp servers add local -- npx -y @modelcontextprotocol/server-everything
+
+secret values: a command line can be read by every local user while the command runs, so
+give secrets on standard input (one line each: the headers in the order given, then the
+environment variables, then the client secret) or in a file:
+
+  printf '%s\\n' "$TOKEN" | hostapp servers add api --url https://api.example/mcp \\
+      --secret-header-stdin Authorization
 """
 
 #: How long a command waits for a server's answer by default: the handshake, the tool list,
@@ -115,12 +122,24 @@ def build_parser() -> argparse.ArgumentParser:
     add.add_argument("name")
     add.add_argument("--url", help="Streamable HTTP endpoint")
     add.add_argument("--header", action="append", metavar="K=V", help="HTTP header (stored in the journal)")
-    add.add_argument("--secret-header", action="append", metavar="K=V", help="HTTP header kept in the OS keyring")
+    add.add_argument("--secret-header", action="append", metavar="K=V",
+                     help="HTTP header kept in the OS keyring (its value is visible to other local users "
+                          "while the command runs: prefer the two options below)")
+    add.add_argument("--secret-header-stdin", action="append", metavar="K",
+                     help="HTTP header kept in the OS keyring, its value read from a line of standard input")
+    add.add_argument("--secret-header-file", action="append", metavar="K=FILE",
+                     help="HTTP header kept in the OS keyring, its value read from FILE")
     add.add_argument("--command", help="stdio server command (or give it after --, with its arguments)")
     add.add_argument("--arg", action="append", metavar="A",
                      help="an argument of the command (repeatable; one that begins with - as --arg=-y)")
     add.add_argument("--env", action="append", metavar="K=V", help="environment variable for the command")
-    add.add_argument("--secret-env", action="append", metavar="K=V", help="environment variable kept in the keyring")
+    add.add_argument("--secret-env", action="append", metavar="K=V",
+                     help="environment variable kept in the keyring (visible to other local users while the "
+                          "command runs: prefer the two options below)")
+    add.add_argument("--secret-env-stdin", action="append", metavar="K",
+                     help="environment variable kept in the keyring, its value read from a line of standard input")
+    add.add_argument("--secret-env-file", action="append", metavar="K=FILE",
+                     help="environment variable kept in the keyring, its value read from FILE")
     add.add_argument("--protocol-version", metavar="REV",
                      help="use this protocol revision instead of negotiating the newest (e.g. 2025-11-25)")
     add.add_argument("--grant", choices=("authorization_code", "client_credentials", "jwt_bearer"),

@@ -89,8 +89,9 @@ async def cmd_servers_add(args: argparse.Namespace) -> int:
     if bool(args.url) == bool(command):
         raise UsageError("give exactly one of --url URL (Streamable HTTP) or the stdio command after -- "
                          "(or --command CMD)")
-    secret_headers = parse_pairs(args.secret_header, "--secret-header")
-    secret_env = parse_pairs(args.secret_env, "--secret-env")
+    secret_headers = secret_values(args.secret_header, args.secret_header_stdin, args.secret_header_file,
+                                   "--secret-header")
+    secret_env = secret_values(args.secret_env, args.secret_env_stdin, args.secret_env_file, "--secret-env")
     if args.url and not args.url.startswith(("http://", "https://")):
         raise UsageError(f"--url must be an http:// or https:// URL, got {args.url!r}")
     async with config_engine() as engine:
@@ -119,6 +120,32 @@ async def cmd_servers_add(args: argparse.Namespace) -> int:
             raise UsageError(str(exc)) from None
     print(f"added {cfg.name} ({cfg.transport}: {cfg.url or cfg.command})")
     return EXIT_OK
+
+
+def secret_values(pairs: list[str] | None, from_stdin: list[str] | None, from_files: list[str] | None,
+                  option: str) -> dict[str, str]:
+    """The secret values of ``option`` (``--secret-header``, ``--secret-env``): given as
+    NAME=VALUE (seen by every local user in the process list while the command runs, so
+    it is said), read from a line of standard input for each ``-stdin`` NAME, or from the
+    file of each ``-file`` NAME=FILE (its content without the trailing new line)."""
+    values = parse_pairs(pairs, option)
+    if values:
+        echo(f"note: {option} values can be read by other local users while this command runs; "
+             f"{option}-stdin or {option}-file keep them out of sight", file=sys.stderr)
+    for name in from_stdin or []:
+        line = sys.stdin.readline()
+        if not line.strip():
+            raise UsageError(f"{option}-stdin {name}: no value on standard input")
+        values[name] = line.rstrip("\r\n")
+    for name, file in parse_pairs(from_files, f"{option}-file").items():
+        try:
+            value = Path(file).expanduser().read_text(encoding="utf-8").rstrip("\r\n")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise UsageError(f"{option}-file {name}: cannot read {file}: {type(exc).__name__}") from None
+        if not value:
+            raise UsageError(f"{option}-file {name}: {file} is empty")
+        values[name] = value
+    return values
 
 
 def sign_in_options(args: argparse.Namespace) -> tuple[dict[str, Any] | None, dict[str, str]]:

@@ -25,6 +25,8 @@ and description carry an OSC 52 clipboard write, an OSC 8 link, a carriage retur
 8-bit CSI and a bidi override (:data:`EVIL`), and the same in the message of every error
 it answers a method it does not know with.
 
+- ``echo_env`` (stdio): a proper answer whose text is the value of the environment
+  variable named by the argument ``name`` (how a secret given to a stdio server arrives).
 - ``nested_result``: a proper answer whose ``structuredContent`` is nested ``depth``
   levels deep (default 500): valid JSON that any parser reads, too deep to be useful.
 """
@@ -35,6 +37,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -45,7 +48,7 @@ from pathlib import Path
 CHUNK = 64 * 1024
 TOOLS = [{"name": name, "inputSchema": {"type": "object"}} for name in (
     "ok", "deep", "deep_json", "endless_line", "endless_event", "endless_json", "huge_json", "stray",
-    "silent", "not_json", "nested_result")]
+    "silent", "not_json", "nested_result", "echo_env")]
 SECRET = "s3cr3t-token-do-not-log"
 #: Text that drives a terminal that prints it raw, and reads differently than it is.
 EVIL = ("\x1b]52;c;cm0gLXJmIH4=\x07\x1b]8;;https://evil.example/\x07docs\x1b]8;;\x07"
@@ -172,6 +175,8 @@ def stdio_main() -> None:
         depth = int((message["params"].get("arguments") or {}).get("depth", 200_000))
         if name == "ok":
             write(answer(rid, text_result("ok")))
+        elif name == "echo_env":
+            write(answer(rid, text_result(os.environ.get(str(message["params"]["arguments"]["name"]), ""))))
         elif name == "nested_result":
             write(nested_result(rid, int((message["params"].get("arguments") or {}).get("depth", 500))))
         elif name == "deep":
