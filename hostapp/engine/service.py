@@ -112,6 +112,10 @@ class Engine:
             questions=self._questions, connection=self._connection)
         self._started = False
         self._sign_ins: accounts.SignIns | None = None
+        from hostapp.engine.apps import ViewCallBudget
+
+        #: How many calls each MCP App view may still make.
+        self.view_call_budget = ViewCallBudget(time.monotonic)
 
     # -- composition -------------------------------------------------------------
 
