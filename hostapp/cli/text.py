@@ -12,31 +12,19 @@ import time
 import unicodedata
 from typing import TextIO
 
-from hostapp.protocol.shown_text import reveal_reordering
+from hostapp.protocol.shown_text import reveal_reordering, terminal_safe
 
 ELLIPSIS = "…"
 
 # C0 and C1 controls, DEL: a server's text never moves the cursor or colours the terminal.
 _CONTROLS = re.compile(r"[\x00-\x1f\x7f-\x9f]+")
 
+
 def plain(text: object) -> str:
     """Server text on one line: control characters (escape sequences, new lines, tabs)
     become single spaces, reordering characters their visible code point; surrounding
     space is dropped."""
     return reveal_reordering(_CONTROLS.sub(" ", "" if text is None else str(text))).strip()
-
-
-# The same, but for text shown over several lines: new lines and tabs are kept.
-_CONTROLS_BUT_LINES = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-
-
-def terminal_safe(text: str) -> str:
-    """Server text for a terminal over several lines: every control character but the new
-    line and the tab becomes U+FFFD, so no escape sequence or carriage return from a
-    server reaches the terminal (it could colour, move or hide what hostapp prints, write
-    the clipboard with OSC 52 or disguise a link with OSC 8); a reordering character
-    becomes its visible code point."""
-    return reveal_reordering(_CONTROLS_BUT_LINES.sub("\ufffd", text))
 
 
 def echo(text: object, *, file: TextIO | None = None, end: str = "\n", flush: bool = False) -> None:

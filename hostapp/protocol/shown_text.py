@@ -17,6 +17,10 @@ import re
 REORDERING = re.compile("[\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 
 
+# C0 and C1 controls and DEL but the new line and the tab.
+_CONTROLS_BUT_LINES = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
 def _code_point(match: re.Match[str]) -> str:
     return f"<U+{ord(match.group()):04X}>"
 
@@ -24,6 +28,15 @@ def _code_point(match: re.Match[str]) -> str:
 def reveal_reordering(text: str) -> str:
     """``text`` with every reordering character replaced by its visible code point."""
     return REORDERING.sub(_code_point, text)
+
+
+def terminal_safe(text: str) -> str:
+    """Server text for a terminal over several lines: every control character but the new
+    line and the tab becomes U+FFFD, so no escape sequence or carriage return from a
+    server reaches the terminal (it could colour, move or hide what hostapp prints, write
+    the clipboard with OSC 52 or disguise a link with OSC 8); a reordering character
+    becomes its visible code point."""
+    return reveal_reordering(_CONTROLS_BUT_LINES.sub("\ufffd", text))
 
 
 # A URL in free text: its scheme, then everything up to a space or a quote.
