@@ -88,11 +88,13 @@ def blocking_call_executor() -> ThreadPoolExecutor:
 
 
 def setup_logging(home: Path, verbose: bool = False) -> None:
-    from hostapp.store.paths import log_dir
+    from hostapp.protocol.shown_text import RedactUrlSecrets
+    from hostapp.store.paths import log_dir, private_file
 
-    handler = logging.handlers.RotatingFileHandler(log_dir(home) / "hostapp.log", maxBytes=2_000_000,
+    handler = logging.handlers.RotatingFileHandler(private_file(log_dir(home) / "hostapp.log"), maxBytes=2_000_000,
                                                    backupCount=3, encoding="utf-8")
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    handler.addFilter(RedactUrlSecrets())
     root = logging.getLogger()
     root.addHandler(handler)
     root.setLevel(logging.DEBUG if verbose else logging.INFO)

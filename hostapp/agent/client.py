@@ -50,6 +50,12 @@ class MethodUnavailable(api.EngineError):
     client (a method added since it started)."""
 
 
+class AgentRefused(AgentUnavailable):
+    """The home's socket is not safely this user's: its folder belongs to someone else or
+    is open to others, or the process listening there runs as another user. Nothing was
+    sent to it, and starting an agent would not help: the person must remove the folder."""
+
+
 class _NullListener:
     def operation_changed(self, op: api.OperationView) -> None: ...
 
@@ -129,24 +135,34 @@ class RemoteEngine(api.ForwardingEngine):
         see :mod:`hostapp.agent.endpoint`) and say hello; :class:`AgentUnavailable` when
         nobody listens there, :class:`AgentIncompatible` when the agent there speaks no
         version of ``versions`` (``(minimum, version)``). ``since``: the events missed
-        since that position are sent again when the agent still has them (:attr:`caught_up`)."""
-        from hostapp.agent.endpoint import LOOPBACK_FILE, read_loopback_file
+        since that position are sent again when the agent still has them (:attr:`caught_up`).
+        :class:`AgentRefused` when the socket is not safely this user's (nothing is sent to it)."""
+        from hostapp.agent.endpoint import LOOPBACK_FILE, UnsafeEndpoint, check_private_folder, read_loopback_file
 
         hello: dict[str, Any] = {"version": versions[1], "min_version": versions[0], "client": client,
                                  "pid": os.getpid()}
         if since is not None:
             hello["since"] = {"stream": since.stream, "seq": since.seq}
+        unix = path.name != LOOPBACK_FILE
         try:
-            if path.name == LOOPBACK_FILE:
+            if not unix:
                 port, hello["key"] = read_loopback_file(path)
                 opening = asyncio.open_connection("127.0.0.1", port, limit=wire.MAX_MESSAGE)
             else:
+                # Whatever listens here gets secrets: only a folder no one else can enter will do.
+                check_private_folder(path.parent)
                 opening = asyncio.open_unix_connection(str(path), limit=wire.MAX_MESSAGE)
             reader, writer = await asyncio.wait_for(opening, timeout)
+        except UnsafeEndpoint as exc:
+            if not os.path.lexists(path.parent):
+                raise AgentUnavailable(f"no agent answers at {path}: {exc}") from None
+            raise AgentRefused(f"refused the agent's socket {path}: {exc}") from None
         except (FileNotFoundError, ConnectionRefusedError, TimeoutError, OSError) as exc:
             raise AgentUnavailable(f"no agent answers at {path}: {exc.strerror or exc}") from None
         except ValueError as exc:  # an endpoint file half written, or not one (never quotes the key)
             raise AgentUnavailable(f"no agent answers at {path}: {exc}") from None
+        if unix:
+            await _refuse_other_users(path, writer)
         writer.write(wire.dumps({"jsonrpc": "2.0", "id": 1, "method": "hello", "params": hello}))
         try:
             line = await asyncio.wait_for(reader.readline(), timeout)
@@ -309,6 +325,21 @@ def _refusal(error: Any, versions: tuple[int, int]) -> AgentUnavailable:
     return AgentUnavailable(str(wire.decode_error(error)))
 
 
+async def _refuse_other_users(path: Path, writer: asyncio.StreamWriter) -> None:
+    """Close a Unix socket connection, before anything is sent, when the process that
+    accepted it runs as another user (the agent checks its clients the same way)."""
+    from hostapp.agent.endpoint import peer_uid
+
+    sock = writer.get_extra_info("socket")
+    uid = peer_uid(sock) if sock is not None else None
+    if uid is not None and uid != os.getuid():
+        writer.close()
+        with contextlib.suppress(Exception):
+            await writer.wait_closed()
+        raise AgentRefused(f"refused the agent's socket {path}: the process listening there runs as "
+                           f"another user (uid {uid})")
+
+
 #: How often a client that waits for an owner to come up tries its socket again.
 _RETRY_SECONDS = 0.05
 
@@ -367,6 +398,8 @@ async def connect_or_spawn(home: Path, listener: api.EngineListener | None = Non
                 return await RemoteEngine.connect(path, listener, client=client, since=since)
             except AgentIncompatible:
                 raise
+            except AgentRefused:
+                raise  # an agent started now could not listen there either
             except AgentUnavailable:
                 pass
             if (started is None or started.poll() is not None) and spawns < _MAX_SPAWNS and lock.free() \

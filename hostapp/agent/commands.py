@@ -16,6 +16,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from hostapp.protocol.shown_text import terminal_safe
+
 # The rest of the agent is imported where it is used: every ``hostapp`` process builds
 # this parser (a lab server on stdio, ``hostapp --help``), few of them talk to an agent.
 if TYPE_CHECKING:
@@ -160,8 +162,9 @@ async def cmd_agent_stop(args: argparse.Namespace) -> int:
         if lost and not args.yes:
             print(f"{len(lost)} operation(s) cannot be resumed and would end 'unknown' if the agent stops now:",
                   file=sys.stderr)
-            for op in lost:
-                print(f"  {op['id']}  {op['server']}/{op['tool']}  {op['status']}  ({op['why']})", file=sys.stderr)
+            for op in lost:  # a tool's name is a server's words
+                print(terminal_safe(f"  {op['id']}  {op['server']}/{op['tool']}  {op['status']}  ({op['why']})"),
+                      file=sys.stderr)
             if not sys.stdin.isatty():
                 # Nobody to ask (a script, CI): refuse rather than wait for an answer.
                 print("hostapp: not stopped; run 'hostapp agent stop --yes' to stop it anyway", file=sys.stderr)
@@ -176,7 +179,7 @@ async def cmd_agent_stop(args: argparse.Namespace) -> int:
         await engine.control.stop()
         await asyncio.wait_for(engine.wait_closed(), 60)
     except (api.EngineError, TimeoutError) as exc:
-        print(f"hostapp: {exc}", file=sys.stderr)
+        print(terminal_safe(f"hostapp: {exc}"), file=sys.stderr)
         return EXIT_ERROR
     finally:
         await engine.close()

@@ -4,7 +4,11 @@ Two kinds, one wire (:mod:`hostapp.agent.wire`):
 
 - ``unix`` (Linux, macOS): a Unix domain socket in a folder only the user can enter
   (0700), the socket itself 0600, and on Linux the peer's credentials checked
-  (``SO_PEERCRED``): a connection from another user is closed before it is read.
+  (``SO_PEERCRED``): a connection from another user is closed before it is read. The
+  client trusts the socket the same way: it connects only through a folder of its own
+  user with mode 0700, and says nothing to a listener that runs as another user.
+  A home too deep for a socket's path puts it in ``$XDG_RUNTIME_DIR/hostapp`` (else a
+  per-user folder of the temporary directory, which anyone may have made first).
 - ``loopback`` (Windows, where Python has no Unix sockets): TCP on 127.0.0.1, port chosen
   by the system, and a key made afresh at each start. Both are in the endpoint file
   ``<home>/agent/agent.endpoint`` (0600 in the 0700 folder; on Windows the profile's ACL
@@ -35,6 +39,7 @@ import logging
 import os
 import secrets
 import socket
+import stat
 import struct
 import sys
 import tempfile
@@ -54,6 +59,12 @@ EVENT_HZ = 30
 
 #: How long requests of a client that stopped sending are still answered.
 _ANSWER_GRACE_SECONDS = 5.0
+
+#: What a connection may make the agent hold before it has said a valid ``hello``: the
+#: stream reader's own limit (it buffers up to twice as much before it stops reading). The
+#: messages of a client that said hello may be up to :data:`wire.MAX_MESSAGE` long; they
+#: are read in chunks by :class:`_Lines`, not by growing this limit.
+HELLO_LIMIT = 64 * 1024
 
 # sun_path holds 108 bytes on Linux and 104 on macOS, the terminating NUL included.
 _MAX_SOCKET_PATH = 100
@@ -88,7 +99,68 @@ def endpoint_path(home: Path) -> Path:
     if len(os.fsencode(path)) <= _MAX_SOCKET_PATH:
         return path
     digest = hashlib.sha256(os.fsencode(Path(home).resolve())).hexdigest()[:16]
-    return Path(tempfile.gettempdir()) / f"hostapp-{os.getuid()}" / f"{digest}.sock"
+    return _short_socket_folder() / f"{digest}.sock"
+
+
+def _short_socket_folder() -> Path:
+    """Where a socket goes whose home is too deep: the user's own runtime folder
+    (``$XDG_RUNTIME_DIR``, made by the system for this user alone) where it is set and
+    usable, else a per-user folder in the shared temporary directory, which anyone could
+    have made first (the agent and its clients then refuse it: :func:`check_private_folder`)."""
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    if runtime and os.path.isabs(runtime):
+        try:
+            info = os.stat(runtime)
+        except OSError:
+            info = None
+        if info is not None and stat.S_ISDIR(info.st_mode) and info.st_uid == os.getuid() \
+                and not info.st_mode & 0o077:
+            return Path(runtime) / "hostapp"
+    return Path(tempfile.gettempdir()) / f"hostapp-{os.getuid()}"
+
+
+class UnsafeEndpoint(PermissionError):
+    """The endpoint's folder or its listener is not this user's own: someone else could
+    read what is sent there, or pose as the agent."""
+
+
+def check_private_folder(folder: Path) -> None:
+    """Raise :class:`UnsafeEndpoint` unless ``folder`` is a real folder (not a link) of
+    this user that nobody else may enter or write (mode 0700 or stricter)."""
+    if not hasattr(os, "getuid"):
+        return  # Windows: the loopback kind, whose key file the profile's ACL protects
+    try:
+        info = os.lstat(folder)
+    except FileNotFoundError:
+        raise UnsafeEndpoint(f"{folder} does not exist") from None
+    if stat.S_ISLNK(info.st_mode) or not stat.S_ISDIR(info.st_mode):
+        raise UnsafeEndpoint(f"{folder} is not a folder but a link or a file; remove it and start again")
+    if info.st_uid != os.getuid():
+        raise UnsafeEndpoint(f"{folder} belongs to another user (uid {info.st_uid}); "
+                             f"remove it, or set XDG_RUNTIME_DIR to a folder of your own")
+    if info.st_mode & 0o077:
+        raise UnsafeEndpoint(f"{folder} is open to other users (mode {stat.S_IMODE(info.st_mode):04o}); "
+                             f"it must be 0700")
+
+
+def peer_uid(sock: socket.socket) -> int | None:
+    """The user id of the process at the other end of a connected Unix socket
+    (``SO_PEERCRED`` on Linux, ``LOCAL_PEERCRED`` on macOS and the BSDs); None where the
+    system cannot tell."""
+    if sock.family != getattr(socket, "AF_UNIX", None):
+        return None
+    if hasattr(socket, "SO_PEERCRED"):
+        creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+        return int(struct.unpack("3i", creds)[1])
+    local_peercred = getattr(socket, "LOCAL_PEERCRED", 0x001 if sys.platform == "darwin" else None)
+    if local_peercred is None:
+        return None
+    # struct xucred: u_int cr_version; uid_t cr_uid; short cr_ngroups; gid_t cr_groups[16]
+    try:
+        creds = sock.getsockopt(0, local_peercred, struct.calcsize("2I") + 2 + 2 + 4 * 16)
+    except OSError:
+        return None
+    return int(struct.unpack_from("2I", creds)[1])
 
 
 def read_loopback_file(path: Path) -> tuple[int, str]:
@@ -116,20 +188,51 @@ def _write_private(path: Path, text: str) -> None:
 
 def _private_folder(folder: Path) -> None:
     folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-    os.chmod(folder, 0o700)
-    if hasattr(os, "getuid") and folder.stat().st_uid != os.getuid():
-        raise PermissionError(f"{folder} belongs to another user; the agent will not listen there")
+    if hasattr(os, "getuid"):
+        info = os.lstat(folder)
+        if info.st_uid != os.getuid() or stat.S_ISLNK(info.st_mode):
+            check_private_folder(folder)  # says why, the agent will not listen there
+        os.chmod(folder, 0o700)
 
 
 def _same_user(writer: asyncio.StreamWriter) -> bool:
     """True when the peer of a Unix socket runs as this user (always true where the OS
     cannot tell, and for loopback connections, which prove themselves with the key)."""
     sock = writer.get_extra_info("socket")
-    if sock is None or not sys.platform.startswith("linux") or sock.family != socket.AF_UNIX:
-        return True
-    creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-    _pid, uid, _gid = struct.unpack("3i", creds)
-    return bool(uid == os.getuid())
+    uid = peer_uid(sock) if sock is not None else None
+    return uid is None or uid == os.getuid()
+
+
+class _Lines:
+    """The lines of a client that said hello, each at most ``limit`` bytes, read from its
+    stream in chunks (the stream's own limit stays :data:`HELLO_LIMIT`)."""
+
+    def __init__(self, reader: asyncio.StreamReader, limit: int) -> None:
+        self._reader = reader
+        self._limit = limit
+        self._buffer = bytearray()
+        self._searched = 0  # no new line in the buffer before this offset
+
+    async def readline(self) -> bytes:
+        """The next line with its ``\\n`` (or what was left at the end; b"" once ended);
+        ValueError for a line longer than the limit."""
+        while True:
+            end = self._buffer.find(b"\n", self._searched)
+            if end >= 0:
+                line = bytes(self._buffer[:end + 1])
+                del self._buffer[:end + 1]
+                self._searched = 0
+                return line
+            self._searched = len(self._buffer)
+            if len(self._buffer) > self._limit:
+                raise ValueError("message too large")
+            chunk = await self._reader.read(256 * 1024)
+            if not chunk:
+                line = bytes(self._buffer)
+                self._buffer.clear()
+                self._searched = 0
+                return line
+            self._buffer += chunk
 
 
 @dataclass(frozen=True)
@@ -188,7 +291,16 @@ class _Client:
     def send(self, message: dict[str, Any]) -> None:
         """A response (or a refusal): written in turn, whatever the backlog (requests are not
         read while one lasts, so responses are bounded by the requests in flight)."""
-        self.write(wire.dumps(message), event=False)
+        try:
+            data = wire.dumps(message)
+        except (TypeError, ValueError, RecursionError) as exc:
+            # Never a silent drop: a request waits for its answer, so it gets an error.
+            log.error("could not encode a message for a client: %s", type(exc).__name__)
+            if message.get("id") is None:
+                return
+            data = wire.dumps({"jsonrpc": "2.0", "id": message["id"], "error": wire.error(
+                wire.Code.ENGINE_ERROR, f"the agent could not encode its answer ({type(exc).__name__})")})
+        self.write(data, event=False)
 
     def write(self, line: bytes, *, event: bool = True) -> None:
         if self.closed:
@@ -384,13 +496,13 @@ class AgentEndpoint:
         if self.path.name == LOOPBACK_FILE:
             self._key = secrets.token_urlsafe(32)
             self._server = await asyncio.start_server(self._serve, host="127.0.0.1", port=0,
-                                                      limit=wire.MAX_MESSAGE)
+                                                      limit=HELLO_LIMIT)
             port = self._server.sockets[0].getsockname()[1]
             _write_private(self.path, json.dumps({"port": port, "key": self._key, "pid": os.getpid()}))
             return
         old_umask = os.umask(0o177)
         try:
-            self._server = await asyncio.start_unix_server(self._serve, path=str(self.path), limit=wire.MAX_MESSAGE)
+            self._server = await asyncio.start_unix_server(self._serve, path=str(self.path), limit=HELLO_LIMIT)
         finally:
             os.umask(old_umask)
         os.chmod(self.path, 0o600)
@@ -433,6 +545,7 @@ class AgentEndpoint:
                 return
             self._clients.add(client)
             self._clients_changed()
+            lines = _Lines(reader, wire.MAX_MESSAGE)
             while not client.closed:
                 # A client that reads nothing sends nothing more that is read; one with
                 # as many requests running as it may have waits for one to end.
@@ -441,7 +554,7 @@ class AgentEndpoint:
                     await asyncio.wait(set(mine), return_when=asyncio.FIRST_COMPLETED)
                     continue
                 try:
-                    line = await reader.readline()
+                    line = await lines.readline()
                 except (asyncio.LimitOverrunError, ValueError):
                     client.send({"jsonrpc": "2.0", "id": None,
                                  "error": wire.error(wire.Code.INVALID_REQUEST, "message too large")})
@@ -474,10 +587,16 @@ class AgentEndpoint:
             writer.close()
 
     async def _hello(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> _Client | None:
-        line = await asyncio.wait_for(reader.readline(), 10)
+        probe = _Client(writer, "?", self.limits)
+        try:
+            line = await asyncio.wait_for(reader.readline(), 10)
+        except (asyncio.LimitOverrunError, ValueError):
+            log.warning("refused a connection whose first message was over %d bytes", HELLO_LIMIT)
+            probe.send({"jsonrpc": "2.0", "id": None, "error": {
+                "code": -32600, "message": f"the first message must be a hello of at most {HELLO_LIMIT} bytes"}})
+            return None
         if not line:
             return None
-        probe = _Client(writer, "?", self.limits)
         try:
             message = wire.loads(line)
         except wire.WireError as exc:
@@ -555,7 +674,14 @@ class AgentEndpoint:
             client.send({"jsonrpc": "2.0", "id": rid, "error": wire.encode_error(api.EngineError(
                 f"the agent could not do {method}: {type(exc).__name__}"))})
         else:
-            client.send({"jsonrpc": "2.0", "id": rid, "result": wire.encode(result)})
+            try:
+                encoded = wire.encode(result)
+            except Exception as exc:  # an answer that cannot be encoded is still an answer
+                log.exception("the result of %s could not be encoded", method)
+                client.send({"jsonrpc": "2.0", "id": rid, "error": wire.encode_error(api.EngineError(
+                    f"the agent could not encode the result of {method}: {type(exc).__name__}"))})
+            else:
+                client.send({"jsonrpc": "2.0", "id": rid, "result": encoded})
 
     def _client_closed(self, client: _Client) -> None:
         if client in self._clients:

@@ -28,7 +28,8 @@ from hostapp.agent.notify import Notifier, make_notifier
 from hostapp.engine import api
 from hostapp.engine.facade import LocalEngine
 from hostapp.engine.service import Engine
-from hostapp.store.paths import log_dir
+from hostapp.protocol.shown_text import RedactUrlSecrets
+from hostapp.store.paths import log_dir, private_file
 
 log = logging.getLogger(__name__)
 
@@ -192,9 +193,10 @@ class Owner(api.AgentControl):
 
 def setup_agent_logging(home: Path, verbose: bool) -> None:
     """The agent has no terminal of its own: it logs to ``<home>/logs/agent.log``."""
-    handler = logging.handlers.RotatingFileHandler(log_dir(home) / "agent.log", maxBytes=2_000_000,
+    handler = logging.handlers.RotatingFileHandler(private_file(log_dir(home) / "agent.log"), maxBytes=2_000_000,
                                                    backupCount=3, encoding="utf-8")
     handler.setFormatter(logging.Formatter("%(asctime)s %(process)d %(levelname)s %(name)s: %(message)s"))
+    handler.addFilter(RedactUrlSecrets())
     root = logging.getLogger()
     root.addHandler(handler)
     root.setLevel(logging.DEBUG if verbose else logging.INFO)

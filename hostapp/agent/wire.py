@@ -136,16 +136,25 @@ def _range(versions: tuple[int, int]) -> str:
 # -- values ------------------------------------------------------------------------------
 
 
-def encode(value: Any) -> Any:
-    """A facade value as JSON: views and configs become objects of their fields."""
+#: A value nested deeper than this is cut where it crosses the wire (what servers send is
+#: cut shallower at intake; this bounds what an older journal kept, and any other value).
+MAX_DEPTH = jsonrpc.MAX_DEPTH + 16
+
+
+def encode(value: Any, _depth: int = 0) -> Any:
+    """A facade value as JSON: views and configs become objects of their fields; anything
+    nested deeper than :data:`MAX_DEPTH` levels becomes :data:`~hostapp.protocol.jsonrpc.CUT_MARKER`."""
+    if _depth >= MAX_DEPTH and isinstance(value, (dict, list, tuple, set, frozenset)):
+        return jsonrpc.CUT_MARKER
+    deeper = _depth + 1
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: encode(getattr(value, f.name)) for f in dataclasses.fields(value)}
+        return {f.name: encode(getattr(value, f.name), deeper) for f in dataclasses.fields(value)}
     if isinstance(value, (list, tuple)):
-        return [encode(v) for v in value]
+        return [encode(v, deeper) for v in value]
     if isinstance(value, (set, frozenset)):
-        return sorted(encode(v) for v in value)
+        return sorted(encode(v, deeper) for v in value)
     if isinstance(value, dict):
-        return {str(k): encode(v) for k, v in value.items()}
+        return {str(k): encode(v, deeper) for k, v in value.items()}
     return value
 
 

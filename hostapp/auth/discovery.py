@@ -9,16 +9,20 @@ server of the 2025-03-26 revision has no resource metadata at all: its origin is
 authorization server, with ``/authorize``, ``/token`` and ``/register`` as last resort.
 
 The rules that keep a client from being sent elsewhere are checked here: the resource a
-metadata document names must be the server the client talks to, and an authorization
-server's metadata must name the very issuer its URL was built from.
+metadata document names must be the server the client talks to, an authorization
+server's metadata must name the very issuer its URL was built from, and its endpoints
+must be ``https`` (plain ``http`` only on loopback): the authorization endpoint goes to the
+person's browser through the OS, which opens any scheme with whatever handles it.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 
@@ -136,6 +140,58 @@ class AuthorizationServer:
                 f"the authorization server {self.issuer} does not offer PKCE with S256, "
                 "which MCP requires; sign-in is refused"
             )
+
+
+#: The endpoints of an authorization server that hostapp sends a person or a secret to.
+_ENDPOINTS = ("authorization_endpoint", "token_endpoint", "registration_endpoint")
+
+
+def is_loopback_host(host: str | None) -> bool:
+    """Whether ``host`` names this machine only (``localhost``, 127.0.0.0/8, ``::1``)."""
+    if not host:
+        return False
+    if host.lower().rstrip(".") == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def check_endpoint(url: object, what: str) -> None:
+    """Raise :class:`AuthorizationError` unless ``url`` is one a sign-in may use: ``https``,
+    or plain ``http`` on this machine (the specification wants every authorization server
+    endpoint on HTTPS; the loopback exception is for local development). Any other scheme
+    (``file:``, ``javascript:``, a custom handler) would reach the OS opener, which runs
+    what the scheme says; a user name before the host disguises where the address leads."""
+    if not isinstance(url, str) or re.search(r"[\s\x00-\x1f\x7f-\x9f]", url):
+        raise AuthorizationError(f"the authorization server's {what} is not a single address; sign-in is refused")
+    parts = urlsplit(url)
+    try:
+        host = parts.hostname
+    except ValueError:
+        host = None
+    scheme = parts.scheme.lower()
+    if scheme not in ("https", "http") or not host:
+        raise AuthorizationError(
+            f"the authorization server's {what} is a {scheme or 'schemeless'}: address, not https; "
+            "sign-in is refused")
+    if scheme == "http" and not is_loopback_host(host):
+        raise AuthorizationError(
+            f"the authorization server's {what} ({display_url(url)}) is plain http on another machine; "
+            "sign-in needs https there")
+    if parts.username is not None or parts.password is not None:
+        raise AuthorizationError(f"the authorization server's {what} carries a user name before its host; "
+                                 "sign-in is refused")
+
+
+def check_endpoints(server: AuthorizationServer) -> AuthorizationServer:
+    """``server``, once each endpoint it names has passed :func:`check_endpoint`."""
+    for key in _ENDPOINTS:
+        value = server.metadata.get(key)
+        if value is not None or key != "registration_endpoint":
+            check_endpoint(value, key.replace("_", " "))
+    return server
 
 
 def display_url(url: str | httpx.URL) -> str:
@@ -275,13 +331,13 @@ async def discover(
         server = await discover_authorization_server(client, issuer, protocol_version)
         if server is None:
             raise AuthorizationError(f"the authorization server {display_url(issuer)} publishes no metadata")
-        return resource, server
+        return resource, check_endpoints(server)
     # The 2025-03-26 revision: the MCP server's origin is the authorization server.
     issuer = origin(server_url)
     server = await discover_authorization_server(client, issuer, protocol_version)
     if server is not None:
-        return None, server
-    return None, AuthorizationServer(
+        return None, check_endpoints(server)
+    return None, check_endpoints(AuthorizationServer(
         issuer=issuer,
         metadata={
             "issuer": issuer,
@@ -290,4 +346,4 @@ async def discover(
             "registration_endpoint": f"{issuer}/register",
         },
         guessed=True,
-    )
+    ))

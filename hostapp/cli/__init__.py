@@ -52,6 +52,7 @@ from typing import Any
 
 from hostapp.agent.commands import add_parsers as add_agent_parsers
 from hostapp.cli.exits import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, UsageError
+from hostapp.cli.text import echo
 
 log = logging.getLogger("hostapp")
 
@@ -80,6 +81,13 @@ a stdio server: everything after -- is its command and its arguments, as typed i
 shell (arguments that begin with - too):
 
   hostapp servers add local -- npx -y @modelcontextprotocol/server-everything
+
+secret values: a command line can be read by every local user while the command runs, so
+give secrets on standard input (one line each: the headers in the order given, then the
+environment variables, then the client secret) or in a file:
+
+  printf '%s\\n' "$TOKEN" | hostapp servers add api --url https://api.example/mcp \\
+      --secret-header-stdin Authorization
 """
 
 #: How long a command waits for a server's answer by default: the handshake, the tool list,
@@ -114,12 +122,24 @@ def build_parser() -> argparse.ArgumentParser:
     add.add_argument("name")
     add.add_argument("--url", help="Streamable HTTP endpoint")
     add.add_argument("--header", action="append", metavar="K=V", help="HTTP header (stored in the journal)")
-    add.add_argument("--secret-header", action="append", metavar="K=V", help="HTTP header kept in the OS keyring")
+    add.add_argument("--secret-header", action="append", metavar="K=V",
+                     help="HTTP header kept in the OS keyring (its value is visible to other local users "
+                          "while the command runs: prefer the two options below)")
+    add.add_argument("--secret-header-stdin", action="append", metavar="K",
+                     help="HTTP header kept in the OS keyring, its value read from a line of standard input")
+    add.add_argument("--secret-header-file", action="append", metavar="K=FILE",
+                     help="HTTP header kept in the OS keyring, its value read from FILE")
     add.add_argument("--command", help="stdio server command (or give it after --, with its arguments)")
     add.add_argument("--arg", action="append", metavar="A",
                      help="an argument of the command (repeatable; one that begins with - as --arg=-y)")
     add.add_argument("--env", action="append", metavar="K=V", help="environment variable for the command")
-    add.add_argument("--secret-env", action="append", metavar="K=V", help="environment variable kept in the keyring")
+    add.add_argument("--secret-env", action="append", metavar="K=V",
+                     help="environment variable kept in the keyring (visible to other local users while the "
+                          "command runs: prefer the two options below)")
+    add.add_argument("--secret-env-stdin", action="append", metavar="K",
+                     help="environment variable kept in the keyring, its value read from a line of standard input")
+    add.add_argument("--secret-env-file", action="append", metavar="K=FILE",
+                     help="environment variable kept in the keyring, its value read from FILE")
     add.add_argument("--protocol-version", metavar="REV",
                      help="use this protocol revision instead of negotiating the newest (e.g. 2025-11-25)")
     add.add_argument("--grant", choices=("authorization_code", "client_credentials", "jwt_bearer"),
@@ -217,8 +237,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def setup_logging(verbose: bool) -> None:
+    from hostapp.protocol.shown_text import RedactUrlSecrets
+
     logging.basicConfig(level=logging.DEBUG if verbose else logging.WARNING, stream=sys.stderr,
                         format="%(levelname)s %(name)s: %(message)s")
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(RedactUrlSecrets())
     # httpcore's debug lines quote whole request and response headers (session ids,
     # secret header values); they stay out of the log even when verbose.
     logging.getLogger("httpcore").setLevel(logging.INFO)
@@ -278,15 +302,16 @@ def run(argv: list[str] | None = None) -> int:
         outcome = args.func(args)
         return asyncio.run(outcome) if inspect.iscoroutine(outcome) else outcome
     except UsageError as exc:
-        print(f"hostapp: {exc}", file=sys.stderr)
+        echo(f"hostapp: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except Exception as exc:
         from hostapp.engine.api import EngineError, SignInRequired
 
+        # What an error says may be a server's words: through the one sanitizer.
         if isinstance(exc, SignInRequired):
-            print(f"hostapp: {exc}; run 'hostapp servers login {exc.server_name}'", file=sys.stderr)
+            echo(f"hostapp: {exc}; run 'hostapp servers login {exc.server_name}'", file=sys.stderr)
             return EXIT_ERROR
         if not isinstance(exc, (EngineError, TimeoutError)):
             raise
-        print(f"hostapp: {exc}", file=sys.stderr)
+        echo(f"hostapp: {exc}", file=sys.stderr)
         return EXIT_ERROR

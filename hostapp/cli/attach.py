@@ -94,7 +94,9 @@ async def unless_interrupted(waiting: Awaitable[T], interrupts: Interrupts) -> T
 
 
 def say(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
+    from hostapp.cli.text import echo
+
+    echo(message, file=sys.stderr, flush=True)
 
 
 async def interrupted(engine: EngineApi, op: OperationView, interrupts: Interrupts, *,

@@ -23,6 +23,7 @@ from hostapp.cli.attach import INTERRUPTED, Interrupts, carried_by_owner, interr
 from hostapp.cli.connect import config_engine, owner_engine, reading_engine
 from hostapp.cli.exits import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, UsageError
 from hostapp.cli.follow import CallFollower, EventPrinter, emit_outcome, finished_unless_silent
+from hostapp.cli.text import echo, json_text, plain
 from hostapp.engine import api
 from hostapp.engine.api import (
     TERMINAL,
@@ -88,8 +89,9 @@ async def cmd_servers_add(args: argparse.Namespace) -> int:
     if bool(args.url) == bool(command):
         raise UsageError("give exactly one of --url URL (Streamable HTTP) or the stdio command after -- "
                          "(or --command CMD)")
-    secret_headers = parse_pairs(args.secret_header, "--secret-header")
-    secret_env = parse_pairs(args.secret_env, "--secret-env")
+    secret_headers = secret_values(args.secret_header, args.secret_header_stdin, args.secret_header_file,
+                                   "--secret-header")
+    secret_env = secret_values(args.secret_env, args.secret_env_stdin, args.secret_env_file, "--secret-env")
     if args.url and not args.url.startswith(("http://", "https://")):
         raise UsageError(f"--url must be an http:// or https:// URL, got {args.url!r}")
     async with config_engine() as engine:
@@ -118,6 +120,32 @@ async def cmd_servers_add(args: argparse.Namespace) -> int:
             raise UsageError(str(exc)) from None
     print(f"added {cfg.name} ({cfg.transport}: {cfg.url or cfg.command})")
     return EXIT_OK
+
+
+def secret_values(pairs: list[str] | None, from_stdin: list[str] | None, from_files: list[str] | None,
+                  option: str) -> dict[str, str]:
+    """The secret values of ``option`` (``--secret-header``, ``--secret-env``): given as
+    NAME=VALUE (seen by every local user in the process list while the command runs, so
+    it is said), read from a line of standard input for each ``-stdin`` NAME, or from the
+    file of each ``-file`` NAME=FILE (its content without the trailing new line)."""
+    values = parse_pairs(pairs, option)
+    if values:
+        echo(f"note: {option} values can be read by other local users while this command runs; "
+             f"{option}-stdin or {option}-file keep them out of sight", file=sys.stderr)
+    for name in from_stdin or []:
+        line = sys.stdin.readline()
+        if not line.strip():
+            raise UsageError(f"{option}-stdin {name}: no value on standard input")
+        values[name] = line.rstrip("\r\n")
+    for name, file in parse_pairs(from_files, f"{option}-file").items():
+        try:
+            value = Path(file).expanduser().read_text(encoding="utf-8").rstrip("\r\n")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise UsageError(f"{option}-file {name}: cannot read {file}: {type(exc).__name__}") from None
+        if not value:
+            raise UsageError(f"{option}-file {name}: {file} is empty")
+        values[name] = value
+    return values
 
 
 def sign_in_options(args: argparse.Namespace) -> tuple[dict[str, Any] | None, dict[str, str]]:
@@ -197,14 +225,15 @@ async def cmd_servers_list(args: argparse.Namespace) -> int:
         live = {v.name: v for v in await engine.servers()} if isinstance(engine, RemoteEngine) else {}
     servers = [{**server_summary(cfg), **live_summary(live.get(cfg.name))} for cfg in configs]
     if args.json:
-        print(json.dumps(servers, ensure_ascii=False))
+        print(json_text(servers))
     elif not servers:
         print("no servers configured; add one with 'hostapp servers add'")
     else:
         for s in servers:
             target = s["url"] or " ".join([s["command"], *s["args"]])
             state = (s["state"] or "-").replace("_", " ")
-            print(f"{s['name']:<20} {s['transport']:<6} {state:<13} {target}{stray_flag(s['stray_answers'])}")
+            echo(f"{plain(s['name']):<20} {s['transport']:<6} {state:<13} {plain(target)}"
+                 f"{stray_flag(s['stray_answers'])}")
     return EXIT_OK
 
 
@@ -213,7 +242,7 @@ async def cmd_servers_remove(args: argparse.Namespace) -> int:
         cfg = await configured_server(engine, args.name)
         # The server is gone either way; what the keyring kept is said.
         for left_behind in await engine.forget_server(cfg.name):
-            print(f"warning: {left_behind}", file=sys.stderr)
+            echo(f"warning: {left_behind}", file=sys.stderr)
     print(f"removed {cfg.name}")
     return EXIT_OK
 
@@ -226,7 +255,7 @@ async def cmd_servers_login(args: argparse.Namespace) -> int:
             raise UsageError(f"{cfg.name} is a stdio server; only HTTP servers sign in")
         url = await engine.begin_sign_in(cfg.name)
         if url:
-            print(f"Open this address in a browser to sign in to {cfg.name}:\n\n  {url}\n", flush=True)
+            echo(f"Open this address in a browser to sign in to {cfg.name}:\n\n  {plain(url)}\n", flush=True)
             print("Waiting for the browser to come back...", file=sys.stderr, flush=True)
         await engine.finish_sign_in(cfg.name)
     print(f"signed in to {cfg.name}")
@@ -246,11 +275,11 @@ async def cmd_tools(args: argparse.Namespace) -> int:
         cfg = await configured_server(engine, args.server)
         tools = await engine.probe_tools(cfg.name, timeout=args.timeout)
     if args.json:
-        print(json.dumps(tools, ensure_ascii=False))
+        print(json_text(tools))
     else:
         for t in tools:
-            desc = (t.get("description") or "").strip().splitlines()
-            print(f"{t.get('name'):<32} {desc[0] if desc else ''}")
+            desc = str(t.get("description") or "").strip().splitlines()
+            echo(f"{plain(t.get('name')):<32} {plain(desc[0]) if desc else ''}")
     return EXIT_OK
 
 
@@ -264,20 +293,21 @@ async def cmd_skills(args: argparse.Namespace) -> int:
             skill = await engine.load_skill(cfg.name, args.name)
     if args.name is None:
         if args.json:
-            print(json.dumps(skills, ensure_ascii=False))
+            print(json_text(skills))
         elif not skills:
             print(f"{cfg.name} offers no skills")
         else:
             for s in skills:
-                print(f"{s['name']:<32} {s['description'].strip().splitlines()[0] if s['description'].strip() else ''}")
+                lines = str(s["description"] or "").strip().splitlines()
+                echo(f"{plain(s['name']):<32} {plain(lines[0]) if lines else ''}")
         return EXIT_OK
     if args.json:
-        print(json.dumps(skill, ensure_ascii=False))
+        print(json_text(skill))
         return EXIT_OK
-    print(skill["instructions"], end="" if skill["instructions"].endswith("\n") else "\n")
-    others = [uri for uri in skill["files"] if uri != skill["uri"]]
-    print(f"-- {skill['name']}: {len(skill['files'])} file(s) verified (size, digest, frontmatter)"
-          + (f"; also: {', '.join(others)}" if others else ""), file=sys.stderr)
+    echo(skill["instructions"], end="" if skill["instructions"].endswith("\n") else "\n")
+    others = [plain(uri) for uri in skill["files"] if uri != skill["uri"]]
+    echo(f"-- {plain(skill['name'])}: {len(skill['files'])} file(s) verified (size, digest, frontmatter)"
+         + (f"; also: {', '.join(others)}" if others else ""), file=sys.stderr)
     return EXIT_OK
 
 
@@ -464,7 +494,7 @@ async def cmd_ops(args: argparse.Namespace) -> int:
         else:
             views = await ops.matching_operations(engine, statuses, servers, args.limit)
     if args.json:
-        print(json.dumps(rows, ensure_ascii=False))
+        print(json_text(rows))
     else:
         ops.print_table(views, filtered=bool(statuses or servers))
     return EXIT_OK

@@ -17,7 +17,7 @@ from typing import Any, TextIO
 
 from hostapp.cli.exits import EXIT_ERROR, EXIT_OK
 from hostapp.cli.progress import LiveView, PlainView, board_for
-from hostapp.cli.text import is_terminal, terminal_safe
+from hostapp.cli.text import echo, is_terminal, json_text, terminal_safe
 from hostapp.engine.api import (
     TERMINAL,
     EngineApi,
@@ -55,7 +55,7 @@ class EventPrinter:
             if self.operation_id is not None:
                 obj["operation"] = self.operation_id
             obj.update(fields)
-            self.stream.write(json.dumps(obj, ensure_ascii=False) + "\n")
+            self.stream.write(json_text(obj) + "\n")
         else:
             self.view.show(event, fields, lambda: terminal_safe(self._human(event, fields)))
         self.stream.flush()
@@ -225,7 +225,7 @@ class CallFollower:
         # A refusal means the question was answered already (by another client of the
         # owner, or the window) or withdrawn: the owner sent the server one answer.
         if not task.cancelled() and task.exception() is not None and not isinstance(task.exception(), EngineError):
-            print(f"hostapp: the answer was not delivered: {task.exception()}", file=sys.stderr)
+            echo(f"hostapp: the answer was not delivered: {task.exception()}", file=sys.stderr)
 
     def input_withdrawn(self, request_id: str) -> None:
         pass
@@ -240,15 +240,15 @@ class CallFollower:
             return build_accept(form.fields, content if isinstance(content, dict) else {})
         except ElicitationContentError as exc:
             problems = "; ".join(f"{name}: {message}" for name, message in exc.errors.items())
-            print(f"hostapp: the answer to {request.server}'s question does not fit its form ({problems}); "
-                  "it is not sent", file=sys.stderr)
+            echo(f"hostapp: the answer to {request.server}'s question does not fit its form ({problems}); "
+                 "it is not sent", file=sys.stderr)
         except ElicitationSchemaError as exc:
-            print(f"hostapp: {request.server} asks with a form that cannot be filled ({exc}); "
-                  "the answer is not sent", file=sys.stderr)
+            echo(f"hostapp: {request.server} asks with a form that cannot be filled ({exc}); "
+                 "the answer is not sent", file=sys.stderr)
         return None
 
     def problem(self, kind: str, message: str) -> None:
-        print(f"hostapp: {message}", file=sys.stderr)
+        echo(f"hostapp: {message}", file=sys.stderr)
 
 
 def emit_outcome(printer: EventPrinter, op: OperationView) -> int:

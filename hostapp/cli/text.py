@@ -4,12 +4,15 @@ an ellipsis, and times as people read them. Shared by the live progress lines
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import sys
 import time
 import unicodedata
 from typing import TextIO
+
+from hostapp.protocol.shown_text import reveal_reordering, terminal_safe
 
 ELLIPSIS = "…"
 
@@ -19,19 +22,31 @@ _CONTROLS = re.compile(r"[\x00-\x1f\x7f-\x9f]+")
 
 def plain(text: object) -> str:
     """Server text on one line: control characters (escape sequences, new lines, tabs)
-    become single spaces; surrounding space is dropped."""
-    return _CONTROLS.sub(" ", "" if text is None else str(text)).strip()
+    become single spaces, reordering characters their visible code point; surrounding
+    space is dropped."""
+    return reveal_reordering(_CONTROLS.sub(" ", "" if text is None else str(text))).strip()
 
 
-# The same, but for text shown over several lines: new lines and tabs are kept.
-_CONTROLS_BUT_LINES = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+def echo(text: object, *, file: TextIO | None = None, end: str = "\n", flush: bool = False) -> None:
+    """Print a line that carries server text (a tool's name, an error a server worded, an
+    address its metadata named): the one way the command line does, through
+    :func:`terminal_safe`."""
+    print(terminal_safe(str(text)), file=file or sys.stdout, end=end, flush=flush)
 
 
-def terminal_safe(text: str) -> str:
-    """Server text for a terminal over several lines: every control character but the new
-    line and the tab becomes U+FFFD, so no escape sequence or carriage return from a
-    server reaches the terminal (it could colour, move or hide what hostapp prints)."""
-    return _CONTROLS_BUT_LINES.sub("\ufffd", text)
+# What JSON leaves raw with ensure_ascii=False besides the C0 controls it escapes itself:
+# DEL and the C1 controls (0x9b is a CSI on 8-bit terminals), the reordering characters,
+# and lone surrogates (no UTF-8 for them). Each can only stand inside a JSON string, where
+# its \u escape means the same.
+_JSON_UNSAFE = re.compile("[\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+
+
+def json_text(value: object, **options: object) -> str:
+    """``value`` as JSON for a terminal or a pipe (``--json``): readable Unicode, but every
+    control and reordering character escaped, so what a server sent cannot drive a
+    terminal that shows it."""
+    text = json.dumps(value, ensure_ascii=False, **options)  # type: ignore[arg-type]
+    return _JSON_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
 def char_width(ch: str) -> int:

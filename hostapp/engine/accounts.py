@@ -12,6 +12,7 @@ removing a server with everything the keyring holds for it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -55,8 +56,9 @@ class SignIns:
         cfg = configured(self._engine, name)
         if cfg.transport != "http" or not cfg.url:
             raise NotSignable(f"{name} is not an HTTP server")
-        if name in self._pending:
-            raise NotSignable(f"a sign-in to {name} is already under way")
+        # Asked again: the person gave up on the page shown before (closed the tab, said
+        # no to the address); that sign-in ends, its redirect listener with it.
+        await self.release(name)
         await off_loop(self._engine.secrets.check)
         loop = asyncio.get_running_loop()
         shown: asyncio.Future[str] = loop.create_future()
@@ -85,9 +87,22 @@ class SignIns:
             raise NotSignable(f"no sign-in to {name} is under way")
         try:
             await asyncio.shield(task)  # a client that stops waiting does not end the sign-in
+        except asyncio.CancelledError:
+            if not task.cancelled():
+                raise  # this waiter was cancelled, not the sign-in
+            raise NotSignable(f"the sign-in to {name} was given up (a new one began, or the server "
+                              "was removed)") from None
         finally:
-            if task.done():
-                self._pending.pop(name, None)
+            if task.done() and self._pending.get(name) is task:
+                del self._pending[name]
+
+    async def release(self, name: str) -> None:
+        """End the sign-in under way for ``name``, if any (its page is then worth nothing)."""
+        task = self._pending.pop(name, None)
+        if task is not None and not task.done():
+            task.cancel()
+            with contextlib.suppress(BaseException):
+                await task
 
     async def sign_out(self, name: str) -> None:
         """Forget the server's tokens and client secret (they leave the keyring)."""
@@ -199,6 +214,7 @@ async def forget_server(engine: EnginePort, name: str) -> list[str]:
 
     cfg = configured(engine, name)
     await retire_operations(engine, name)
+    await engine.sign_ins.release(name)  # its page would sign in to a server no longer there
     conn = engine.connections.pop(name, None)
     if conn is not None:
         await conn.stop()

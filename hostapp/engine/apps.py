@@ -9,11 +9,14 @@ The window renders the view; everything that reaches a server goes through here:
 - :func:`start_app_call` starts a ``tools/call`` a view asked for, only for a tool of the
   same server whose ``_meta.ui.visibility`` lets apps call it, as an ordinary operation
   (journaled before it is sent, resumed after a crash, shown in the window) whose timeline
-  says which operation's view started it.
+  says which operation's view started it. A view's calls are bounded: arguments of at
+  most :data:`MAX_VIEW_ARGUMENT_BYTES`, and a rate (:class:`ViewCallBudget`), so one
+  consent cannot be used to flood the journal.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -32,6 +35,37 @@ if TYPE_CHECKING:
 
 #: How long a view's resource read may wait for its server's connection and answer.
 READ_TIMEOUT = 30.0
+
+#: The arguments of one call a view makes, encoded as JSON, at most (each call is journaled).
+MAX_VIEW_ARGUMENT_BYTES = 64 * 1024
+
+#: How many calls one view may make at once, then how many a second after that: a view
+#: that polls (a monitor, a progress page) stays well within; one that floods the journal
+#: after the person's one "Yes" is refused until it slows down.
+VIEW_CALL_BURST = 20
+VIEW_CALLS_PER_SECOND = 2.0
+
+
+class ViewCallBudget:
+    """A token bucket per view (the operation whose view calls): :meth:`take` says whether
+    one more call may start now."""
+
+    def __init__(self, clock: Callable[[], float], burst: int = VIEW_CALL_BURST,
+                 rate: float = VIEW_CALLS_PER_SECOND) -> None:
+        self._clock = clock
+        self._burst = burst
+        self._rate = rate
+        self._buckets: dict[str, tuple[float, float]] = {}  # view: (tokens, at)
+
+    def take(self, view_of: str) -> bool:
+        now = self._clock()
+        tokens, at = self._buckets.get(view_of, (float(self._burst), now))
+        tokens = min(float(self._burst), tokens + (now - at) * self._rate)
+        if tokens < 1.0:
+            self._buckets[view_of] = (tokens, now)
+            return False
+        self._buckets[view_of] = (tokens - 1.0, now)
+        return True
 #: The timeline event that marks an operation a view started.
 ORIGIN_EVENT = "origin"
 
@@ -79,6 +113,13 @@ async def start_app_call(engine: EnginePort, server: str, tool: str, arguments: 
         raise api.AppViewRefused(f"{server} offers no tool {tool[:100]!r}")
     if not tool_ui(entry).app_callable:
         raise api.AppViewRefused(f"{server} does not let its views call {tool[:100]!r}")
+    size = len(json.dumps(arguments or {}, ensure_ascii=False).encode())
+    if size > MAX_VIEW_ARGUMENT_BYTES:
+        raise api.AppViewRefused(f"the view's arguments for {tool[:100]!r} are {size // 1024} KiB; a view may "
+                                 f"send at most {MAX_VIEW_ARGUMENT_BYTES // 1024} KiB")
+    if not engine.view_call_budget.take(view_of):
+        raise api.AppViewRefused(f"the view of {view_of} calls tools too often (at most {VIEW_CALL_BURST} at once, "
+                                 f"then {VIEW_CALLS_PER_SECOND:g} a second); this call was not made")
     view = await engine.start_call(server, tool, arguments)
     data = {"app_view_of": view_of, "message": f"called by the view of operation {view_of}"}
     engine.journal.append_event(view.id, ORIGIN_EVENT, data)

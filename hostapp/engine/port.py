@@ -21,6 +21,22 @@ if TYPE_CHECKING:
     from hostapp.store.secrets import SecretStore
 
 
+class SignInsPort(Protocol):
+    """The sign-ins under way, as a helper sees them."""
+
+    async def release(self, name: str) -> None:
+        """Let go of a server's pending sign-in (its redirect listener, its page)."""
+        ...
+
+
+class CallBudgetPort(Protocol):
+    """A rate limit per caller (the calls of an app view)."""
+
+    def take(self, view_of: str) -> bool:
+        """One call allowed now for the view of operation ``view_of``, or False when it goes too fast."""
+        ...
+
+
 class EnginePort(Protocol):
     """The engine as its helper modules see it (:class:`~hostapp.engine.service.Engine`
     implements it)."""
@@ -39,6 +55,14 @@ class EnginePort(Protocol):
 
     @property
     def context(self) -> EngineContext: ...
+
+    @property
+    def sign_ins(self) -> SignInsPort: ...
+
+    @property
+    def view_call_budget(self) -> CallBudgetPort:
+        """How often the views of app tools may call tools (:class:`~hostapp.engine.apps.ViewCallBudget`)."""
+        ...
 
     async def add_server(self, cfg: ServerConfig, secrets: dict[str, dict[str, str]] | None = None) -> None: ...
 

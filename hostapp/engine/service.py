@@ -116,6 +116,10 @@ class Engine:
             questions=self._questions, connection=self._connection)
         self._started = False
         self._sign_ins: accounts.SignIns | None = None
+        from hostapp.engine.apps import ViewCallBudget
+
+        #: How many calls each MCP App view may still make.
+        self.view_call_budget = ViewCallBudget(time.monotonic)
 
     # -- composition -------------------------------------------------------------
 
@@ -370,6 +374,8 @@ class Engine:
         """Remove a server and its secret values; its operations in flight end first
         (:func:`hostapp.engine.accounts.retire_operations` says how)."""
         await accounts.retire_operations(self, name)
+        if self._sign_ins is not None:
+            await self._sign_ins.release(name)
         conn = self.connections.pop(name, None)
         if conn is not None:
             await conn.stop()

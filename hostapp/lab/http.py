@@ -214,9 +214,15 @@ def _host_of(value: str) -> str:
 
 
 def rebinding_suspect(request: HttpRequest) -> bool:
-    """A loopback lab answers only pages and clients that name a loopback host (DNS rebinding)."""
+    """A loopback lab answers only pages and clients that name a loopback host (DNS rebinding).
+
+    ``Origin: null`` is refused like any foreign origin: browsers send it from sandboxed
+    frames, ``data:`` and ``file:`` pages and after cross-origin redirects, and a simple
+    request (a ``text/plain`` POST, no preflight) from such a page could otherwise reach
+    the lab (a ``notifications/cancelled`` ends a call in flight). Clients that are not
+    browsers send no Origin at all."""
     host = request.headers.get("host")
     if host is not None and _host_of(host).lower() not in LOOPBACK_HOSTS:
         return True
     origin = request.headers.get("origin")
-    return origin is not None and origin != "null" and _host_of(origin).lower() not in LOOPBACK_HOSTS
+    return origin is not None and (origin.strip().lower() == "null" or _host_of(origin).lower() not in LOOPBACK_HOSTS)

@@ -32,6 +32,15 @@ REQUEST_CANCELLED = -32800  # used locally for a request the client cancelled
 #: more is broken or hostile, and holding it would starve the host of memory.
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 
+#: Values nested deeper than this many levels in a message are cut at intake (replaced by
+#: :data:`CUT_MARKER`): no MCP message needs more, and every later step (the journal, the
+#: agent's wire, the window's views) may then walk a value recursively without running
+#: out of stack. The cut is visible where it was made.
+MAX_DEPTH = 128
+
+#: What stands in place of a value nested deeper than :data:`MAX_DEPTH` levels.
+CUT_MARKER = f"[cut by hostapp: nested deeper than {MAX_DEPTH} levels]"
+
 RequestId = int | str
 
 
@@ -186,6 +195,30 @@ def _loads(data: bytes | str) -> Any:
     return json.loads(data)
 
 
+def cut_deep(value: Any, limit: int = MAX_DEPTH, marker: str = CUT_MARKER) -> bool:
+    """Replace, in place, every object or array of ``value`` nested deeper than ``limit``
+    levels by ``marker``; whether anything was cut. Walks without recursion."""
+    cut = False
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        items = node.items() if isinstance(node, dict) else enumerate(node)
+        for key, child in list(items):
+            if isinstance(child, (dict, list)):
+                if depth >= limit:
+                    node[key] = marker
+                    cut = True
+                else:
+                    stack.append((child, depth + 1))
+    return cut
+
+
+def _brackets(data: bytes | str) -> int:
+    if isinstance(data, str):
+        return data.count("{") + data.count("[")
+    return data.count(b"{") + data.count(b"[")
+
+
 def parse(data: bytes | str) -> Message:
     """Decode and classify one message; raise :class:`ProtocolError` on anything malformed."""
     if len(data) > MAX_MESSAGE_BYTES:
@@ -199,6 +232,9 @@ def parse(data: bytes | str) -> Message:
         # interpreter's limit. Not an error of ours but of the message, and a reader that
         # let RecursionError through would die with its connection.
         raise ProtocolError("JSON nested too deeply to decode", PARSE_ERROR) from None
+    # Only a message with that many brackets can be that deep (counting them is cheap).
+    if isinstance(obj, dict) and _brackets(data) > MAX_DEPTH:
+        cut_deep(obj)
     return from_obj(obj)
 
 

@@ -52,6 +52,7 @@ from hostapp.store.journal_schema import (
     migrate,
 )
 from hostapp.store.journal_writer import JournalStats, JournalWriter
+from hostapp.store.paths import private_file
 from hostapp.store.secrets import is_secret_ref
 from hostapp.store.status import (
     IN_FLIGHT,
@@ -281,6 +282,11 @@ class OperationJournal:
     ):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        # SQLite makes its -wal and -shm files with the database's own mode.
+        for part in (self.path, self.path.with_name(self.path.name + "-wal"),
+                     self.path.with_name(self.path.name + "-shm")):
+            if part == self.path or part.exists():
+                private_file(part)
         self.stats = JournalStats()
         self._closed = False
         self._close_lock = threading.Lock()

@@ -3,28 +3,34 @@ embedded resources and resource links, and a server's error.
 
 Everything a server sent is shown as plain text: labels get ``Qt.PlainText``, text goes
 into plain-text editors, and nothing is ever handed to a rich-text or HTML renderer.
-Audio is decoded into a file (a person plays it with their own player); nothing is
-fetched from a link.
+Audio is kept in memory until the person saves it (nothing is written by showing a
+result); the name it is offered under comes from an allow-list of audio types (anything
+else is ``.bin``), the file is never executable, and only an allow-listed type is ever
+handed to the OS to open. Nothing is fetched from a link.
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 import html
 import json
-import mimetypes
+import os
 import textwrap
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import Qt, QUrl
+from PySide6.QtCore import QStandardPaths, Qt, QUrl
 from PySide6.QtGui import QDesktopServices, QImage, QPixmap
 from PySide6.QtWidgets import (
+    QFileDialog,
     QFrame,
     QGroupBox,
     QHBoxLayout,
     QLabel,
+    QMessageBox,
     QPlainTextEdit,
     QPushButton,
     QScrollArea,
@@ -36,9 +42,37 @@ from PySide6.QtWidgets import (
 )
 
 from hostapp.protocol.tool_results import content_blocks, text_of
+from hostapp.ui.async_dialog import run_dialog
 
 #: Largest width an image is shown at (it is scaled down, never up).
 MAX_IMAGE_WIDTH = 640
+
+#: The audio types a saved file is named after, and the only ones the OS is asked to open
+#: (a server's ``mimeType`` is only a claim: ``application/javascript`` must not become a
+#: ``.js`` that a double click runs).
+AUDIO_TYPES = {
+    "audio/wav": ".wav", "audio/x-wav": ".wav", "audio/wave": ".wav", "audio/vnd.wave": ".wav",
+    "audio/mpeg": ".mp3", "audio/mp3": ".mp3", "audio/mp4": ".m4a", "audio/x-m4a": ".m4a", "audio/aac": ".aac",
+    "audio/ogg": ".ogg", "audio/opus": ".opus", "audio/flac": ".flac", "audio/x-flac": ".flac",
+    "audio/webm": ".weba",
+}
+
+
+def audio_suffix(mime: str) -> str | None:
+    """The file name suffix of an allow-listed audio type (parameters ignored), else None."""
+    return AUDIO_TYPES.get(mime.split(";")[0].strip().lower())
+
+
+def write_private(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` readable and writable by this user only, never executable
+    (an existing file keeps no execute bit either)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        if hasattr(os, "fchmod"):
+            os.fchmod(fd, 0o600)
+        os.write(fd, data)
+    finally:
+        os.close(fd)
 
 
 def plain_label(text: str = "", *, wrap: bool = True, selectable: bool = True) -> QLabel:
@@ -124,6 +158,12 @@ class ResultView(QScrollArea):
         self._layout.setContentsMargins(0, 0, 0, 0)
         self.setWidget(self._body)
         self.saved_files: list[Path] = []
+        #: The save dialog while it is open (tests and the window may drive it).
+        self.save_dialog: QFileDialog | None = None
+        self.replace_box: QMessageBox | None = None
+        #: How a saved audio file of an allow-listed type is opened: the person's player.
+        self.open_file: Callable[[Path], object] = lambda path: QDesktopServices.openUrl(QUrl.fromLocalFile(str(path)))
+        self._saving: set[asyncio.Task[None]] = set()
         self.show_outcome(None, None)
 
     def _clear(self) -> None:
@@ -217,18 +257,77 @@ class ResultView(QScrollArea):
         data = decode_base64(block.get("data"))
         if data is None:
             lay.addWidget(plain_label("The audio could not be decoded."))
-        else:
-            ext = mimetypes.guess_extension(mime.split(";")[0].strip()) or ".bin"
-            self.attachments_dir.mkdir(parents=True, exist_ok=True)
-            path = self.attachments_dir / f"{op_id or 'result'}-{index}{ext}"
-            path.write_bytes(data)
-            self.saved_files.append(path)
-            lay.addWidget(plain_label(f"{len(data):,} bytes saved to {path}"), 1)
-            play = QPushButton("Open")
-            play.setAccessibleName("Open the audio file")
-            play.clicked.connect(lambda: QDesktopServices.openUrl(QUrl.fromLocalFile(str(path))))
-            lay.addWidget(play)
+            self._layout.addWidget(box)
+            return
+        suffix = audio_suffix(mime)
+        status = plain_label(f"{len(data):,} bytes" + ("" if suffix else
+                             "; not a known audio type: it can be saved (as .bin), not opened"))
+        lay.addWidget(status, 1)
+        save = QPushButton("Save…")
+        save.setAccessibleName("Save the audio to a file")
+        play = QPushButton("Open")
+        play.setAccessibleName("Open the saved audio file")
+        play.setEnabled(False)
+        play.setVisible(suffix is not None)
+        saved: list[Path] = []
+
+        def saved_as(path: Path) -> None:
+            saved[:] = [path]
+            status.setText(f"{len(data):,} bytes saved to {path}")
+            # Only a known audio type, under its own suffix, goes to the OS's opener.
+            play.setEnabled(suffix is not None and path.suffix.lower() == suffix)
+
+        save.clicked.connect(lambda: self._start_saving(data, f"{op_id or 'result'}-{index}{suffix or '.bin'}",
+                                                        saved_as))
+        play.clicked.connect(lambda: saved and self.open_file(saved[0]))
+        lay.addWidget(save)
+        lay.addWidget(play)
         self._layout.addWidget(box)
+
+    def _start_saving(self, data: bytes, name: str, done: Callable[[Path], None]) -> None:
+        task = asyncio.ensure_future(self._save(data, name, done))
+        self._saving.add(task)
+        task.add_done_callback(self._saving.discard)
+
+    async def _save(self, data: bytes, name: str, done: Callable[[Path], None]) -> None:
+        """Ask where, then write: the only way a result's attachment reaches the disk."""
+        folder = QStandardPaths.writableLocation(QStandardPaths.StandardLocation.DownloadLocation) or str(Path.home())
+        dialog = QFileDialog(self, "Save the audio", str(Path(folder) / name))
+        dialog.setAcceptMode(QFileDialog.AcceptMode.AcceptSave)
+        dialog.setFileMode(QFileDialog.FileMode.AnyFile)
+        dialog.setOption(QFileDialog.Option.DontUseNativeDialog)  # awaitable, the same everywhere
+        dialog.setOption(QFileDialog.Option.DontConfirmOverwrite)  # asked below, awaitably
+        dialog.setObjectName("saveAttachment")
+        self.save_dialog = dialog
+        try:
+            if await run_dialog(dialog) != QFileDialog.DialogCode.Accepted or not dialog.selectedFiles():
+                return
+            path = Path(dialog.selectedFiles()[0])
+        finally:
+            self.save_dialog = None
+            dialog.deleteLater()
+        if path.exists() and not await self._replace(path):
+            return
+        try:
+            write_private(path, data)
+        except OSError as exc:
+            self._layout.addWidget(plain_label(f"The audio could not be saved to {path}: {exc.strerror or exc}"))
+            return
+        self.saved_files.append(path)
+        done(path)
+
+    async def _replace(self, path: Path) -> bool:
+        box = QMessageBox(QMessageBox.Icon.Warning, "Replace the file?", f"{path} exists already. Replace it?",
+                          QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No, self)
+        box.setTextFormat(Qt.TextFormat.PlainText)
+        box.setDefaultButton(QMessageBox.StandardButton.No)
+        box.setObjectName("replaceAttachment")
+        self.replace_box = box
+        try:
+            return await run_dialog(box) == QMessageBox.StandardButton.Yes.value
+        finally:
+            self.replace_box = None
+            box.deleteLater()
 
     def _add_resource(self, res: dict[str, Any]) -> None:
         box = QGroupBox("Embedded resource")

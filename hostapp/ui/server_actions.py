@@ -17,6 +17,7 @@ from PySide6.QtGui import QDesktopServices
 from PySide6.QtWidgets import QMessageBox, QWidget
 
 from hostapp.engine.api import IN_FLIGHT, EngineApi, OperationStatus, OperationView, ServerView
+from hostapp.protocol.shown_text import reveal_reordering
 from hostapp.ui.async_dialog import run_dialog
 from hostapp.ui.config_import import ImportedServer
 from hostapp.ui.server_dialog import ImportDialog, ServerDialog, ServerSettings
@@ -180,6 +181,9 @@ class ServerActions(QObject):
         try:
             url = await self.engine.begin_sign_in(name, timeout=SIGN_IN_TIMEOUT_SECONDS)
             if url:
+                if not await self.confirm_sign_in_address(name, url):
+                    self.status.emit(f"Sign-in to {name} cancelled", 5000)
+                    return
                 self.open_url(url)
             await self.engine.finish_sign_in(name)
         finally:
@@ -187,6 +191,27 @@ class ServerActions(QObject):
             self.changed.emit()
         self.status.emit(f"Signed in to {name}", 5000)
         await self.engine.reconnect(name)
+
+    async def confirm_sign_in_address(self, name: str, url: str) -> bool:
+        """Show the authorization address the server's metadata named before the browser
+        opens it; only ``http`` and ``https`` addresses are ever handed to the desktop."""
+        target = QUrl(url)
+        if target.scheme().lower() not in ("http", "https") or not target.host():
+            raise ValueError(f"the sign-in address for {name} is not a web address; it was not opened")
+        box = QMessageBox(QMessageBox.Icon.Question, f"Sign in to {name}",
+                          f"To sign in to {name}, hostapp opens this address in your browser. "
+                          f"It is on {target.host(QUrl.ComponentFormattingOption.FullyEncoded)}:\n\n"
+                          f"{reveal_reordering(url)}",
+                          QMessageBox.StandardButton.Open | QMessageBox.StandardButton.Cancel, self._parent)
+        box.setTextFormat(Qt.TextFormat.PlainText)
+        box.setDefaultButton(QMessageBox.StandardButton.Open)
+        box.setObjectName("signInAddress")
+        self.confirm_box = box
+        try:
+            return await run_dialog(box) == QMessageBox.StandardButton.Open.value
+        finally:
+            self.confirm_box = None
+            box.deleteLater()
 
     def sign_out_server(self) -> None:
         server = self._selected()

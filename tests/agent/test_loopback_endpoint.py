@@ -111,3 +111,60 @@ def test_a_broken_endpoint_file_is_no_agent(tmp_path: Path):
         with pytest.raises(ValueError) as caught:
             read_loopback_file(path)
         assert "k\"" not in str(caught.value)
+
+
+def _rss_kib(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    raise AssertionError("no VmRSS")
+
+
+def _flood(port: int, size: int) -> BaseException | None:
+    """Connect without the key and send ``size`` bytes with no end of line; what stopped it
+    (None: everything was taken)."""
+    sock = socket.create_connection(("127.0.0.1", port), timeout=60)
+    try:
+        sock.sendall(b'{"jsonrpc":"2.0","id":1,"method":"hello","params":{"pad":"' + b"x" * size)
+    except OSError as exc:
+        return exc
+    finally:
+        sock.close()
+    return None
+
+
+async def test_a_connection_that_has_not_said_hello_cannot_make_the_agent_hold_much(loopback: Agents):
+    """Before its key is checked, a connection gets a small read limit: one that sends
+    megabytes without a line is cut off, whatever it sends, and the agent stays small."""
+    owner = loopback.start("--idle-exit", "600")
+    engine = await _connect(loopback.home)
+    try:
+        port, _key = read_loopback_file(endpoint_path(loopback.home))
+        before = _rss_kib(owner.pid)
+        stopped = await asyncio.gather(*(asyncio.to_thread(_flood, port, 32 * 1024 * 1024) for _ in range(3)))
+        assert all(isinstance(exc, (BrokenPipeError, ConnectionResetError)) for exc in stopped), stopped
+        assert await engine.servers() == []  # the legitimate client is served meanwhile
+        grown = _rss_kib(owner.pid) - before
+        print(f"agent RSS {before} KiB before, grew {grown} KiB over three 32 MiB floods")
+        assert grown < 16 * 1024
+    finally:
+        await engine.close()
+
+
+async def test_after_hello_lines_of_megabytes_are_read_in_chunks_up_to_the_wire_limit():
+    from hostapp.agent.endpoint import HELLO_LIMIT, _Lines
+
+    reader = asyncio.StreamReader(limit=HELLO_LIMIT)
+    reader.feed_data(b"a\nb")
+    reader.feed_data(b"x" * (5 * 1024 * 1024) + b"\n")
+    reader.feed_data(b"tail")
+    reader.feed_eof()
+    lines = _Lines(reader, wire.MAX_MESSAGE)
+    assert await lines.readline() == b"a\n"
+    assert len(await lines.readline()) == 5 * 1024 * 1024 + 2
+    assert await lines.readline() == b"tail" and await lines.readline() == b""
+
+    reader = asyncio.StreamReader(limit=HELLO_LIMIT)
+    reader.feed_data(b"y" * 3000)
+    with pytest.raises(ValueError, match="too large"):
+        await _Lines(reader, 1000).readline()

@@ -12,7 +12,7 @@ import pytest
 from hostapp.engine import api
 from tests.agent.conftest import Agents
 from tests.agent.test_owner import Seen, _connect
-from tests.support.hostile_server import SECRET, stdio_command
+from tests.support.hostile_server import SECRET, TOOLS, stdio_command
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -58,7 +58,7 @@ async def test_the_wire_carries_the_connection_check_and_stop_retrying(agents: A
         command, *args = stdio_command()
         checked = await engine.check_server(api.ServerConfig(name="trial", transport="stdio", command=command,
                                                              args=args))
-        assert checked["tools_count"] == 10 and checked["server_name"] == "hostile"
+        assert checked["tools_count"] == len(TOOLS) and checked["server_name"] == "hostile"
         assert await engine.server_configs() == []  # checked, not saved
         with pytest.raises(api.ServerUnavailable):
             await engine.check_server(api.ServerConfig(name="gone", transport="stdio", command="/nonexistent/x"))

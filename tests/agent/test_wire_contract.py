@@ -11,6 +11,7 @@ import json
 import logging
 import os
 import socket
+import tempfile
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -414,7 +415,8 @@ async def test_an_agent_of_version_1_is_still_reached_to_be_stopped_and_refused_
             writer.write(wire.dumps({"jsonrpc": "2.0", "id": request["id"], "result": {"stopping": True}}))
         writer.close()
 
-    path = Path(os.environ.get("TMPDIR", "/tmp")) / f"hw-old-{os.getpid()}.sock"
+    # A short path in a folder of this user alone (a client trusts no other).
+    path = Path(tempfile.mkdtemp(prefix="hw-old-")) / "agent.sock"
     server = await asyncio.start_unix_server(old_agent, path=str(path))
     try:
         with pytest.raises(AgentIncompatible) as refused:
@@ -433,6 +435,7 @@ async def test_an_agent_of_version_1_is_still_reached_to_be_stopped_and_refused_
         server.close()
         await server.wait_closed()
         path.unlink(missing_ok=True)
+        path.parent.rmdir()
 
 
 async def test_a_client_that_needs_an_agent_says_at_once_when_the_running_one_is_too_old(isolated_home: Path):

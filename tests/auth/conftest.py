@@ -20,8 +20,8 @@ class OAuthTestServer:
         self.base_url = base_url
         self.mcp_url = f"{base_url}/mcp"
 
-    def admin(self, hook: str, method: str = "POST"):
-        response = httpx.request(method, f"{self.base_url}/admin/{hook}", timeout=10)
+    def admin(self, hook: str, method: str = "POST", json: dict | None = None):
+        response = httpx.request(method, f"{self.base_url}/admin/{hook}", json=json, timeout=10)
         response.raise_for_status()
         return response.json()
 

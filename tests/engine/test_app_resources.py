@@ -108,3 +108,39 @@ async def test_a_view_may_not_call_a_model_only_tool_nor_another_servers(isolate
     finally:
         await engine.stop()
 
+
+
+async def test_a_view_that_floods_or_sends_huge_arguments_is_refused_after_its_consent(
+        isolated_home, recorder, real_keyring, tmp_path):
+    """One "Yes" is not a licence to fill the journal: a view's arguments are bounded, and so
+    is its rate (a burst, then a steady pace); what is refused is neither journaled nor sent."""
+    engine = await started(isolated_home, recorder, probe_config(tmp_path))
+    now = [0.0]
+    engine.view_call_budget = apps.ViewCallBudget(lambda: now[0])
+    facade = LocalEngine(engine)
+    report = tmp_path / "report.jsonl"
+    try:
+        shown = await facade.start_call("probe", "show", {})
+        await facade.wait_finished(shown.id)
+        before = await facade.count_operations()
+
+        huge = {"note": "x" * (apps.MAX_VIEW_ARGUMENT_BYTES + 1)}
+        with pytest.raises(api.AppViewRefused, match="at most 64 KiB"):
+            await facade.start_app_call("probe", "report", huge, view_of=shown.id)
+        assert await facade.count_operations() == before
+
+        made = [await facade.start_app_call("probe", "report", {"n": n}, view_of=shown.id)
+                for n in range(apps.VIEW_CALL_BURST)]
+        with pytest.raises(api.AppViewRefused, match="too often"):
+            await facade.start_app_call("probe", "report", {"n": "one too many"}, view_of=shown.id)
+        now[0] += 1.0  # a second later: two more
+        made += [await facade.start_app_call("probe", "report", {"n": n}, view_of=shown.id) for n in ("a", "b")]
+        with pytest.raises(api.AppViewRefused, match="too often"):
+            await facade.start_app_call("probe", "report", {"n": "again too many"}, view_of=shown.id)
+        for op in made:
+            await asyncio.wait_for(facade.wait_finished(op.id), 30)
+        assert await facade.count_operations() == before + apps.VIEW_CALL_BURST + 2
+        sent = report.read_text()
+        assert "one too many" not in sent and "again too many" not in sent and "x" * 100 not in sent
+    finally:
+        await engine.stop()

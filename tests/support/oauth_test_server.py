@@ -14,7 +14,9 @@ endpoint with PKCE, refresh and refresh-token rotation.
 Test hooks under ``/admin``: ``expire`` makes every access token invalid, ``revoke``
 every refresh token, ``issued`` lists every secret handed out (so a test can look for
 them where they must not be), ``stats`` counts token requests by grant type (and ``refused`` MCP requests),
-``lifetime?seconds=N`` sets the ``expires_in`` of the tokens issued from then on.
+``lifetime?seconds=N`` sets the ``expires_in`` of the tokens issued from then on,
+``metadata`` (a JSON object posted) replaces fields of the authorization server's
+metadata, as a hostile or misconfigured server would name other endpoints.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
 STATE: dict = {"clients": {}, "codes": {}, "access": {}, "refresh": {}, "issued": [], "stats": {},
-         "replay": {}, "lifetime": 3600, "refused": 0}
+         "replay": {}, "lifetime": 3600, "refused": 0, "metadata": {}}
 SESSION_ID = "oauth-test-session"
 BASE = ""
 SCOPES = ["mcp:tools", "offline_access"]
@@ -62,6 +64,7 @@ async def server_metadata(request: Request) -> Response:
         "token_endpoint_auth_methods_supported": ["client_secret_basic"],
         "scopes_supported": SCOPES,
         "authorization_response_iss_parameter_supported": True,
+        **STATE["metadata"],
     })
 
 
@@ -206,6 +209,11 @@ async def admin_lifetime(request: Request) -> Response:
     return JSONResponse({})
 
 
+async def admin_metadata(request: Request) -> Response:
+    STATE["metadata"] = await request.json()
+    return JSONResponse({})
+
+
 async def admin_issued(request: Request) -> Response:
     return JSONResponse(STATE["issued"])
 
@@ -225,6 +233,7 @@ app = Starlette(routes=[
     Route("/admin/revoke", admin_revoke, methods=["POST"]),
     Route("/admin/lifetime", admin_lifetime, methods=["POST"]),
     Route("/admin/issued", admin_issued),
+    Route("/admin/metadata", admin_metadata, methods=["POST"]),
     Route("/admin/stats", admin_stats),
 ])
 

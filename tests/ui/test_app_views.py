@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import http.server
 import json
 import sys
@@ -219,3 +220,65 @@ def test_without_qtwebengine_the_tab_says_how_to_get_it(qtbot, qloop, isolated_h
             assert window.details.result_tabs.indexOf(pane) >= 0 and pane.sandbox is None
 
         qloop.run_until_complete(scenario())
+
+
+class _Listeners:
+    """A TCP and a UDP socket on loopback that count what reaches them (a TURN and a STUN server)."""
+
+    def __init__(self) -> None:
+        import socket
+
+        self.tcp = socket.create_server(("127.0.0.1", 0))
+        self.udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.udp.bind(("127.0.0.1", 0))
+        self.reached: list[str] = []
+        for target in (self._accept, self._receive):
+            threading.Thread(target=target, daemon=True).start()
+
+    def _accept(self) -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                conn, _ = self.tcp.accept()
+                self.reached.append("tcp")
+                conn.close()
+
+    def _receive(self) -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                self.udp.recvfrom(65536)
+                self.reached.append("udp")
+
+    def close(self) -> None:
+        self.tcp.close()
+        self.udp.close()
+
+
+def test_a_view_has_no_webrtc_in_its_frame_nor_in_one_it_nests(qtbot, qloop, isolated_home, tmp_path):
+    """WebRTC's STUN and TURN traffic passes neither the content policy nor the network
+    filter (a TURN user name carries whatever the view puts in it): views have none."""
+    listeners = _Listeners()
+    report = tmp_path / "report.jsonl"
+    probe = ServerConfig(name="probe", transport="stdio", command=sys.executable, args=[
+        str(PROBE), str(report), "http://127.0.0.1:1", "http://127.0.0.1:2",
+        f"webrtc={listeners.tcp.getsockname()[1]},{listeners.udp.getsockname()[1]}"])
+    try:
+        with shown_host(qloop, isolated_home) as app:
+            window, engine = app.window, app.api
+
+            async def scenario():
+                await app.start()
+                await engine.add_server(probe)
+                await engine.wait_connected("probe", 30)
+                op = await engine.start_call("probe", "show", {})
+                await engine.wait_finished(op.id)
+                window.details.app_views.consent.grant("probe", "report")
+                await select(window, op.id)
+                await until(lambda: report.exists() and report.read_text().strip(), 90, "the view's report")
+                return json.loads(report.read_text().splitlines()[0])
+
+            seen = qloop.run_until_complete(scenario())
+    finally:
+        listeners.close()
+    assert seen["view"]["type"] == "undefined" and "gathered" not in seen["view"], seen
+    assert seen["nested"]["type"] in ("undefined", "inaccessible") and "gathered" not in seen["nested"], seen
+    assert listeners.reached == []

@@ -17,7 +17,7 @@ from PySide6.QtWidgets import QMessageBox
 from hostapp.app import FIRST_RUN_KEY
 from hostapp.engine import api
 from hostapp.ui.servers_model import NAME, PROBLEM, STATUS
-from tests.support.hostile_server import SECRET, stdio_command
+from tests.support.hostile_server import SECRET, TOOLS, stdio_command
 from tests.ui.test_window import shown_host, until
 
 pytestmark = pytest.mark.timeout(180)
@@ -170,8 +170,8 @@ def test_start_call_reads_the_tools_once_the_server_comes_back(host, qloop, tmp_
         # The server's program appears; the next attempt connects, and the dialog follows.
         script.write_text("#!/bin/sh\nexec " + " ".join(stdio_command()) + "\n")
         script.chmod(0o755)
-        await until(lambda: dialog.tool_list.count() == 10, timeout=60, what="the tools")
-        assert dialog.retry_button.isHidden() and dialog.status.text() == "10 tools."
+        await until(lambda: dialog.tool_list.count() == len(TOOLS), timeout=60, what="the tools")
+        assert dialog.retry_button.isHidden() and dialog.status.text() == f"{len(TOOLS)} tools."
         dialog.reject()
         await until(lambda: window.call_dialog is None)
         await host.shutdown(stop_loop=False)
@@ -193,7 +193,7 @@ def test_test_connection_in_the_server_dialog_saves_nothing(host, qloop):
         dialog.command_edit.setText(command)
         dialog.args_edit.setText(" ".join(args))
         await dialog.test_connection()
-        assert dialog.check_label.text().startswith("✓ Connected (hostile): MCP 2025-06-18, 10 tools")
+        assert dialog.check_label.text().startswith(f"✓ Connected (hostile): MCP 2025-06-18, {len(TOOLS)} tools")
         dialog.command_edit.setText(MISSING)
         assert dialog.check_label.text() == ""  # the result was for other settings
         await dialog.test_connection()

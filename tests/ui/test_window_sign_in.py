@@ -18,6 +18,7 @@ import sys
 
 import pytest
 from PySide6.QtCore import QSettings
+from PySide6.QtWidgets import QMessageBox
 
 pytest.importorskip("hostapp.store.journal", reason="the journal is needed for the window's engine")
 
@@ -68,6 +69,14 @@ def server_view(window):
     return window.servers_model.server(row) if row is not None else None
 
 
+async def address_box(window) -> QMessageBox:
+    await until(lambda: window.server_actions.confirm_box is not None
+                and window.server_actions.confirm_box.isVisible(), what="the sign-in address to be shown")
+    box = window.server_actions.confirm_box
+    assert box.objectName() == "signInAddress"
+    return box
+
+
 def test_sign_in_from_the_window_then_the_waiting_call_runs(host, qloop, oauth_server, tmp_path):
     window = host.window
     browser = Browser()
@@ -96,7 +105,18 @@ def test_sign_in_from_the_window_then_the_waiting_call_runs(host, qloop, oauth_s
         assert not starting.done() or starting.result().in_flight, starting
         assert not oauth_server.stats().get("authorization_code")
 
+        # The address the server named is shown before anything opens; Cancel opens nothing.
         sign_in_button.click()
+        box = await address_box(window)
+        assert f"{oauth_server.base_url}/authorize?" in box.text() and "It is on 127.0.0.1" in box.text()
+        box.button(QMessageBox.StandardButton.Cancel).click()
+        await until(lambda: sign_in_button.isEnabled(), what="Sign in to be offered again")
+        assert not browser.opened
+
+        sign_in_button.click()
+        box = await address_box(window)
+        window.grab().save(str(tmp_path / "sign-in-address.png"))
+        box.button(QMessageBox.StandardButton.Open).click()
         await until(lambda: browser.opened or window.banner.message("error"),
                     what="the authorization page to be opened")
         assert browser.opened, window.banner.message("error")
@@ -150,6 +170,7 @@ def test_after_sign_out_a_new_call_waits_for_sign_in(host, qloop, oauth_server, 
         window.servers_table.selectRow(window.servers_model.row_of(SERVER))
         await until(window.sign_in_action.isEnabled, what="Sign in to be offered")
         window.sign_in_action.trigger()
+        (await address_box(window)).button(QMessageBox.StandardButton.Open).click()
         await until(lambda: server_view(window).state == api.CONNECTED, what="the first sign-in")
 
         window.sign_out_action.trigger()
@@ -164,6 +185,7 @@ def test_after_sign_out_a_new_call_waits_for_sign_in(host, qloop, oauth_server, 
         window.ops_table.selectRow(row)
         window.grab().save(str(tmp_path / "waiting-for-sign-in.png"))
         window.sign_in_action.trigger()
+        (await address_box(window)).button(QMessageBox.StandardButton.Open).click()
         await until(lambda: op_of(window, op.id).status in api.TERMINAL, what="the call to finish")
         outcome = op_of(window, op.id)
         await host.shutdown(stop_loop=False)

@@ -33,6 +33,12 @@ def unavailable_reason() -> str | None:
 
 def prepare_process() -> None:
     """Before the QApplication exists: what QtWebEngine needs to start in this process."""
+    # WebRTC is taken away from every view (hostapp.ui.apps.sandbox.NO_WEBRTC); should a
+    # view find it all the same, it gets no UDP of its own (no STUN, no TURN over UDP).
+    flags = os.environ.get("QTWEBENGINE_CHROMIUM_FLAGS", "")
+    if "--force-webrtc-ip-handling-policy" not in flags:
+        os.environ["QTWEBENGINE_CHROMIUM_FLAGS"] = (
+            flags + " --force-webrtc-ip-handling-policy=disable_non_proxied_udp").strip()
     if hasattr(os, "geteuid") and os.geteuid() == 0:
         # Chromium refuses to start its own process sandbox as root (a container, a CI
         # runner). Only then is it turned off; a view is still held by everything else

@@ -22,6 +22,7 @@ from PySide6.QtWidgets import QLabel, QMessageBox, QVBoxLayout, QWidget
 from hostapp import __version__
 from hostapp.engine import api
 from hostapp.protocol.apps import ViewResource, find_tool, tool_ui
+from hostapp.protocol.shown_text import reveal_reordering
 from hostapp.ui.apps import unavailable_reason
 from hostapp.ui.apps.bridge import AppBridge, ConsentBook
 from hostapp.ui.async_dialog import run_dialog
@@ -176,19 +177,31 @@ class AppViews(QObject):
     # -- the person ---------------------------------------------------------------------------
 
     async def _ask_consent(self, server: str, tool: str, asked_by: str, arguments: dict[str, Any]) -> bool:
+        # The whole arguments, in a scrollable box shown open: a field cut off is a field
+        # the person agreed to without seeing it.
+        shown = reveal_reordering(json.dumps(arguments, ensure_ascii=False, indent=2))
         box = QMessageBox(QMessageBox.Icon.Question, "Allow the view to call a tool?",
-                          f"The view of {asked_by} on {server} wants to call the tool {tool} on {server} "
-                          f"with the arguments {json.dumps(arguments, ensure_ascii=False)[:300]}.\n\n"
-                          f"Allow this, and further calls of {tool} from its views while hostapp runs?",
+                          reveal_reordering(f"The view of {asked_by} on {server} wants to call the tool {tool} "
+                                            f"on {server} with the arguments below ({len(shown.encode())} bytes).\n\n"
+                                            f"Allow this, and further calls of {tool} from its views while "
+                                            f"hostapp runs?"),
                           QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No, self._window)
         box.setTextFormat(Qt.TextFormat.PlainText)
+        box.setDetailedText(shown)
+        for button in box.buttons():
+            if box.buttonRole(button) == QMessageBox.ButtonRole.ActionRole:
+                button.click()  # "Show Details…": the arguments are open from the start
         box.setDefaultButton(QMessageBox.StandardButton.No)
         box.setObjectName("appConsent")
         return await run_dialog(box) == QMessageBox.StandardButton.Yes.value
 
     async def _open_link(self, url: str) -> bool:
+        target = QUrl(url)
+        # Reordering characters shown as code points: "invoice-\u202efdp.exe" does not pass for a PDF.
         box = QMessageBox(QMessageBox.Icon.Question, "Open a link from the view?",
-                          f"The view asks to open this address in your browser:\n\n{url}",
+                          f"The view asks to open this address on "
+                          f"{target.host(QUrl.ComponentFormattingOption.FullyEncoded)} in your browser:\n\n"
+                          f"{reveal_reordering(url)}",
                           QMessageBox.StandardButton.Open | QMessageBox.StandardButton.Cancel, self._window)
         box.setTextFormat(Qt.TextFormat.PlainText)
         box.setDefaultButton(QMessageBox.StandardButton.Cancel)

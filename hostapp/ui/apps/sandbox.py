@@ -89,6 +89,20 @@ _RELAY = """
 """
 
 
+#: WebRTC off, in every frame of a view: neither the content policy nor the network filter
+#: sees its STUN and TURN traffic (a TURN user name carries whatever a view puts in it), so
+#: its interfaces are taken away before the view's first script runs. Chromium is also
+#: started with non-proxied UDP off for WebRTC (:func:`hostapp.ui.apps.prepare_process`).
+WEBRTC_NAMES = ("RTCPeerConnection", "webkitRTCPeerConnection", "RTCDataChannel", "RTCSessionDescription",
+                "RTCIceCandidate", "RTCRtpSender", "RTCRtpReceiver", "RTCRtpTransceiver", "RTCCertificate",
+                "RTCDtlsTransport", "RTCIceTransport", "RTCSctpTransport", "RTCDTMFSender",
+                "RTCPeerConnectionIceEvent", "RTCDataChannelEvent", "RTCTrackEvent", "RTCError",
+                "RTCErrorEvent", "RTCStatsReport", "RTCEncodedAudioFrame", "RTCEncodedVideoFrame")
+NO_WEBRTC = ("(function(){var n=" + json.dumps(WEBRTC_NAMES) + ";for(var i=0;i<n.length;i++){try{"
+             "Object.defineProperty(window,n[i],{value:undefined,writable:false,configurable:false});"
+             "}catch(e){}}})();")
+
+
 def _webchannel_js() -> str:
     f = QFile(":/qtwebchannel/qwebchannel.js")
     if not f.open(QIODevice.OpenModeFlag.ReadOnly):
@@ -100,8 +114,9 @@ def _webchannel_js() -> str:
 
 
 def with_policy(html: str, policy: str) -> str:
-    """The view's HTML with the content policy as the first element of its head."""
-    meta = f'<meta http-equiv="Content-Security-Policy" content="{policy}">'
+    """The view's HTML with the content policy as the first element of its head, and the
+    script that takes WebRTC away (:data:`NO_WEBRTC`) right after it."""
+    meta = f'<meta http-equiv="Content-Security-Policy" content="{policy}"><script>{NO_WEBRTC}</script>'
     for pattern in (r"<head(\s[^>]*)?>", r"<html(\s[^>]*)?>"):
         match = re.search(pattern, html, re.IGNORECASE)
         if match:
@@ -243,6 +258,15 @@ class AppSandbox(QWebEngineView):
         relay.setRunsOnSubFrames(False)
         relay.setSourceCode(_webchannel_js() + _RELAY % {"max": MAX_MESSAGE_BYTES})
         page.scripts().insert(relay)
+        # In the view's own world, in every frame (a nested frame is a fresh window with
+        # its own constructors), before any of the view's scripts.
+        no_webrtc = QWebEngineScript()
+        no_webrtc.setName("hostapp-no-webrtc")
+        no_webrtc.setWorldId(QWebEngineScript.ScriptWorldId.MainWorld)
+        no_webrtc.setInjectionPoint(QWebEngineScript.InjectionPoint.DocumentCreation)
+        no_webrtc.setRunsOnSubFrames(True)
+        no_webrtc.setSourceCode(NO_WEBRTC)
+        page.scripts().insert(no_webrtc)
         self.setPage(page)
         self.policy = content_security_policy(resource.csp)
 

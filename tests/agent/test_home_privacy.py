@@ -1,0 +1,57 @@
+"""What the agent writes to the home is its user's alone, and keys a server URL carries
+stay out of its log. A real agent, a real lab on loopback HTTP reached with an
+``?api_key=`` URL, the default umask (022)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from hostapp.engine import api
+from hostapp.store.paths import journal_path
+from tests.agent.conftest import Agents
+from tests.agent.test_owner import _connect
+from tests.support.faults import LabProcess
+
+pytestmark = pytest.mark.timeout(120)
+
+KEY = "k3y-in-the-url-0123456789"
+
+
+def mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+async def test_the_home_is_private_and_url_keys_stay_out_of_the_log(agents: Agents, tmp_path: Path):
+    old_umask = os.umask(0o022)
+    lab = LabProcess(tmp_path / "lab.sqlite3").start(0)
+    try:
+        url = f"{lab.url}?api_key={KEY}&team=x"
+        assert agents.run("servers", "add", "keyed", "--url", url).returncode == 0
+        agents.start("--idle-exit", "600")
+        engine = await _connect(agents.home)
+        try:
+            await asyncio.wait_for(engine.wait_connected("keyed"), 60)
+            op = await engine.start_call("keyed", "lab_stats", {})
+            assert (await asyncio.wait_for(engine.wait_finished(op.id), 60)).status == api.OperationStatus.COMPLETED
+        finally:
+            await engine.close()
+        assert agents.run("agent", "stop").returncode == 0
+    finally:
+        lab.stop()
+        os.umask(old_umask)
+
+    home = agents.home
+    log = (home / "logs" / "agent.log").read_text()
+    assert KEY not in log
+    assert "api_key=***" in log  # the requests were logged, their key was not
+    assert mode(home) == 0o700 and mode(home / "logs") == 0o700
+    assert mode(home / "logs" / "agent.log") == 0o600
+    journal = journal_path(home)
+    for part in (journal, journal.with_name(journal.name + "-wal"), journal.with_name(journal.name + "-shm")):
+        if part.exists():
+            assert mode(part) == 0o600, part
