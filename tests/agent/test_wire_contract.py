@@ -456,3 +456,28 @@ async def test_a_client_that_needs_an_agent_says_at_once_when_the_running_one_is
     finally:
         await endpoint.close()
         lock.release()
+
+
+async def test_a_window_that_fell_behind_is_told_so_and_catches_up_with_every_event_once(isolated_home: Path):
+    from hostapp.ui.agent_link import AgentLink
+
+    limits = Limits(high_water=16 * 1024, held=64 * 1024)
+    async with serving(isolated_home, limits=limits) as endpoint:
+        link = AgentLink(lambda since: RemoteEngine.connect(endpoint.path, client="window", since=since))
+        said: list[tuple[str, str]] = []
+        link.on_change = lambda state, message: said.append((state, message))
+        heard = Heard()
+        link.listener = heard
+        await link.start()
+        try:
+            big = "x" * 4096
+            for n in range(64):  # at once: the window cannot read meanwhile, and falls behind
+                endpoint.problem("p", f"{n} {big}")
+            await until(lambda: said[-1][0] in ("resumed", "reconnected"))
+            states = [state for state, _ in said]
+            assert states == ["connected", "lost", "resumed"], said
+            assert "stopped serving this window (it fell behind" in said[1][1]
+            await until(lambda: len(heard.problems) >= 64)
+            assert heard.problems == [f"{n} {big}" for n in range(64)]  # every one, none twice
+        finally:
+            await link.stop()
