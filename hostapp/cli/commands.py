@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import difflib
 import json
 import sys
 from collections.abc import Awaitable
@@ -33,6 +34,7 @@ from hostapp.engine.api import (
 )
 from hostapp.protocol.eras import era_of
 from hostapp.protocol.jsonrpc import ProtocolError
+from hostapp.protocol.schema_form import argument_problems
 
 if TYPE_CHECKING:
     from hostapp.engine.api import ServerConfig
@@ -315,6 +317,8 @@ async def cmd_call(args: argparse.Namespace) -> int:
         except (ServerUnavailable, TimeoutError) as exc:
             printer.emit("error", code=None, message=str(exc) or f"cannot connect to {cfg.name}: timed out")
             return EXIT_ERROR
+        # A typo is caught here, before the owner journals anything or tells the desktop.
+        check_call(cfg.name, args.tool, arguments, await engine.list_tools(cfg.name, timeout=args.timeout))
         # From the moment the call is asked for, Ctrl+C lets go of it instead of ending the
         # command in the middle: the owner carries it either way.
         with Interrupts().catching() as interrupts:
@@ -333,6 +337,25 @@ async def cmd_call(args: argparse.Namespace) -> int:
                 await asyncio.wait_for(engine.cancel(op.id), 5.0)
             return EXIT_ERROR
         return emit_outcome(printer, final)
+
+
+def check_call(server: str, tool: str, arguments: JsonObject, tools: list[JsonObject]) -> None:
+    """Refuse, as a usage mistake, a call to a tool ``server`` does not list or with arguments
+    its ``inputSchema`` rejects. An empty list says nothing (a server whose ``tools/list``
+    failed still takes the call, and answers it)."""
+    if not tools:
+        return
+    by_name = {t.get("name"): t for t in tools if isinstance(t.get("name"), str)}
+    if tool not in by_name:
+        close = difflib.get_close_matches(tool, list(by_name), n=3, cutoff=0.6)
+        hint = f"did you mean {' or '.join(repr(c) for c in close)}? " if close else ""
+        raise UsageError(f"{server} has no tool named {tool!r}; {hint}'hostapp tools {server}' lists its "
+                         f"{len(by_name)} tool(s)")
+    problems = argument_problems(by_name[tool].get("inputSchema", {}), arguments)
+    if problems:
+        raise UsageError(f"--args do not fit the input schema of {server}/{tool}; nothing was started:\n"
+                         + "\n".join(f"  {p}" for p in problems)
+                         + f"\n('hostapp tools {server} --json' shows the schema)")
 
 
 async def until_the_end(waiting: Awaitable[T], engine: EngineApi, op: api.OperationView, follower: CallFollower,
