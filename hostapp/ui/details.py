@@ -237,6 +237,8 @@ class OperationDetails(QWidget):
         parts.append(f"elapsed {format_elapsed(elapsed_of(op))}")
         estimate = self.estimate(op)
         if estimate is not None:
+            if estimate.stalled:
+                parts.append(f"no news for {format_duration(time.time() - op.updated_at)}")
             parts.append(format_rate(estimate.rate, op.total))
             parts.append(f"about {format_duration(estimate.seconds_left)} left")
         elif op.in_flight and fraction is None and op.status != api.OperationStatus.INPUT_REQUIRED:

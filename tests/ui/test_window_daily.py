@@ -172,7 +172,7 @@ def test_progress_cells_show_time_left_and_no_bar_for_ended_calls(qloop):
     qloop.run_until_complete(model.reload())
     model.apply_changes([dataclasses.replace(running, progress=4, updated_at=1004.0)])
     row = model.row_of("op1")
-    estimate = model.estimate(model.operation(row))
+    estimate = model.estimate(model.operation(row), now=1004.0)
     assert estimate is not None and estimate.rate == pytest.approx(1.0) and estimate.seconds_left == pytest.approx(6)
     # A working call without a total that has been silent says so beside its last message.
     quiet = dataclasses.replace(running, id="op9", progress=None, total=None, message="starting",
