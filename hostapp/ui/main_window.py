@@ -198,6 +198,9 @@ class MainWindow(QMainWindow):
                                           tip="Import servers from Claude Desktop, VS Code or Cursor")
         self.quit_action = self._action("&Quit", self.quitRequested.emit, QKeySequence.StandardKey.Quit,
                                         tip="Quit hostapp (running operations resume next time)")
+        self.reset_layout_action = self._action("Reset &layout", self.reset_layout,
+                                                tip="Give the panes and columns their first sizes back, "
+                                                "the selected operation's details shown")
         self.filter_actions: dict[str, QAction] = {}
         for i, (key, (label, _)) in enumerate(FILTERS.items(), start=1):
             self.filter_actions[key] = self._action(f"Show {label.lower()}",
@@ -224,6 +227,8 @@ class MainWindow(QMainWindow):
         view_menu = menu.addMenu("&View")
         for a in self.filter_actions.values():
             view_menu.addAction(a)
+        view_menu.addSeparator()
+        view_menu.addAction(self.reset_layout_action)
 
         toolbar = QToolBar("Main")
         toolbar.setObjectName("mainToolbar")
@@ -270,7 +275,8 @@ class MainWindow(QMainWindow):
         self.splitter.setObjectName("mainSplitter")
         self.servers_box = servers_box
         self.details_box = details_box
-        arrange_splitter(self.splitter, servers_box, self.servers_table, self.ops_pane, details_box)
+        self.layout_balancer = arrange_splitter(self.splitter, servers_box, self.servers_table, self.ops_pane,
+                                                details_box)
 
         central = QWidget()
         lay = QVBoxLayout(central)
@@ -355,6 +361,11 @@ class MainWindow(QMainWindow):
         state = self.settings.value("window/splitter")
         if isinstance(state, QByteArray) and not state.isEmpty():
             self.splitter.restoreState(state)
+        # Details the window collapsed (too small then) come back; details the person closed stay closed.
+        self.layout_balancer.hidden_by_person = self.settings.value("window/details_hidden", False, type=bool)
+        self.layout_balancer.details_height = self.settings.value("window/details_height",
+                                                                  self.layout_balancer.details_height, type=int)
+        self.layout_balancer.rebalance()
         columns = self.settings.value("window/operations_columns")
         if isinstance(columns, QByteArray) and not columns.isEmpty() \
                 and self.ops_table.horizontalHeader().restoreState(columns):
@@ -363,9 +374,18 @@ class MainWindow(QMainWindow):
         if filter_name in FILTERS:
             self.filter_box.setCurrentIndex(list(FILTERS).index(filter_name))
 
+    def reset_layout(self) -> None:
+        """View → Reset layout: the panes' and columns' first sizes, the details shown."""
+        self.layout_balancer.reset()
+        self.ops_pane.columns_set_by_person = False
+        self.ops_pane.fit_columns()
+        self.statusBar().showMessage("Layout reset", 3000)
+
     def save_geometry(self) -> None:
         self.settings.setValue("window/geometry", self.saveGeometry())
         self.settings.setValue("window/splitter", self.splitter.saveState())
+        self.settings.setValue("window/details_hidden", self.layout_balancer.hidden_by_person)
+        self.settings.setValue("window/details_height", self.layout_balancer.details_height)
         self.settings.setValue("window/operations_columns", self.ops_table.horizontalHeader().saveState())
         self.settings.setValue("window/filter", self.ops_model.filter_name)
         self.settings.sync()

@@ -313,3 +313,62 @@ def test_start_call_focuses_the_tools_searches_them_and_remembers_the_last_call(
         again.reject()
 
     qloop.run_until_complete(scenario())
+
+
+def test_the_details_come_back_after_a_small_window_and_a_restart(qtbot, qloop, isolated_home):
+    from PySide6.QtCore import QPoint
+
+    from hostapp.app import HostApp
+    from hostapp.ui.window_parts import DETAILS_MIN
+
+    def open_window() -> HostApp:
+        app = HostApp(isolated_home)
+        app.window.resize(1280, 800)
+        app.window.show()
+        qtbot.waitExposed(app.window)
+        return app
+
+    def details(app: HostApp) -> int:
+        return app.window.splitter.sizes()[2]
+
+    def close(app: HostApp) -> None:
+        app.window.save_geometry()
+        if not app.stopped.is_set():
+            qloop.run_until_complete(app.shutdown(stop_loop=False))
+        dispose(app.window)
+
+    app = open_window()
+    window = app.window
+    qtbot.waitUntil(lambda: details(app) >= DETAILS_MIN)
+    shown = details(app)
+    assert window.details.cancel_button.isVisible()
+    window.resize(800, 500)
+    qtbot.waitUntil(lambda: details(app) == 0)  # too small: the details give way to the operations
+    close(app)  # and the window is closed that small
+
+    app = open_window()  # the next day, full size again
+    window = app.window
+    qtbot.waitUntil(lambda: details(app) >= DETAILS_MIN)
+    assert window.details_box.isVisible() and window.details.cancel_button.isVisible()
+    window.resize(800, 500)
+    qtbot.waitUntil(lambda: details(app) == 0)
+    window.resize(1280, 800)
+    qtbot.waitUntil(lambda: details(app) >= DETAILS_MIN)  # comes back as the window grows
+    assert window.splitter.sizes()[1] >= details(app) >= min(shown, DETAILS_MIN)
+
+    # The person drags the handle down to close them: they stay closed through a resize...
+    handle = window.splitter.handle(2)
+    qtbot.mousePress(handle, Qt.MouseButton.LeftButton, pos=QPoint(handle.width() // 2, 2))
+    qtbot.mouseMove(handle, QPoint(handle.width() // 2, window.splitter.height()))
+    qtbot.mouseRelease(handle, Qt.MouseButton.LeftButton, pos=QPoint(handle.width() // 2, window.splitter.height()))
+    qtbot.waitUntil(lambda: details(app) == 0)
+    window.resize(1200, 760)
+    window.resize(1280, 800)
+    qtbot.wait(50)
+    assert details(app) == 0
+    # ...until View → Reset layout.
+    view_menu = next(a.menu() for a in window.menuBar().actions() if a.text() == "&View")
+    assert window.reset_layout_action in view_menu.actions()
+    window.reset_layout_action.trigger()
+    qtbot.waitUntil(lambda: details(app) >= DETAILS_MIN)
+    close(app)
