@@ -345,7 +345,7 @@ def check_call(server: str, tool: str, arguments: JsonObject, tools: list[JsonOb
     failed still takes the call, and answers it)."""
     if not tools:
         return
-    by_name = {t.get("name"): t for t in tools if isinstance(t.get("name"), str)}
+    by_name = {str(t["name"]): t for t in tools if isinstance(t.get("name"), str)}
     if tool not in by_name:
         close = difflib.get_close_matches(tool, list(by_name), n=3, cutoff=0.6)
         hint = f"did you mean {' or '.join(repr(c) for c in close)}? " if close else ""
