@@ -390,6 +390,10 @@ class AgentEndpoint:
         for client in self._clients:
             client.event({"kind": "input_withdrawn", "request_id": request_id})
 
+    def server_removed(self, name: str) -> None:
+        for client in self._clients:
+            client.event({"kind": "server_removed", "name": name})
+
     def problem(self, kind: str, message: str) -> None:
         for client in self._clients:
             client.event({"kind": "problem", "problem": kind, "message": message})

@@ -65,6 +65,9 @@ class _OwnerListener:
     def input_withdrawn(self, request_id: str) -> None:
         self.endpoint.input_withdrawn(request_id)
 
+    def server_removed(self, name: str) -> None:
+        self.endpoint.server_removed(name)
+
     def problem(self, kind: str, message: str) -> None:
         self.endpoint.problem(kind, message)
 

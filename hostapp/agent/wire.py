@@ -12,7 +12,8 @@ to restart the agent). After that:
   (:data:`ERRORS`), so a client catches exactly what it would catch in process;
 - what the engine tells its listeners comes as ``event`` notifications:
   ``{"kind": "operation_changed", "op": {...}}``, ``operation_event``, ``server_changed``,
-  ``input_requested``, ``input_withdrawn``, ``problem``.
+  ``server_removed`` (``"name"``), ``input_requested``, ``input_withdrawn``, ``problem``.
+  A client ignores a kind it does not know.
 
 Views cross as plain objects of their fields, so a field added to a view on one side is
 ignored by an older other side (:func:`_from_fields` keeps only the fields it knows).

@@ -230,6 +230,9 @@ class CallFollower:
     def input_withdrawn(self, request_id: str) -> None:
         pass
 
+    def server_removed(self, name: str) -> None:
+        pass
+
     @staticmethod
     def _checked(request: InputRequest, answer: JsonObject) -> JsonObject | None:
         """A scripted form answer checked against the form as the window checks it (and its

@@ -269,6 +269,10 @@ class EngineListener(Protocol):
 
     def input_withdrawn(self, request_id: str) -> None: ...
 
+    def server_removed(self, name: str) -> None:
+        """Server ``name`` left the configuration (by whichever client removed or renamed
+        it); its history stays."""
+
     def problem(self, kind: str, message: str) -> None:
         """A banner-worthy condition: kind is "keyring", "server", "journal"."""
 

@@ -69,7 +69,7 @@ from hostapp.ui.server_actions import ServerActions
 from hostapp.ui.servers_model import TARGET as SERVER_TARGET
 from hostapp.ui.servers_model import ServerRole, ServerTableModel
 from hostapp.ui.theme import glyph_icon
-from hostapp.ui.window_parts import OUTCOME_NOTICES, TITLE, Summary, arrange_splitter
+from hostapp.ui.window_parts import DETAILS_HEIGHT, OUTCOME_NOTICES, TITLE, Summary, arrange_splitter
 
 if TYPE_CHECKING:
     from hostapp.ui.call_dialog import StartCallDialog
@@ -306,6 +306,7 @@ class MainWindow(QMainWindow):
         s.operationsChanged.connect(self._operations_changed)
         s.operationEvent.connect(self._operation_event)
         s.serverChanged.connect(self._server_changed)
+        s.serverRemoved.connect(self._server_removed)
         s.inputRequested.connect(self._input_requested)
         s.inputWithdrawn.connect(self.elicitations.withdraw)
         s.problemReported.connect(self._problem)
@@ -362,9 +363,9 @@ class MainWindow(QMainWindow):
         if isinstance(state, QByteArray) and not state.isEmpty():
             self.splitter.restoreState(state)
         # Details the window collapsed (too small then) come back; details the person closed stay closed.
-        self.layout_balancer.hidden_by_person = self.settings.value("window/details_hidden", False, type=bool)
-        self.layout_balancer.details_height = self.settings.value("window/details_height",
-                                                                  self.layout_balancer.details_height, type=int)
+        self.layout_balancer.hidden_by_person = bool(self.settings.value("window/details_hidden", False, type=bool))
+        height = self.settings.value("window/details_height", self.layout_balancer.details_height, type=int)
+        self.layout_balancer.details_height = height if isinstance(height, int) else DETAILS_HEIGHT
         self.layout_balancer.rebalance()
         columns = self.settings.value("window/operations_columns")
         if isinstance(columns, QByteArray) and not columns.isEmpty() \
@@ -521,6 +522,13 @@ class MainWindow(QMainWindow):
         elif server.state not in (ServerState.CONNECTING, ServerState.RECONNECTING):
             self._needs_sign_in.discard(server.name)
         self.servers_model.update_server(server)
+        self._servers_health()
+        self._update_actions()
+
+    def _server_removed(self, name: str) -> None:
+        """Removed by any client (this window, the command line): the row goes."""
+        self._needs_sign_in.discard(name)
+        self.servers_model.remove_server(name)
         self._servers_health()
         self._update_actions()
 
