@@ -118,6 +118,8 @@ class MainWindow(QMainWindow):
         # Servers whose last attempt was refused for want of sign-in. Kept while they retry
         # (connecting…), so that the Sign in button does not come and go with each attempt.
         self._needs_sign_in: set[str] = set()
+        # Servers whose trouble the person dismissed on the banner: kept out of it until they connect.
+        self._trouble_dismissed: set[str] = set()
         self.setObjectName("mainWindow")
         # The application's display name ("hostapp") is added to the title by Qt.
         self.setWindowTitle(TITLE)
@@ -310,6 +312,7 @@ class MainWindow(QMainWindow):
         s.inputRequested.connect(self._input_requested)
         s.inputWithdrawn.connect(self.elicitations.withdraw)
         s.problemReported.connect(self._problem)
+        self.banner.dismissed.connect(self._banner_dismissed)
         self.server_actions.changed.connect(self._servers_edited)
         self.server_actions.status.connect(lambda text, ms: self.statusBar().showMessage(text, ms))
         self.ops_table.selectionModel().currentRowChanged.connect(lambda *_: self._selection_changed())
@@ -521,6 +524,8 @@ class MainWindow(QMainWindow):
             self._needs_sign_in.add(server.name)
         elif server.state not in (ServerState.CONNECTING, ServerState.RECONNECTING):
             self._needs_sign_in.discard(server.name)
+        if server.state == ServerState.CONNECTED:
+            self._trouble_dismissed.discard(server.name)  # its next trouble is news
         self.servers_model.update_server(server)
         self._servers_health()
         self._update_actions()
@@ -528,6 +533,7 @@ class MainWindow(QMainWindow):
     def _server_removed(self, name: str) -> None:
         """Removed by any client (this window, the command line): the row goes."""
         self._needs_sign_in.discard(name)
+        self._trouble_dismissed.discard(name)
         self.servers_model.remove_server(name)
         self._servers_health()
         self._update_actions()
@@ -536,18 +542,49 @@ class MainWindow(QMainWindow):
         self._servers_health()
         self._update_actions()
 
-    def _servers_health(self) -> None:
-        self.ops_pane.set_servers([s.name for s in self.servers_model.servers()])
-        lines = []
+    def _servers_in_trouble(self) -> tuple[list[ServerView], list[ServerView]]:
+        """(offline, needing sign-in): the servers the banner speaks of."""
+        offline, sign_in = [], []
         for s in self.servers_model.servers():
             if s.state == ServerState.OFFLINE:
-                lines.append(f"{s.name} is offline" + (f": {s.error}" if s.error else "") +
-                             ". hostapp keeps trying; its operations continue once it is back.")
+                offline.append(s)
             elif s.name in self._needs_sign_in:
-                lines.append(f"{s.name} needs you to sign in: select it and choose Sign in. "
-                             "Its calls wait until then.")
+                sign_in.append(s)
+        return offline, sign_in
+
+    def _servers_health(self) -> None:
+        self.ops_pane.set_servers([s.name for s in self.servers_model.servers()])
+        offline, sign_in = self._servers_in_trouble()
+        # A server that keeps failing goes offline anew after every attempt: one the person
+        # dismissed stays out of the banner until it has connected (or was removed).
+        offline = [s for s in offline if s.name not in self._trouble_dismissed]
+        sign_in = [s for s in sign_in if s.name not in self._trouble_dismissed]
+        lines = [f"{s.name} is offline" + (f": {s.error}" if s.error else "") +
+                 ". hostapp keeps trying; its operations continue once it is back." for s in offline]
+        lines += [f"{s.name} needs you to sign in: select it and choose Sign in. Its calls wait until then."
+                  for s in sign_in]
         self.banner.set_message("servers", "\n".join(lines) or None)
+        if offline:
+            names = [s.name for s in offline]
+            self.banner.offer("servers", f"Stop retrying {names[0]}" if len(names) == 1 else "Stop retrying all",
+                              lambda: self._stop_retrying(names))
+        else:
+            self.banner.withdraw_offer("servers")
         self.ops_model.set_awaiting_sign_in(self._needs_sign_in & {s.name for s in self.servers_model.servers()})
+
+    def _banner_dismissed(self, keys: list[str]) -> None:
+        if "servers" in keys:
+            offline, sign_in = self._servers_in_trouble()
+            self._trouble_dismissed.update(s.name for s in [*offline, *sign_in])
+            self._servers_health()
+
+    def _stop_retrying(self, names: list[str]) -> None:
+        """The banner's Stop retrying: the servers it names stay configured, unconnected until Reconnect."""
+        async def stop_all() -> None:
+            for name in names:
+                await self.server_actions.stop_retrying(name)
+
+        self.run(stop_all(), "stop retrying")
 
     def _problem(self, kind: str, message: str) -> None:
         if kind == "keyring":  # an empty message: the keyring works again

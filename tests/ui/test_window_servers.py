@@ -118,11 +118,24 @@ def test_the_offline_banner_can_be_dismissed_until_something_changes(host, qloop
         banner.dismiss_button.click()
         assert "nocmd" not in banner.label.text()
         assert banner.isVisible() == bool(banner.message("keyring"))  # only a keyring problem stays
-        window._servers_health()  # the same condition, told again: it stays dismissed
-        assert "nocmd" not in banner.label.text()
+        # The server keeps failing: every new attempt ends offline again, and the banner stays quiet.
+        attempts: list[str] = []
+        window.signals.serverChanged.connect(
+            lambda view: attempts.append(view.state) if view.name == "nocmd" else None)
+        await until(lambda: attempts.count(api.OFFLINE) >= 2, timeout=60, what="two more failed attempts")
+        assert "nocmd" not in banner.label.text() and "nocmd" not in (banner.message("servers") or "")
         await host.api.add_server(missing("other"))  # a new condition shows
         await until(lambda: "other is offline" in banner.label.text(), timeout=60, what="the second server's banner")
-        assert banner.isVisible()
+        assert banner.isVisible() and "nocmd" not in banner.label.text()
+
+        # The banner offers to stop retrying the server it speaks of.
+        stop = banner.action_button("servers")
+        assert stop is not None and stop.isVisible() and stop.text() == "Stop retrying other"
+        assert stop.accessibleName() == stop.text()
+        stop.click()
+        await until(lambda: view_of(window, "other").state == api.DISABLED, what="the retries to stop")
+        await until(lambda: "other" not in banner.label.text(), what="the banner to clear")
+        assert view_of(window, "nocmd").state != api.DISABLED  # the dismissed one was not named
         await host.shutdown(stop_loop=False)
 
     qloop.run_until_complete(scenario())
