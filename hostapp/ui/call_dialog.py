@@ -64,6 +64,7 @@ class StartCallDialog(QDialog):
         self._reconnect = reconnect
         self._tools: dict[str, dict[str, Any]] = {}
         self._wanted_tool = tool
+        self._hidden_choice: str | None = None  # the tool chosen before a search hid it
         self._load_task: asyncio.Task | None = None
         self.server: str | None = None
         self.tool: str | None = None
@@ -270,8 +271,17 @@ class StartCallDialog(QDialog):
             if not hidden and first_shown is None:
                 first_shown = item
         current = self.tool_list.currentItem()
-        if (current is None or current.isHidden()) and first_shown is not None:
-            self.tool_list.setCurrentItem(first_shown)
+        if current is not None and current.isHidden():
+            self._hidden_choice = current.text()
+        if current is None or current.isHidden():
+            # The tool chosen before the search comes back when the search shows it again;
+            # when nothing matches, no tool is chosen: Start cannot call one the person cannot see.
+            again = self.tool_list.findItems(self._hidden_choice or "", Qt.MatchFlag.MatchExactly)
+            shown = again[0] if again and not again[0].isHidden() else first_shown
+            self.tool_list.setCurrentItem(shown)  # None when nothing matches: no form, Start disabled
+        if self._tools:
+            self.status.setText(f"No tool matches “{text.strip()}”." if first_shown is None
+                                else f"{len(self._tools)} tools.")
 
     def _tool_chosen(self, item: QListWidgetItem | None, _previous=None) -> None:
         self._show_form(self._tools.get(item.text()) if item else None)
@@ -301,14 +311,15 @@ class StartCallDialog(QDialog):
         return bool(matches)
 
     def _try_accept(self) -> None:
-        if self.form is None:
+        current = self.tool_list.currentItem()
+        if self.form is None or current is None or current.isHidden():
             return
         problems = self.form.validate()
         if problems:
             self.status.setText("Fix the arguments first: " + "; ".join(problems[:3]))
             return
         self.server = self.server_box.currentText()
-        self.tool = self.tool_list.currentItem().text()
+        self.tool = current.text()
         self.arguments = self.form.arguments()
         self._remember()
         self.accept()

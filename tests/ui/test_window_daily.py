@@ -315,6 +315,37 @@ def test_start_call_focuses_the_tools_searches_them_and_remembers_the_last_call(
     qloop.run_until_complete(scenario())
 
 
+def test_start_call_with_a_search_that_matches_nothing_starts_nothing(qtbot, qloop):
+    from hostapp.ui.call_dialog import StartCallDialog
+
+    async def load(_server):
+        return TOOLS
+
+    async def scenario():
+        dialog = StartCallDialog(["lab"], load)
+        qtbot.addWidget(dialog)
+        dialog.show()
+        await until(lambda: dialog.tool_list.count() == 2 and dialog.form is not None, what="the tools")
+        dialog.tool_list.setCurrentRow(1)
+        chosen = dialog.tool_list.currentItem().text()
+        dialog.tool_search.setText("no such tool anywhere")
+        assert all(dialog.tool_list.item(i).isHidden() for i in range(2))
+        assert dialog.tool_list.currentItem() is None and dialog.form is None
+        assert not dialog.start_button.isEnabled()
+        assert "No tool matches “no such tool anywhere”" in dialog.status.text()
+        qtbot.keyClick(dialog.tool_search, Qt.Key.Key_Return)  # Enter in the search: nothing starts
+        dialog._try_accept()
+        assert dialog.result() != StartCallDialog.DialogCode.Accepted and dialog.isVisible()
+        assert dialog.tool is None
+        # Clearing the search brings the tool chosen before back.
+        dialog.tool_search.clear()
+        assert dialog.tool_list.currentItem().text() == chosen and dialog.start_button.isEnabled()
+        assert dialog.status.text() == "2 tools."
+        dialog.reject()
+
+    qloop.run_until_complete(scenario())
+
+
 def test_the_details_come_back_after_a_small_window_and_a_restart(qtbot, qloop, isolated_home):
     from PySide6.QtCore import QPoint
 
