@@ -169,6 +169,9 @@ class ServerView:
     #: (cut, escaped, secrets redacted): server text, to be shown as plain text.
     stray_answers: int = 0
     last_stray: str | None = None
+    #: The extensions (``capabilities.extensions`` ids) the server declared when it last
+    #: connected: what a client may offer for it (skills, app views).
+    extensions: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -254,6 +254,8 @@ class StartCallDialog(QDialog):
         matches = self.tool_list.findItems(wanted or "", Qt.MatchFlag.MatchExactly) if wanted else []
         if matches:
             self.tool_list.setCurrentItem(matches[0])
+        elif self.tool_list.count():
+            self.tool_list.setCurrentRow(0)  # the tool asked for is not (or no longer) offered
         self._filter_tools(self.tool_search.text())
         if self.isVisible() and self.focusWidget() in (None, self.server_box, self.tool_list):
             self.tool_list.setFocus(Qt.FocusReason.OtherFocusReason)
@@ -278,7 +280,10 @@ class StartCallDialog(QDialog):
             # when nothing matches, no tool is chosen: Start cannot call one the person cannot see.
             again = self.tool_list.findItems(self._hidden_choice or "", Qt.MatchFlag.MatchExactly)
             shown = again[0] if again and not again[0].isHidden() else first_shown
-            self.tool_list.setCurrentItem(shown)  # None when nothing matches: no form, Start disabled
+            if shown is not None:
+                self.tool_list.setCurrentItem(shown)
+            else:  # nothing matches: no form, Start disabled
+                self.tool_list.setCurrentRow(-1)
         if self._tools:
             self.status.setText(f"No tool matches “{text.strip()}”." if first_shown is None
                                 else f"{len(self._tools)} tools.")

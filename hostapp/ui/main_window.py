@@ -57,13 +57,14 @@ from hostapp.engine.api import (
     ServerState,
     ServerView,
 )
+from hostapp.protocol.skills import EXTENSION_ID as SKILLS_EXTENSION
 from hostapp.ui.adapter import EngineSignals
 from hostapp.ui.async_dialog import run_dialog
 from hostapp.ui.banner import Banner
 from hostapp.ui.details import OperationDetails
 from hostapp.ui.elicitation_queue import ElicitationQueue
 from hostapp.ui.operations_model import FILTERS, OperationTableModel
-from hostapp.ui.operations_pane import OperationsPane, make_table
+from hostapp.ui.operations_pane import SHOWCASE_TOOLS, OperationsPane, make_table
 from hostapp.ui.result_view import result_as_text
 from hostapp.ui.server_actions import ServerActions
 from hostapp.ui.servers_model import TARGET as SERVER_TARGET
@@ -664,8 +665,16 @@ class MainWindow(QMainWindow):
         self.copy_action.setEnabled(outcome)
         self.save_action.setEnabled(outcome)
         self.start_action.setEnabled(bool(self.servers_model.rowCount()))
-        for a in (self.edit_server_action, self.remove_server_action, self.reconnect_action, self.skills_action):
+        for a in (self.edit_server_action, self.remove_server_action, self.reconnect_action):
             a.setEnabled(server is not None)
+        # Skills need a server that is there and declared the extension (SEP-2640).
+        offers_skills = server is not None and server.state == ServerState.CONNECTED \
+            and SKILLS_EXTENSION in server.extensions
+        self.skills_action.setEnabled(offers_skills)
+        self.skills_action.setStatusTip(
+            "The skills the selected server offers; load one to read it" if offers_skills or server is None
+            else f"{server.name} is not connected" if server.state != ServerState.CONNECTED
+            else f"{server.name} does not offer skills (it does not declare the skills extension)")
         self.stop_retrying_action.setEnabled(server is not None and server.state in (
             ServerState.OFFLINE, ServerState.RECONNECTING, ServerState.CONNECTING, ServerState.NEEDS_SIGN_IN))
         signing_in = server is not None and server.name in self.server_actions.signing_in
@@ -700,6 +709,10 @@ class MainWindow(QMainWindow):
         # sixth of the app's import time, and the window is shown without it.
         from hostapp.ui.call_dialog import StartCallDialog
 
+        if tool is None and not self.settings.value("call/last_server"):
+            # A first call: the lab's showcase tool rather than whichever it lists first.
+            showcase = SHOWCASE_TOOLS.get(default_server or (names[0] if names else ""))
+            tool = showcase[0][0] if showcase else None
         dialog = StartCallDialog(names, self.engine.list_tools, self, server=default_server, tool=tool,
                                  memory=self.settings, server_view=self._server_view,
                                  reconnect=self.engine.reconnect)

@@ -196,6 +196,8 @@ class OperationTableModel(FlatTableModel):
         # Servers that need the person to sign in: their calls in flight wait for it.
         self._awaiting_sign_in: frozenset[str] = frozenset()
         self._paused: str | None = None  # why no agent carries the work now, if none does
+        #: Whether the journal was read once: until then an empty table means "not read yet".
+        self.loaded = False
         self.estimator = ProgressEstimator()
         # Elapsed times and indeterminate bars move without any engine event.
         self._tick = QTimer(self)
@@ -243,6 +245,7 @@ class OperationTableModel(FlatTableModel):
         self._known = seen | {op.id for op in self._history}
         self._row_index = None
         self._history_exhausted = len(history) < PAGE_SIZE or not done_statuses
+        self.loaded = True
         self.endResetModel()
         self._set_total(total)
         self._update_tick()

@@ -88,7 +88,18 @@ def test_first_run_hint_question_later_summary_and_list_tools(small_host, qloop)
         # An empty first run says what to do.
         hint = window.ops_pane.empty_hint
         assert hint.isVisible() and "Start call" in hint.text() and "long_task_ext" in hint.text()
+        # Both lab servers' showcase tools, the app view and the skill among them.
+        assert "<b>lab</b>" in hint.text() and "<b>lab-http</b>" in hint.text()
+        assert "show_card (an app view)" in hint.text() and "long_sse" in hint.text() and "Skills" in hint.text()
         assert window.windowTitle() == "MCP operations"
+        # Start call opens on a showcase tool the first time, not on whichever the lab lists first.
+        window.start_action.trigger()
+        await until(lambda: window.call_dialog is not None and window.call_dialog.form is not None,
+                    what="the start dialog's first screen")
+        assert window.call_dialog.server_box.currentText() == "lab"
+        assert window.call_dialog.tool_list.currentItem().text() == "long_task_ext"
+        window.call_dialog.reject()
+        await until(lambda: window.call_dialog is None, what="the dialog to close")
 
         # A question closed with Esc stays open, and the row and the title say so.
         prompts = []
@@ -313,6 +324,34 @@ def test_start_call_focuses_the_tools_searches_them_and_remembers_the_last_call(
         again.reject()
 
     qloop.run_until_complete(scenario())
+
+
+def test_an_empty_list_says_loading_until_the_journal_was_read(qtbot, qloop, tmp_path):
+    from PySide6.QtCore import QSettings
+
+    from hostapp.ui.operations_model import OperationTableModel
+    from hostapp.ui.operations_pane import OperationsPane
+    from tests.ui.test_models import ListSource, op
+
+    settings = QSettings(str(tmp_path / "settings.ini"), QSettings.Format.IniFormat)
+    history = ListSource([op(i) for i in range(5)])
+    pane = OperationsPane(OperationTableModel(history), settings)
+    qtbot.addWidget(pane)
+    pane.resize(900, 400)
+    pane.show()
+    # A cold start over a full history: not "No operations yet" before the journal is read.
+    assert pane.empty_hint.isVisible() and pane.empty_hint.text() == "<p>Loading…</p>"
+    qloop.run_until_complete(pane.model.reload())
+    assert not pane.empty_hint.isVisible() and pane.model.rowCount() == 5
+
+    empty = OperationsPane(OperationTableModel(ListSource([])), settings)
+    qtbot.addWidget(empty)
+    empty.resize(900, 400)
+    empty.show()
+    qloop.run_until_complete(empty.model.reload())
+    assert "No operations yet" in empty.empty_hint.text() and "Add a server" in empty.empty_hint.text()
+    empty.set_servers(["lab"])
+    assert "show_card" in empty.empty_hint.text() and "lab-http" not in empty.empty_hint.text()
 
 
 def test_start_call_with_a_search_that_matches_nothing_starts_nothing(qtbot, qloop):

@@ -266,3 +266,49 @@ def test_removing_a_server_with_a_call_running_asks_and_ends_it_truthfully(host,
         await host.shutdown(stop_loop=False)
 
     qloop.run_until_complete(scenario())
+
+
+def test_skills_is_offered_only_for_a_connected_server_that_declares_the_extension(host, qloop):
+    """Skills… is enabled for the lab (it declares io.modelcontextprotocol/skills), and
+    loads its skill; for a connected server without the extension and for an offline one it
+    is disabled, and its status tip says why."""
+    from hostapp.app import lab_server_config
+
+    window = host.window
+
+    def select(name: str) -> None:
+        window.servers_table.selectRow(window.servers_model.row_of(name))
+
+    async def scenario():
+        await host.start()
+        await host.api.add_server(lab_server_config(host.home))
+        await host.api.add_server(hostile())
+        await host.api.add_server(missing())
+        for name in ("lab", "hostile"):
+            await until(lambda n=name: (v := view_of(window, n)) is not None and v.state == api.CONNECTED,
+                        timeout=60, what=f"{name} to connect")
+        await until(lambda: view_of(window, "nocmd") is not None and view_of(window, "nocmd").state == api.OFFLINE,
+                    timeout=60, what="nocmd to fail")
+
+        select("hostile")
+        assert not window.skills_action.isEnabled()
+        assert "does not offer skills" in window.skills_action.statusTip()
+        select("nocmd")
+        assert not window.skills_action.isEnabled()
+        assert "nocmd is not connected" in window.skills_action.statusTip()
+        select("lab")
+        assert window.skills_action.isEnabled()
+
+        window.skills_action.trigger()
+        await until(lambda: window.skills_dialog is not None and window.skills_dialog.skill_list.count() == 1,
+                    timeout=60, what="the lab's skill")
+        dialog = window.skills_dialog
+        assert dialog.skill_list.item(0).text() == "lab-tour"
+        dialog.load_button.click()
+        await until(lambda: dialog.loaded is not None, timeout=60, what="the skill to load")
+        assert "A tour of the lab" in dialog.text.toPlainText()
+        assert "read and verified" in dialog.status.text()
+        dialog.reject()
+        await host.shutdown(stop_loop=False)
+
+    qloop.run_until_complete(scenario())
