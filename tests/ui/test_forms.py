@@ -164,6 +164,31 @@ def test_validation_messages_appear_under_their_fields_and_go_when_edited(qtbot)
     assert form.error_text("email") != ""
 
 
+def test_the_fields_below_stay_put_when_an_error_goes(qtbot):
+    """An error taken away leaves its room, so the next click lands where the person aimed."""
+    from PySide6.QtCore import QPoint
+
+    form = make_form(qtbot)
+    form.resize(600, 900)
+    form.show()
+    qtbot.waitExposed(form)
+    qtbot.keyClicks(form.editor("name"), "A")
+    form.validate()
+    assert form.error_text("name") != ""
+
+    def top_of(name: str) -> int:
+        return form.editor(name).mapTo(form, QPoint(0, 0)).y()
+
+    qtbot.wait(10)
+    below = {name: top_of(name) for name in ("email", "hero", "age")}
+    qtbot.keyClicks(form.editor("name"), "da")  # corrected: its message goes
+    qtbot.wait(10)
+    assert form.error_text("name") == ""
+    assert {name: top_of(name) for name in below} == below
+    # Nothing taken away reads as an error to a screen reader or to the form.
+    assert form.validate().get("name") is None and form.error_text("name") == ""
+
+
 def test_blank_text_and_untouched_optional_fields_are_left_out(qtbot):
     form = make_form(qtbot)
     qtbot.keyClicks(form.editor("email"), "   ")
