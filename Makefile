@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PEERS := tests/peers
 
-.PHONY: run test lint fuzz soak setup app-setup peers sysdeps bench clean
+.PHONY: run test lint fuzz soak setup app-setup apps peers sysdeps bench clean
 
 # The window needs the app alone: no test peers, linters or packaging tools.
 run: app-setup sysdeps
@@ -46,6 +46,10 @@ $(VENV)/.installed-app: pyproject.toml Makefile
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e .
 	touch $@
+
+# MCP Apps: the component that renders a tool's interactive view (QtWebEngine).
+apps: app-setup
+	$(PY) -m pip install -q -e '.[apps]'
 
 setup: $(VENV)/.installed
 

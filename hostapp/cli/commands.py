@@ -370,6 +370,7 @@ async def until_the_end(waiting: Awaitable[T], engine: EngineApi, op: api.Operat
     if final is INTERRUPTED:
         if follower.follow is not None:
             follower.follow.discard(op.id)
+        printer.let_go()
         return await interrupted(engine, op, interrupts, cancel_on_interrupt=cancel_on_interrupt,
                                  emit_final=lambda ended: emit_outcome(printer, ended))
     return final
@@ -413,6 +414,7 @@ async def cmd_follow(args: argparse.Namespace) -> int:
             follower.watch(op)
             if not args.json:
                 say(f"following operation {op.id} on {op.server}/{op.tool}")
+            printer.known(op)  # its line counts the operation's time, not this command's
             follower.status(op.id, "running" if op.status == api.OperationStatus.PENDING else op.status, op.message)
             follower.operation_changed(op)  # where it has got to
             await answer_open_questions(engine, follower)
@@ -461,6 +463,8 @@ async def cmd_resume(args: argparse.Namespace) -> int:
         with Interrupts().catching() as interrupts:
             outcome = await unless_interrupted(_each_outcome(engine, ids, printer_for), interrupts)
         if outcome is INTERRUPTED:
+            for printer in printers.values():
+                printer.let_go()
             say(f"hostapp: stopped following; the {len(ids)} operation(s) go on in the background "
                 "('hostapp ops' lists them, 'hostapp follow OP' follows one)")
             return EXIT_INTERRUPTED
@@ -486,10 +490,11 @@ async def cmd_ops(args: argparse.Namespace) -> int:
             rows = await ops.matching_rows(engine, statuses, servers, args.limit)
         else:
             views = await ops.matching_operations(engine, statuses, servers, args.limit)
+            paused = await ops.paused_ids(engine, views)
     if args.json:
         print(json.dumps(rows, ensure_ascii=False))
     else:
-        ops.print_table(views, filtered=bool(statuses or servers))
+        ops.print_table(views, filtered=bool(statuses or servers), paused=paused)
     return EXIT_OK
 
 

@@ -417,6 +417,10 @@ class LiveView:
             self.board.seed(self, self.label, age=time.time() - op.created_at if op.created_at else 0.0,
                             status=op.status, progress=op.progress, total=op.total, message=op.message)
 
+    def let_go(self) -> None:
+        """The command stopped following (Ctrl+C): its line, stale from now on, goes."""
+        self.board.drop(self)
+
     def show(self, event: str, fields: dict[str, Any], line: Callable[[], str]) -> None:
         board = self.board
         if event == "progress":
@@ -444,6 +448,13 @@ class PlainView:
 
     def known(self, op: OperationView) -> None:
         pass  # only news is printed
+
+    def let_go(self) -> None:
+        """The command stopped following: a progress line held back is not printed later."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self._held = None
 
     def show(self, event: str, fields: dict[str, Any], line: Callable[[], str]) -> None:
         if event == "progress":
