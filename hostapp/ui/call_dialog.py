@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from PySide6.QtCore import QSettings, Qt, QTimer
+from PySide6.QtGui import QIcon
 from PySide6.QtWidgets import (
     QComboBox,
     QDialog,
@@ -25,6 +26,7 @@ from PySide6.QtWidgets import (
     QListWidgetItem,
     QScrollArea,
     QSplitter,
+    QStyle,
     QVBoxLayout,
     QWidget,
 )
@@ -35,6 +37,10 @@ from hostapp.ui.forms import ToolArgumentsForm
 from hostapp.ui.result_view import plain_label, plain_tooltip
 
 ToolLoader = Callable[[str], Awaitable[list[dict[str, Any]]]]
+
+#: How the chooser names the state of a server that cannot answer now.
+SERVER_STATE_WORDS: dict[str, str] = {ServerState.OFFLINE: "offline", ServerState.RECONNECTING: "reconnecting",
+                      ServerState.NEEDS_SIGN_IN: "needs sign-in", ServerState.DISABLED: "retries stopped"}
 
 #: How long Retry waits for the server's attempt to end before it reads the tools anyway.
 RETRY_WAIT_SECONDS = 30.0
@@ -73,7 +79,8 @@ class StartCallDialog(QDialog):
 
         self.server_box = QComboBox()
         self.server_box.setAccessibleName("Server")
-        self.server_box.addItems(servers)
+        for name in servers:
+            self.server_box.addItem(name, name)  # the text may say more (offline); the data is the name
         self.tool_list = QListWidget()
         self.tool_list.setAccessibleName("Tools")
         self.tool_search = QLineEdit()
@@ -128,16 +135,35 @@ class StartCallDialog(QDialog):
         self._watch = QTimer(self)
         self._watch.setInterval(1000)
         self._watch.timeout.connect(self._follow_server)
-        self.server_box.currentTextChanged.connect(self._server_chosen)
+        self._mark_servers()
+        self.server_box.currentIndexChanged.connect(lambda _i: self._server_chosen(self.chosen_server()))
         self.tool_list.currentItemChanged.connect(self._tool_chosen)
-        if server:
-            self.server_box.setCurrentText(server)
+        if server and self.server_box.findData(server) >= 0:
+            self.server_box.setCurrentIndex(self.server_box.findData(server))
         # The tool list has the focus: type to search it, arrows to choose, Tab to the form.
         self.setTabOrder(self.server_box, self.tool_search)
         self.setTabOrder(self.tool_search, self.tool_list)
         self.setTabOrder(self.tool_list, self.form_area)
         self.tool_list.setFocus(Qt.FocusReason.OtherFocusReason)
-        self._server_chosen(self.server_box.currentText())
+        self._server_chosen(self.chosen_server())
+
+    def chosen_server(self) -> str:
+        """The name of the server chosen (its item's text may also say it is offline)."""
+        return str(self.server_box.currentData() or "")
+
+    def _mark_servers(self) -> None:
+        """Servers that cannot answer now say so in the chooser: "nocmd (offline)", an icon,
+        and why in the tooltip."""
+        warning = self.style().standardIcon(QStyle.StandardPixmap.SP_MessageBoxWarning)
+        for i in range(self.server_box.count()):
+            name = str(self.server_box.itemData(i))
+            view = self._server_view(name)
+            state = None if view is None or view.state in (ServerState.CONNECTED, ServerState.CONNECTING) \
+                else SERVER_STATE_WORDS.get(view.state, str(view.state).replace("_", " "))
+            self.server_box.setItemText(i, f"{name} ({state})" if state else name)
+            self.server_box.setItemIcon(i, warning if state else QIcon())
+            self.server_box.setItemData(i, plain_tooltip(self.unavailable_text(view)) if state else None,
+                                        Qt.ItemDataRole.ToolTipRole)
 
     def _server_chosen(self, name: str) -> None:
         self._watch.stop()
@@ -177,12 +203,13 @@ class StartCallDialog(QDialog):
         return f"{server.name} is {state}.{when}{why}"
 
     def _follow_server(self) -> None:
-        name = self.server_box.currentText()
+        name = self.chosen_server()
         if self.retry_button.isHidden() or (self._load_task is not None and not self._load_task.done()):
             self._watch.stop()
             return
         view = self._server_view(name)
         unavailable = self.unavailable_text(view)
+        self._mark_servers()
         if view is not None and view.state == ServerState.CONNECTED:
             self._watch.stop()
             self._server_chosen(name)
@@ -191,7 +218,7 @@ class StartCallDialog(QDialog):
 
     def retry(self) -> None:
         """Connect the server now, and read its tools once it answers."""
-        name = self.server_box.currentText()
+        name = self.chosen_server()
         if not name or self._reconnect is None:
             return
         self.retry_button.hide()
@@ -237,10 +264,10 @@ class StartCallDialog(QDialog):
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # noqa: BLE001 - whatever the failure, the dialog shows it and stays usable
-            if self.server_box.currentText() == name:
+            if self.chosen_server() == name:
                 self._cannot_read(name, exc)
             return
-        if self.server_box.currentText() != name:
+        if self.chosen_server() != name:
             return
         # A tool only a server's app views may call (MCP Apps, visibility ["app"]) is not offered.
         self._tools = {t.get("name", ""): t for t in tools if t.get("name") and tool_ui(t).model_visible}
@@ -323,7 +350,7 @@ class StartCallDialog(QDialog):
         if problems:
             self.status.setText("Fix the arguments first: " + "; ".join(problems[:3]))
             return
-        self.server = self.server_box.currentText()
+        self.server = self.chosen_server()
         self.tool = current.text()
         self.arguments = self.form.arguments()
         self._remember()
@@ -332,7 +359,7 @@ class StartCallDialog(QDialog):
     # -- memory -------------------------------------------------------------------------
 
     def _key(self, tool: str) -> str:
-        return f"call/arguments/{self.server_box.currentText()}/{tool}".replace("//", "/")
+        return f"call/arguments/{self.chosen_server()}/{tool}".replace("//", "/")
 
     def _remembered_arguments(self, tool: str) -> dict[str, Any] | None:
         if self._memory is None or not tool:

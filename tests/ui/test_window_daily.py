@@ -267,7 +267,12 @@ def test_protocol_column_and_tooltips_read_well(qapp):
     model = ServerTableModel()
     model.set_servers([ServerView(name="lab", transport="stdio", target="x", state=api.CONNECTED,
                                   protocol_version="2026-07-28")])
-    assert model.data(model.index(0, PROTOCOL)) == "MCP 2026-07-28"
+    assert model.data(model.index(0, PROTOCOL)) == "2026-07-28 · stateless"
+    assert model.headerData(PROTOCOL, Qt.Orientation.Horizontal) == "MCP revision"
+    assert "revision of the MCP specification" in model.data(model.index(0, PROTOCOL), Qt.ItemDataRole.ToolTipRole)
+    model.set_servers([ServerView(name="old", transport="http", target="x", state=api.CONNECTED,
+                                  protocol_version="2025-11-25")])
+    assert model.data(model.index(0, PROTOCOL)) == "2025-11-25 · with handshake"
     # Qt shows a rich-text tooltip in a word-wrapping label: a sentence must not wrap
     # after a few words.
     sentence = "long_task_ext: step 26/120, reading the archive of the second quarter"

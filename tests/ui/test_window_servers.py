@@ -142,17 +142,29 @@ def test_the_offline_banner_can_be_dismissed_until_something_changes(host, qloop
 
 
 def test_start_call_on_a_server_that_cannot_connect_says_so_at_once(host, qloop):
+    from PySide6.QtCore import Qt
+
     window = host.window
 
     async def scenario():
         await host.start()
         await host.api.add_server(missing())
+        await host.api.add_server(hostile())
         await until(lambda: (v := view_of(window, "nocmd")) and v.retry_at is not None and v.error,
                     what="the first failure")
+        await until(lambda: (v := view_of(window, "hostile")) and v.state == api.CONNECTED, what="hostile")
         window.servers_table.selectRow(window.servers_model.row_of("nocmd"))
         window.start_action.trigger()
         await until(lambda: window.call_dialog is not None, what="the start dialog")
         dialog = window.call_dialog
+        # The chooser marks the server that cannot answer, and only that one.
+        box = dialog.server_box
+        texts = {box.itemData(i): box.itemText(i) for i in range(box.count())}
+        assert texts["hostile"] == "hostile" and texts["nocmd"] in ("nocmd (offline)", "nocmd (reconnecting)"), texts
+        marked = box.findData("nocmd")
+        assert not box.itemIcon(marked).isNull() and box.itemIcon(box.findData("hostile")).isNull()
+        assert "Last error: " in box.itemData(marked, Qt.ItemDataRole.ToolTipRole)
+        assert dialog.chosen_server() == "nocmd"
         text = dialog.status.text()
         assert "nocmd is " in text and "Last error: " in text and "Reading the tools" not in text
         assert dialog.retry_button.isVisible() and not dialog.start_button.isEnabled()
@@ -207,14 +219,31 @@ def test_test_connection_in_the_server_dialog_saves_nothing(host, qloop):
         dialog.args_edit.setText(" ".join(args))
         await dialog.test_connection()
         assert dialog.check_label.text().startswith("✓ Connected (hostile): MCP 2025-06-18, 10 tools")
+        assert dialog.tested is True
         dialog.command_edit.setText(MISSING)
-        assert dialog.check_label.text() == ""  # the result was for other settings
+        assert dialog.check_label.text().startswith("Not tested yet")  # the result was for other settings
+        assert dialog.tested is None
         await dialog.test_connection()
         result = dialog.check_label.text()
         assert result.startswith("✗ Cannot connect: ") and len(result) > len("✗ Cannot connect: ") + 5
         assert await host.api.server_configs() == []  # nothing was saved
-        dialog.reject()
+        # OK saves them anyway, and says the test failed.
+        dialog.buttons.accepted.emit()
         await until(lambda: window.server_actions.server_dialog is None)
+        await until(lambda: "trial" in window.statusBar().currentMessage(), what="the saved message")
+        assert "although its connection test failed" in window.statusBar().currentMessage()
+
+        # Settings never tested: the dialog says so before OK, and the window after.
+        window.add_server_action.trigger()
+        await until(lambda: window.server_actions.server_dialog is not None)
+        dialog = window.server_actions.server_dialog
+        assert dialog.check_label.text().startswith("Not tested yet") and dialog.check_label.isVisible()
+        dialog.name_edit.setText("untried")
+        dialog.command_edit.setText(command)
+        dialog.args_edit.setText(" ".join(args))
+        dialog.buttons.accepted.emit()
+        await until(lambda: "untried" in window.statusBar().currentMessage(), what="the saved message")
+        assert "without a connection test" in window.statusBar().currentMessage()
         await host.shutdown(stop_loop=False)
 
     qloop.run_until_complete(scenario())
