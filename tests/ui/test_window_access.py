@@ -155,6 +155,32 @@ def test_unchecked_check_box_is_visible_on_dark(dark, qtbot):
     assert contrast > 80, contrast
 
 
+def test_tray_balloon_text_reads_on_its_pale_yellow_in_the_dark_scheme(dark, qtbot):
+    """Qt draws its own tray balloon (QBalloonTip) on a fixed pale yellow where no
+    notification service shows messages (IceWM, say); its labels must not take the dark
+    palette's pale text. Qt's balloon cannot be made without a tray, so a widget of its
+    class name and palette stands in for it; the window manager check is by eye
+    (docs/tray-balloon-dark.png)."""
+    from PySide6.QtWidgets import QLabel, QVBoxLayout
+
+    class QBalloonTip(QWidget):  # the class name the style sheet selects, as Qt's has
+        pass
+
+    balloon = QBalloonTip()
+    palette = balloon.palette()
+    palette.setColor(QPalette.ColorRole.Window, QColor(0xff, 0xff, 0xe1))  # what Qt's balloon sets
+    palette.setColor(QPalette.ColorRole.WindowText, QColor(0, 0, 0))
+    balloon.setPalette(palette)
+    balloon.setAutoFillBackground(True)
+    label = QLabel("long_task_ext on lab completed in 2 min.")
+    QVBoxLayout(balloon).addWidget(label)
+    qtbot.addWidget(balloon)
+    balloon.show()
+    image = render(balloon)
+    inked = [luminance(QColor(image.pixel(x, y))) for x in range(image.width()) for y in range(image.height())]
+    assert min(inked) < 80, min(inked)  # dark text on a background of luminance ~255
+
+
 def test_focused_button_shows_a_frame(dark, qtbot):
     def highlight_pixels(focused: bool) -> int:
         button = QPushButton("Start")
