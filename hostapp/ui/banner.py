@@ -44,7 +44,8 @@ class Banner(QFrame):
         self.label.setForegroundRole(self.palette().ColorRole.ToolTipText)
         # Conditions (keyring, servers) clear themselves; an error report is dismissed by the person.
         self.dismiss_button = QPushButton("Dismiss")
-        self.dismiss_button.setAccessibleName("Dismiss the warnings")
+        self.dismiss_button.setAccessibleName("Dismiss")
+        self.dismiss_button.setAccessibleDescription("Dismiss the warnings")
         self.dismiss_button.clicked.connect(self.dismiss)
         self.dismiss_button.hide()
         # The action each condition may offer (Start agent, Stop retrying), shown while it is.

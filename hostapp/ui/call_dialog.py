@@ -8,6 +8,7 @@ passwords or write-only are never remembered.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import time
 from collections.abc import Awaitable, Callable
@@ -33,6 +34,7 @@ from PySide6.QtWidgets import (
 
 from hostapp.engine.api import ServerState, ServerView
 from hostapp.protocol.apps import tool_ui
+from hostapp.ui.accessible import name_as_shown, name_clear_button
 from hostapp.ui.forms import ToolArgumentsForm
 from hostapp.ui.result_view import plain_label, plain_tooltip
 
@@ -87,6 +89,7 @@ class StartCallDialog(QDialog):
         self.tool_search.setPlaceholderText("Search tools")
         self.tool_search.setClearButtonEnabled(True)
         self.tool_search.setAccessibleName("Search the tools")
+        name_clear_button(self.tool_search, "Clear the search")
         self.tool_search.textChanged.connect(self._filter_tools)
         self.description = plain_label("")
         self.description.setAccessibleName("Tool description")
@@ -95,6 +98,8 @@ class StartCallDialog(QDialog):
         self.form_area.setWidgetResizable(True)
         self.form_area.setFrameShape(QFrame.Shape.NoFrame)
         self.form_area.setAccessibleName("Arguments")
+        # Not a Tab stop of its own (it would show no focus): Tab goes to its fields.
+        self.form_area.setFocusPolicy(Qt.FocusPolicy.NoFocus)
 
         right = QWidget()
         rlay = QVBoxLayout(right)
@@ -113,7 +118,7 @@ class StartCallDialog(QDialog):
 
         self.buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Cancel)
         self.retry_button = self.buttons.addButton("&Retry now", QDialogButtonBox.ButtonRole.ActionRole)
-        self.retry_button.setAccessibleName("Connect to the server now and read its tools")
+        name_as_shown(self.retry_button, "Connect to the server now and read its tools")
         self.retry_button.clicked.connect(self.retry)
         self.retry_button.hide()
         self.start_button = self.buttons.addButton("Start", QDialogButtonBox.ButtonRole.AcceptRole)
@@ -141,9 +146,7 @@ class StartCallDialog(QDialog):
         if server and self.server_box.findData(server) >= 0:
             self.server_box.setCurrentIndex(self.server_box.findData(server))
         # The tool list has the focus: type to search it, arrows to choose, Tab to the form.
-        self.setTabOrder(self.server_box, self.tool_search)
-        self.setTabOrder(self.tool_search, self.tool_list)
-        self.setTabOrder(self.tool_list, self.form_area)
+        self._order_tabs()
         self.tool_list.setFocus(Qt.FocusReason.OtherFocusReason)
         self._server_chosen(self.chosen_server())
 
@@ -335,6 +338,20 @@ class StartCallDialog(QDialog):
                 pass  # the tool's schema changed since: start from its defaults
         self.form_area.setWidget(self.form)
         self.start_button.setEnabled(True)
+        self._order_tabs()
+
+    def _order_tabs(self) -> None:
+        """Tab goes down the dialog as it reads: server, search, tools, the form's fields
+        (made after the buttons, they would otherwise come last), then the buttons."""
+        fields = [] if self.form is None else [
+            w for w in self.form.findChildren(QWidget)
+            if w.focusPolicy() & Qt.FocusPolicy.TabFocus and w.window() is self]  # not a combo box's popup
+        chain: list[QWidget] = [self.server_box, self.tool_search, self.tool_list, *fields,
+                                *[b for b in (self.retry_button, self.start_button,
+                                              self.buttons.button(QDialogButtonBox.StandardButton.Cancel))
+                                  if b is not None]]
+        for before, after in itertools.pairwise(chain):
+            self.setTabOrder(before, after)
 
     def select_tool(self, name: str) -> bool:
         matches = self.tool_list.findItems(name, Qt.MatchFlag.MatchExactly)

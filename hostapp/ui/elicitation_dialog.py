@@ -40,6 +40,7 @@ from hostapp.protocol.elicitation import (
     describe_form_request,
     describe_url_request,
 )
+from hostapp.ui.accessible import name_as_shown
 from hostapp.ui.forms import ElicitationForm, plain_label
 
 
@@ -94,11 +95,11 @@ class ElicitationPromptBase(QDialog):
         self.later_button.setToolTip("Close this for now; the question stays open and the server waits "
                                      "(open it again from \"questions waiting for you\")")
         self.later_button.clicked.connect(self.reject)
-        for button, name in ((self.accept_button, f"{accept_text} the request"),
-                             (self.decline_button, "Decline the request"),
-                             (self.cancel_button, "Cancel: refuse to answer"),
-                             (self.later_button, "Answer later: keep the question open")):
-            button.setAccessibleName(name)
+        for button, description in ((self.accept_button, f"{accept_text} the request"),
+                                    (self.decline_button, "Decline the request"),
+                                    (self.cancel_button, "Cancel: refuse to answer"),
+                                    (self.later_button, "Answer later: keep the question open")):
+            name_as_shown(button, description)
         self.accept_button.setDefault(True)
         self.accept_button.clicked.connect(self._on_accept_clicked)
         self.decline_button.clicked.connect(lambda: self._finish(build_decline()))

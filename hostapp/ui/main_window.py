@@ -58,6 +58,7 @@ from hostapp.engine.api import (
     ServerView,
 )
 from hostapp.protocol.skills import EXTENSION_ID as SKILLS_EXTENSION
+from hostapp.ui.accessible import name_as_shown
 from hostapp.ui.adapter import EngineSignals
 from hostapp.ui.async_dialog import run_dialog
 from hostapp.ui.banner import Banner
@@ -256,7 +257,7 @@ class MainWindow(QMainWindow):
         for action in (self.edit_server_action, self.reconnect_action, self.sign_in_action,
                        self.remove_server_action):
             button = QPushButton(action.text().replace("&", "&"))
-            button.setAccessibleName(action.toolTip() or action.text())
+            name_as_shown(button, action.toolTip())
             button.clicked.connect(action.trigger)
             action.enabledChanged.connect(button.setEnabled)
             button.setEnabled(action.isEnabled())

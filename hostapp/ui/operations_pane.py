@@ -38,6 +38,7 @@ from PySide6.QtWidgets import (
 )
 
 from hostapp.engine.api import OperationView
+from hostapp.ui.accessible import name_as_shown, name_clear_button
 from hostapp.ui.operations_model import (
     ELAPSED,
     FILTERS,
@@ -186,24 +187,26 @@ class OperationsPane(QGroupBox):
         self.search.setPlaceholderText("Search")
         self.search.setClearButtonEnabled(True)
         self.search.setAccessibleName("Search the operations")
+        name_clear_button(self.search, "Clear the search")
         # Shown by the window in its status bar (this pane's height goes to the rows).
         self.count_label = plain_label("", wrap=False, selectable=False)
         self.count_label.setAccessibleName("Number of operations")
         self.questions_button = QPushButton("")
         self.questions_button.setFlat(True)
-        self.questions_button.setAccessibleName("Open the questions waiting for you")
+        # Named by its text ("1 question waiting for you"), which changes.
+        self.questions_button.setAccessibleDescription("Open the questions waiting for you")
         self.questions_button.setToolTip("Show the questions you chose to answer later")
         font = self.questions_button.font()
         font.setBold(True)
         self.questions_button.setFont(font)
         self.questions_button.hide()
         self.clear_button = QPushButton("C&lear finished")
-        self.clear_button.setAccessibleName("Hide the finished operations (they stay in the history)")
+        name_as_shown(self.clear_button, "Hide the finished operations (they stay in the history)")
         self.clear_button.setToolTip("Hide the operations that have ended from this list; "
                                      "they stay in the journal and come back with Show cleared")
         self.show_cleared_button = QPushButton("Show cleared")
         self.show_cleared_button.setCheckable(True)
-        self.show_cleared_button.setAccessibleName("Show the cleared operations again")
+        self.show_cleared_button.setAccessibleDescription("Show the cleared operations again")
         self.show_cleared_button.hide()
 
         show = QLabel("S&how:")

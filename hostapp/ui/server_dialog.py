@@ -38,6 +38,7 @@ from PySide6.QtWidgets import (
 )
 
 from hostapp.engine import api
+from hostapp.ui.accessible import name_as_shown
 from hostapp.ui.config_import import ImportedServer, known_config_files, read_config
 from hostapp.ui.result_view import plain_label
 from hostapp.ui.sign_in_form import SignInForm
@@ -209,7 +210,7 @@ class ServerDialog(QDialog):
         self.tested: bool | None = None
         self.buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel)
         self.check_button = self.buttons.addButton("&Test connection", QDialogButtonBox.ButtonRole.ActionRole)
-        self.check_button.setAccessibleName("Test the connection with these settings, without saving them")
+        name_as_shown(self.check_button, "Test the connection with these settings, without saving them")
         self.check_button.setToolTip("Connect once with these settings, without saving them")
         self.check_button.setVisible(check is not None)
         self.check_button.clicked.connect(self.test_connection)
