@@ -319,7 +319,7 @@ class OperationsPane(QGroupBox):
         lines = "".join(
             f"<li><b>{name}</b>: " + ", ".join(f"{tool} ({what})" for tool, what in SHOWCASE_TOOLS[name]) + "</li>"
             for name in labs)
-        skills = " The lab also offers a skill: select it and choose Server ▸ Skills…." if "lab" in labs else ""
+        skills = " The lab also offers a skill: select it, then Server ▸ Skills… shows it." if "lab" in labs else ""
         return ("<p><b>No operations yet.</b></p><p>Choose <a href='start'>Start call…</a> (Ctrl+N) and try "
                 f"one of the built-in lab's tools:</p><ul>{lines}</ul>"
                 f"<p>Calls you start appear here with their progress; they keep running while this "
