@@ -142,11 +142,21 @@ class DetailsGiveWay(QObject):
         splitter.splitterMoved.connect(self._moved_by_person)
 
     def reset(self) -> None:
-        """The first layout: servers sized to their rows, then operations and details."""
+        """The first layout: servers sized to their rows, the operations their rows, and the
+        details what is left, up to :data:`DETAILS_HEIGHT`."""
         self.hidden_by_person = False
         self.details_height = DETAILS_HEIGHT
-        self.splitter.setSizes([self.servers.sizeHint().height(), 330, DETAILS_HEIGHT])
-        self.rebalance()
+        self.refit()
+        servers = self.servers.sizeHint().height()
+        rest = sum(self.splitter.sizes()) - servers
+        if rest <= 0:  # not laid out yet: the first resize shares the height
+            self.splitter.setSizes([servers, 330, DETAILS_HEIGHT])
+            return
+        operations = max(self.wanted(), rest - DETAILS_HEIGHT)
+        details = rest - operations
+        if details < DETAILS_MIN:
+            operations, details = rest, 0
+        self.splitter.setSizes([servers, operations, details])
 
     def _moved_by_person(self, _pos: int, _index: int) -> None:
         details = self.splitter.sizes()[2]
