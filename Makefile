@@ -7,7 +7,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PEERS := tests/peers
 
-.PHONY: run test test-all test-slow lint fuzz soak setup app-setup peers sysdeps bench clean
+.PHONY: run test test-all test-slow lint fuzz soak setup app-setup apps peers sysdeps bench clean
 
 # The suite mostly waits on real processes (servers, agents, the network cut and restored),
 # so it runs on more workers than the machine has cores; tests that share machine-wide state
@@ -62,6 +62,10 @@ $(VENV)/.installed-app: pyproject.toml Makefile
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e .
 	touch $@
+
+# MCP Apps: the component that renders a tool's interactive view (QtWebEngine).
+apps: app-setup
+	$(PY) -m pip install -q -e '.[apps]'
 
 setup: $(VENV)/.installed
 

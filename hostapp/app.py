@@ -317,6 +317,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="hostapp", description="The hostapp window.")
     parser.add_argument("-v", "--verbose", action="store_true", help="log debugging detail")
     parser.add_argument("--show-operation", metavar="OP", help="open the window at this operation")
+    parser.add_argument("--tray", action="store_true",
+                        help="start with the tray icon only, the window hidden until it is asked for (at login)")
     args, qt_args = parser.parse_known_args(list(sys.argv[1:] if argv is None else argv))
 
     from PySide6.QtWidgets import QApplication
@@ -343,6 +345,8 @@ def main(argv: list[str] | None = None) -> int:
     # One window per home: a later launch brings it forward and ends here.
     instance = SingleInstance(window_folder(home))
     if not instance.claim():
+        if args.tray:
+            return 0  # a window runs already: its tray icon is there
         if instance.hand_over(args.show_operation):
             log.info("another window of %s runs: brought it forward", home)
             return 0
@@ -362,7 +366,8 @@ def main(argv: list[str] | None = None) -> int:
     app.aboutToQuit.connect(host.signals.flush)
     # Ctrl+C in the terminal quits like the Quit action (connections closed, journal flushed).
     signal.signal(signal.SIGINT, lambda *_: loop.call_soon_threadsafe(host.request_quit))
-    host.window.show()
+    if not (args.tray and host.window.tray is not None):
+        host.window.show()  # without a system tray, the window itself
     loop.call_soon(lambda: asyncio.ensure_future(host.start()))
     try:
         loop.run_forever()

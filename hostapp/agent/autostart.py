@@ -8,16 +8,22 @@
 - Windows: a value named ``hostapp`` under the per-user Run key
   (``HKCU\\Software\\Microsoft\\Windows\\CurrentVersion\\Run``).
 
-Each entry starts ``hostapp agent --autostart`` headless: the owner of the home resumes
-every unfinished operation after a reboot without anyone opening the window. When the
-home was chosen with ``HOSTAPP_HOME``, the entry carries that choice, so the agent that
-starts at login owns the same home as the person's window and command line.
+Each entry starts ``hostapp agent --autostart --tray``: the owner of the home resumes
+every unfinished operation after a reboot without anyone opening the window, and, where
+the session has a display, puts hostapp's icon in the tray (the window opens from it).
+The command is this installation's ``hostapp`` launcher (the bundle's executable, or the
+console script pip installed beside the interpreter), not the interpreter and a module.
+When the home was chosen with ``HOSTAPP_HOME``, the entry carries that choice, so the
+agent that starts at login owns the same home as the person's window and command line.
+The XDG entry's icon is installed in the user's hicolor icon theme, where launchers and
+session settings look it up by name.
 """
 
 from __future__ import annotations
 
 import os
 import plistlib
+import shutil
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -31,11 +37,30 @@ RUN_KEY = r"Software\Microsoft\Windows\CurrentVersion\Run"
 RUN_VALUE = "hostapp"
 
 
+#: The application's icon files (a clone's or the bundle's ``resources``), by hicolor size.
+RESOURCES = Path(getattr(sys, "_MEIPASS", Path(__file__).resolve().parents[2])) / "resources"
+ICONS = {"scalable": "hostapp.svg", "64x64": "hostapp-64.png"}
+
+
 def self_command() -> list[str]:
-    """The argv prefix that runs this installation's ``hostapp`` command."""
+    """The argv prefix that runs this installation's ``hostapp`` command now, in this
+    session (the interpreter that runs, exactly)."""
     if getattr(sys, "frozen", False):  # a PyInstaller bundle: the executable is hostapp itself
         return [sys.executable]
     return [sys.executable, "-m", "hostapp"]
+
+
+def launcher_command(executable: str | None = None, frozen: bool | None = None) -> list[str]:
+    """The argv prefix a login entry runs: a stable launcher rather than an interpreter and
+    a module. The bundle's executable; else the ``hostapp`` launcher installed beside the
+    interpreter (the entry point ``pip install`` made); else the interpreter with ``-m hostapp``."""
+    python = Path(executable or sys.executable)
+    if getattr(sys, "frozen", False) if frozen is None else frozen:
+        return [str(python)]
+    for launcher in (python.with_name("hostapp"), python.with_name("hostapp.exe")):
+        if launcher.is_file() and os.access(launcher, os.X_OK):
+            return [str(launcher)]
+    return [str(python), "-m", "hostapp"]
 
 
 def agent_command(environ: Mapping[str, str] | None = None) -> tuple[list[str], dict[str, str]]:
@@ -48,7 +73,22 @@ def agent_command(environ: Mapping[str, str] | None = None) -> tuple[list[str], 
     extra: dict[str, str] = {}
     if env.get(HOME_ENV):
         extra[HOME_ENV] = str(Path(env[HOME_ENV]).expanduser().resolve())
-    return [*self_command(), "agent", "--autostart"], extra
+    return [*launcher_command(), "agent", "--autostart", "--tray"], extra
+
+
+def install_icons(data_home: Path, sources: Path = RESOURCES) -> list[Path]:
+    """Copy the application's icon into ``data_home``'s hicolor theme under the app id (the
+    name the entries give as ``Icon=``); returns the files written (none without sources)."""
+    written = []
+    for size, name in ICONS.items():
+        source = sources / name
+        if not source.is_file():
+            continue
+        target = data_home / "icons" / "hicolor" / size / "apps" / f"{APP_ID}{source.suffix}"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(source, target)
+        written.append(target)
+    return written
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,6 +227,9 @@ class XdgAutostart:
             # The specification: an unset or relative value means ~/.config.
             config_home = Path(configured) if configured and os.path.isabs(configured) else Path.home() / ".config"
         self.path = config_home / "autostart" / f"{APP_ID}.desktop"
+        configured_data = env.get("XDG_DATA_HOME")
+        self.data_home = Path(configured_data) if configured_data and os.path.isabs(configured_data) \
+            else Path.home() / ".local" / "share"
         self._environ = env
 
     def wanted(self) -> tuple[list[str], dict[str, str]]:
@@ -210,6 +253,7 @@ class XdgAutostart:
         )
 
     def enable(self) -> AutostartStatus:
+        install_icons(self.data_home)  # before the entry that names it
         _replace_file(self.path, self.entry_text().encode("utf-8"))
         return self.status()
 

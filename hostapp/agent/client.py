@@ -67,6 +67,8 @@ class _NullListener:
 
     def input_withdrawn(self, request_id: str) -> None: ...
 
+    def server_removed(self, name: str) -> None: ...
+
     def problem(self, kind: str, message: str) -> None: ...
 
 
@@ -262,6 +264,8 @@ class RemoteEngine(api.ForwardingEngine):
                 listener.input_requested(wire.input_request(params.get("request")))
             elif kind == "input_withdrawn":
                 listener.input_withdrawn(str(params.get("request_id")))
+            elif kind == "server_removed":
+                listener.server_removed(str(params.get("name")))
             elif kind == "problem":
                 listener.problem(str(params.get("problem")), str(params.get("message")))
             elif kind == "owner_stopping":

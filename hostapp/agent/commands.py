@@ -35,6 +35,9 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     agent = sub.add_parser("agent", help="the background owner of this home (runs it, or: status, stop)")
     agent.add_argument("--autostart", action="store_true",
                        help="started at login: stay running when idle (autostart entries pass this)")
+    agent.add_argument("--tray", action="store_true",
+                       help="with --autostart: where the session has a display, also show hostapp's tray icon "
+                            "(autostart entries pass this)")
     agent.add_argument("--home", help="own this home (sets HOSTAPP_HOME; the Windows Run key passes it)")
     agent.add_argument("--idle-exit", type=float, default=None, metavar="SECONDS",
                        help="exit after this long with nothing in flight and nobody connected "
@@ -78,7 +81,7 @@ def cmd_agent_run(args: argparse.Namespace) -> int:
     home = home_dir()
     setup_agent_logging(home, bool(getattr(args, "verbose", False)))
     idle = idle_exit_of(args)
-    code = asyncio.run(Owner(home, autostart=args.autostart, idle_exit=idle).run())
+    code = asyncio.run(Owner(home, autostart=args.autostart, idle_exit=idle, tray=args.tray).run())
     if code == 3:
         owner = HomeLock(home).owner()
         print(f"hostapp: an agent already owns {home}" + (f" (pid {owner.pid})" if owner else ""),

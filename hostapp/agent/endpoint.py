@@ -742,5 +742,8 @@ class AgentEndpoint:
     def input_withdrawn(self, request_id: str) -> None:
         self._broadcast({"kind": "input_withdrawn", "request_id": request_id})
 
+    def server_removed(self, name: str) -> None:
+        self._broadcast({"kind": "server_removed", "name": name})
+
     def problem(self, kind: str, message: str) -> None:
         self._broadcast({"kind": "problem", "problem": kind, "message": message})

@@ -8,7 +8,9 @@ answers the owner's own requests, :class:`~hostapp.engine.api.AgentControl`'s: `
 
 An owner started on demand exits by itself once nothing is in flight, no question is
 open and no client has been connected for :data:`IDLE_EXIT_SECONDS`; one started at login
-(``--autostart``) stays, so an operation started later from anywhere has its owner.
+(``--autostart``) stays, so an operation started later from anywhere has its owner. With
+``--tray`` too (the login entries) and a display, it starts hostapp's tray icon: the window
+process, hidden until the icon is clicked.
 """
 
 from __future__ import annotations
@@ -19,7 +21,9 @@ import logging
 import logging.handlers
 import os
 import signal
+import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 from hostapp.agent.endpoint import AgentEndpoint, endpoint_path
@@ -66,6 +70,9 @@ class _OwnerListener:
     def input_withdrawn(self, request_id: str) -> None:
         self.endpoint.input_withdrawn(request_id)
 
+    def server_removed(self, name: str) -> None:
+        self.endpoint.server_removed(name)
+
     def problem(self, kind: str, message: str) -> None:
         self.endpoint.problem(kind, message)
 
@@ -82,13 +89,34 @@ def open_window(op_id: str) -> None:
                      stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True)
 
 
+def display_available(environ: Mapping[str, str] | None = None, platform: str | None = None) -> bool:
+    """Whether the session has a display a tray icon can live on."""
+    env = os.environ if environ is None else environ
+    name = platform or sys.platform
+    return name.startswith("win") or name == "darwin" or bool(env.get("DISPLAY") or env.get("WAYLAND_DISPLAY"))
+
+
+def open_tray() -> None:
+    """At login: hostapp's tray icon, the window hidden until it is asked for (a process of
+    its own, detached; when a window runs already it stays as it is)."""
+    import subprocess
+
+    from hostapp.agent.autostart import self_command
+
+    log.info("showing the tray icon")
+    subprocess.Popen([*self_command(), "--tray"], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                     stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True)
+
+
 class Owner(api.AgentControl):
     """The engine of one home, its endpoint, and the reasons it keeps running; it answers
     the ``agent.*`` methods itself."""
 
-    def __init__(self, home: Path, *, autostart: bool = False, idle_exit: float | None = IDLE_EXIT_SECONDS) -> None:
+    def __init__(self, home: Path, *, autostart: bool = False, idle_exit: float | None = IDLE_EXIT_SECONDS,
+                 tray: bool = False) -> None:
         self.home = home
         self.autostart = autostart
+        self.tray = tray
         self.idle_exit = None if autostart else idle_exit
         self.since = time.time()
         self.lock = HomeLock(home)
@@ -175,6 +203,8 @@ class Owner(api.AgentControl):
             await self._engine.start(resume=True, end_unsent=True)
             self.endpoint.ready.set()
             log.info("agent %s owns %s", os.getpid(), self.home)
+            if self.tray and display_available():
+                open_tray()  # now that there is an owner to connect to
             while not self._stopping.is_set():
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._stopping.wait(), _IDLE_CHECK_SECONDS)

@@ -18,7 +18,10 @@ After that:
   version 1;
 - what the engine tells its listeners comes as ``event`` notifications, each with a
   sequence number ``seq`` that increases by one per event the agent emits, so a client
-  that reconnects can ask for what it missed (``since`` in ``hello``).
+  that reconnects can ask for what it missed (``since`` in ``hello``): ``operation_changed``,
+  ``operation_event``, ``server_changed``, ``server_removed`` (``"name"``),
+  ``input_requested``, ``input_withdrawn``, ``problem``. A client ignores a kind it does
+  not know.
 
 Views cross as plain objects of their fields, so a field added to a view on one side is
 ignored by an older other side (:func:`_from_fields` keeps only the fields it knows).

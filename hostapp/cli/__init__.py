@@ -113,6 +113,8 @@ def build_parser() -> argparse.ArgumentParser:
                                      "Without a command, opens the window.")
     parser.add_argument("-v", "--verbose", action="store_true", help="log debugging detail to stderr")
     parser.add_argument("--show-operation", metavar="OP", help="open the window at this operation")
+    parser.add_argument("--tray", action="store_true",
+                        help="start with the tray icon only, the window hidden until it is asked for (at login)")
     sub = parser.add_subparsers(dest="command")
 
     servers = sub.add_parser("servers", help="configure MCP servers")
@@ -297,7 +299,8 @@ def run(argv: list[str] | None = None) -> int:
     if getattr(args, "func", None) is None:
         from hostapp.app import main as gui_main
 
-        return gui_main(["--show-operation", args.show_operation] if args.show_operation else [])
+        return gui_main([*(["--show-operation", args.show_operation] if args.show_operation else []),
+                         *(["--tray"] if args.tray else [])])
     try:
         outcome = args.func(args)
         return asyncio.run(outcome) if inspect.iscoroutine(outcome) else outcome

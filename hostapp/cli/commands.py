@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import difflib
 import json
 import sys
 from collections.abc import Awaitable
@@ -34,6 +35,7 @@ from hostapp.engine.api import (
 )
 from hostapp.protocol.eras import era_of
 from hostapp.protocol.jsonrpc import ProtocolError
+from hostapp.protocol.schema_form import argument_problems
 
 if TYPE_CHECKING:
     from hostapp.engine.api import ServerConfig
@@ -345,6 +347,8 @@ async def cmd_call(args: argparse.Namespace) -> int:
         except (ServerUnavailable, TimeoutError) as exc:
             printer.emit("error", code=None, message=str(exc) or f"cannot connect to {cfg.name}: timed out")
             return EXIT_ERROR
+        # A typo is caught here, before the owner journals anything or tells the desktop.
+        check_call(cfg.name, args.tool, arguments, await engine.list_tools(cfg.name, timeout=args.timeout))
         # From the moment the call is asked for, Ctrl+C lets go of it instead of ending the
         # command in the middle: the owner carries it either way.
         with Interrupts().catching() as interrupts:
@@ -365,6 +369,25 @@ async def cmd_call(args: argparse.Namespace) -> int:
         return emit_outcome(printer, final)
 
 
+def check_call(server: str, tool: str, arguments: JsonObject, tools: list[JsonObject]) -> None:
+    """Refuse, as a usage mistake, a call to a tool ``server`` does not list or with arguments
+    its ``inputSchema`` rejects. An empty list says nothing (a server whose ``tools/list``
+    failed still takes the call, and answers it)."""
+    if not tools:
+        return
+    by_name = {str(t["name"]): t for t in tools if isinstance(t.get("name"), str)}
+    if tool not in by_name:
+        close = difflib.get_close_matches(tool, list(by_name), n=3, cutoff=0.6)
+        hint = f"did you mean {' or '.join(repr(c) for c in close)}? " if close else ""
+        raise UsageError(f"{server} has no tool named {tool!r}; {hint}'hostapp tools {server}' lists its "
+                         f"{len(by_name)} tool(s)")
+    problems = argument_problems(by_name[tool].get("inputSchema", {}), arguments)
+    if problems:
+        raise UsageError(f"--args do not fit the input schema of {server}/{tool}; nothing was started:\n"
+                         + "\n".join(f"  {p}" for p in problems)
+                         + f"\n('hostapp tools {server} --json' shows the schema)")
+
+
 async def until_the_end(waiting: Awaitable[T], engine: EngineApi, op: api.OperationView, follower: CallFollower,
                         printer: EventPrinter, interrupts: Interrupts, cancel_on_interrupt: bool) -> T | int:
     """What ``waiting`` gives (``op``'s end, or None when the server stayed silent), or the
@@ -377,6 +400,7 @@ async def until_the_end(waiting: Awaitable[T], engine: EngineApi, op: api.Operat
     if final is INTERRUPTED:
         if follower.follow is not None:
             follower.follow.discard(op.id)
+        printer.let_go()
         return await interrupted(engine, op, interrupts, cancel_on_interrupt=cancel_on_interrupt,
                                  emit_final=lambda ended: emit_outcome(printer, ended))
     return final
@@ -420,6 +444,7 @@ async def cmd_follow(args: argparse.Namespace) -> int:
             follower.watch(op)
             if not args.json:
                 say(f"following operation {op.id} on {op.server}/{op.tool}")
+            printer.known(op)  # its line counts the operation's time, not this command's
             follower.status(op.id, "running" if op.status == api.OperationStatus.PENDING else op.status, op.message)
             follower.operation_changed(op)  # where it has got to
             await answer_open_questions(engine, follower)
@@ -468,6 +493,8 @@ async def cmd_resume(args: argparse.Namespace) -> int:
         with Interrupts().catching() as interrupts:
             outcome = await unless_interrupted(_each_outcome(engine, ids, printer_for), interrupts)
         if outcome is INTERRUPTED:
+            for printer in printers.values():
+                printer.let_go()
             say(f"hostapp: stopped following; the {len(ids)} operation(s) go on in the background "
                 "('hostapp ops' lists them, 'hostapp follow OP' follows one)")
             return EXIT_INTERRUPTED
@@ -493,10 +520,11 @@ async def cmd_ops(args: argparse.Namespace) -> int:
             rows = await ops.matching_rows(engine, statuses, servers, args.limit)
         else:
             views = await ops.matching_operations(engine, statuses, servers, args.limit)
+            paused = await ops.paused_ids(engine, views)
     if args.json:
         print(json_text(rows))
     else:
-        ops.print_table(views, filtered=bool(statuses or servers))
+        ops.print_table(views, filtered=bool(statuses or servers), paused=paused)
     return EXIT_OK
 
 

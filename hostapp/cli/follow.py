@@ -65,6 +65,11 @@ class EventPrinter:
         if not self.as_json:
             self.view.known(op)
 
+    def let_go(self) -> None:
+        """The command stops following (Ctrl+C): no stale progress stays on the screen."""
+        if not self.as_json:
+            self.view.let_go()
+
     def _human(self, event: str, f: dict[str, Any]) -> str:
         prefix = f"[{self.operation_id}] " if self.operation_id else ""
         if event == "progress":
@@ -82,7 +87,8 @@ class EventPrinter:
         if event == "result":
             return prefix + render_result_text(f["result"])
         if event == "error":
-            return f"{prefix}error {f.get('code')}: {f.get('message')}"
+            code = f.get("code")  # None: hostapp's own error (a connection that failed), not the server's
+            return f"{prefix}error{'' if code is None else f' {code}'}: {f.get('message')}"
         return f"{prefix}{event}: {json.dumps(f, ensure_ascii=False)}"
 
 
@@ -228,6 +234,9 @@ class CallFollower:
             echo(f"hostapp: the answer was not delivered: {task.exception()}", file=sys.stderr)
 
     def input_withdrawn(self, request_id: str) -> None:
+        pass
+
+    def server_removed(self, name: str) -> None:
         pass
 
     @staticmethod

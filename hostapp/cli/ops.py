@@ -101,8 +101,30 @@ async def matching_rows(engine: EngineApi, statuses: set[str] | None, servers: s
         asked *= 4
 
 
-def status_word(op: OperationView) -> str:
+#: The status word of an operation in flight that no agent carries now (the window says "Paused").
+PAUSED = "paused"
+
+
+def status_word(op: OperationView, paused: bool = False) -> str:
+    if paused and op.status in IN_FLIGHT:
+        return PAUSED
     return STATUS_WORDS.get(op.status, text.plain(op.status))
+
+
+async def paused_ids(engine: EngineApi, ops: list[OperationView]) -> set[str]:
+    """The operations of ``ops`` in flight in the journal that nobody carries now: all of
+    them when no agent runs (the journal was read in this process), else those the agent
+    does not carry."""
+    from hostapp.agent.client import RemoteEngine
+    from hostapp.cli.attach import carried_by_owner
+
+    in_flight = [op for op in ops if op.status in IN_FLIGHT]
+    if not in_flight:
+        return set()
+    if not isinstance(engine, RemoteEngine):
+        return {op.id for op in in_flight}
+    _carried, orphans = await carried_by_owner(engine, in_flight)
+    return set(orphans)
 
 
 def progress_text(op: OperationView) -> str:
@@ -121,26 +143,30 @@ def message_of(op: OperationView) -> str:
     return text.plain(op.message or "")
 
 
-def row_of(op: OperationView, now: float) -> list[str]:
+def row_of(op: OperationView, now: float, paused: bool = False) -> list[str]:
     end = op.ended_at if op.ended_at is not None else now
     started = text.ago(op.created_at, now) if op.created_at else "?"
     took = text.duration(end - op.created_at) if op.created_at else "?"
-    return [op.id, started, took, text.plain(op.server), text.plain(op.tool or op.method), status_word(op),
+    return [op.id, started, took, text.plain(op.server), text.plain(op.tool or op.method), status_word(op, paused),
             progress_text(op), message_of(op)]
 
 
-def table_lines(ops: list[OperationView], now: float, cells: int | None) -> list[str]:
-    return render_table(HEADERS, [row_of(op, now) for op in ops], cells, right=RIGHT, shrink_first=MESSAGE,
-                        keep=KEEP, drop=DROP)
+def table_lines(ops: list[OperationView], now: float, cells: int | None,
+                paused: frozenset[str] | set[str] = frozenset()) -> list[str]:
+    return render_table(HEADERS, [row_of(op, now, op.id in paused) for op in ops], cells, right=RIGHT,
+                        shrink_first=MESSAGE, keep=KEEP, drop=DROP)
 
 
 def print_table(ops: list[OperationView], filtered: bool, stream: TextIO | None = None,
-                now: float | None = None) -> None:
+                now: float | None = None, paused: frozenset[str] | set[str] = frozenset()) -> None:
     """The table, as wide as the terminal (or ``COLUMNS``, or 160 columns into a pipe)."""
     stream = stream or sys.stdout
     if not ops:
         print("no operations match" if filtered else "no operations yet", file=stream)
         return
     cells = shutil.get_terminal_size((160, 24)).columns - 1
-    for line in table_lines(ops, time.time() if now is None else now, cells):
+    for line in table_lines(ops, time.time() if now is None else now, cells, paused):
         print(line, file=stream)
+    if paused:
+        print(f"\n{PAUSED}: no agent carries {'it' if len(paused) == 1 else 'them'} now; "
+              "'hostapp resume' takes up again what can be resumed", file=stream)

@@ -41,6 +41,10 @@ MIN_REDRAW = 0.05
 PLAIN_INTERVAL = 1.0
 #: The rate behind "time left" is measured over the progress of the last this many seconds.
 RATE_WINDOW = 20.0
+#: Between two pieces of news the time left counts down; silent this many times the usual
+#: gap between them (and at least STALL_SECONDS), the operation is stalled and it grows.
+STALL_FACTOR = 3.0
+STALL_SECONDS = 10.0
 BAR_CELLS = (20, 10, 6)
 #: A shorter bar, or none, before a message cut to fewer cells than this.
 MESSAGE_CELLS = 12
@@ -104,8 +108,12 @@ class Track:
         (t0, p0), (t1, p1) = self.samples[0], self.samples[-1]
         if t1 <= t0 or p1 <= p0 or self.progress >= self.total:
             return None
+        quiet = now - t1
+        if quiet > max(STALL_SECONDS, STALL_FACTOR * (t1 - t0) / (len(self.samples) - 1)):
+            # Stalled: measured up to now, the rate falls and the time left grows while nothing comes.
+            return (self.total - self.progress) / ((p1 - p0) / (now - t0))
         rate = (p1 - p0) / (t1 - t0)
-        return max(0.0, (self.total - self.progress) / rate - (now - t1))
+        return max(0.0, (self.total - self.progress) / rate - quiet)
 
 
 def render(track: Track, cells: int, now: float, frame: int = 0, colour: bool = False,
@@ -409,6 +417,10 @@ class LiveView:
             self.board.seed(self, self.label, age=time.time() - op.created_at if op.created_at else 0.0,
                             status=op.status, progress=op.progress, total=op.total, message=op.message)
 
+    def let_go(self) -> None:
+        """The command stopped following (Ctrl+C): its line, stale from now on, goes."""
+        self.board.drop(self)
+
     def show(self, event: str, fields: dict[str, Any], line: Callable[[], str]) -> None:
         board = self.board
         if event == "progress":
@@ -436,6 +448,13 @@ class PlainView:
 
     def known(self, op: OperationView) -> None:
         pass  # only news is printed
+
+    def let_go(self) -> None:
+        """The command stopped following: a progress line held back is not printed later."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self._held = None
 
     def show(self, event: str, fields: dict[str, Any], line: Callable[[], str]) -> None:
         if event == "progress":

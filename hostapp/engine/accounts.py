@@ -218,7 +218,7 @@ async def forget_server(engine: EnginePort, name: str) -> list[str]:
     conn = engine.connections.pop(name, None)
     if conn is not None:
         await conn.stop()
-    engine.journal.remove_server(name)
+    engine.drop_server_config(name)
     left: list[str] = []
     if cfg.transport == "http":
         try:  # a removed server keeps no sign-in behind

@@ -176,6 +176,9 @@ class ServerView:
     #: (cut, escaped, secrets redacted): server text, to be shown as plain text.
     stray_answers: int = 0
     last_stray: str | None = None
+    #: The extensions (``capabilities.extensions`` ids) the server declared when it last
+    #: connected: what a client may offer for it (skills, app views).
+    extensions: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -275,6 +278,10 @@ class EngineListener(Protocol):
     def input_requested(self, request: InputRequest) -> None: ...
 
     def input_withdrawn(self, request_id: str) -> None: ...
+
+    def server_removed(self, name: str) -> None:
+        """Server ``name`` left the configuration (by whichever client removed or renamed
+        it); its history stays."""
 
     def problem(self, kind: str, message: str) -> None:
         """A banner-worthy condition: kind is "keyring", "server", "journal"."""

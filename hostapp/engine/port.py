@@ -68,6 +68,10 @@ class EnginePort(Protocol):
 
     async def remove_server(self, name: str) -> None: ...
 
+    def drop_server_config(self, name: str) -> None:
+        """The server leaves the journal's configuration, and every client's list."""
+        ...
+
     async def operation(self, op_id: str) -> api.OperationView | None: ...
 
     async def start_call(self, server: str, tool: str, arguments: dict[str, Any] | None = None) -> api.OperationView:

@@ -83,6 +83,7 @@ class _NullListener:
     def server_changed(self, server: api.ServerView) -> None: ...
     def input_requested(self, request: api.InputRequest) -> None: ...
     def input_withdrawn(self, request_id: str) -> None: ...
+    def server_removed(self, name: str) -> None: ...
     def problem(self, kind: str, message: str) -> None: ...
 
 
@@ -382,12 +383,17 @@ class Engine:
         cfg = self.journal.get_server(name)
         if cfg is None:
             return
-        self.journal.remove_server(name)
+        self.drop_server_config(name)
         for ref in [*(cfg.secret_headers or {}).values(), *(cfg.secret_env or {}).values()]:
             try:
                 await self._handles.call(self.secrets.delete, ref)
             except Exception as exc:  # noqa: BLE001 - a keyring backend may raise anything; only logged
                 log.info("could not delete a secret of %s: %s", name, type(exc).__name__)
+
+    def drop_server_config(self, name: str) -> None:
+        """The server leaves the journal's configuration, and every client's list."""
+        self.journal.remove_server(name)
+        self.listener.server_removed(name)
 
     async def connected(self, name: str, timeout: float = 60.0) -> ServerConnection:
         """The connection of a server once its first attempt succeeded; raise its failure otherwise."""

@@ -5,14 +5,18 @@ Listing reads only ``skills/list``. Loading reads the skill's files with
 (:mod:`hostapp.protocol.skills`); the first mismatch stops the load, so no file after a
 tampered one is even requested. Nothing is fetched ahead of a person's asking.
 
-Like ``hostapp tools``, each call connects once and disconnects: a failure is the
-answer, not something to retry.
+A server the engine keeps connected is asked on that connection; otherwise, like
+``hostapp tools``, each call connects once and disconnects (a second process of a stdio
+server, for a moment): a failure is the answer, not something to retry.
 """
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
+from hostapp.engine import api
 from hostapp.engine.accounts import configured, off_loop
 from hostapp.protocol.skills import (
     LIST_METHOD,
@@ -69,13 +73,25 @@ async def _session(engine: EnginePort, name: str) -> ClientSession:
     return session
 
 
-async def server_skills(engine: EnginePort, name: str) -> list[dict[str, Any]]:
-    """The skills server ``name`` lists, as plain dicts (``SkillEntry.to_dict``)."""
+@contextlib.asynccontextmanager
+async def _session_for(engine: EnginePort, name: str) -> AsyncIterator[ClientSession]:
+    """The live session of server ``name`` when the engine keeps it connected, else a
+    session of its own for this call, closed after it."""
+    conn = engine.connections.get(name)
+    if conn is not None and conn.session is not None and conn.view.state == api.CONNECTED:
+        yield conn.session
+        return
     session = await _session(engine, name)
     try:
-        return [entry.to_dict() for entry in await list_skills(session)]
+        yield session
     finally:
         await session.close()
+
+
+async def server_skills(engine: EnginePort, name: str) -> list[dict[str, Any]]:
+    """The skills server ``name`` lists, as plain dicts (``SkillEntry.to_dict``)."""
+    async with _session_for(engine, name) as session:
+        return [entry.to_dict() for entry in await list_skills(session)]
 
 
 async def load_server_skill(engine: EnginePort, name: str, skill: str) -> dict[str, Any]:
@@ -84,12 +100,9 @@ async def load_server_skill(engine: EnginePort, name: str, skill: str) -> dict[s
     The answer: the entry (``SkillEntry.to_dict``), ``instructions`` (SKILL.md's text)
     and ``files`` (URI to text, SKILL.md first).
     """
-    session = await _session(engine, name)
-    try:
+    async with _session_for(engine, name) as session:
         entry = find_skill(await list_skills(session), skill)
         loaded = await load_skill(session, entry)
-    finally:
-        await session.close()
     return {
         **entry.to_dict(),
         "instructions": loaded.instructions,

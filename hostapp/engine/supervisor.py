@@ -372,8 +372,10 @@ class ServerConnection:
         except RpcError as exc:
             log.info("%s: tools/list failed: %s", self.name, exc)
             self.tools = []
+        extensions = self.info.capabilities.get("extensions")
         self._set(state=api.CONNECTED, error=None, retry_in=None, protocol_version=self.info.protocol_version,
-                  tools_count=len(self.tools), tools=self.tools)
+                  tools_count=len(self.tools), tools=self.tools,
+                  extensions=tuple(sorted(extensions)) if isinstance(extensions, dict) else ())
         self._ready.set()
         await self.on_ready(self, session)
 

@@ -42,6 +42,7 @@ from mcp_types import (
     PROTOCOL_VERSION_META_KEY,
 )
 
+from hostapp.lab import showcase
 from hostapp.lab import tools as catalogue
 from hostapp.lab.call import (
     DEFERRED,
@@ -125,6 +126,9 @@ STREAMED_METHODS = frozenset({"tools/call", "tasks/result", "requests/resume", "
 REMOVED_IN_STATELESS = frozenset({"initialize", "ping", "logging/setLevel", "resources/subscribe",
                                   "resources/unsubscribe"})
 
+#: MCP's error code for ``resources/read`` of a URI the server does not have.
+RESOURCE_NOT_FOUND = -32002
+
 LOG_LEVELS = ["debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"]
 
 
@@ -136,7 +140,7 @@ def server_capabilities(era: str = HANDSHAKE) -> dict[str, Any]:
         "resources": {},
         "prompts": {},
         # 2026-07-28 tasks extension (SEP-2663)
-        "extensions": {TASKS_EXTENSION: {}},
+        "extensions": {TASKS_EXTENSION: {}, showcase.SKILLS_EXTENSION: {}},
         # Drafts without a released home: announced both top-level (as the drafts name them)
         # and under experimental, where strict clients look for non-standard capabilities.
         "resumableRequests": {},
@@ -204,6 +208,7 @@ class LabCore:
             "ask_url": self._tool_ask_url,
             "fail": self._tool_fail,
             "lab_stats": self._tool_lab_stats,
+            "show_card": self._tool_show_card,
         }
         self._methods: dict[str, MethodHandler] = {
             "ping": self._ping,
@@ -212,6 +217,8 @@ class LabCore:
             "tools/call": self._tools_call,
             "resources/list": self._empty("resources"),
             "resources/templates/list": self._empty("resourceTemplates"),
+            "resources/read": self._resources_read,
+            "skills/list": self._skills_list,
             "prompts/list": self._empty("prompts"),
             "logging/setLevel": self._set_level,
         }
@@ -518,6 +525,16 @@ class LabCore:
             return result
         return handler
 
+    async def _resources_read(self, call: Call) -> dict[str, Any]:
+        uri = call.params.get("uri")
+        result = showcase.read_resource(uri) if isinstance(uri, str) else None
+        if result is None:
+            raise RpcError(RESOURCE_NOT_FOUND, f"no resource {str(uri)[:200]!r}")
+        return result
+
+    async def _skills_list(self, call: Call) -> dict[str, Any]:
+        return showcase.skills_list()
+
     async def _set_level(self, call: Call) -> dict[str, Any]:
         level = call.params.get("level")
         if level not in LOG_LEVELS:
@@ -590,6 +607,10 @@ class LabCore:
         duplicates = [{"tool": t, "count": n} for t, _k, n in self.state.duplicate_executions()]
         return catalogue.text_result(json.dumps(counts, sort_keys=True),
                                      {"executions": counts, "duplicates": duplicates})
+
+    async def _tool_show_card(self, call: Call, args: dict[str, Any]) -> Any:
+        self.state.count_execution("show_card", uuid.uuid4().hex)
+        return showcase.show_card(args)
 
     async def _tool_ask_form(self, call: Call, args: dict[str, Any]) -> Any:
         self.state.count_execution("ask_form", uuid.uuid4().hex)

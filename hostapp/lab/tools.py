@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from hostapp.lab.showcase import SHOW_CARD
 from hostapp.protocol.eras import HANDSHAKE_VERSIONS, STATELESS_VERSION
 
 _DURATION = {
@@ -66,6 +67,7 @@ TOOLS: dict[str, dict[str, Any]] = {
             "wait_seconds": {"type": "number", "default": 60, "minimum": 0,
                              "description": "How long to wait for the URL to be visited after consent."}}),
     },
+    "show_card": SHOW_CARD,
     "fail": {
         "description": "Fail on purpose: tool_error returns isError, rpc_error answers a JSON-RPC error, "
                        "crash ends the lab process.",

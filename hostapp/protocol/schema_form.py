@@ -356,33 +356,47 @@ def validate_arguments(input_schema: Any, args: Any) -> list[str]:
     otherwise. A schema that is itself invalid, or whose ``$ref`` cannot be resolved
     without fetching, yields one message saying so (nothing is fetched).
     """
+    problems, _schema_fault = _check_arguments(input_schema, args)
+    return problems
+
+
+def argument_problems(input_schema: Any, args: Any) -> list[str]:
+    """The problems of ``args`` alone: empty when they are valid, and also when the schema
+    itself cannot be checked against (a broken schema is the server's fault, and the
+    server still judges the arguments it is sent)."""
+    problems, schema_fault = _check_arguments(input_schema, args)
+    return [] if schema_fault else problems
+
+
+def _check_arguments(input_schema: Any, args: Any) -> tuple[list[str], bool]:
+    """(problems, whether they are the schema's own)."""
     if input_schema is True or input_schema == {}:
-        return []
+        return [], False
     if not isinstance(input_schema, Mapping):
-        return ["$: the tool's input schema is not a JSON object"]
+        return ["$: the tool's input schema is not a JSON object"], True
     validator_class = validator_for(input_schema, default=jsonschema.Draft202012Validator)
     try:
         # the stubs want a dict where jsonschema takes any Mapping
         validator_class.check_schema(input_schema)  # type: ignore[arg-type]
     except jsonschema.SchemaError as exc:
-        return [f"$: the tool's input schema is not valid JSON Schema ({_shorten(exc.message)})"]
+        return [f"$: the tool's input schema is not valid JSON Schema ({_shorten(exc.message)})"], True
     except RecursionError:
-        return ["$: the tool's input schema is nested too deeply to be checked"]
+        return ["$: the tool's input schema is nested too deeply to be checked"], True
     validator = validator_class(input_schema, format_checker=validator_class.FORMAT_CHECKER)
     try:
         errors = list(validator.iter_errors(args))
     except referencing.exceptions.Unresolvable as exc:
         ref = getattr(exc, "ref", None)
-        return [f"$: the tool's input schema refers to {ref or 'a schema'} that cannot be resolved"]
+        return [f"$: the tool's input schema refers to {ref or 'a schema'} that cannot be resolved"], True
     except RecursionError:
         # {"$ref": "#"} and its kin: a schema that refers to itself without end.
-        return ["$: the tool's input schema refers to itself without end"]
+        return ["$: the tool's input schema refers to itself without end"], True
     except (AttributeError, TypeError, KeyError, ValueError):
         # jsonschema and referencing trip on parts of a schema that are no schema at all
         # ("$defs": {"a": null}) when a reference makes them look (found by fuzzing).
-        return ["$: the tool's input schema is malformed where a $ref points"]
+        return ["$: the tool's input schema is malformed where a $ref points"], True
     errors.sort(key=lambda error: (error.json_path, error.message))
-    return [_describe(error) for error in errors]
+    return [_describe(error) for error in errors], False
 
 
 def _describe(error: jsonschema.ValidationError) -> str:

@@ -28,6 +28,7 @@ class EngineSignals(QObject):
             changed since the previous emission; at most ``MAX_REFRESH_HZ`` per second.
         operationEvent(str, str, dict): op id ("" for a server's log line), kind, data.
         serverChanged(ServerView)
+        serverRemoved(str): the name of a server that left the configuration.
         inputRequested(InputRequest)
         inputWithdrawn(str): the id of a question that no longer needs an answer.
         problemReported(str, str): kind ("keyring", "server", "journal") and a message.
@@ -36,6 +37,7 @@ class EngineSignals(QObject):
     operationsChanged = Signal(list)
     operationEvent = Signal(str, str, object)
     serverChanged = Signal(object)
+    serverRemoved = Signal(str)
     inputRequested = Signal(object)
     inputWithdrawn = Signal(str)
     problemReported = Signal(str, str)
@@ -69,6 +71,9 @@ class EngineSignals(QObject):
 
     def input_withdrawn(self, request_id: str) -> None:
         self.inputWithdrawn.emit(request_id)
+
+    def server_removed(self, name: str) -> None:
+        self.serverRemoved.emit(name)
 
     def problem(self, kind: str, message: str) -> None:
         self.problemReported.emit(kind, message)

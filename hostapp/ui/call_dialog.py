@@ -8,12 +8,14 @@ passwords or write-only are never remembered.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from PySide6.QtCore import QSettings, Qt, QTimer
+from PySide6.QtGui import QIcon
 from PySide6.QtWidgets import (
     QComboBox,
     QDialog,
@@ -25,16 +27,22 @@ from PySide6.QtWidgets import (
     QListWidgetItem,
     QScrollArea,
     QSplitter,
+    QStyle,
     QVBoxLayout,
     QWidget,
 )
 
 from hostapp.engine.api import ServerState, ServerView
 from hostapp.protocol.apps import tool_ui
+from hostapp.ui.accessible import name_as_shown, name_clear_button
 from hostapp.ui.forms import ToolArgumentsForm
 from hostapp.ui.result_view import plain_label, plain_tooltip
 
 ToolLoader = Callable[[str], Awaitable[list[dict[str, Any]]]]
+
+#: How the chooser names the state of a server that cannot answer now.
+SERVER_STATE_WORDS: dict[str, str] = {ServerState.OFFLINE: "offline", ServerState.RECONNECTING: "reconnecting",
+                      ServerState.NEEDS_SIGN_IN: "needs sign-in", ServerState.DISABLED: "retries stopped"}
 
 #: How long Retry waits for the server's attempt to end before it reads the tools anyway.
 RETRY_WAIT_SECONDS = 30.0
@@ -64,6 +72,7 @@ class StartCallDialog(QDialog):
         self._reconnect = reconnect
         self._tools: dict[str, dict[str, Any]] = {}
         self._wanted_tool = tool
+        self._hidden_choice: str | None = None  # the tool chosen before a search hid it
         self._load_task: asyncio.Task | None = None
         self.server: str | None = None
         self.tool: str | None = None
@@ -72,13 +81,15 @@ class StartCallDialog(QDialog):
 
         self.server_box = QComboBox()
         self.server_box.setAccessibleName("Server")
-        self.server_box.addItems(servers)
+        for name in servers:
+            self.server_box.addItem(name, name)  # the text may say more (offline); the data is the name
         self.tool_list = QListWidget()
         self.tool_list.setAccessibleName("Tools")
         self.tool_search = QLineEdit()
         self.tool_search.setPlaceholderText("Search tools")
         self.tool_search.setClearButtonEnabled(True)
         self.tool_search.setAccessibleName("Search the tools")
+        name_clear_button(self.tool_search, "Clear the search")
         self.tool_search.textChanged.connect(self._filter_tools)
         self.description = plain_label("")
         self.description.setAccessibleName("Tool description")
@@ -87,6 +98,8 @@ class StartCallDialog(QDialog):
         self.form_area.setWidgetResizable(True)
         self.form_area.setFrameShape(QFrame.Shape.NoFrame)
         self.form_area.setAccessibleName("Arguments")
+        # Not a Tab stop of its own (it would show no focus): Tab goes to its fields.
+        self.form_area.setFocusPolicy(Qt.FocusPolicy.NoFocus)
 
         right = QWidget()
         rlay = QVBoxLayout(right)
@@ -105,7 +118,7 @@ class StartCallDialog(QDialog):
 
         self.buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Cancel)
         self.retry_button = self.buttons.addButton("&Retry now", QDialogButtonBox.ButtonRole.ActionRole)
-        self.retry_button.setAccessibleName("Connect to the server now and read its tools")
+        name_as_shown(self.retry_button, "Connect to the server now and read its tools")
         self.retry_button.clicked.connect(self.retry)
         self.retry_button.hide()
         self.start_button = self.buttons.addButton("Start", QDialogButtonBox.ButtonRole.AcceptRole)
@@ -127,16 +140,33 @@ class StartCallDialog(QDialog):
         self._watch = QTimer(self)
         self._watch.setInterval(1000)
         self._watch.timeout.connect(self._follow_server)
-        self.server_box.currentTextChanged.connect(self._server_chosen)
+        self._mark_servers()
+        self.server_box.currentIndexChanged.connect(lambda _i: self._server_chosen(self.chosen_server()))
         self.tool_list.currentItemChanged.connect(self._tool_chosen)
-        if server:
-            self.server_box.setCurrentText(server)
+        if server and self.server_box.findData(server) >= 0:
+            self.server_box.setCurrentIndex(self.server_box.findData(server))
         # The tool list has the focus: type to search it, arrows to choose, Tab to the form.
-        self.setTabOrder(self.server_box, self.tool_search)
-        self.setTabOrder(self.tool_search, self.tool_list)
-        self.setTabOrder(self.tool_list, self.form_area)
+        self._order_tabs()
         self.tool_list.setFocus(Qt.FocusReason.OtherFocusReason)
-        self._server_chosen(self.server_box.currentText())
+        self._server_chosen(self.chosen_server())
+
+    def chosen_server(self) -> str:
+        """The name of the server chosen (its item's text may also say it is offline)."""
+        return str(self.server_box.currentData() or "")
+
+    def _mark_servers(self) -> None:
+        """Servers that cannot answer now say so in the chooser: "nocmd (offline)", an icon,
+        and why in the tooltip."""
+        warning = self.style().standardIcon(QStyle.StandardPixmap.SP_MessageBoxWarning)
+        for i in range(self.server_box.count()):
+            name = str(self.server_box.itemData(i))
+            view = self._server_view(name)
+            state = None if view is None or view.state in (ServerState.CONNECTED, ServerState.CONNECTING) \
+                else SERVER_STATE_WORDS.get(view.state, str(view.state).replace("_", " "))
+            self.server_box.setItemText(i, f"{name} ({state})" if state else name)
+            self.server_box.setItemIcon(i, warning if state else QIcon())
+            self.server_box.setItemData(i, plain_tooltip(self.unavailable_text(view)) if state else None,
+                                        Qt.ItemDataRole.ToolTipRole)
 
     def _server_chosen(self, name: str) -> None:
         self._watch.stop()
@@ -176,12 +206,13 @@ class StartCallDialog(QDialog):
         return f"{server.name} is {state}.{when}{why}"
 
     def _follow_server(self) -> None:
-        name = self.server_box.currentText()
+        name = self.chosen_server()
         if self.retry_button.isHidden() or (self._load_task is not None and not self._load_task.done()):
             self._watch.stop()
             return
         view = self._server_view(name)
         unavailable = self.unavailable_text(view)
+        self._mark_servers()
         if view is not None and view.state == ServerState.CONNECTED:
             self._watch.stop()
             self._server_chosen(name)
@@ -190,7 +221,7 @@ class StartCallDialog(QDialog):
 
     def retry(self) -> None:
         """Connect the server now, and read its tools once it answers."""
-        name = self.server_box.currentText()
+        name = self.chosen_server()
         if not name or self._reconnect is None:
             return
         self.retry_button.hide()
@@ -236,10 +267,10 @@ class StartCallDialog(QDialog):
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # noqa: BLE001 - whatever the failure, the dialog shows it and stays usable
-            if self.server_box.currentText() == name:
+            if self.chosen_server() == name:
                 self._cannot_read(name, exc)
             return
-        if self.server_box.currentText() != name:
+        if self.chosen_server() != name:
             return
         # A tool only a server's app views may call (MCP Apps, visibility ["app"]) is not offered.
         self._tools = {t.get("name", ""): t for t in tools if t.get("name") and tool_ui(t).model_visible}
@@ -253,6 +284,8 @@ class StartCallDialog(QDialog):
         matches = self.tool_list.findItems(wanted or "", Qt.MatchFlag.MatchExactly) if wanted else []
         if matches:
             self.tool_list.setCurrentItem(matches[0])
+        elif self.tool_list.count():
+            self.tool_list.setCurrentRow(0)  # the tool asked for is not (or no longer) offered
         self._filter_tools(self.tool_search.text())
         if self.isVisible() and self.focusWidget() in (None, self.server_box, self.tool_list):
             self.tool_list.setFocus(Qt.FocusReason.OtherFocusReason)
@@ -270,8 +303,20 @@ class StartCallDialog(QDialog):
             if not hidden and first_shown is None:
                 first_shown = item
         current = self.tool_list.currentItem()
-        if (current is None or current.isHidden()) and first_shown is not None:
-            self.tool_list.setCurrentItem(first_shown)
+        if current is not None and current.isHidden():
+            self._hidden_choice = current.text()
+        if current is None or current.isHidden():
+            # The tool chosen before the search comes back when the search shows it again;
+            # when nothing matches, no tool is chosen: Start cannot call one the person cannot see.
+            again = self.tool_list.findItems(self._hidden_choice or "", Qt.MatchFlag.MatchExactly)
+            shown = again[0] if again and not again[0].isHidden() else first_shown
+            if shown is not None:
+                self.tool_list.setCurrentItem(shown)
+            else:  # nothing matches: no form, Start disabled
+                self.tool_list.setCurrentRow(-1)
+        if self._tools:
+            self.status.setText(f"No tool matches “{text.strip()}”." if first_shown is None
+                                else f"{len(self._tools)} tools.")
 
     def _tool_chosen(self, item: QListWidgetItem | None, _previous=None) -> None:
         self._show_form(self._tools.get(item.text()) if item else None)
@@ -293,6 +338,20 @@ class StartCallDialog(QDialog):
                 pass  # the tool's schema changed since: start from its defaults
         self.form_area.setWidget(self.form)
         self.start_button.setEnabled(True)
+        self._order_tabs()
+
+    def _order_tabs(self) -> None:
+        """Tab goes down the dialog as it reads: server, search, tools, the form's fields
+        (made after the buttons, they would otherwise come last), then the buttons."""
+        fields = [] if self.form is None else [
+            w for w in self.form.findChildren(QWidget)
+            if w.focusPolicy() & Qt.FocusPolicy.TabFocus and w.window() is self]  # not a combo box's popup
+        chain: list[QWidget] = [self.server_box, self.tool_search, self.tool_list, *fields,
+                                *[b for b in (self.retry_button, self.start_button,
+                                              self.buttons.button(QDialogButtonBox.StandardButton.Cancel))
+                                  if b is not None]]
+        for before, after in itertools.pairwise(chain):
+            self.setTabOrder(before, after)
 
     def select_tool(self, name: str) -> bool:
         matches = self.tool_list.findItems(name, Qt.MatchFlag.MatchExactly)
@@ -301,14 +360,15 @@ class StartCallDialog(QDialog):
         return bool(matches)
 
     def _try_accept(self) -> None:
-        if self.form is None:
+        current = self.tool_list.currentItem()
+        if self.form is None or current is None or current.isHidden():
             return
         problems = self.form.validate()
         if problems:
             self.status.setText("Fix the arguments first: " + "; ".join(problems[:3]))
             return
-        self.server = self.server_box.currentText()
-        self.tool = self.tool_list.currentItem().text()
+        self.server = self.chosen_server()
+        self.tool = current.text()
         self.arguments = self.form.arguments()
         self._remember()
         self.accept()
@@ -316,7 +376,7 @@ class StartCallDialog(QDialog):
     # -- memory -------------------------------------------------------------------------
 
     def _key(self, tool: str) -> str:
-        return f"call/arguments/{self.server_box.currentText()}/{tool}".replace("//", "/")
+        return f"call/arguments/{self.chosen_server()}/{tool}".replace("//", "/")
 
     def _remembered_arguments(self, tool: str) -> dict[str, Any] | None:
         if self._memory is None or not tool:

@@ -23,6 +23,7 @@ from PySide6.QtWidgets import (
 
 from hostapp.engine import api
 from hostapp.engine.api import OperationView
+from hostapp.ui.accessible import name_as_shown
 from hostapp.ui.operations_model import (
     MECHANISM_TEXT,
     STATUS_TEXT,
@@ -113,13 +114,13 @@ class OperationDetails(QWidget):
         self.summary.setAccessibleName("Operation summary")
 
         self.cancel_button = QPushButton("&Cancel call")
-        self.cancel_button.setAccessibleName("Cancel the selected operation")
+        name_as_shown(self.cancel_button, "Cancel the selected operation")
         self.rerun_button = QPushButton("&Re-run")
-        self.rerun_button.setAccessibleName("Run the selected call again as a new operation")
+        name_as_shown(self.rerun_button, "Run the selected call again as a new operation")
         self.copy_button = QPushButton("Cop&y result")
-        self.copy_button.setAccessibleName("Copy the result to the clipboard")
+        name_as_shown(self.copy_button, "Copy the result to the clipboard")
         self.save_button = QPushButton("&Save result…")
-        self.save_button.setAccessibleName("Save the result to a file")
+        name_as_shown(self.save_button, "Save the result to a file")
         for button, signal in ((self.cancel_button, self.cancelRequested), (self.rerun_button, self.rerunRequested),
                                (self.copy_button, self.copyRequested), (self.save_button, self.saveRequested)):
             button.clicked.connect(lambda _=False, s=signal: self.op and s.emit(self.op.id))
@@ -237,6 +238,8 @@ class OperationDetails(QWidget):
         parts.append(f"elapsed {format_elapsed(elapsed_of(op))}")
         estimate = self.estimate(op)
         if estimate is not None:
+            if estimate.stalled:
+                parts.append(f"no news for {format_duration(time.time() - op.updated_at)}")
             parts.append(format_rate(estimate.rate, op.total))
             parts.append(f"about {format_duration(estimate.seconds_left)} left")
         elif op.in_flight and fraction is None and op.status != api.OperationStatus.INPUT_REQUIRED:

@@ -8,7 +8,7 @@ never ``exec()``, so the qasync loop keeps running while the person thinks.
 
 A URL prompt fetches nothing. The full URL and its domain (with the punycode form when
 the domain is internationalized) are on screen before the person chooses; only the
-"Open in browser" button hands the URL to the desktop, through ``QDesktopServices``.
+"Open in browser" button hands the URL to the desktop (:mod:`hostapp.ui.desktop`).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from PySide6.QtCore import Qt, QUrl, Signal
-from PySide6.QtGui import QDesktopServices, QFont, QGuiApplication
+from PySide6.QtGui import QFont, QGuiApplication
 from PySide6.QtWidgets import (
     QDialog,
     QDialogButtonBox,
@@ -40,6 +40,8 @@ from hostapp.protocol.elicitation import (
     describe_form_request,
     describe_url_request,
 )
+from hostapp.ui.accessible import name_as_shown
+from hostapp.ui.desktop import UrlOpener
 from hostapp.ui.forms import ElicitationForm, plain_label
 
 
@@ -94,11 +96,11 @@ class ElicitationPromptBase(QDialog):
         self.later_button.setToolTip("Close this for now; the question stays open and the server waits "
                                      "(open it again from \"questions waiting for you\")")
         self.later_button.clicked.connect(self.reject)
-        for button, name in ((self.accept_button, f"{accept_text} the request"),
-                             (self.decline_button, "Decline the request"),
-                             (self.cancel_button, "Cancel: refuse to answer"),
-                             (self.later_button, "Answer later: keep the question open")):
-            button.setAccessibleName(name)
+        for button, description in ((self.accept_button, f"{accept_text} the request"),
+                                    (self.decline_button, "Decline the request"),
+                                    (self.cancel_button, "Cancel: refuse to answer"),
+                                    (self.later_button, "Answer later: keep the question open")):
+            name_as_shown(button, description)
         self.accept_button.setDefault(True)
         self.accept_button.clicked.connect(self._on_accept_clicked)
         self.decline_button.clicked.connect(lambda: self._finish(build_decline()))
@@ -212,9 +214,10 @@ class ElicitationPrompt(ElicitationPromptBase):
 class UrlElicitationPrompt(ElicitationPromptBase):
     """A URL-mode question: where the server wants the person to go, and why.
 
-    "Open in browser" is the consent: only then is the URL handed to
-    ``QDesktopServices.openUrl`` and the answer ``accept`` sent. If the desktop cannot
-    open it, the prompt stays open so the address can be copied.
+    "Open in browser" is the consent: only then is the URL handed to the desktop
+    (:class:`~hostapp.ui.desktop.UrlOpener`), and the answer ``accept`` sent once it took
+    it. If the desktop cannot open it, the prompt stays open, says why, and the address
+    can be copied.
     """
 
     def __init__(
@@ -271,11 +274,23 @@ class UrlElicitationPrompt(ElicitationPromptBase):
 
     def _on_accept_clicked(self) -> None:
         url = QUrl(self.request.url, QUrl.ParsingMode.StrictMode)
-        if not url.isValid() or not QDesktopServices.openUrl(url):
-            self.status_label.setText("The address could not be opened here. Copy it and open it yourself.")
-            self.status_label.show()
+        if not url.isValid():
+            self._not_opened("not a valid address")
             return
-        self._finish({"action": "accept"})
+        # Consent is given, but the answer goes only once the browser has the page: a
+        # desktop without one leaves the prompt open, saying so, to copy the address.
+        self.accept_button.setEnabled(False)
+        self.status_label.setText("Opening your browser…")
+        self.status_label.show()
+        opener = UrlOpener(self)
+        opener.opened.connect(lambda: self._finish({"action": "accept"}))
+        opener.failed.connect(self._not_opened)
+        opener.open(url.toString(QUrl.ComponentFormattingOption.FullyEncoded))
+
+    def _not_opened(self, why: str) -> None:
+        self.accept_button.setEnabled(True)
+        self.status_label.setText(f"The address could not be opened here ({why}). Copy it and open it yourself.")
+        self.status_label.show()
 
     def _copy(self) -> None:
         QGuiApplication.clipboard().setText(self.request.url)

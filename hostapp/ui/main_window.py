@@ -57,19 +57,21 @@ from hostapp.engine.api import (
     ServerState,
     ServerView,
 )
+from hostapp.protocol.skills import EXTENSION_ID as SKILLS_EXTENSION
+from hostapp.ui.accessible import name_as_shown
 from hostapp.ui.adapter import EngineSignals
 from hostapp.ui.async_dialog import run_dialog
 from hostapp.ui.banner import Banner
 from hostapp.ui.details import OperationDetails
 from hostapp.ui.elicitation_queue import ElicitationQueue
 from hostapp.ui.operations_model import FILTERS, OperationTableModel
-from hostapp.ui.operations_pane import OperationsPane, make_table
+from hostapp.ui.operations_pane import SHOWCASE_TOOLS, OperationsPane, make_table
 from hostapp.ui.result_view import result_as_text
 from hostapp.ui.server_actions import ServerActions
 from hostapp.ui.servers_model import TARGET as SERVER_TARGET
 from hostapp.ui.servers_model import ServerRole, ServerTableModel
 from hostapp.ui.theme import glyph_icon
-from hostapp.ui.window_parts import OUTCOME_NOTICES, TITLE, Summary, arrange_splitter
+from hostapp.ui.window_parts import DETAILS_HEIGHT, OUTCOME_NOTICES, TITLE, Summary, arrange_splitter
 
 if TYPE_CHECKING:
     from hostapp.ui.call_dialog import StartCallDialog
@@ -118,6 +120,8 @@ class MainWindow(QMainWindow):
         # Servers whose last attempt was refused for want of sign-in. Kept while they retry
         # (connecting…), so that the Sign in button does not come and go with each attempt.
         self._needs_sign_in: set[str] = set()
+        # Servers whose trouble the person dismissed on the banner: kept out of it until they connect.
+        self._trouble_dismissed: set[str] = set()
         self.setObjectName("mainWindow")
         # The application's display name ("hostapp") is added to the title by Qt.
         self.setWindowTitle(TITLE)
@@ -198,6 +202,9 @@ class MainWindow(QMainWindow):
                                           tip="Import servers from Claude Desktop, VS Code or Cursor")
         self.quit_action = self._action("&Quit", self.quitRequested.emit, QKeySequence.StandardKey.Quit,
                                         tip="Quit hostapp (running operations resume next time)")
+        self.reset_layout_action = self._action("Reset &layout", self.reset_layout,
+                                                tip="Give the panes and columns their first sizes back, "
+                                                "the selected operation's details shown")
         self.filter_actions: dict[str, QAction] = {}
         for i, (key, (label, _)) in enumerate(FILTERS.items(), start=1):
             self.filter_actions[key] = self._action(f"Show {label.lower()}",
@@ -224,6 +231,8 @@ class MainWindow(QMainWindow):
         view_menu = menu.addMenu("&View")
         for a in self.filter_actions.values():
             view_menu.addAction(a)
+        view_menu.addSeparator()
+        view_menu.addAction(self.reset_layout_action)
 
         toolbar = QToolBar("Main")
         toolbar.setObjectName("mainToolbar")
@@ -248,7 +257,7 @@ class MainWindow(QMainWindow):
         for action in (self.edit_server_action, self.reconnect_action, self.sign_in_action,
                        self.remove_server_action):
             button = QPushButton(action.text().replace("&", "&"))
-            button.setAccessibleName(action.toolTip() or action.text())
+            name_as_shown(button, action.toolTip())
             button.clicked.connect(action.trigger)
             action.enabledChanged.connect(button.setEnabled)
             button.setEnabled(action.isEnabled())
@@ -270,7 +279,8 @@ class MainWindow(QMainWindow):
         self.splitter.setObjectName("mainSplitter")
         self.servers_box = servers_box
         self.details_box = details_box
-        arrange_splitter(self.splitter, servers_box, self.servers_table, self.ops_pane, details_box)
+        self.layout_balancer = arrange_splitter(self.splitter, servers_box, self.servers_table, self.ops_pane,
+                                                details_box)
 
         central = QWidget()
         lay = QVBoxLayout(central)
@@ -300,9 +310,11 @@ class MainWindow(QMainWindow):
         s.operationsChanged.connect(self._operations_changed)
         s.operationEvent.connect(self._operation_event)
         s.serverChanged.connect(self._server_changed)
+        s.serverRemoved.connect(self._server_removed)
         s.inputRequested.connect(self._input_requested)
         s.inputWithdrawn.connect(self.elicitations.withdraw)
         s.problemReported.connect(self._problem)
+        self.banner.dismissed.connect(self._banner_dismissed)
         self.server_actions.changed.connect(self._servers_edited)
         self.server_actions.status.connect(lambda text, ms: self.statusBar().showMessage(text, ms))
         self.ops_table.selectionModel().currentRowChanged.connect(lambda *_: self._selection_changed())
@@ -355,6 +367,11 @@ class MainWindow(QMainWindow):
         state = self.settings.value("window/splitter")
         if isinstance(state, QByteArray) and not state.isEmpty():
             self.splitter.restoreState(state)
+        # Details the window collapsed (too small then) come back; details the person closed stay closed.
+        self.layout_balancer.hidden_by_person = bool(self.settings.value("window/details_hidden", False, type=bool))
+        height = self.settings.value("window/details_height", self.layout_balancer.details_height, type=int)
+        self.layout_balancer.details_height = height if isinstance(height, int) else DETAILS_HEIGHT
+        self.layout_balancer.rebalance()
         columns = self.settings.value("window/operations_columns")
         if isinstance(columns, QByteArray) and not columns.isEmpty() \
                 and self.ops_table.horizontalHeader().restoreState(columns):
@@ -363,9 +380,18 @@ class MainWindow(QMainWindow):
         if filter_name in FILTERS:
             self.filter_box.setCurrentIndex(list(FILTERS).index(filter_name))
 
+    def reset_layout(self) -> None:
+        """View → Reset layout: the panes' and columns' first sizes, the details shown."""
+        self.layout_balancer.reset()
+        self.ops_pane.columns_set_by_person = False
+        self.ops_pane.fit_columns()
+        self.statusBar().showMessage("Layout reset", 3000)
+
     def save_geometry(self) -> None:
         self.settings.setValue("window/geometry", self.saveGeometry())
         self.settings.setValue("window/splitter", self.splitter.saveState())
+        self.settings.setValue("window/details_hidden", self.layout_balancer.hidden_by_person)
+        self.settings.setValue("window/details_height", self.layout_balancer.details_height)
         self.settings.setValue("window/operations_columns", self.ops_table.horizontalHeader().saveState())
         self.settings.setValue("window/filter", self.ops_model.filter_name)
         self.settings.sync()
@@ -500,7 +526,17 @@ class MainWindow(QMainWindow):
             self._needs_sign_in.add(server.name)
         elif server.state not in (ServerState.CONNECTING, ServerState.RECONNECTING):
             self._needs_sign_in.discard(server.name)
+        if server.state == ServerState.CONNECTED:
+            self._trouble_dismissed.discard(server.name)  # its next trouble is news
         self.servers_model.update_server(server)
+        self._servers_health()
+        self._update_actions()
+
+    def _server_removed(self, name: str) -> None:
+        """Removed by any client (this window, the command line): the row goes."""
+        self._needs_sign_in.discard(name)
+        self._trouble_dismissed.discard(name)
+        self.servers_model.remove_server(name)
         self._servers_health()
         self._update_actions()
 
@@ -508,18 +544,49 @@ class MainWindow(QMainWindow):
         self._servers_health()
         self._update_actions()
 
-    def _servers_health(self) -> None:
-        self.ops_pane.set_servers([s.name for s in self.servers_model.servers()])
-        lines = []
+    def _servers_in_trouble(self) -> tuple[list[ServerView], list[ServerView]]:
+        """(offline, needing sign-in): the servers the banner speaks of."""
+        offline, sign_in = [], []
         for s in self.servers_model.servers():
             if s.state == ServerState.OFFLINE:
-                lines.append(f"{s.name} is offline" + (f": {s.error}" if s.error else "") +
-                             ". hostapp keeps trying; its operations continue once it is back.")
+                offline.append(s)
             elif s.name in self._needs_sign_in:
-                lines.append(f"{s.name} needs you to sign in: select it and choose Sign in. "
-                             "Its calls wait until then.")
+                sign_in.append(s)
+        return offline, sign_in
+
+    def _servers_health(self) -> None:
+        self.ops_pane.set_servers([s.name for s in self.servers_model.servers()])
+        offline, sign_in = self._servers_in_trouble()
+        # A server that keeps failing goes offline anew after every attempt: one the person
+        # dismissed stays out of the banner until it has connected (or was removed).
+        offline = [s for s in offline if s.name not in self._trouble_dismissed]
+        sign_in = [s for s in sign_in if s.name not in self._trouble_dismissed]
+        lines = [f"{s.name} is offline" + (f": {s.error}" if s.error else "") +
+                 ". hostapp keeps trying; its operations continue once it is back." for s in offline]
+        lines += [f"{s.name} needs you to sign in: select it and choose Sign in. Its calls wait until then."
+                  for s in sign_in]
         self.banner.set_message("servers", "\n".join(lines) or None)
+        if offline:
+            names = [s.name for s in offline]
+            self.banner.offer("servers", f"Stop retrying {names[0]}" if len(names) == 1 else "Stop retrying all",
+                              lambda: self._stop_retrying(names))
+        else:
+            self.banner.withdraw_offer("servers")
         self.ops_model.set_awaiting_sign_in(self._needs_sign_in & {s.name for s in self.servers_model.servers()})
+
+    def _banner_dismissed(self, keys: list[str]) -> None:
+        if "servers" in keys:
+            offline, sign_in = self._servers_in_trouble()
+            self._trouble_dismissed.update(s.name for s in [*offline, *sign_in])
+            self._servers_health()
+
+    def _stop_retrying(self, names: list[str]) -> None:
+        """The banner's Stop retrying: the servers it names stay configured, unconnected until Reconnect."""
+        async def stop_all() -> None:
+            for name in names:
+                await self.server_actions.stop_retrying(name)
+
+        self.run(stop_all(), "stop retrying")
 
     def _problem(self, kind: str, message: str) -> None:
         if kind == "keyring":  # an empty message: the keyring works again
@@ -599,8 +666,16 @@ class MainWindow(QMainWindow):
         self.copy_action.setEnabled(outcome)
         self.save_action.setEnabled(outcome)
         self.start_action.setEnabled(bool(self.servers_model.rowCount()))
-        for a in (self.edit_server_action, self.remove_server_action, self.reconnect_action, self.skills_action):
+        for a in (self.edit_server_action, self.remove_server_action, self.reconnect_action):
             a.setEnabled(server is not None)
+        # Skills need a server that is there and declared the extension (SEP-2640).
+        offers_skills = server is not None and server.state == ServerState.CONNECTED \
+            and SKILLS_EXTENSION in server.extensions
+        self.skills_action.setEnabled(offers_skills)
+        self.skills_action.setStatusTip(
+            "The skills the selected server offers; load one to read it" if offers_skills or server is None
+            else f"{server.name} is not connected" if server.state != ServerState.CONNECTED
+            else f"{server.name} does not offer skills (it does not declare the skills extension)")
         self.stop_retrying_action.setEnabled(server is not None and server.state in (
             ServerState.OFFLINE, ServerState.RECONNECTING, ServerState.CONNECTING, ServerState.NEEDS_SIGN_IN))
         signing_in = server is not None and server.name in self.server_actions.signing_in
@@ -635,6 +710,10 @@ class MainWindow(QMainWindow):
         # sixth of the app's import time, and the window is shown without it.
         from hostapp.ui.call_dialog import StartCallDialog
 
+        if tool is None and not self.settings.value("call/last_server"):
+            # A first call: the lab's showcase tool rather than whichever it lists first.
+            showcase = SHOWCASE_TOOLS.get(default_server or (names[0] if names else ""))
+            tool = showcase[0][0] if showcase else None
         dialog = StartCallDialog(names, self.engine.list_tools, self, server=default_server, tool=tool,
                                  memory=self.settings, server_view=self._server_view,
                                  reconnect=self.engine.reconnect)

@@ -23,7 +23,7 @@ from PySide6.QtWidgets import QApplication, QStyle
 from hostapp.engine import api
 from hostapp.engine.api import OperationView
 from hostapp.ui.flat_table_model import TOP_LEVEL, FlatTableModel
-from hostapp.ui.progress_estimate import Estimate, ProgressEstimator, format_duration
+from hostapp.ui.progress_estimate import STALL_FACTOR, Estimate, ProgressEstimator, format_duration
 from hostapp.ui.result_view import plain_tooltip
 
 log = logging.getLogger(__name__)
@@ -149,13 +149,15 @@ def survives_text(op: OperationView) -> str:
 QUIET_AFTER = 60.0
 
 
-def quiet_for(op: OperationView, now: float | None = None) -> float | None:
-    """How long a running call with no known share of its work has been silent, once that
-    is :data:`QUIET_AFTER` or more (else None)."""
-    if op.status != api.OperationStatus.RUNNING or op.fraction is not None or not op.updated_at:
+def quiet_for(op: OperationView, now: float | None = None, usual_gap: float | None = None) -> float | None:
+    """How long a running call has been silent, once that is :data:`QUIET_AFTER` or more
+    and, for a call whose progress comes every ``usual_gap`` seconds, well past the next
+    news it was due (else None)."""
+    if op.status != api.OperationStatus.RUNNING or not op.updated_at:
         return None
     quiet = (now if now is not None else time.time()) - op.updated_at
-    return quiet if quiet >= QUIET_AFTER else None
+    due = max(QUIET_AFTER, STALL_FACTOR * usual_gap) if usual_gap is not None else QUIET_AFTER
+    return quiet if quiet >= due else None
 
 
 def elapsed_of(op: OperationView, now: float | None = None) -> float:
@@ -194,6 +196,8 @@ class OperationTableModel(FlatTableModel):
         # Servers that need the person to sign in: their calls in flight wait for it.
         self._awaiting_sign_in: frozenset[str] = frozenset()
         self._paused: str | None = None  # why no agent carries the work now, if none does
+        #: Whether the journal was read once: until then an empty table means "not read yet".
+        self.loaded = False
         self.estimator = ProgressEstimator()
         # Elapsed times and indeterminate bars move without any engine event.
         self._tick = QTimer(self)
@@ -241,6 +245,7 @@ class OperationTableModel(FlatTableModel):
         self._known = seen | {op.id for op in self._history}
         self._row_index = None
         self._history_exhausted = len(history) < PAGE_SIZE or not done_statuses
+        self.loaded = True
         self.endResetModel()
         self._set_total(total)
         self._update_tick()
@@ -451,9 +456,10 @@ class OperationTableModel(FlatTableModel):
             return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
         return None
 
-    def estimate(self, op: OperationView) -> Estimate | None:
-        """Rate and time left; none while the work is paused (no agent carries it)."""
-        return None if self._paused is not None and op.in_flight else self.estimator.estimate(op)
+    def estimate(self, op: OperationView, now: float | None = None) -> Estimate | None:
+        """Rate and time left at ``now`` (the wall clock when None); none while the work is
+        paused (no agent carries it)."""
+        return None if self._paused is not None and op.in_flight else self.estimator.estimate(op, now)
 
     def shown_status(self, op: OperationView) -> str:
         """The status in words as the window shows it: "Paused" while no agent carries
@@ -465,6 +471,8 @@ class OperationTableModel(FlatTableModel):
         again (None). Meanwhile the operations in flight say they are paused, with no
         time left, rather than running."""
         if why != self._paused:
+            if why is None:
+                self.estimator.resumed(time.time())  # the time paused is no measure of the rate
             self._paused = why
             self.emit_all_changed()
 
@@ -490,7 +498,7 @@ class OperationTableModel(FlatTableModel):
             if op.in_flight and op.server in self._awaiting_sign_in:
                 return WAITING_FOR_SIGN_IN
             text = (op.message or "").replace("\n", " ")
-            quiet = quiet_for(op)
+            quiet = quiet_for(op, usual_gap=self.estimator.usual_gap(op))
             if quiet is not None:
                 text += (" · " if text else "") + f"no news for {format_duration(quiet)}"
             return text

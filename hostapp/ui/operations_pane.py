@@ -38,6 +38,7 @@ from PySide6.QtWidgets import (
 )
 
 from hostapp.engine.api import OperationView
+from hostapp.ui.accessible import name_as_shown, name_clear_button
 from hostapp.ui.operations_model import (
     ELAPSED,
     FILTERS,
@@ -55,8 +56,13 @@ from hostapp.ui.operations_model import (
 from hostapp.ui.progress_delegate import ProgressDelegate
 from hostapp.ui.result_view import plain_label
 
-#: What the empty list suggests on a first run: demo tools of the built-in lab.
-DEMO_TOOLS = ("sleep_with_progress", "long_task_ext", "ask_form")
+#: What the empty list suggests on a first run: the showcase tools of each built-in lab
+#: server that is configured (by name), and what each shows.
+SHOWCASE_TOOLS: dict[str, tuple[tuple[str, str], ...]] = {
+    "lab": (("long_task_ext", "a task that survives a restart"), ("ask_form", "a question for you"),
+            ("show_card", "an app view")),
+    "lab-http": (("long_sse", "a stream resumed after a break"), ("sleep_with_progress", "live progress")),
+}
 ALL_SERVERS = ""
 #: Column widths in a wide window; in a narrower one they shrink (to 60 %) so that the
 #: latest message keeps :data:`MESSAGE_MIN` pixels, until the person sizes a column.
@@ -181,24 +187,26 @@ class OperationsPane(QGroupBox):
         self.search.setPlaceholderText("Search")
         self.search.setClearButtonEnabled(True)
         self.search.setAccessibleName("Search the operations")
+        name_clear_button(self.search, "Clear the search")
         # Shown by the window in its status bar (this pane's height goes to the rows).
         self.count_label = plain_label("", wrap=False, selectable=False)
         self.count_label.setAccessibleName("Number of operations")
         self.questions_button = QPushButton("")
         self.questions_button.setFlat(True)
-        self.questions_button.setAccessibleName("Open the questions waiting for you")
+        # Named by its text ("1 question waiting for you"), which changes.
+        self.questions_button.setAccessibleDescription("Open the questions waiting for you")
         self.questions_button.setToolTip("Show the questions you chose to answer later")
         font = self.questions_button.font()
         font.setBold(True)
         self.questions_button.setFont(font)
         self.questions_button.hide()
         self.clear_button = QPushButton("C&lear finished")
-        self.clear_button.setAccessibleName("Hide the finished operations (they stay in the history)")
+        name_as_shown(self.clear_button, "Hide the finished operations (they stay in the history)")
         self.clear_button.setToolTip("Hide the operations that have ended from this list; "
                                      "they stay in the journal and come back with Show cleared")
         self.show_cleared_button = QPushButton("Show cleared")
         self.show_cleared_button.setCheckable(True)
-        self.show_cleared_button.setAccessibleName("Show the cleared operations again")
+        self.show_cleared_button.setAccessibleDescription("Show the cleared operations again")
         self.show_cleared_button.hide()
 
         show = QLabel("S&how:")
@@ -218,6 +226,7 @@ class OperationsPane(QGroupBox):
         lay.addLayout(row)
         lay.addWidget(self.table, 1)
 
+        self._server_names: list[str] = []
         self.empty_hint = QLabel(self.table.viewport())
         self.empty_hint.setTextFormat(Qt.TextFormat.RichText)  # our own words only
         self.empty_hint.setWordWrap(True)
@@ -240,11 +249,15 @@ class OperationsPane(QGroupBox):
         for sig in (self.proxy.rowsInserted, self.proxy.rowsRemoved, self.proxy.modelReset, self.proxy.layoutChanged):
             sig.connect(self._refresh)
         self.model.loadingChanged.connect(lambda _on: self._refresh())
+        self.model.modelReset.connect(self._refresh)
         self._refresh()
 
     # -- what the pane shows ------------------------------------------------------------
 
     def set_servers(self, names: list[str]) -> None:
+        if names != self._server_names:
+            self._server_names = list(names)
+            self._place_hint()
         current = self.server_box.currentData()
         self.server_box.blockSignals(True)
         self.server_box.clear()
@@ -288,17 +301,29 @@ class OperationsPane(QGroupBox):
     def _place_hint(self) -> None:
         empty = self.proxy.rowCount() == 0
         if empty:
-            if self.model.total == 0 and self.model.filter_name == "all" and not self.model.rowCount():
-                demos = ", ".join(DEMO_TOOLS)
-                self.empty_hint.setText(
-                    "<p><b>No operations yet.</b></p><p>Choose <a href='start'>Start call…</a> (Ctrl+N), "
-                    f"pick the lab server and try one of its demo tools: {demos}.</p>"
-                    "<p>Calls you start appear here with their progress; they keep running while "
-                    "this window is closed.</p>")
+            if not self.model.loaded:
+                self.empty_hint.setText("<p>Loading…</p>")  # not "no operations" over a history not read yet
+            elif self.model.total == 0 and self.model.filter_name == "all" and not self.model.rowCount():
+                self.empty_hint.setText(self.first_run_text())
             else:
                 self.empty_hint.setText("<p>No operation matches what is chosen above.</p>")
             self.empty_hint.setGeometry(self.table.viewport().rect().adjusted(24, 12, -24, -12))
         self.empty_hint.setVisible(empty)
+
+    def first_run_text(self) -> str:
+        """The empty list's invitation: the showcase tools of the lab servers configured."""
+        labs = [name for name in SHOWCASE_TOOLS if name in self._server_names]
+        if not labs:
+            return ("<p><b>No operations yet.</b></p><p>Add a server (File ▸ Add server…), then choose "
+                    "<a href='start'>Start call…</a> (Ctrl+N) to call one of its tools.</p>")
+        lines = "".join(
+            f"<li><b>{name}</b>: " + ", ".join(f"{tool} ({what})" for tool, what in SHOWCASE_TOOLS[name]) + "</li>"
+            for name in labs)
+        skills = " The lab also offers a skill: select it, then Server ▸ Skills… shows it." if "lab" in labs else ""
+        return ("<p><b>No operations yet.</b></p><p>Choose <a href='start'>Start call…</a> (Ctrl+N) and try "
+                f"one of the built-in lab's tools:</p><ul>{lines}</ul>"
+                f"<p>Calls you start appear here with their progress; they keep running while this "
+                f"window is closed.{skills}</p>")
 
     def eventFilter(self, watched: QObject, event: QEvent) -> bool:
         if watched is self.table.viewport() and event.type() == QEvent.Type.Resize:

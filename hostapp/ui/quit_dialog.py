@@ -19,6 +19,7 @@ from PySide6.QtWidgets import (
 )
 
 from hostapp.engine.api import OperationView
+from hostapp.ui.accessible import name_as_shown
 from hostapp.ui.result_view import plain_label
 
 KEEP, STOP = "keep", "stop"
@@ -59,8 +60,8 @@ class QuitDialog(QDialog):
         buttons = QDialogButtonBox()
         self.keep_button = QPushButton("&Keep running in the background")
         self.stop_button = QPushButton("&Stop everything")
-        self.keep_button.setAccessibleName("Quit the window, keep the operations running in the background")
-        self.stop_button.setAccessibleName("Quit and stop every operation and the background agent")
+        name_as_shown(self.keep_button, "Quit the window, keep the operations running in the background")
+        name_as_shown(self.stop_button, "Quit and stop every operation and the background agent")
         buttons.addButton(self.keep_button, QDialogButtonBox.ButtonRole.AcceptRole)
         buttons.addButton(self.stop_button, QDialogButtonBox.ButtonRole.DestructiveRole)
         buttons.addButton(QDialogButtonBox.StandardButton.Cancel)

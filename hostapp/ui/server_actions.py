@@ -84,6 +84,15 @@ class ServerActions(QObject):
             if await run_dialog(dialog) != ServerDialog.DialogCode.Accepted or dialog.result_settings is None:
                 return
             await self.save(dialog.result_settings, replacing=name)
+            saved = dialog.result_settings.name
+            if dialog.tested is None:
+                self.status.emit(f"Saved {saved} without a connection test: hostapp connects to it now, "
+                                 "and its row says how that goes", 10000)
+            elif dialog.tested is False:
+                self.status.emit(f"Saved {saved} although its connection test failed: hostapp keeps trying "
+                                 "to connect", 10000)
+            else:
+                self.status.emit(f"Saved {saved} (its connection test succeeded)", 5000)
         finally:
             self.server_dialog = None
             dialog.deleteLater()

@@ -38,6 +38,7 @@ from PySide6.QtWidgets import (
 )
 
 from hostapp.engine import api
+from hostapp.ui.accessible import name_as_shown
 from hostapp.ui.config_import import ImportedServer, known_config_files, read_config
 from hostapp.ui.result_view import plain_label
 from hostapp.ui.sign_in_form import SignInForm
@@ -144,6 +145,10 @@ class PairsTable(QTableWidget):
         return plain, secret, kept
 
 
+#: What the dialog says of settings no connection test has tried.
+NOT_TESTED = "Not tested yet: OK saves these settings without trying them; Test connection tries them first."
+
+
 class ServerDialog(QDialog):
     """Add or edit one server (stdio command or Streamable HTTP URL)."""
 
@@ -200,9 +205,12 @@ class ServerDialog(QDialog):
         self.error_label.setAccessibleName("Problem")
         self.check_label = plain_label("")
         self.check_label.setAccessibleName("Connection test result")
+        #: How the last connection test of the settings as they stand went: True, False, or
+        #: None when they were not tested (OK then saves them untested, and says so).
+        self.tested: bool | None = None
         self.buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel)
         self.check_button = self.buttons.addButton("&Test connection", QDialogButtonBox.ButtonRole.ActionRole)
-        self.check_button.setAccessibleName("Test the connection with these settings, without saving them")
+        name_as_shown(self.check_button, "Test the connection with these settings, without saving them")
         self.check_button.setToolTip("Connect once with these settings, without saving them")
         self.check_button.setVisible(check is not None)
         self.check_button.clicked.connect(self.test_connection)
@@ -223,6 +231,7 @@ class ServerDialog(QDialog):
         self.resize(640, 520)
         if existing is not None:
             self._fill(existing)
+        self._forget_check()
         # A test result holds for the settings it tested: a change takes it away.
         for edit in (self.name_edit, self.command_edit, self.args_edit, self.url_edit, self.sign_in.client_id,
                      self.sign_in.secret):
@@ -336,7 +345,8 @@ class ServerDialog(QDialog):
         if self._check_task is not None and not self._check_task.done():
             self._check_task.cancel()
             self.check_button.setEnabled(True)
-        self.check_label.setText("")
+        self.tested = None
+        self.check_label.setText(NOT_TESTED if self._check is not None else "")
 
     async def _run_check(self, settings: ServerSettings) -> None:
         assert self._check is not None
@@ -346,8 +356,10 @@ class ServerDialog(QDialog):
             raise
         except Exception as exc:  # noqa: BLE001 - whatever the failure, it is the answer shown
             reason = str(exc) or type(exc).__name__
+            self.tested = False
             self.check_label.setText(f"✗ Cannot connect: {reason}")
         else:
+            self.tested = True
             tools = found.get("tools_count") or 0
             who = f" ({found['server_name']})" if found.get("server_name") else ""
             self.check_label.setText(f"✓ Connected{who}: MCP {found.get('protocol_version')}, "

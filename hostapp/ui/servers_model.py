@@ -10,6 +10,7 @@ from PySide6.QtWidgets import QApplication, QStyle
 
 from hostapp.engine import api
 from hostapp.engine.api import ServerView
+from hostapp.protocol.eras import STATELESS_VERSION
 from hostapp.ui.flat_table_model import FlatTableModel
 from hostapp.ui.result_view import plain_tooltip
 
@@ -17,9 +18,22 @@ from hostapp.ui.result_view import plain_tooltip
 ServerRole = Qt.ItemDataRole.UserRole + 1
 
 NAME, TRANSPORT, STATUS, PROTOCOL, TOOLS, TARGET, PROBLEM = range(7)
-HEADERS = ("Name", "Transport", "Status", "Protocol", "Tools", "Command or URL", "Problem")
+HEADERS = ("Name", "Transport", "Status", "MCP revision", "Tools", "Command or URL", "Problem")
 
 TRANSPORT_TEXT = {"stdio": "stdio", "http": "HTTP"}
+
+
+#: What the MCP revision column means, for its tooltip.
+PROTOCOL_TIP = ("The revision of the MCP specification this connection speaks; revisions are named by "
+                "the date they were released. From 2026-07-28 MCP is stateless (each request stands alone); "
+                "earlier revisions begin with a handshake that opens a session.")
+
+
+def protocol_text(version: str | None) -> str:
+    """The revision a connection speaks, and what kind it is: a bare "2026-07-28" reads as a date."""
+    if not version:
+        return "—"
+    return f"{version} · {'stateless' if version == STATELESS_VERSION else 'with handshake'}"
 
 
 class ServerTableModel(FlatTableModel):
@@ -193,6 +207,8 @@ class ServerTableModel(FlatTableModel):
         return None
 
     def _tooltip(self, server: ServerView, col: int) -> str | None:
+        if col == PROTOCOL and server.protocol_version:
+            return plain_tooltip(PROTOCOL_TIP)
         lines = []
         if col in (NAME, STATUS, PROBLEM) and server.stray_answers:
             lines.append(self.stray_text(server))
@@ -208,8 +224,7 @@ class ServerTableModel(FlatTableModel):
         if col == STATUS:
             return self.status_text(server)
         if col == PROTOCOL:
-            # "MCP 2026-07-28": a bare version reads as a date.
-            return f"MCP {server.protocol_version}" if server.protocol_version else "—"
+            return protocol_text(server.protocol_version)
         if col == TOOLS:
             return "—" if server.tools_count is None else str(server.tools_count)
         if col == TARGET:

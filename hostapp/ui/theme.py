@@ -60,6 +60,11 @@ def light_palette() -> QPalette:
 #: Lists, tables and text areas show their keyboard focus as a frame in the highlight colour.
 FOCUS_STYLE_SHEET = ("QAbstractItemView:focus, QPlainTextEdit:focus, QTextEdit:focus, QScrollArea:focus "
                      "{ border: 2px solid palette(highlight); }")
+#: Where no notification service shows the tray's messages, Qt draws its own balloon on a
+#: fixed pale yellow (QBalloonTip); under an application style sheet its labels take the
+#: palette's text colour, pale in the dark scheme. Dark text on that yellow in both schemes.
+BALLOON_TEXT = "#1a1a1a"
+BALLOON_STYLE_SHEET = f"QBalloonTip QLabel {{ color: {BALLOON_TEXT}; background: transparent; }}"
 
 
 class HostStyle(QProxyStyle):
@@ -164,8 +169,9 @@ def install_host_style(app: QApplication, base: str | None = None) -> None:
     _installed.append(style)
     del _installed[:-2]
     app.setStyle(style)
-    if FOCUS_STYLE_SHEET not in app.styleSheet():
-        app.setStyleSheet(app.styleSheet() + FOCUS_STYLE_SHEET)
+    for sheet in (FOCUS_STYLE_SHEET, BALLOON_STYLE_SHEET):
+        if sheet not in app.styleSheet():
+            app.setStyleSheet(app.styleSheet() + sheet)
 
 
 def apply_color_scheme(app: QApplication, scheme: str | None = None) -> str:

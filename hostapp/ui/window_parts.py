@@ -66,9 +66,9 @@ def fit_table_to_rows(table: QTableView, rows: int, most: int = SERVER_ROWS[1]) 
 
 
 def arrange_splitter(splitter: QSplitter, servers: QWidget, servers_table: QTableView, operations: QWidget,
-                     details: QWidget) -> None:
+                     details: QWidget) -> DetailsGiveWay:
     """Servers sized to their rows, operations the largest and always visible, the details
-    giving way first (they may collapse entirely in a small window)."""
+    giving way first (they may collapse in a small window, and come back when it grows)."""
     for pane in (servers, operations, details):
         splitter.addWidget(pane)
     splitter.setStretchFactor(0, 0)
@@ -105,30 +105,64 @@ def arrange_splitter(splitter: QSplitter, servers: QWidget, servers_table: QTabl
     model.rowsInserted.connect(show_new)
     servers_table.verticalScrollBar().rangeChanged.connect(scroll_to_newest)
     refit()
-    splitter.setSizes([servers.sizeHint().height(), 330, 300])
-    splitter._balancer = DetailsGiveWay(splitter, operations, refit)  # type: ignore[attr-defined]
+    balancer = DetailsGiveWay(splitter, servers, operations, refit)
+    balancer.reset()
+    return balancer
 
 
 #: Rows of operations kept in view before the details pane gets any height.
 OPERATION_ROWS = 6
 #: Below this height the details pane is collapsed rather than shown as a sliver.
 DETAILS_MIN = 90
+#: The details' height in a fresh layout, and what they come back with after a collapse.
+DETAILS_HEIGHT = 300
 
 
 class DetailsGiveWay(QObject):
     """When the splitter shrinks, the details pane gives its height to the operations
-    until they show :data:`OPERATION_ROWS` rows, and collapses when too little is left."""
+    until they show :data:`OPERATION_ROWS` rows, and collapses when too little is left.
+    When it grows again the details come back with the height they had, unless the person
+    closed them by dragging the handle (``hidden_by_person``); :meth:`reset` brings the
+    first layout back."""
 
-    def __init__(self, splitter: QSplitter, operations: QWidget, refit: Callable[[], None]) -> None:
+    def __init__(self, splitter: QSplitter, servers: QWidget, operations: QWidget,
+                 refit: Callable[[], None]) -> None:
         super().__init__(splitter)
         self.refit = refit
         self.splitter = splitter
+        self.servers = servers
         self.operations = operations
+        self.hidden_by_person = False
+        self.details_height = DETAILS_HEIGHT
         self._timer = QTimer(self)
         self._timer.setSingleShot(True)
         self._timer.setInterval(0)
         self._timer.timeout.connect(self.rebalance)
         splitter.installEventFilter(self)
+        splitter.splitterMoved.connect(self._moved_by_person)
+
+    def reset(self) -> None:
+        """The first layout: servers sized to their rows, the operations their rows, and the
+        details what is left, up to :data:`DETAILS_HEIGHT`."""
+        self.hidden_by_person = False
+        self.details_height = DETAILS_HEIGHT
+        self.refit()
+        servers = self.servers.sizeHint().height()
+        rest = sum(self.splitter.sizes()) - servers
+        if rest <= 0:  # not laid out yet: the first resize shares the height
+            self.splitter.setSizes([servers, 330, DETAILS_HEIGHT])
+            return
+        operations = max(self.wanted(), rest - DETAILS_HEIGHT)
+        details = rest - operations
+        if details < DETAILS_MIN:
+            operations, details = rest, 0
+        self.splitter.setSizes([servers, operations, details])
+
+    def _moved_by_person(self, _pos: int, _index: int) -> None:
+        details = self.splitter.sizes()[2]
+        self.hidden_by_person = details == 0
+        if details >= DETAILS_MIN:
+            self.details_height = details
 
     def wanted(self) -> int:
         table = self.operations.findChild(QTableView)
@@ -148,6 +182,12 @@ class DetailsGiveWay(QObject):
         if 0 < sizes[2] < DETAILS_MIN:
             sizes[1] += sizes[2]
             sizes[2] = 0
+        spare = sizes[1] - self.wanted()
+        if sizes[2] == 0 and not self.hidden_by_person and spare >= DETAILS_MIN:
+            # Room again: the details come back, as high as they were if there is room for it
+            # (the operations stay the larger pane).
+            sizes[2] = min(spare, self.details_height, sizes[1] // 2)
+            sizes[1] -= sizes[2]
         if sizes != self.splitter.sizes():
             self.splitter.setSizes(sizes)
 

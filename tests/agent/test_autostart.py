@@ -71,9 +71,10 @@ def test_xdg_entry_enable_status_disable(tmp_path: Path):
     assert status.command == (
         "env",
         f"HOSTAPP_HOME={(tmp_path / 'home dir').resolve()}",
-        *autostart.self_command(),
+        *autostart.launcher_command(),
         "agent",
         "--autostart",
+        "--tray",
     )
     text = xdg.path.read_text()
     assert "Type=Application" in text and "NoDisplay=true" in text
@@ -103,7 +104,7 @@ def test_xdg_config_home_unset_or_relative_means_dot_config(monkeypatch, tmp_pat
 def test_without_a_chosen_home_the_entry_sets_no_environment(tmp_path: Path):
     xdg = XdgAutostart(config_home=tmp_path, environ={})
     xdg.enable()
-    assert xdg.status().command == (*autostart.self_command(), "agent", "--autostart")
+    assert xdg.status().command == (*autostart.launcher_command(), "agent", "--autostart", "--tray")
 
 
 def test_launch_agent_plist(tmp_path: Path):
@@ -113,7 +114,7 @@ def test_launch_agent_plist(tmp_path: Path):
     assert agent.path == tmp_path / "Library" / "LaunchAgents" / "io.github.hostapp.hostapp.plist"
     spec = plistlib.loads(agent.path.read_bytes())
     assert spec["Label"] == "io.github.hostapp.hostapp"
-    assert spec["ProgramArguments"] == [*autostart.self_command(), "agent", "--autostart"]
+    assert spec["ProgramArguments"] == [*autostart.launcher_command(), "agent", "--autostart", "--tray"]
     assert spec["RunAtLoad"] is True
     assert spec["EnvironmentVariables"] == {"HOSTAPP_HOME": str(Path("/Users/me/hostapp home").resolve())}
     assert status.enabled and status.current
@@ -136,12 +137,12 @@ class _Registry:
 
 
 def test_windows_run_key(monkeypatch):
-    monkeypatch.setattr(autostart, "self_command", lambda: [r"C:\Program Files\hostapp\hostapp.exe"])
+    monkeypatch.setattr(autostart, "launcher_command", lambda: [r"C:\Program Files\hostapp\hostapp.exe"])
     registry = _Registry()
     run = WindowsRunKey(registry, environ={"HOSTAPP_HOME": r"D:\work\my home"})
     status = run.enable()
     value = registry.values["hostapp"]
-    assert value.startswith('"C:\\Program Files\\hostapp\\hostapp.exe" agent --autostart --home ')
+    assert value.startswith('"C:\\Program Files\\hostapp\\hostapp.exe" agent --autostart --tray --home ')
     assert value.endswith(' --home "' + str(Path(r"D:\work\my home").resolve()) + '"')
     assert status.enabled and status.current
     assert "CurrentVersion\\Run" in status.location
@@ -152,3 +153,100 @@ def test_windows_run_key(monkeypatch):
 def test_for_platform_picks_each_kind():
     assert isinstance(autostart.for_platform("linux"), XdgAutostart)
     assert isinstance(autostart.for_platform("darwin"), LaunchAgent)
+
+
+def test_a_login_entry_runs_the_installed_launcher_not_an_interpreter_and_a_module(tmp_path: Path):
+    bin_dir = tmp_path / "venv" / "bin"
+    bin_dir.mkdir(parents=True)
+    python = bin_dir / "python3"
+    assert autostart.launcher_command(str(python), frozen=False) == [str(python), "-m", "hostapp"]
+    launcher = bin_dir / "hostapp"
+    launcher.write_text("#!/bin/sh\n")
+    launcher.chmod(0o755)
+    assert autostart.launcher_command(str(python), frozen=False) == [str(launcher)]
+    assert autostart.launcher_command("/opt/hostapp/hostapp", frozen=True) == ["/opt/hostapp/hostapp"]
+    # This installation: pip made the launcher beside the interpreter, and the entry runs it.
+    here = Path(sys.executable).with_name("hostapp")
+    if here.is_file():
+        assert autostart.agent_command({})[0][0] == str(here)
+
+
+def test_enabling_installs_the_icon_the_entry_names_in_the_hicolor_theme(tmp_path: Path, qapp):
+    from PySide6.QtGui import QIcon
+
+    env = {"XDG_CONFIG_HOME": str(tmp_path / "cfg"), "XDG_DATA_HOME": str(tmp_path / "data")}
+    xdg = XdgAutostart(environ=env)
+    xdg.enable()
+    icon_name = next(line.split("=", 1)[1] for line in xdg.path.read_text().splitlines() if line.startswith("Icon="))
+    svg = tmp_path / "data" / "icons" / "hicolor" / "scalable" / "apps" / f"{icon_name}.svg"
+    png = tmp_path / "data" / "icons" / "hicolor" / "64x64" / "apps" / f"{icon_name}.png"
+    assert svg.read_bytes() == (autostart.RESOURCES / "hostapp.svg").read_bytes()
+    assert png.read_bytes() == (autostart.RESOURCES / "hostapp-64.png").read_bytes()
+    # An icon theme lookup by that name (Qt's own) finds it there: the user's hicolor folder
+    # is merged with the theme the system describes (its index.theme).
+    system = Path("/usr/share/icons")
+    if not (system / "hicolor" / "index.theme").is_file():
+        pytest.skip("needs the hicolor icon theme (Debian: hicolor-icon-theme)")
+    paths, theme = QIcon.themeSearchPaths(), QIcon.themeName()
+    try:
+        QIcon.setThemeSearchPaths([str(tmp_path / "data" / "icons"), str(system)])
+        QIcon.setThemeName("hicolor")
+        assert not QIcon.fromTheme(icon_name).isNull()
+    finally:
+        QIcon.setThemeSearchPaths(paths)
+        QIcon.setThemeName(theme)
+
+
+def _tray_windows(home: Path) -> list[int]:
+    """The window processes started with ``--tray`` on ``home``."""
+
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+            environ = (entry / "environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"--tray" in argv and b"agent" not in argv and f"HOSTAPP_HOME={home}".encode() in environ:
+            found.append(int(entry.name))
+    return found
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="finds the window's process in /proc")
+def test_the_agent_started_at_login_with_a_display_shows_the_tray_icon(agents):
+    """`hostapp agent --autostart --tray` (what the login entries run), where the session
+    has a display: the window process starts, hidden behind its tray icon where there is a
+    tray, and connects to the agent; without a display, none starts."""
+    import os
+    import signal
+
+    agents.env = {**agents.env, "DISPLAY": ":0"}  # Qt draws offscreen in the tests; the agent sees a display
+    agents.start("--autostart", "--tray")
+    deadline = time.monotonic() + 60
+    status: dict = {}
+    while time.monotonic() < deadline:
+        ran = agents.run("agent", "status", "--json")
+        status = json.loads(ran.stdout or "{}")
+        if status.get("clients", 0) >= 1 and _tray_windows(agents.home):
+            break
+        time.sleep(0.2)
+    windows = _tray_windows(agents.home)
+    try:
+        assert windows and status.get("clients", 0) >= 1, status
+    finally:
+        for pid in windows:
+            os.kill(pid, signal.SIGTERM)
+    assert agents.run("agent", "stop", "--yes").returncode == 0
+
+    # No display: the agent alone.
+    agents.env = {k: v for k, v in agents.env.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY")}
+    agents.start("--autostart", "--tray")
+    ran = agents.run("agent", "status", "--json")
+    deadline = time.monotonic() + 60
+    while not json.loads(ran.stdout or "{}").get("running") and time.monotonic() < deadline:
+        time.sleep(0.2)
+        ran = agents.run("agent", "status", "--json")
+    assert json.loads(ran.stdout)["running"] and not _tray_windows(agents.home)
+    assert agents.run("agent", "stop", "--yes").returncode == 0

@@ -68,6 +68,10 @@ def test_time_left_comes_from_the_recent_rate():
     t = track()
     assert t.remaining(6.0) == pytest.approx(14.0)   # 20 per 4 s: 70 left take 14 s
     assert t.remaining(10.0) == pytest.approx(10.0)  # and the clock goes on between updates
+    assert t.remaining(18.0) == pytest.approx(2.0)
+    # News long overdue: the rate is measured up to now, and the time left grows while none comes.
+    assert t.remaining(30.0) == pytest.approx(70 / (20 / 28))
+    assert t.remaining(30.0) < t.remaining(60.0)
     assert Track(None, 0.0).remaining(5.0) is None   # no progress yet: no estimate
     indeterminate = Track(None, 0.0)
     indeterminate.note_progress(3, None, 1.0)

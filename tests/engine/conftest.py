@@ -64,6 +64,9 @@ class Recorder:
     def input_withdrawn(self, request_id: str) -> None:
         pass
 
+    def server_removed(self, name: str) -> None:
+        pass
+
     def problem(self, kind: str, message: str) -> None:
         self.problems.append((kind, message))
 

@@ -119,13 +119,18 @@ def test_structured_content(everything):
     assert isinstance(result.get("structuredContent"), dict) and result["structuredContent"]
 
 
-def test_unknown_tool_is_a_clear_error(everything):
+def test_unknown_tool_or_wrong_arguments_are_refused_before_anything_starts(everything):
+    """A real third-party server's tool list and input schemas are the reference: a name it
+    does not list, or arguments its schema rejects, end the command with exit 2 and a clear
+    message, and no operation is started (nothing on stdout, nothing journaled)."""
     proc, evs = call(everything, "no-such-tool", {})
-    assert proc.returncode in (0, 1)
-    last = evs[-1]
-    assert last["event"] in ("error", "result")
-    if last["event"] == "result":
-        assert last["result"].get("isError") is True
+    assert proc.returncode == 2, proc.stderr
+    assert evs == [] and "ev has no tool named 'no-such-tool'" in proc.stderr
+    proc, evs = call(everything, "trigger-long-running-operation", {"duration": "long"})
+    assert proc.returncode == 2, proc.stderr
+    assert evs == [] and "$.duration" in proc.stderr and "nothing was started" in proc.stderr
+    listed = hostapp("ops", "--json", home=everything)
+    assert all(row["tool"] not in ("no-such-tool",) for row in json.loads(listed.stdout))
 
 
 @pytest.fixture

@@ -54,7 +54,7 @@ def test_stateless_discover_and_tools_list(stateless):
     assert tools["resultType"] == "complete"
     by_name = {t["name"]: t for t in tools["tools"]}
     assert set(by_name) == {"sleep_with_progress", "ask_form", "ask_url", "fail", "long_task_ext", "long_mrtr",
-                            "long_resume_token", "long_async", "lab_stats"}
+                            "long_resume_token", "long_async", "lab_stats", "show_card"}
     assert by_name["long_async"]["invocationMode"] == "async"
     assert all(t["description"] and t["inputSchema"]["type"] == "object" for t in tools["tools"])
 
@@ -307,3 +307,32 @@ def test_a_time_scale_that_is_not_a_positive_number_is_refused(state_file):
     proc = subprocess.run([sys.executable, "-m", "hostapp.lab", "serve", "--http", "0", "--state", str(state_file),
                            "--time-scale", "0"], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and "--time-scale must be a positive number" in proc.stderr
+
+
+def test_the_lab_offers_a_skill_and_an_app_view_that_hostapps_checks_accept(lab, client):
+    """A first run can try Skills and MCP Apps on the lab: its skill passes every check of
+    a load (size, digest, frontmatter), its view is a valid app view that reaches no
+    origin, and the tool that shows it answers with what the view draws."""
+    from hostapp.protocol import skills
+    from hostapp.protocol.apps import parse_view_resource, tool_ui
+
+    caps = client.initialize()["capabilities"]
+    assert skills.EXTENSION_ID in caps["extensions"]
+    [entry] = skills.parse_list_result(client.request("skills/list").response["result"])[0]
+    assert entry.name == "lab-tour" and entry.description
+    for uri in skills.load_order(entry):
+        data = skills.read_contents(client.request("resources/read", {"uri": uri}).response["result"], uri)
+        skills.verify_read(entry, uri, data)  # raises on any mismatch
+    missing = client.request("resources/read", {"uri": "skill://nothing/SKILL.md"}).response
+    assert missing["error"]["code"] == -32002
+
+    tools = {t["name"]: t for t in client.request("tools/list").response["result"]["tools"]}
+    ui = tool_ui(tools["show_card"])
+    assert ui.resource_uri == "ui://lab/card.html" and ui.model_visible
+    view = parse_view_resource(client.request("resources/read", {"uri": ui.resource_uri}).response["result"],
+                               ui.resource_uri)
+    assert "ui/initialize" in view.html
+    assert view.csp.network == () and view.csp.to_json() == {}  # no origin: no network
+    result = client.call("show_card", {"title": "Hi", "text": "there"}).response["result"]
+    assert result["structuredContent"] == {"title": "Hi", "text": "there"}
+    assert result["content"][0]["text"] == "Hi: there"

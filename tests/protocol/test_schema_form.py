@@ -328,3 +328,15 @@ def test_a_reference_into_a_malformed_schema_gives_a_raw_field_and_a_message():
     form = build_form(schema)
     assert form.properties[0].kind == "raw_json"
     assert all(isinstance(m, str) for m in validate_arguments(schema, {"a": 1}))
+
+
+def test_argument_problems_are_the_arguments_own_not_a_broken_schema():
+    from hostapp.protocol.schema_form import argument_problems
+
+    schema = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
+    assert argument_problems(schema, {"n": 1}) == []
+    assert argument_problems(schema, {"n": "x"}) == ["$.n: 'x' is not of type 'integer'"]
+    # The server's schema is broken: the server judges the arguments itself.
+    assert argument_problems({"type": "no-such-type"}, {"n": 1}) == []
+    assert argument_problems({"$ref": "https://example.com/s.json"}, {}) == []
+    assert validate_arguments({"type": "no-such-type"}, {"n": 1}) != []

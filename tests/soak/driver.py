@@ -63,6 +63,8 @@ class Answerer:
     def input_withdrawn(self, request_id: str) -> None:
         self.asked.pop(request_id, None)
 
+    def server_removed(self, name: str) -> None: ...
+
     def problem(self, kind: str, message: str) -> None: ...
 
     async def answer_open(self, delay: float) -> None:

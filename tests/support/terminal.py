@@ -7,6 +7,7 @@ import fcntl
 import os
 import re
 import select
+import signal
 import struct
 import subprocess
 import sys
@@ -53,8 +54,11 @@ class TerminalRun:
 
 
 def run_in_terminal(*argv: str, home: Path, columns: int = 100, rows: int = 40,
-                    env: dict[str, str] | None = None, timeout: float = 120) -> TerminalRun:
-    """Run ``hostapp ARGV`` with stdin, stdout and stderr on a new pseudo-terminal of that size."""
+                    env: dict[str, str] | None = None, timeout: float = 120,
+                    interrupt_on: re.Pattern[bytes] | None = None) -> TerminalRun:
+    """Run ``hostapp ARGV`` with stdin, stdout and stderr on a new pseudo-terminal of that size.
+    With ``interrupt_on``, the person presses Ctrl+C (SIGINT to the command's process group)
+    once the terminal has received bytes that match it."""
     master, slave = os.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, columns, 0, 0))
     full_env = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "COLUMNS", "LINES")}
@@ -63,6 +67,7 @@ def run_in_terminal(*argv: str, home: Path, columns: int = 100, rows: int = 40,
                             cwd=REPO_ROOT, env=full_env, start_new_session=True)
     os.close(slave)
     out = bytearray()
+    interrupted = False
     deadline = time.monotonic() + timeout
     try:
         while True:
@@ -75,6 +80,9 @@ def run_in_terminal(*argv: str, home: Path, columns: int = 100, rows: int = 40,
                 if not data:
                     break
                 out += data
+                if interrupt_on is not None and not interrupted and interrupt_on.search(SGR.sub(b"", bytes(out))):
+                    interrupted = True
+                    os.killpg(proc.pid, signal.SIGINT)
             elif proc.poll() is not None:
                 break  # ended, and nothing more to read
             if time.monotonic() > deadline:

@@ -216,7 +216,9 @@ def test_without_qtwebengine_the_tab_says_how_to_get_it(qtbot, qloop, isolated_h
             await engine.wait_finished(op.id)
             await select(window, op.id)
             pane = window.details.app_pane
-            await until(lambda: pane.status.text() == MISSING_MESSAGE, 30, "the message in the tab")
+            await until(lambda: pane.status.text().startswith(MISSING_MESSAGE), 30, "the message in the tab")
+            # Run from this clone: the way to add it here, not a pip line for another install.
+            assert "'make apps'" in pane.status.text() and "pip install -e '.[apps]'" in pane.status.text()
             assert window.details.result_tabs.indexOf(pane) >= 0 and pane.sandbox is None
 
         qloop.run_until_complete(scenario())
@@ -282,3 +284,17 @@ def test_a_view_has_no_webrtc_in_its_frame_nor_in_one_it_nests(qtbot, qloop, iso
     assert seen["view"]["type"] == "undefined" and "gathered" not in seen["view"], seen
     assert seen["nested"]["type"] in ("undefined", "inaccessible") and "gathered" not in seen["nested"], seen
     assert listeners.reached == []
+
+
+def test_the_install_hint_fits_how_hostapp_runs(tmp_path):
+    from hostapp.ui.apps import install_hint
+
+    clone = tmp_path / "clone"
+    (clone / "hostapp").mkdir(parents=True)
+    (clone / "pyproject.toml").write_text("[project]\nname = 'hostapp'\n")
+    assert install_hint(clone / "hostapp") == \
+        f"in {clone}, run 'make apps' (it runs .venv/bin/pip install -e '.[apps]')"
+    installed = tmp_path / "venv" / "lib" / "site-packages" / "hostapp"
+    installed.mkdir(parents=True)
+    assert install_hint(installed, python="/opt/py/bin/python") == \
+        "run /opt/py/bin/python -m pip install 'hostapp[apps]'"

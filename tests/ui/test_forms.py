@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
@@ -164,6 +165,31 @@ def test_validation_messages_appear_under_their_fields_and_go_when_edited(qtbot)
     assert form.error_text("email") != ""
 
 
+def test_the_fields_below_stay_put_when_an_error_goes(qtbot):
+    """An error taken away leaves its room, so the next click lands where the person aimed."""
+    from PySide6.QtCore import QPoint
+
+    form = make_form(qtbot)
+    form.resize(600, 900)
+    form.show()
+    qtbot.waitExposed(form)
+    qtbot.keyClicks(form.editor("name"), "A")
+    form.validate()
+    assert form.error_text("name") != ""
+
+    def top_of(name: str) -> int:
+        return form.editor(name).mapTo(form, QPoint(0, 0)).y()
+
+    qtbot.wait(10)
+    below = {name: top_of(name) for name in ("email", "hero", "age")}
+    qtbot.keyClicks(form.editor("name"), "da")  # corrected: its message goes
+    qtbot.wait(10)
+    assert form.error_text("name") == ""
+    assert {name: top_of(name) for name in below} == below
+    # Nothing taken away reads as an error to a screen reader or to the form.
+    assert form.validate().get("name") is None and form.error_text("name") == ""
+
+
 def test_blank_text_and_untouched_optional_fields_are_left_out(qtbot):
     form = make_form(qtbot)
     qtbot.keyClicks(form.editor("email"), "   ")
@@ -286,20 +312,47 @@ async def test_cancelling_the_wait_closes_the_prompt_with_cancel(qtbot):
 
 
 class UrlRecorder(QObject):
-    """Stands in for the browser through Qt's own URL-handler hook."""
+    """What the stand-in browser was given (through xdg-open, or Qt's URL-handler hook)."""
 
     def __init__(self):
         super().__init__()
-        self.opened: list[str] = []
+        self.handled: list[str] = []
+        self.seen_file = None
+
+    @property
+    def opened(self) -> list[str]:
+        launched = self.seen_file.read_text().splitlines() if self.seen_file and self.seen_file.exists() else []
+        return [*launched, *self.handled]
 
     @Slot(QUrl)
     def open(self, url: QUrl) -> None:
-        self.opened.append(url.toString(QUrl.ComponentFormattingOption.FullyEncoded))
+        self.handled.append(url.toString(QUrl.ComponentFormattingOption.FullyEncoded))
+
+
+#: freedesktop sessions xdg-open recognises (it would hand the address to the real one).
+DESKTOP_VARIABLES = ("XDG_CURRENT_DESKTOP", "DESKTOP_SESSION", "KDE_FULL_SESSION", "GNOME_DESKTOP_SESSION_ID",
+                     "MATE_DESKTOP_SESSION_ID", "XDG_SESSION_DESKTOP")
+
+
+def use_browser(monkeypatch, tmp_path, program: str) -> None:
+    """xdg-open (where hostapp hands addresses to) in its plain mode, with ``program`` as
+    the person's browser ($BROWSER)."""
+    for name in DESKTOP_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("BROWSER", program)
 
 
 @pytest.fixture
-def browser(qapp):
+def browser(qapp, monkeypatch, tmp_path):
+    """A browser that writes down what it is given: through xdg-open where it is
+    installed, else through Qt's own URL-handler hook."""
     recorder = UrlRecorder()
+    seen = tmp_path / "opened.txt"
+    script = tmp_path / "browser"
+    script.write_text(f'#!/bin/sh\nprintf "%s\\n" "$1" >> "{seen}"\n')
+    script.chmod(0o755)
+    use_browser(monkeypatch, tmp_path, str(script))
+    recorder.seen_file = seen
     for scheme in ("http", "https"):
         QDesktopServices.setUrlHandler(scheme, recorder, "open")
     yield recorder
@@ -336,8 +389,27 @@ def test_open_is_consent_then_the_url_goes_to_the_desktop(qtbot, browser):
     prompt = make_url_prompt(qtbot)
     prompt.show()
     qtbot.mouseClick(prompt.accept_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: prompt.answer() is not None, timeout=30_000)
     assert browser.opened == [URL]
     assert prompt.answer() == {"action": "accept"}
+
+
+@pytest.mark.skipif(shutil.which("xdg-open") is None, reason="needs xdg-open (Debian: xdg-utils)")
+def test_open_in_browser_without_a_browser_says_so_and_keeps_the_prompt(qtbot, monkeypatch, tmp_path):
+    """xdg-open starts, finds no browser and fails: the prompt stays open and says why,
+    instead of closing as if the page had opened (Qt calls that a success)."""
+    fallbacks = [b for b in ("x-www-browser", "www-browser", "links2", "elinks", "links", "lynx", "w3m", "firefox",
+                             "mozilla", "epiphany", "konqueror", "chromium", "chromium-browser", "google-chrome")
+                 if shutil.which(b)]
+    if fallbacks:
+        pytest.skip(f"a browser is installed here ({fallbacks[0]}): xdg-open would find it")
+    use_browser(monkeypatch, tmp_path, "/bin/false")  # the one browser named fails
+    prompt = make_url_prompt(qtbot)
+    prompt.show()
+    qtbot.mouseClick(prompt.accept_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: "could not be opened" in prompt.status_label.text(), timeout=30_000)
+    assert "xdg-open found no browser" in prompt.status_label.text()
+    assert prompt.answer() is None and prompt.isVisible() and prompt.accept_button.isEnabled()
 
 
 def test_declining_a_url_opens_nothing(qtbot, browser):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from PySide6.QtCore import QModelIndex, Qt
 from PySide6.QtGui import QImage, QPainter
@@ -12,6 +14,7 @@ from hostapp.engine.api import OperationView, ServerView
 from hostapp.ui.adapter import EngineSignals
 from hostapp.ui.operations_model import (
     ELAPSED,
+    MESSAGE,
     PAGE_SIZE,
     PROGRESS,
     STATUS,
@@ -219,3 +222,73 @@ def test_selection_stays_on_the_operation_when_rows_reorder(qloop, qtmodeltester
     if ending in api.TERMINAL:
         model.apply_changes([op(int(target[2:]), api.RUNNING)])
         assert view.currentIndex().data(OperationRole).id == target
+
+
+# -- time left: it ages while nothing comes, and a pause is no measure of the rate ------------
+
+def _running(t0: float, status: str = api.RUNNING, **kw) -> OperationView:
+    return op(7, status, created_at=t0, **kw)
+
+
+def test_a_stalled_call_with_a_total_ages_its_estimate_and_says_no_news(qloop):
+    t0 = time.time() - 171  # 2:51 into a 120 s job whose 10 % came after 12 s, and then nothing
+    model = OperationTableModel(ListSource([]))
+    qloop.run_until_complete(model.reload())
+    model.apply_changes([_running(t0, updated_at=t0)])
+    model.apply_changes([_running(t0, progress=1, total=10, updated_at=t0 + 12)])
+    running = model.operation(model.row_of("op7"))
+    # Between two pieces of news the time left counts down...
+    soon = model.estimate(running, now=t0 + 20)
+    assert soon is not None and not soon.stalled and soon.seconds_left == pytest.approx(100)
+    # ...and once news is long overdue it grows for as long as nothing comes.
+    later, latest = model.estimate(running, now=t0 + 100), model.estimate(running, now=t0 + 171)
+    assert later is not None and latest is not None and later.stalled and latest.stalled
+    assert soon.seconds_left < later.seconds_left < latest.seconds_left
+    assert latest.seconds_left == pytest.approx(9 * 171)
+    # The latest message says so, as it does for a call without a total.
+    assert model.data(model.index(model.row_of("op7"), MESSAGE)).endswith("no news for 3 min")
+
+
+def test_slow_but_regular_steps_are_not_called_silent(qloop):
+    t0 = time.time() - 270
+    model = OperationTableModel(ListSource([]))
+    qloop.run_until_complete(model.reload())
+    for step in (1, 2, 3):  # one step every 90 s; the last one 90 s ago
+        model.apply_changes([_running(t0, progress=step, total=10, updated_at=t0 + 90 * step - 90)])
+    text = model.data(model.index(model.row_of("op7"), MESSAGE))
+    assert "no news" not in text
+    estimate = model.estimate(model.operation(model.row_of("op7")))
+    assert estimate is not None and not estimate.stalled
+
+
+def test_the_time_spent_on_a_question_or_without_an_agent_does_not_slow_the_rate(qloop):
+    model = OperationTableModel(ListSource([]))
+    qloop.run_until_complete(model.reload())
+    # Half done in 10 s, then a question the person answers 3 minutes later.
+    model.apply_changes([_running(0.0, progress=0, total=10, updated_at=0.0)])
+    model.apply_changes([_running(0.0, progress=5, total=10, updated_at=10.0)])
+    model.apply_changes([_running(0.0, status=api.INPUT_REQUIRED, needs_input=True, progress=5, total=10,
+                                  updated_at=12.0)])
+    assert model.estimate(model.operation(model.row_of("op7")), now=100.0) is None
+    answered = _running(0.0, progress=5, total=10, updated_at=192.0)
+    model.apply_changes([answered])
+    # No figure before the work moves again rather than one measured across the question...
+    assert model.estimate(answered, now=193.0) is None
+    moved = _running(0.0, progress=6, total=10, updated_at=194.0)
+    model.apply_changes([moved])
+    estimate = model.estimate(moved, now=194.0)
+    # ...then the rate of the work since the answer: 1 step in 2 s, 4 to go.
+    assert estimate is not None and estimate.rate == pytest.approx(0.5) and estimate.seconds_left == pytest.approx(8)
+
+    # No agent carried the work for a while: the same.
+    t0 = time.time() - 400
+    model.apply_changes([op(8, api.RUNNING, created_at=t0, progress=5, total=10, updated_at=t0 + 10)])
+    model.set_paused("agent stopped")
+    model.set_paused(None)
+    resumed = time.time()
+    model.apply_changes([op(8, api.RUNNING, created_at=t0, progress=5, total=10, updated_at=t0 + 10)])
+    assert model.estimate(model.operation(model.row_of("op8")), now=resumed) is None
+    moved = op(8, api.RUNNING, created_at=t0, progress=6, total=10, updated_at=resumed + 2)
+    model.apply_changes([moved])
+    estimate = model.estimate(moved, now=resumed + 2)
+    assert estimate is not None and estimate.seconds_left == pytest.approx(8, abs=0.1)

@@ -155,6 +155,32 @@ def test_unchecked_check_box_is_visible_on_dark(dark, qtbot):
     assert contrast > 80, contrast
 
 
+def test_tray_balloon_text_reads_on_its_pale_yellow_in_the_dark_scheme(dark, qtbot):
+    """Qt draws its own tray balloon (QBalloonTip) on a fixed pale yellow where no
+    notification service shows messages (IceWM, say); its labels must not take the dark
+    palette's pale text. Qt's balloon cannot be made without a tray, so a widget of its
+    class name and palette stands in for it; the window manager check is by eye
+    (docs/tray-balloon-dark.png)."""
+    from PySide6.QtWidgets import QLabel, QVBoxLayout
+
+    class QBalloonTip(QWidget):  # the class name the style sheet selects, as Qt's has
+        pass
+
+    balloon = QBalloonTip()
+    palette = balloon.palette()
+    palette.setColor(QPalette.ColorRole.Window, QColor(0xff, 0xff, 0xe1))  # what Qt's balloon sets
+    palette.setColor(QPalette.ColorRole.WindowText, QColor(0, 0, 0))
+    balloon.setPalette(palette)
+    balloon.setAutoFillBackground(True)
+    label = QLabel("long_task_ext on lab completed in 2 min.")
+    QVBoxLayout(balloon).addWidget(label)
+    qtbot.addWidget(balloon)
+    balloon.show()
+    image = render(balloon)
+    inked = [luminance(QColor(image.pixel(x, y))) for x in range(image.width()) for y in range(image.height())]
+    assert min(inked) < 80, min(inked)  # dark text on a background of luminance ~255
+
+
 def test_focused_button_shows_a_frame(dark, qtbot):
     def highlight_pixels(focused: bool) -> int:
         button = QPushButton("Start")
@@ -193,3 +219,80 @@ def test_each_action_has_one_visible_place_besides_the_menus(window):
                  "Cancel call"):
         assert places(name) == 1, (name, [b.text() for b in buttons])
     assert places("Cancel") == 0  # not a second Cancel beside "Cancel call"
+
+
+def test_spoken_names_are_the_visible_words_and_start_call_tabs_in_reading_order(window, qloop, qtbot, tmp_path):
+    """A control is announced by the words it shows ("Edit server…" as "Edit server", what it
+    does in its description), the search fields' clear buttons have a name, and Tab in
+    Start call goes server, search, tools, the form's fields, then the buttons, with no
+    stop that shows no focus."""
+    from PySide6.QtWidgets import QAbstractButton, QLineEdit, QScrollArea, QToolButton
+
+    from hostapp.engine.api import ServerView
+    from hostapp.ui.accessible import shown_words
+    from hostapp.ui.call_dialog import StartCallDialog
+    from hostapp.ui.quit_dialog import QuitDialog
+    from hostapp.ui.server_dialog import ServerDialog
+    from tests.ui.test_window import until
+
+    main = window.window
+    QAccessible.setActive(True)
+    main.servers_model.update_server(ServerView(name="lab", transport="stdio", target="lab"))
+    main.banner.set_message("servers", "lab is offline.")
+
+    def mismatches(root: QWidget) -> list[str]:
+        wrong = []
+        for button in root.findChildren(QAbstractButton):
+            if isinstance(button, QToolButton) or not button.text() or not button.isVisibleTo(root):
+                continue
+            iface = QAccessible.queryAccessibleInterface(button)
+            spoken = iface.text(QAccessible.Text.Name) if iface is not None else ""
+            if shown_words(button.text()).lower() not in spoken.lower():
+                wrong.append(f"{button.text()!r} is announced as {spoken!r}")
+        return wrong
+
+    async def tools(_server):
+        return [{"name": "t", "description": "d", "inputSchema": {"type": "object", "properties": {
+            "n": {"type": "integer"}, "s": {"type": "string"}}}}]
+
+    async def opened() -> StartCallDialog:
+        dialog = StartCallDialog(["lab"], tools, main)
+        qtbot.addWidget(dialog)
+        dialog.show()
+        await until(lambda: dialog.form is not None)
+        return dialog
+
+    call = qloop.run_until_complete(opened())
+    from hostapp.engine.api import InputRequest
+    from hostapp.ui.elicitation_dialog import prompt_for
+
+    asked = {"message": "Who?", "requestedSchema": {"type": "object", "properties": {}}}
+    question = prompt_for(InputRequest(id="q1", operation_id=None, server="lab", mode="form", message="Who?",
+                                       params=asked), None, main)
+    others = [ServerDialog(), QuitDialog([], set(), main), question]
+    for dialog in others:
+        qtbot.addWidget(dialog)
+        dialog.show()
+    for root in [main, call, *others]:
+        assert mismatches(root) == [], root
+    edit = main.server_buttons[main.edit_server_action]
+    assert edit.accessibleName() == "Edit server" and "Change the selected server" in edit.accessibleDescription()
+
+    for search in (main.ops_pane.search, call.tool_search):
+        search.setText("t")  # the clear button shows once there is something to clear (the tool still matches)
+        clear = [b for b in search.findChildren(QToolButton) if b.isVisibleTo(search)]
+        assert clear and all(b.accessibleName() == "Clear the search" for b in clear), search.accessibleName()
+
+    stops, widget = [], call.server_box
+    for _ in range(100):
+        widget = widget.nextInFocusChain()
+        if widget is call.server_box:
+            break
+        if widget.isVisibleTo(call) and widget.isEnabled() and widget.focusPolicy() & Qt.FocusPolicy.TabFocus:
+            stops.append(widget)
+    assert not any(isinstance(w, QScrollArea) for w in stops)
+    fields = [call.form.raw_toggle, *[w for w in call.form.findChildren(QLineEdit) if w.isVisibleTo(call)]]
+    assert stops == [call.tool_search, call.tool_list, *fields, call.start_button,
+                     call.buttons.button(call.buttons.StandardButton.Cancel)], [
+        f"{w.metaObject().className()} {w.accessibleName()}" for w in stops]
+    call.reject()

@@ -50,3 +50,37 @@ def test_the_window_shows_the_agents_work_live_and_leaves_it_running(qtbot, qloo
 
     with OperationJournal(journal_path(agents.home)) as journal:
         assert journal.get_operation(op.id).status == api.OperationStatus.COMPLETED
+
+
+def test_servers_removed_or_changed_from_the_command_line_change_in_an_open_window(qtbot, qloop, agents: Agents):
+    agents.start("--idle-exit", "600")
+
+    remote = qloop.run_until_complete(agents.connect())
+    host = HostApp(agents.home, agent=remote)
+    qtbot.addWidget(host.window)
+    qloop.run_until_complete(host.start())
+    servers = host.window.servers_model
+
+    def names() -> list[str]:
+        return [s.name for s in servers.servers()]
+
+    _wait(qloop, lambda: names() == ["lab", "lab-http"])
+    removed = agents.run("servers", "remove", "lab-http")
+    assert removed.returncode == 0, removed.stderr
+    _wait(qloop, lambda: names() == ["lab"])  # gone from the open window, no ghost left behind
+    assert "lab-http" not in (host.window.banner.message("servers") or "")
+
+    # The same name added again with another command: the row shows the new one.
+    added = agents.run("servers", "add", "lab-http", "--", sys.executable, "-m", "hostapp", "lab", "serve",
+                       "--stdio", "--state", str(agents.home / "again.sqlite3"))
+    assert added.returncode == 0, added.stderr
+
+    def target() -> str | None:
+        row = servers.row_of("lab-http")
+        return None if row is None else servers.server(row).target
+
+    _wait(qloop, lambda: "again.sqlite3" in (target() or ""))
+    _wait(qloop, lambda: servers.server(servers.row_of("lab-http")).state == api.CONNECTED)
+    assert names() == ["lab", "lab-http"]
+    qloop.run_until_complete(host.shutdown(stop_loop=False))
+    assert agents.run("agent", "stop").returncode == 0

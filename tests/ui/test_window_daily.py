@@ -88,7 +88,18 @@ def test_first_run_hint_question_later_summary_and_list_tools(small_host, qloop)
         # An empty first run says what to do.
         hint = window.ops_pane.empty_hint
         assert hint.isVisible() and "Start call" in hint.text() and "long_task_ext" in hint.text()
+        # Both lab servers' showcase tools, the app view and the skill among them.
+        assert "<b>lab</b>" in hint.text() and "<b>lab-http</b>" in hint.text()
+        assert "show_card (an app view)" in hint.text() and "long_sse" in hint.text() and "Skills" in hint.text()
         assert window.windowTitle() == "MCP operations"
+        # Start call opens on a showcase tool the first time, not on whichever the lab lists first.
+        window.start_action.trigger()
+        await until(lambda: window.call_dialog is not None and window.call_dialog.form is not None,
+                    what="the start dialog's first screen")
+        assert window.call_dialog.server_box.currentText() == "lab"
+        assert window.call_dialog.tool_list.currentItem().text() == "long_task_ext"
+        window.call_dialog.reject()
+        await until(lambda: window.call_dialog is None, what="the dialog to close")
 
         # A question closed with Esc stays open, and the row and the title say so.
         prompts = []
@@ -172,7 +183,7 @@ def test_progress_cells_show_time_left_and_no_bar_for_ended_calls(qloop):
     qloop.run_until_complete(model.reload())
     model.apply_changes([dataclasses.replace(running, progress=4, updated_at=1004.0)])
     row = model.row_of("op1")
-    estimate = model.estimate(model.operation(row))
+    estimate = model.estimate(model.operation(row), now=1004.0)
     assert estimate is not None and estimate.rate == pytest.approx(1.0) and estimate.seconds_left == pytest.approx(6)
     # A working call without a total that has been silent says so beside its last message.
     quiet = dataclasses.replace(running, id="op9", progress=None, total=None, message="starting",
@@ -256,7 +267,12 @@ def test_protocol_column_and_tooltips_read_well(qapp):
     model = ServerTableModel()
     model.set_servers([ServerView(name="lab", transport="stdio", target="x", state=api.CONNECTED,
                                   protocol_version="2026-07-28")])
-    assert model.data(model.index(0, PROTOCOL)) == "MCP 2026-07-28"
+    assert model.data(model.index(0, PROTOCOL)) == "2026-07-28 · stateless"
+    assert model.headerData(PROTOCOL, Qt.Orientation.Horizontal) == "MCP revision"
+    assert "revision of the MCP specification" in model.data(model.index(0, PROTOCOL), Qt.ItemDataRole.ToolTipRole)
+    model.set_servers([ServerView(name="old", transport="http", target="x", state=api.CONNECTED,
+                                  protocol_version="2025-11-25")])
+    assert model.data(model.index(0, PROTOCOL)) == "2025-11-25 · with handshake"
     # Qt shows a rich-text tooltip in a word-wrapping label: a sentence must not wrap
     # after a few words.
     sentence = "long_task_ext: step 26/120, reading the archive of the second quarter"
@@ -313,3 +329,121 @@ def test_start_call_focuses_the_tools_searches_them_and_remembers_the_last_call(
         again.reject()
 
     qloop.run_until_complete(scenario())
+
+
+def test_an_empty_list_says_loading_until_the_journal_was_read(qtbot, qloop, tmp_path):
+    from PySide6.QtCore import QSettings
+
+    from hostapp.ui.operations_model import OperationTableModel
+    from hostapp.ui.operations_pane import OperationsPane
+    from tests.ui.test_models import ListSource, op
+
+    settings = QSettings(str(tmp_path / "settings.ini"), QSettings.Format.IniFormat)
+    history = ListSource([op(i) for i in range(5)])
+    pane = OperationsPane(OperationTableModel(history), settings)
+    qtbot.addWidget(pane)
+    pane.resize(900, 400)
+    pane.show()
+    # A cold start over a full history: not "No operations yet" before the journal is read.
+    assert pane.empty_hint.isVisible() and pane.empty_hint.text() == "<p>Loading…</p>"
+    qloop.run_until_complete(pane.model.reload())
+    assert not pane.empty_hint.isVisible() and pane.model.rowCount() == 5
+
+    empty = OperationsPane(OperationTableModel(ListSource([])), settings)
+    qtbot.addWidget(empty)
+    empty.resize(900, 400)
+    empty.show()
+    qloop.run_until_complete(empty.model.reload())
+    assert "No operations yet" in empty.empty_hint.text() and "Add a server" in empty.empty_hint.text()
+    empty.set_servers(["lab"])
+    assert "show_card" in empty.empty_hint.text() and "lab-http" not in empty.empty_hint.text()
+
+
+def test_start_call_with_a_search_that_matches_nothing_starts_nothing(qtbot, qloop):
+    from hostapp.ui.call_dialog import StartCallDialog
+
+    async def load(_server):
+        return TOOLS
+
+    async def scenario():
+        dialog = StartCallDialog(["lab"], load)
+        qtbot.addWidget(dialog)
+        dialog.show()
+        await until(lambda: dialog.tool_list.count() == 2 and dialog.form is not None, what="the tools")
+        dialog.tool_list.setCurrentRow(1)
+        chosen = dialog.tool_list.currentItem().text()
+        dialog.tool_search.setText("no such tool anywhere")
+        assert all(dialog.tool_list.item(i).isHidden() for i in range(2))
+        assert dialog.tool_list.currentItem() is None and dialog.form is None
+        assert not dialog.start_button.isEnabled()
+        assert "No tool matches “no such tool anywhere”" in dialog.status.text()
+        qtbot.keyClick(dialog.tool_search, Qt.Key.Key_Return)  # Enter in the search: nothing starts
+        dialog._try_accept()
+        assert dialog.result() != StartCallDialog.DialogCode.Accepted and dialog.isVisible()
+        assert dialog.tool is None
+        # Clearing the search brings the tool chosen before back.
+        dialog.tool_search.clear()
+        assert dialog.tool_list.currentItem().text() == chosen and dialog.start_button.isEnabled()
+        assert dialog.status.text() == "2 tools."
+        dialog.reject()
+
+    qloop.run_until_complete(scenario())
+
+
+def test_the_details_come_back_after_a_small_window_and_a_restart(qtbot, qloop, isolated_home):
+    from PySide6.QtCore import QPoint
+
+    from hostapp.app import HostApp
+    from hostapp.ui.window_parts import DETAILS_MIN
+
+    def open_window() -> HostApp:
+        app = HostApp(isolated_home)
+        app.window.resize(1280, 800)
+        app.window.show()
+        qtbot.waitExposed(app.window)
+        return app
+
+    def details(app: HostApp) -> int:
+        return app.window.splitter.sizes()[2]
+
+    def close(app: HostApp) -> None:
+        app.window.save_geometry()
+        if not app.stopped.is_set():
+            qloop.run_until_complete(app.shutdown(stop_loop=False))
+        dispose(app.window)
+
+    app = open_window()
+    window = app.window
+    qtbot.waitUntil(lambda: details(app) >= DETAILS_MIN)
+    shown = details(app)
+    assert window.details.cancel_button.isVisible()
+    window.resize(800, 500)
+    qtbot.waitUntil(lambda: details(app) == 0)  # too small: the details give way to the operations
+    close(app)  # and the window is closed that small
+
+    app = open_window()  # the next day, full size again
+    window = app.window
+    qtbot.waitUntil(lambda: details(app) >= DETAILS_MIN)
+    assert window.details_box.isVisible() and window.details.cancel_button.isVisible()
+    window.resize(800, 500)
+    qtbot.waitUntil(lambda: details(app) == 0)
+    window.resize(1280, 800)
+    qtbot.waitUntil(lambda: details(app) >= DETAILS_MIN)  # comes back as the window grows
+    assert window.splitter.sizes()[1] >= details(app) >= min(shown, DETAILS_MIN)
+
+    # The person drags the handle down to close them: they stay closed through a resize...
+    handle = window.splitter.handle(2)
+    qtbot.mousePress(handle, Qt.MouseButton.LeftButton, pos=QPoint(handle.width() // 2, 2))
+    qtbot.mouseMove(handle, QPoint(handle.width() // 2, window.splitter.height()))
+    qtbot.mouseRelease(handle, Qt.MouseButton.LeftButton, pos=QPoint(handle.width() // 2, window.splitter.height()))
+    qtbot.waitUntil(lambda: details(app) == 0)
+    window.resize(1200, 760)
+    window.resize(1280, 800)
+    qtbot.wait(50)
+    assert details(app) == 0
+    # ...until View → Reset layout.
+    view_menu = next(a.menu() for a in window.menuBar().actions() if a.text() == "&View")
+    assert window.reset_layout_action in view_menu.actions()
+    window.reset_layout_action.trigger()
+    qtbot.waitUntil(lambda: details(app) >= DETAILS_MIN)
+    close(app)

@@ -172,8 +172,9 @@ def test_an_agent_stopped_on_purpose_is_not_restarted_behind_the_persons_back(qt
         wait(qloop, lambda: not alive(first), 30, "the agent's end")
         qloop.run_until_complete(asyncio.sleep(3))  # time enough for a restart, if one were made
         assert HomeLock(agents.home).owner() is None or not alive(HomeLock(agents.home).owner().pid)
-        assert host.window.banner.action_button.isVisible()
-        assert host.window.banner.action_button.text() == "Start agent"
+        start_agent = host.window.banner.action_button("agent")
+        assert start_agent is not None and start_agent.isVisible()
+        assert start_agent.text() == "Start agent"
         # No server row still claims a connection nobody holds.
         model = host.window.servers_model
         rows = [model.status_text(s) for s in model.servers()]
@@ -194,11 +195,11 @@ def test_an_agent_stopped_on_purpose_is_not_restarted_behind_the_persons_back(qt
         chosen = host.window.selected_server()
         assert chosen is not None
 
-        host.window.banner.action_button.click()
+        host.window.banner.action_button("agent").click()
         wait(qloop, lambda: host.window.banner.message("agent") is None, 60, "the new agent")
         second = agent_pid(host)
         assert second != first and alive(second)
-        assert not host.window.banner.action_button.isVisible()
+        assert host.window.banner.action_button("agent") is None
         wait(qloop, lambda: all(not model.status_text(s).startswith("not connected") for s in model.servers()),
              30, "the servers' states from the new agent")
         after = host.window.selected_server()  # the rows were read again; the choice stays

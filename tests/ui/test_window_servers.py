@@ -118,28 +118,53 @@ def test_the_offline_banner_can_be_dismissed_until_something_changes(host, qloop
         banner.dismiss_button.click()
         assert "nocmd" not in banner.label.text()
         assert banner.isVisible() == bool(banner.message("keyring"))  # only a keyring problem stays
-        window._servers_health()  # the same condition, told again: it stays dismissed
-        assert "nocmd" not in banner.label.text()
+        # The server keeps failing: every new attempt ends offline again, and the banner stays quiet.
+        attempts: list[str] = []
+        window.signals.serverChanged.connect(
+            lambda view: attempts.append(view.state) if view.name == "nocmd" else None)
+        await until(lambda: attempts.count(api.OFFLINE) >= 2, timeout=60, what="two more failed attempts")
+        assert "nocmd" not in banner.label.text() and "nocmd" not in (banner.message("servers") or "")
         await host.api.add_server(missing("other"))  # a new condition shows
         await until(lambda: "other is offline" in banner.label.text(), timeout=60, what="the second server's banner")
-        assert banner.isVisible()
+        assert banner.isVisible() and "nocmd" not in banner.label.text()
+
+        # The banner offers to stop retrying the server it speaks of.
+        stop = banner.action_button("servers")
+        assert stop is not None and stop.isVisible() and stop.text() == "Stop retrying other"
+        assert stop.accessibleName() == stop.text()
+        stop.click()
+        await until(lambda: view_of(window, "other").state == api.DISABLED, what="the retries to stop")
+        await until(lambda: "other" not in banner.label.text(), what="the banner to clear")
+        assert view_of(window, "nocmd").state != api.DISABLED  # the dismissed one was not named
         await host.shutdown(stop_loop=False)
 
     qloop.run_until_complete(scenario())
 
 
 def test_start_call_on_a_server_that_cannot_connect_says_so_at_once(host, qloop):
+    from PySide6.QtCore import Qt
+
     window = host.window
 
     async def scenario():
         await host.start()
         await host.api.add_server(missing())
+        await host.api.add_server(hostile())
         await until(lambda: (v := view_of(window, "nocmd")) and v.retry_at is not None and v.error,
                     what="the first failure")
+        await until(lambda: (v := view_of(window, "hostile")) and v.state == api.CONNECTED, what="hostile")
         window.servers_table.selectRow(window.servers_model.row_of("nocmd"))
         window.start_action.trigger()
         await until(lambda: window.call_dialog is not None, what="the start dialog")
         dialog = window.call_dialog
+        # The chooser marks the server that cannot answer, and only that one.
+        box = dialog.server_box
+        texts = {box.itemData(i): box.itemText(i) for i in range(box.count())}
+        assert texts["hostile"] == "hostile" and texts["nocmd"] in ("nocmd (offline)", "nocmd (reconnecting)"), texts
+        marked = box.findData("nocmd")
+        assert not box.itemIcon(marked).isNull() and box.itemIcon(box.findData("hostile")).isNull()
+        assert "Last error: " in box.itemData(marked, Qt.ItemDataRole.ToolTipRole)
+        assert dialog.chosen_server() == "nocmd"
         text = dialog.status.text()
         assert "nocmd is " in text and "Last error: " in text and "Reading the tools" not in text
         assert dialog.retry_button.isVisible() and not dialog.start_button.isEnabled()
@@ -194,14 +219,31 @@ def test_test_connection_in_the_server_dialog_saves_nothing(host, qloop):
         dialog.args_edit.setText(" ".join(args))
         await dialog.test_connection()
         assert dialog.check_label.text().startswith(f"✓ Connected (hostile): MCP 2025-06-18, {len(TOOLS)} tools")
+        assert dialog.tested is True
         dialog.command_edit.setText(MISSING)
-        assert dialog.check_label.text() == ""  # the result was for other settings
+        assert dialog.check_label.text().startswith("Not tested yet")  # the result was for other settings
+        assert dialog.tested is None
         await dialog.test_connection()
         result = dialog.check_label.text()
         assert result.startswith("✗ Cannot connect: ") and len(result) > len("✗ Cannot connect: ") + 5
         assert await host.api.server_configs() == []  # nothing was saved
-        dialog.reject()
+        # OK saves them anyway, and says the test failed.
+        dialog.buttons.accepted.emit()
         await until(lambda: window.server_actions.server_dialog is None)
+        await until(lambda: "trial" in window.statusBar().currentMessage(), what="the saved message")
+        assert "although its connection test failed" in window.statusBar().currentMessage()
+
+        # Settings never tested: the dialog says so before OK, and the window after.
+        window.add_server_action.trigger()
+        await until(lambda: window.server_actions.server_dialog is not None)
+        dialog = window.server_actions.server_dialog
+        assert dialog.check_label.text().startswith("Not tested yet") and dialog.check_label.isVisible()
+        dialog.name_edit.setText("untried")
+        dialog.command_edit.setText(command)
+        dialog.args_edit.setText(" ".join(args))
+        dialog.buttons.accepted.emit()
+        await until(lambda: "untried" in window.statusBar().currentMessage(), what="the saved message")
+        assert "without a connection test" in window.statusBar().currentMessage()
         await host.shutdown(stop_loop=False)
 
     qloop.run_until_complete(scenario())
@@ -250,6 +292,52 @@ def test_removing_a_server_with_a_call_running_asks_and_ends_it_truthfully(host,
         await window.load_servers()
         await until(lambda: window.rerun_action.isEnabled(), what="Re-run to come back")
         assert window.details.rerun_button.isEnabled()
+        await host.shutdown(stop_loop=False)
+
+    qloop.run_until_complete(scenario())
+
+
+def test_skills_is_offered_only_for_a_connected_server_that_declares_the_extension(host, qloop):
+    """Skills… is enabled for the lab (it declares io.modelcontextprotocol/skills), and
+    loads its skill; for a connected server without the extension and for an offline one it
+    is disabled, and its status tip says why."""
+    from hostapp.app import lab_server_config
+
+    window = host.window
+
+    def select(name: str) -> None:
+        window.servers_table.selectRow(window.servers_model.row_of(name))
+
+    async def scenario():
+        await host.start()
+        await host.api.add_server(lab_server_config(host.home))
+        await host.api.add_server(hostile())
+        await host.api.add_server(missing())
+        for name in ("lab", "hostile"):
+            await until(lambda n=name: (v := view_of(window, n)) is not None and v.state == api.CONNECTED,
+                        timeout=60, what=f"{name} to connect")
+        await until(lambda: view_of(window, "nocmd") is not None and view_of(window, "nocmd").state == api.OFFLINE,
+                    timeout=60, what="nocmd to fail")
+
+        select("hostile")
+        assert not window.skills_action.isEnabled()
+        assert "does not offer skills" in window.skills_action.statusTip()
+        select("nocmd")
+        assert not window.skills_action.isEnabled()
+        assert "nocmd is not connected" in window.skills_action.statusTip()
+        select("lab")
+        assert window.skills_action.isEnabled()
+
+        window.skills_action.trigger()
+        await until(lambda: window.skills_dialog is not None and window.skills_dialog.skill_list.count() == 1,
+                    timeout=60, what="the lab's skill")
+        dialog = window.skills_dialog
+        assert dialog.skill_list.item(0).text() == "lab-tour"
+        dialog.load_button.click()
+        await until(lambda: dialog.loaded is not None, timeout=60, what="the skill to load")
+        assert "A tour of the lab" in dialog.text.toPlainText()
+        assert "read and verified" in dialog.status.text()
+        dialog.reject()
         await host.shutdown(stop_loop=False)
 
     qloop.run_until_complete(scenario())

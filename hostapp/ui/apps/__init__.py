@@ -13,11 +13,32 @@ See ``docs/mcp-apps.md``.
 from __future__ import annotations
 
 import os
+import sys
+from pathlib import Path
 
-#: What the window says when the view cannot be rendered because QtWebEngine is missing.
-MISSING_MESSAGE = ("This tool has an interactive view, but the component that renders it is not "
-                   "installed: install hostapp with the extra 'apps' (pip install 'hostapp[apps]', "
-                   "which adds PySide6-Addons) and restart.")
+#: The start of what the window says when a view cannot be rendered (QtWebEngine is missing).
+MISSING_MESSAGE = "This tool has an interactive view, but the component that renders it is not installed"
+
+
+def source_checkout(package_dir: Path | None = None) -> Path | None:
+    """The clone hostapp runs from (an editable install), or None for an installed copy."""
+    root = (package_dir or Path(__file__).resolve().parents[2]).parent
+    return root if (root / "pyproject.toml").is_file() and (root / "hostapp").is_dir() else None
+
+
+def install_hint(package_dir: Path | None = None, python: str | None = None) -> str:
+    """How to add the view renderer (the extra ``apps``: PySide6-Addons) to the hostapp that
+    runs now: from its clone, or into the interpreter it is installed in."""
+    if getattr(sys, "frozen", False):
+        return "this build of hostapp has no view renderer; install a build that includes it"
+    clone = source_checkout(package_dir)
+    if clone is not None:
+        return f"in {clone}, run 'make apps' (it runs .venv/bin/pip install -e '.[apps]')"
+    return f"run {python or sys.executable} -m pip install 'hostapp[apps]'"
+
+
+def missing_message() -> str:
+    return f"{MISSING_MESSAGE}: {install_hint()}, then restart hostapp."
 
 
 def unavailable_reason() -> str | None:
@@ -27,7 +48,7 @@ def unavailable_reason() -> str | None:
         import PySide6.QtWebEngineCore
         import PySide6.QtWebEngineWidgets  # noqa: F401
     except ImportError:
-        return MISSING_MESSAGE
+        return missing_message()
     return None
 
 

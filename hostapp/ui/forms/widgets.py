@@ -54,8 +54,18 @@ def error_label() -> QLabel:
 
 
 def show_error(label: QLabel, message: str | None) -> None:
-    label.setText(message or "")
-    label.setVisible(bool(message))
+    """Show ``message`` under a field, or take it away. A message taken away leaves its
+    room (and its text, unseen, to keep the room's size) until another takes its place:
+    the fields below do not jump up under the pointer the moment the person corrects one."""
+    if message:
+        label.setText(message)
+        label.setVisible(True)
+        return
+    if not label.isHidden():
+        policy = label.sizePolicy()
+        policy.setRetainSizeWhenHidden(True)
+        label.setSizePolicy(policy)
+    label.setVisible(False)
 
 
 def caption(title: str, required: bool) -> str:
