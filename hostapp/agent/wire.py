@@ -289,8 +289,8 @@ CONTROL: dict[str, str] = {f"agent.{name}": name for name, member in vars(api.Ag
 
 #: The kinds of ``event`` notifications (``params.kind``); ``owner_stopping`` is the
 #: agent's farewell, ``dropped`` its last word to a client it stops serving.
-EVENT_KINDS = ("operation_changed", "operation_event", "server_changed", "input_requested", "input_withdrawn",
-               "problem", "owner_stopping", "dropped")
+EVENT_KINDS = ("operation_changed", "operation_event", "server_changed", "server_removed", "input_requested",
+               "input_withdrawn", "problem", "owner_stopping", "dropped")
 
 
 # -- errors -------------------------------------------------------------------------------

@@ -30,7 +30,7 @@ def pytest_collection_modifyitems(config, items):
 
 
 @pytest.fixture
-def qloop(qapp):
+def qloop(qapp, request):
     """The app's event loop (qasync's, scheduling through one Qt timer) on the test's
     QApplication; run coroutines with ``qloop.run_until_complete``."""
     # As in the app: closing the last window (a prompt) must not end the event loop.
@@ -39,8 +39,13 @@ def qloop(qapp):
     executor = blocking_call_executor()
     loop.set_default_executor(executor)
     asyncio.set_event_loop(loop)
-    # A test stuck inside Qt cannot be interrupted by pytest-timeout's signal: say where it is.
-    faulthandler.dump_traceback_later(240, exit=False)
+    # A test stuck inside Qt cannot be interrupted by pytest-timeout's signal (its handler runs
+    # only when Python code does): a while after the test's own timeout, say where it is and
+    # end the process, so that a hang fails the test (xdist replaces the worker) instead of
+    # holding the suite for good.
+    marker = request.node.get_closest_marker("timeout")
+    limit = float(marker.args[0]) if marker and marker.args else float(request.config.getini("timeout") or 300)
+    faulthandler.dump_traceback_later(limit + 30, exit=True)
     try:
         yield loop
     finally:
