@@ -8,7 +8,6 @@ import plistlib
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -21,6 +20,7 @@ from hostapp.agent.autostart import (
     exec_line,
     parse_exec_line,
 )
+from tests.support.waiting import until
 
 AWKWARD = ['plain', 'two words', 'quote"d', "it's", 'back\\slash', '$HOME', '`tick`', '100%', '%u', 'tab\there', '']
 
@@ -53,10 +53,14 @@ def test_a_real_launcher_runs_the_exec_line_as_written(tmp_path: Path):
     )
     env = {k: v for k, v in __import__("os").environ.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY")}
     subprocess.run(["gio", "launch", str(entry)], check=True, env=env, timeout=30)
-    deadline = time.monotonic() + 20
-    while not out.exists() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    seen = json.loads(out.read_text())
+
+    def written() -> dict | None:
+        try:
+            return json.loads(out.read_text())
+        except (FileNotFoundError, json.JSONDecodeError):  # not yet, or not all of it yet
+            return None
+
+    seen = until(written, what="the launched program to write what it received", interval=0.05)
     assert seen == {"argv": args, "home": home}
 
 
