@@ -8,7 +8,6 @@ import plistlib
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -21,6 +20,7 @@ from hostapp.agent.autostart import (
     exec_line,
     parse_exec_line,
 )
+from tests.support.waiting import until
 
 AWKWARD = ['plain', 'two words', 'quote"d', "it's", 'back\\slash', '$HOME', '`tick`', '100%', '%u', 'tab\there', '']
 
@@ -53,10 +53,14 @@ def test_a_real_launcher_runs_the_exec_line_as_written(tmp_path: Path):
     )
     env = {k: v for k, v in __import__("os").environ.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY")}
     subprocess.run(["gio", "launch", str(entry)], check=True, env=env, timeout=30)
-    deadline = time.monotonic() + 20
-    while not out.exists() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    seen = json.loads(out.read_text())
+
+    def written() -> dict | None:
+        try:
+            return json.loads(out.read_text())
+        except (FileNotFoundError, json.JSONDecodeError):  # not yet, or not all of it yet
+            return None
+
+    seen = until(written, what="the launched program to write what it received", interval=0.05)
     assert seen == {"argv": args, "home": home}
 
 
@@ -224,14 +228,11 @@ def test_the_agent_started_at_login_with_a_display_shows_the_tray_icon(agents):
 
     agents.env = {**agents.env, "DISPLAY": ":0"}  # Qt draws offscreen in the tests; the agent sees a display
     agents.start("--autostart", "--tray")
-    deadline = time.monotonic() + 60
-    status: dict = {}
-    while time.monotonic() < deadline:
-        ran = agents.run("agent", "status", "--json")
-        status = json.loads(ran.stdout or "{}")
-        if status.get("clients", 0) >= 1 and _tray_windows(agents.home):
-            break
-        time.sleep(0.2)
+    def tray_connected() -> dict | None:
+        status = json.loads(agents.run("agent", "status", "--json").stdout or "{}")
+        return status if status.get("clients", 0) >= 1 and _tray_windows(agents.home) else None
+
+    status = until(tray_connected, what="the tray's window process, connected to the agent", interval=0.2)
     windows = _tray_windows(agents.home)
     try:
         assert windows and status.get("clients", 0) >= 1, status
@@ -243,10 +244,7 @@ def test_the_agent_started_at_login_with_a_display_shows_the_tray_icon(agents):
     # No display: the agent alone.
     agents.env = {k: v for k, v in agents.env.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY")}
     agents.start("--autostart", "--tray")
-    ran = agents.run("agent", "status", "--json")
-    deadline = time.monotonic() + 60
-    while not json.loads(ran.stdout or "{}").get("running") and time.monotonic() < deadline:
-        time.sleep(0.2)
-        ran = agents.run("agent", "status", "--json")
-    assert json.loads(ran.stdout)["running"] and not _tray_windows(agents.home)
+    until(lambda: json.loads(agents.run("agent", "status", "--json").stdout or "{}").get("running"),
+          what="the agent started at login", interval=0.2)
+    assert not _tray_windows(agents.home)
     assert agents.run("agent", "stop", "--yes").returncode == 0

@@ -11,7 +11,6 @@ import json
 import subprocess
 import sys
 import textwrap
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,6 +24,7 @@ from hostapp.lab.state import execution_count
 from tests.agent.conftest import Agents
 from tests.support.agents import agent_pids, kill_owner
 from tests.support.faults import REPO_ROOT, HostCall, LabProcess, LoopbackProxy, progress_of
+from tests.support.waiting import DEADLINE, until, until_async
 
 OUTCOME_TIMEOUT = 120
 
@@ -54,15 +54,16 @@ def _started(call: HostCall) -> str:
     return str(first["operation"])
 
 
-async def _wait_resumable(agents: Agents, ids: list[str], timeout: float = 60) -> None:
+async def _wait_resumable(agents: Agents, ids: list[str], timeout: float = DEADLINE) -> None:
     """Until the owner holds a durable handle for each of ``ids`` (none would be lost by a
     stop: what a kill now leaves behind can be resumed)."""
     engine = await RemoteEngine.connect(endpoint_path(agents.home), client="test")
+
+    async def durable() -> bool:
+        return not [op for op in await engine.control.unsurvivable() if op["id"] in ids]
+
     try:
-        deadline = time.monotonic() + timeout
-        while lost := [op for op in await engine.control.unsurvivable() if op["id"] in ids]:
-            assert time.monotonic() < deadline, f"no durable handle yet: {lost}"
-            await asyncio.sleep(0.1)
+        await until_async(durable, timeout, what=f"a durable handle for each of {ids}", interval=0.1)
     finally:
         await engine.close()
 
@@ -92,12 +93,9 @@ async def test_six_calls_at_once_share_one_owner_and_one_resume_gives_each_its_o
     calls = [_call(agents, tool, args) for tool, args in plan]
     ids = [_started(call) for call in calls]
     await _wait_resumable(agents, ids)
-    owners = agent_pids(agents.home)
-    deadline = time.monotonic() + 30
-    while len(owners) != 1 and time.monotonic() < deadline:  # an owner that lost the race exits at once
-        time.sleep(0.1)
-        owners = agent_pids(agents.home)
-    assert len(owners) == 1, f"one agent owns the home, not {owners}"
+    # An owner that lost the race exits at once.
+    owners = await until_async(lambda: len(pids := agent_pids(agents.home)) == 1 and pids,
+                               what="one agent to own the home", interval=0.1)
     # ... and it was the only one started: the commands that found no owner started one
     # between them (an owner that loses the race for the lock logs that it did).
     assert "owned already" not in (agents.home / "logs" / "agent.log").read_text()
@@ -224,10 +222,8 @@ def test_agent_stop_names_what_cannot_survive_and_refuses_without_a_terminal(age
         assert json.loads(agents.run("agent", "status", "--json").stdout)["running"] is True
         stopped = agents.run("agent", "stop", "--yes")
         assert stopped.returncode == 0 and "stopped" in stopped.stdout, stopped.stderr
-        deadline = time.monotonic() + 15  # it let go of the home; its process ends just after
-        while agent_pids(agents.home):
-            assert time.monotonic() < deadline, "the agent did not end after agent stop"
-            time.sleep(0.05)
+        # It let go of the home; its process ends just after.
+        until(lambda: not agent_pids(agents.home), what="the agent to end after agent stop", interval=0.05)
     finally:
         call.kill()
 
@@ -239,10 +235,8 @@ def test_follow_does_not_wait_on_an_operation_nobody_drives(agents: Agents):
     from hostapp.store.paths import journal_path
 
     agents.start("--idle-exit", "600")
-    deadline = time.monotonic() + 30
-    while not json.loads(agents.run("agent", "status", "--json").stdout).get("running"):
-        assert time.monotonic() < deadline
-        time.sleep(0.1)
+    until(lambda: json.loads(agents.run("agent", "status", "--json").stdout).get("running"),
+          what="agent status to say the agent runs", interval=0.1)
     with OperationJournal(journal_path(agents.home)) as journal:  # written behind the owner's back
         journal.create_operation_sync(OperationRecord(
             id="orphan", server="gone", method="tools/call", tool="t", params={"name": "t", "arguments": {}},

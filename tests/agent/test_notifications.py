@@ -12,6 +12,7 @@ from hostapp.engine import api
 from tests.agent.conftest import Agents
 from tests.agent.test_owner import _connect, _lab_config
 from tests.support.notification_service import NotificationService
+from tests.support.waiting import until_async
 
 
 def _op(**fields) -> api.OperationView:
@@ -72,10 +73,7 @@ async def test_the_open_action_reaches_the_owner(real_keyring, monkeypatch):
             (shown,) = service.wait_for(1)
             assert shown.body == "crunch on lab: &lt;b&gt;disk&lt;/b&gt; full &amp; more"
             service.click(shown.id)
-            for _ in range(100):
-                if opened:
-                    break
-                await asyncio.sleep(0.05)
+            await until_async(lambda: opened, what="the open action to reach the owner")
             assert opened == ["op1"]
         finally:
             await notifier.close()

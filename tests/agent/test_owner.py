@@ -10,7 +10,6 @@ import signal
 import socket
 import stat
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -21,17 +20,18 @@ from hostapp.agent.endpoint import endpoint_path
 from hostapp.engine import api
 from tests.agent.conftest import Agents
 from tests.support.agents import exchange as agents_exchange
+from tests.support.waiting import DEADLINE, until_async
 
 
-async def _connect(home: Path, listener: api.EngineListener | None = None, timeout: float = 30) -> RemoteEngine:
-    deadline = time.monotonic() + timeout
-    while True:
+async def _connect(home: Path, listener: api.EngineListener | None = None, timeout: float = DEADLINE) -> RemoteEngine:
+    """A client of the home's owner, once the owner answers."""
+    async def connected() -> RemoteEngine | None:
         try:
             return await RemoteEngine.connect(endpoint_path(home), listener, client="test")
         except AgentUnavailable:
-            if time.monotonic() > deadline:
-                raise
-            await asyncio.sleep(0.1)
+            return None
+
+    return await until_async(connected, timeout, what=f"the owner of {home} to answer", interval=0.1)
 
 
 def _lab_config() -> api.ServerConfig:
@@ -123,7 +123,10 @@ async def test_a_call_started_by_one_client_is_seen_live_by_another(agents: Agen
         op = await starter.start_call("lab", "sleep_with_progress", {"seconds": 1.5, "steps": 15, "message": "tick"})
         final = await asyncio.wait_for(starter.wait_finished(op.id), 60)
         assert final.status == api.OperationStatus.COMPLETED
-        await asyncio.sleep(0.3)
+        await until_async(lambda: any(c.id == op.id and c.status == api.OperationStatus.COMPLETED
+                                      for c in watcher_seen.changes), what="the other client to see the call end")
+        # A round trip on the watcher's connection: whatever the owner sent it before is in.
+        assert (await watcher.operation(op.id)).status == api.OperationStatus.COMPLETED
         mine = [c for c in watcher_seen.changes if c.id == op.id]
         assert mine, "the other client saw nothing of the call"
         assert mine[-1].status == api.OperationStatus.COMPLETED  # the terminal change arrives, and last
@@ -131,7 +134,6 @@ async def test_a_call_started_by_one_client_is_seen_live_by_another(agents: Agen
         assert progress == sorted(progress) and progress  # live progress, never backwards
         # Coalesced: at most ~30 updates a second reach a client.
         assert len(mine) <= 30 * 1.5 + 10
-        assert (await watcher.operation(op.id)).status == api.OperationStatus.COMPLETED
     finally:
         await watcher.close()
         await starter.close()
@@ -170,15 +172,15 @@ async def test_an_owner_started_on_demand_exits_when_idle(agents: Agents, monkey
     await asyncio.sleep(2.5)
     os.kill(pid, 0)  # still there while a client is connected
     await engine.close()
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
+
+    def gone() -> bool:
         try:
             os.kill(pid, 0)
         except ProcessLookupError:
-            break
-        await asyncio.sleep(0.1)
-    else:
-        pytest.fail("the spawned agent did not exit when idle")
+            return True
+        return False
+
+    await until_async(gone, what="the spawned agent to exit when idle", interval=0.1)
 
     idle = agents.start("--idle-exit", "1")
     client = await _connect(agents.home)
@@ -238,7 +240,7 @@ async def test_the_autostart_entry_starts_an_owner_with_no_display(agents: Agent
     assert entry == tmp_path / "config" / "autostart" / "io.github.hostapp.hostapp.desktop"
 
     subprocess.run(["gio", "launch", str(entry)], env=env, check=True, timeout=30)
-    engine = await _connect(agents.home, timeout=60)
+    engine = await _connect(agents.home)
     try:
         info = json.loads(agents.run("agent", "status", "--json").stdout)
         assert info["running"] and info["autostart"] is True

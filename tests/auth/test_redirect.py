@@ -7,6 +7,7 @@ import asyncio
 import httpx
 
 from hostapp.auth.redirect import LoopbackRedirectListener
+from tests.support.waiting import until_async
 
 
 async def test_only_the_callback_with_the_expected_state_completes_the_sign_in():
@@ -18,8 +19,7 @@ async def test_only_the_callback_with_the_expected_state_completes_the_sign_in()
     waiting = asyncio.create_task(listener.authorize("https://auth.example/authorize?x=1", "expected-state"))
     try:
         async with httpx.AsyncClient(timeout=5) as browser:
-            while not opened:
-                await asyncio.sleep(0.01)
+            await until_async(lambda: opened, what="the browser to be opened")
             assert opened == ["https://auth.example/authorize?x=1"]
             forged = await browser.get(redirect_uri, params={"code": "c1", "state": "forged"})
             assert forged.status_code == 400

@@ -20,6 +20,7 @@ import pytest
 from hostapp.cli import progress, text
 from hostapp.cli.follow import EventPrinter
 from hostapp.cli.progress import LiveBoard, PlainView, Track, render
+from tests.support.waiting import until_async
 
 
 class FakeClock:
@@ -176,7 +177,8 @@ def test_the_line_is_redrawn_in_place_and_moves_on_its_own():
     async def run() -> None:
         b.update("a", None, status="running")
         clock.now += 3
-        await asyncio.sleep(progress.TICK * 3)
+        # Drawn again by its own ticks, with nothing new to show.
+        await until_async(lambda: term.getvalue().count("\r") >= 3, what="the line drawn three times")
 
     asyncio.run(run())
     written = term.getvalue()

@@ -20,6 +20,7 @@ from tests.engine.test_engine import run_engine
 from tests.engine.test_network_break import handle_committed
 from tests.support.faults import LoopbackProxy
 from tests.support.peers import Peer, free_port
+from tests.support.waiting import until_async
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -72,8 +73,8 @@ async def test_polls_in_flight_are_capped_and_served_in_order():
             running -= 1
 
     tasks = [asyncio.create_task(poll(i)) for i in range(10)]
-    await asyncio.sleep(0.05)
-    assert order == [0, 1, 2] and gate.waiting == 7
+    await until_async(lambda: gate.waiting == 7, what="seven polls waiting")
+    assert order == [0, 1, 2]
     tasks[5].cancel()  # a waiter that goes away takes nothing
     await asyncio.sleep(0)
     release.set()
@@ -101,7 +102,9 @@ async def test_the_engine_polls_a_server_within_its_budget(isolated_home, lab, r
         # 60 tasks, each polled every second at the lab's request: 60 polls a second asked for.
         ops = await asyncio.gather(*(engine.start_call("lab", "long_task", {"seconds": 30, "steps": 30})
                                      for _ in range(60)))
-        await asyncio.sleep(2)
+        for op in ops:  # every task made (its id committed)
+            await handle_committed(engine, op.id)
+        await asyncio.sleep(2)  # the polls settle to the budget's rate (the burst spent)
         loop = asyncio.get_running_loop()
         before, began = proxy.rpc_methods().count("tasks/get"), loop.time()
         await asyncio.sleep(3)
@@ -158,12 +161,9 @@ async def test_operations_resumed_together_ask_once_for_a_method_the_server_lack
         listens_before = proxy.rpc_methods().count("subscriptions/listen")
         polls_before = proxy.rpc_methods().count("tasks/get")
         engine = await run_engine(isolated_home, recorder)
-        for _ in range(200):
-            if proxy.rpc_methods().count("tasks/get") - polls_before >= len(ops):
-                break
-            await asyncio.sleep(0.05)
-        await asyncio.sleep(0.5)
-        assert proxy.rpc_methods().count("tasks/get") - polls_before >= len(ops)
+        await until_async(lambda: proxy.rpc_methods().count("tasks/get") - polls_before >= len(ops),
+                          what="a poll of every restored task")
+        await asyncio.sleep(0.5)  # no second listen comes meanwhile
         assert proxy.rpc_methods().count("subscriptions/listen") - listens_before == 1
         assert all(engine.runners[op.id].view.status == api.RUNNING for op in ops)
     finally:

@@ -16,6 +16,7 @@ from hostapp.engine.service import Engine
 from hostapp.lab.state import LabState, execution_count
 from hostapp.store.journal import OperationJournal
 from tests.engine.conftest import Recorder, lab_server
+from tests.support.waiting import until_async
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -116,10 +117,7 @@ async def test_cancel_ends_the_operation_as_cancelled(isolated_home, lab, record
         await engine.add_server(lab_server(lab, version="2025-11-25"))
         await engine.connected("lab")
         op = await engine.start_call("lab", "long_task", {"seconds": 30, "steps": 30})
-        for _ in range(200):
-            if recorder.progress_of(op.id):
-                break
-            await asyncio.sleep(0.05)
+        await until_async(lambda: recorder.progress_of(op.id), what="the task's first progress")
         await engine.cancel(op.id)
         final = await finished(engine, op.id)
         assert final.status == api.CANCELLED, (final.error, final.result)
@@ -138,12 +136,10 @@ async def test_restart_resumes_and_delivers_once(isolated_home, lab, real_keyrin
     await engine.connected("lab")
     op = await engine.start_call("lab", tool, {"seconds": 4, "steps": 8})
     journal = engine.journal
-    for _ in range(200):  # until the server's handle is committed (extension tasks send no progress)
-        record = journal.get_operation(op.id)
-        if record.handle_ref and (first.progress_of(op.id) or tool in ("long_task_ext", "long_resume_token")):
-            break
-        await asyncio.sleep(0.05)
-    assert journal.get_operation(op.id).handle_ref, "no handle committed before the restart"
+    # Until the server's handle is committed (extension tasks and async tools send no progress).
+    await until_async(lambda: journal.get_operation(op.id).handle_ref
+                      and (first.progress_of(op.id) or tool in ("long_task_ext", "long_resume_token", "long_async")),
+                      what="the handle committed before the restart, and progress")
     in_flight = journal.get_operation(op.id).status in api.IN_FLIGHT
     # What the restart rebuilds; it may hand over to another mechanism the server offers
     # afterwards (a resumed SSE stream replays a slice that offers a resume token).
@@ -181,10 +177,7 @@ async def test_an_operation_of_a_removed_server_is_ended_not_resumed(isolated_ho
     await engine.add_server(lab_server(lab))
     await engine.connected("lab")
     op = await engine.start_call("lab", "long_task_ext", {"seconds": 30, "steps": 30})
-    for _ in range(200):
-        if engine.journal.get_operation(op.id).handle_ref:
-            break
-        await asyncio.sleep(0.05)
+    await until_async(lambda: engine.journal.get_operation(op.id).handle_ref, what="the task's handle committed")
     await engine.stop()
     OperationJournal(isolated_home / "journal.sqlite3").remove_server("lab")
 
@@ -276,11 +269,7 @@ async def test_a_task_question_left_open_is_asked_again_after_a_restart(isolated
     await engine.add_server(lab_server(lab, version="2025-11-25"))
     await engine.connected("lab")
     op = await engine.start_call("lab", "long_task", {"seconds": 2, "steps": 4, "ask": True})
-    for _ in range(200):
-        if first.questions:
-            break
-        await asyncio.sleep(0.05)
-    assert first.questions, "the task never asked"
+    await until_async(lambda: first.questions, what="the task's question")
     assert (await engine.operation(op.id)).status == api.INPUT_REQUIRED
     await engine.stop()
     left = OperationJournal(isolated_home / "journal.sqlite3").get_operation(op.id)
@@ -302,13 +291,12 @@ async def test_a_task_question_left_open_is_asked_again_after_a_restart(isolated
 
 async def _in_flight_with_mechanism(engine: Engine, op_id: str) -> api.OperationView:
     """The operation's view once it runs and its mechanism is journaled."""
-    for _ in range(600):
+    async def running() -> api.OperationView | None:
         view = await engine.operation(op_id)
         assert view is not None and view.status not in api.TERMINAL, view
-        if view.status == api.RUNNING and engine.journal.get_operation(op_id).mechanism:
-            return view
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"{op_id} never ran with a mechanism")
+        return view if view.status == api.RUNNING and engine.journal.get_operation(op_id).mechanism else None
+
+    return await until_async(running, what=f"{op_id} to run with a mechanism")
 
 
 @pytest.mark.parametrize("tool, version, survives", [

@@ -8,6 +8,7 @@ from types import SimpleNamespace
 
 from hostapp.engine import first_contact
 from hostapp.engine.first_contact import FirstContactGate
+from tests.support.waiting import until_async
 
 
 def restored(gate: FirstContactGate, server: str, *ids: str) -> list[SimpleNamespace]:
@@ -23,8 +24,9 @@ async def test_repeat_requests_wait_until_every_restored_operation_was_heard_fro
     assert a.awaiting_first_contact and b.awaiting_first_contact
     waiting = asyncio.create_task(gate.after_first_contacts("lab"))
     other_server = asyncio.create_task(gate.after_first_contacts("elsewhere"))
-    await asyncio.sleep(0.05)
-    assert other_server.done() and not waiting.done()
+    await until_async(other_server.done, what="the wait for a server with nothing restored to end")
+    await asyncio.sleep(0.05)  # and the one for 'lab' goes on waiting
+    assert not waiting.done()
     gate.heard_from(a)
     gate.heard_from(a)  # twice changes nothing
     await asyncio.sleep(0.05)

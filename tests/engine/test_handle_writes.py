@@ -13,6 +13,7 @@ from tests.engine.conftest import lab_server
 from tests.engine.test_engine import finished, run_engine
 from tests.engine.test_keyring_recovery import handle_committed
 from tests.support.keyring_daemon import home_entries
+from tests.support.waiting import until_async
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -44,7 +45,7 @@ async def test_many_commits_at_once_are_a_few_keyring_writes(isolated_home, lab,
         await engine.connected("lab")
         ops = await asyncio.gather(*(engine.start_call("lab", "long_task", {"seconds": 8, "steps": 8})
                                      for _ in range(COUNT)))
-        records = await asyncio.gather(*(handle_committed(engine, op.id, timeout=60) for op in ops))
+        records = await asyncio.gather(*(handle_committed(engine, op.id) for op in ops))
         assert all(r.handle_ref and r.resumable for r in records)
         written = sum(values for values, _ in store.batches)
         assert written >= COUNT
@@ -63,10 +64,7 @@ async def test_many_commits_at_once_are_a_few_keyring_writes(isolated_home, lab,
         assert all(f.status == api.COMPLETED for f in finals), [(f.status, f.message) for f in finals]
         await again.journal.flush()
         # Finished operations' handles leave the keyring.
-        for _ in range(50):
-            if not _keyring_entries(again.secrets):
-                break
-            await asyncio.sleep(0.1)
-        assert _keyring_entries(again.secrets) == []
+        await until_async(lambda: _keyring_entries(again.secrets) == [],
+                          what="the finished operations' handles to leave the keyring", interval=0.1)
     finally:
         await again.stop()

@@ -18,6 +18,7 @@ from hostapp.engine.session import RequestContext
 from hostapp.protocol.jsonrpc import RpcError
 from hostapp.store.journal import OperationJournal, OperationRecord
 from hostapp.store.status import OperationStatus
+from tests.support.waiting import until_async
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -54,11 +55,8 @@ class Person:
         self.shown[qid].set_result({"action": "cancel"})
 
     async def wait_shown(self, count: int = 1) -> asyncio.Future[dict[str, Any]]:
-        for _ in range(200):
-            if len(self.shown) >= count:
-                return list(self.shown.values())[count - 1]
-            await asyncio.sleep(0.01)
-        raise AssertionError("the question was not shown")
+        await until_async(lambda: len(self.shown) >= count, what=f"question {count} to be shown")
+        return list(self.shown.values())[count - 1]
 
 
 class Runner:

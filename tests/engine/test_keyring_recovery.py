@@ -3,8 +3,6 @@ that comes back (unlocked, its daemon restarted) is used again for later operati
 
 from __future__ import annotations
 
-import asyncio
-
 import keyring.errors
 import pytest
 
@@ -12,6 +10,7 @@ from hostapp.engine import api, handles
 from hostapp.store.secrets import InMemoryKeyring, SecretStore
 from tests.engine.conftest import Recorder, lab_server
 from tests.engine.test_engine import finished, run_engine
+from tests.support.waiting import DEADLINE, until_async
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -32,15 +31,14 @@ class FlakyKeyring(InMemoryKeyring):
         super().set_password(service, username, password)
 
 
-async def handle_committed(engine, op_id: str, timeout: float = 20) -> object:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while asyncio.get_running_loop().time() < deadline:
+async def handle_committed(engine, op_id: str, timeout: float = DEADLINE) -> object:
+    """The operation's record once its handle is committed (or it is known not resumable)."""
+    async def committed():
         await engine.journal.flush()
         record = engine.journal.get_operation(op_id)
-        if record.mechanism and (record.handle_ref or not record.resumable):
-            return record
-        await asyncio.sleep(0.05)
-    raise AssertionError("no handle was committed")
+        return record if record.mechanism and (record.handle_ref or not record.resumable) else None
+
+    return await until_async(committed, timeout, what=f"the handle of {op_id} to be committed", interval=0.05)
 
 
 async def test_a_failed_handle_write_is_tried_again(isolated_home, lab, recorder):

@@ -18,6 +18,7 @@ from hostapp.store.journal import OperationJournal, ServerConfig
 from hostapp.store.secrets import InMemoryKeyring, SecretStore
 from tests.engine.conftest import Recorder
 from tests.support.memory_transport import FakeServer, ToolCall, text_result
+from tests.support.waiting import until_async
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -96,8 +97,7 @@ async def test_progress_goes_to_the_operation_whose_call_it_is(engine, fake, rec
 
     small = await engine.start_call("fake", "steps", {"steps": [1, 2]})
     large = await engine.start_call("fake", "steps", {"steps": [10, 20, 30]})
-    while len(fake.calls_of("tools/call")) < 2:
-        await asyncio.sleep(0.01)
+    await until_async(lambda: len(fake.calls_of("tools/call")) >= 2, what="both calls at the server")
     go.set()
     assert (await finished(engine, small.id)).status == api.COMPLETED
     assert (await finished(engine, large.id)).status == api.COMPLETED
@@ -242,10 +242,7 @@ async def test_a_cancel_the_server_refuses_is_shown_not_swallowed(isolated_home,
         await engine.add_server(ServerConfig(name="tasks", transport="stdio", command="in-memory"))
         await engine.connected("tasks", timeout=5)
         op = await engine.start_call("tasks", "crunch", {})
-        for _ in range(200):
-            if engine.journal.get_operation(op.id).handle_ref:
-                break
-            await asyncio.sleep(0.01)
+        await until_async(lambda: engine.journal.get_operation(op.id).handle_ref, what="the task's handle committed")
         with pytest.raises(api.ServerError, match="Task not found") as refused:
             await facade.cancel(op.id)
         assert refused.value.code == -32602

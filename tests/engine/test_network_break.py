@@ -16,6 +16,7 @@ from hostapp.lab.state import execution_count
 from hostapp.store.journal import OperationJournal, ServerConfig
 from tests.engine.conftest import Recorder
 from tests.support.faults import LoopbackProxy
+from tests.support.waiting import until_async
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -28,12 +29,9 @@ def proxy(lab):
 
 
 async def handle_committed(engine: Engine, op_id: str) -> None:
-    """Until the operation's handle (a task id, a stream's event id) is in the journal, for
-    at most ten seconds."""
-    for _ in range(200):
-        if engine.journal.get_operation(op_id).handle_ref:
-            return
-        await asyncio.sleep(0.05)
+    """Until the operation's handle (a task id, a stream's event id) is in the journal."""
+    await until_async(lambda: engine.journal.get_operation(op_id).handle_ref,
+                      what=f"the handle of {op_id} in the journal")
 
 
 def session_id_of(engine: Engine) -> str | None:
@@ -156,11 +154,7 @@ async def test_reconnect_asked_by_the_person_makes_a_new_session(isolated_home, 
         old_session = session_id_of(engine)
         await engine.reconnect("lab")
         await engine.connected("lab")
-        for _ in range(100):
-            if session_id_of(engine) not in (None, old_session):
-                break
-            await asyncio.sleep(0.05)
-        assert session_id_of(engine) not in (None, old_session)
+        await until_async(lambda: session_id_of(engine) not in (None, old_session), what="a new session")
     finally:
         await engine.stop()
 
@@ -222,10 +216,8 @@ async def test_streams_adopted_after_a_restart_stay_in_their_session(isolated_ho
     engine = Engine(isolated_home, recorder)
     await engine.start()
     try:
-        for _ in range(200):  # both streams resumed in the adopted session
-            if recorder.progress_of(short.id) and recorder.progress_of(long.id):
-                break
-            await asyncio.sleep(0.05)
+        await until_async(lambda: recorder.progress_of(short.id) and recorder.progress_of(long.id),
+                          what="progress on both resumed streams")
         adopted = engine.runners[long.id].http_session
         assert adopted is not None and adopted[0] != session_id_of(engine)
         first = await asyncio.wait_for(engine.wait_finished(short.id), 60)

@@ -13,6 +13,8 @@ from hostapp.lab.state import execution_count
 from hostapp.protocol.jsonrpc import IdAllocator
 from tests.engine.conftest import Recorder, lab_server
 from tests.engine.test_engine import finished, run_engine
+from tests.engine.test_network_break import handle_committed
+from tests.support.waiting import until_async
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -27,19 +29,23 @@ def seq(event_id: str) -> int:
     return int(event_id.rsplit(":", 1)[1])  # the lab's ids: "<stream>:<seq>"
 
 
+async def stream_past(engine, op_id: str, event: int):
+    """The operation's SSE resumption once it has seen the stream's event ``event``."""
+    def past():
+        mech = stream_of(engine, op_id)
+        far = mech.name == "http_resumption" and mech.last_event_id and seq(mech.last_event_id) >= event
+        return mech if far else None
+
+    return await until_async(past, what=f"event {event} of the stream of {op_id}")
+
+
 async def test_a_clean_quit_keeps_stream_positions(isolated_home, lab, real_keyring, engine_timing):
     engine_timing(commit_every=3600.0)  # only the first id is committed
     engine = await run_engine(isolated_home, Recorder())
     await engine.add_server(lab_server(lab, version="2025-11-25"))
     await engine.connected("lab")
     op = await engine.start_call("lab", "long_sse", {"seconds": 6, "steps": 24})
-    for _ in range(200):
-        mech = stream_of(engine, op.id)
-        if mech.name == "http_resumption" and mech.last_event_id and seq(mech.last_event_id) >= 6:
-            break
-        await asyncio.sleep(0.05)
-    assert mech.name == "http_resumption", mech.name
-    seen = mech.last_event_id
+    seen = (await stream_past(engine, op.id, 6)).last_event_id
     committed = unwrap(engine.secrets.get(engine.journal.get_operation(op.id).handle_ref))
     assert seq(committed) < seq(seen), "the test needs events beyond the committed one"
     await engine.stop()
@@ -65,12 +71,7 @@ async def test_a_position_for_an_older_handle_is_not_used(isolated_home, lab, re
     await engine.add_server(lab_server(lab, version="2025-11-25"))
     await engine.connected("lab")
     op = await engine.start_call("lab", "long_sse", {"seconds": 4, "steps": 8})
-    record = None
-    for _ in range(200):
-        record = engine.journal.get_operation(op.id)
-        if record.handle_ref:
-            break
-        await asyncio.sleep(0.05)
+    await until_async(lambda: engine.journal.get_operation(op.id).handle_ref, what="the operation's handle committed")
     await engine.stop()
     store = engine.secrets
     store.put_at(store.fixed_ref("positions"), json.dumps({op.id: ["handle:" + "0" * 32, "bogus:999"]}))
@@ -100,12 +101,8 @@ async def test_positions_kept_by_another_engine_stay(isolated_home, lab, real_ke
 
     async def one_call(engine: Engine) -> str:
         op = await engine.start_call("lab", "long_sse", {"seconds": 8, "steps": 32})
-        for _ in range(200):
-            mech = stream_of(engine, op.id)
-            if mech.name == "http_resumption" and mech.last_event_id and seq(mech.last_event_id) >= 3:
-                return op.id
-            await asyncio.sleep(0.05)
-        raise AssertionError("no stream events")
+        await stream_past(engine, op.id, 3)
+        return op.id
 
     first = await run_engine(isolated_home, Recorder())
     await first.add_server(lab_server(lab, version="2025-11-25"))
@@ -147,10 +144,7 @@ async def test_streams_of_two_earlier_sessions_with_the_same_request_id_stay_apa
             await engine.add_server(lab_server(lab, version="2025-11-25"))
         await engine.connected("lab")
         op = await engine.start_call("lab", "long_sse", {"seconds": 8, "steps": 32})
-        for _ in range(200):
-            if engine.journal.get_operation(op.id).handle_ref:
-                break
-            await asyncio.sleep(0.05)
+        await handle_committed(engine, op.id)
         ops.append(op.id)
         rids.append(engine.journal.get_operation(op.id).jsonrpc_id)
         await engine.stop()
@@ -159,13 +153,13 @@ async def test_streams_of_two_earlier_sessions_with_the_same_request_id_stay_apa
 
     engine = await run_engine(isolated_home, Recorder())
     try:
-        for _ in range(200):  # both streams bring events after the restart
+        def both_streaming() -> bool:
             ended = [i for i in ops if i not in engine.runners]
             assert not ended, [(engine.journal.get_operation(i).status, engine.journal.get_operation(i).error)
                                for i in ended]
-            if all(seq(stream_of(engine, i).last_event_id or ":0") >= 12 for i in ops):
-                break
-            await asyncio.sleep(0.05)
+            return all(seq(stream_of(engine, i).last_event_id or ":0") >= 12 for i in ops)
+
+        await until_async(both_streaming, what="event 12 of both streams after the restart")
         streams = {i: stream_of(engine, i).last_event_id.rsplit(":", 1)[0] for i in ops}
         assert len(set(streams.values())) == 2, streams
     finally:

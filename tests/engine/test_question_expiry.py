@@ -15,6 +15,7 @@ from hostapp.engine import api
 from hostapp.engine.service import Engine
 from hostapp.store.journal import OperationJournal, ServerConfig
 from tests.engine.conftest import Recorder
+from tests.support.waiting import until_async
 from tests.transport.conftest import free_port, wait_until_listening
 
 pytestmark = pytest.mark.timeout(90)
@@ -51,15 +52,10 @@ async def test_a_question_the_server_timed_out_while_closed_is_said_to_have_expi
     await engine.add_server(ServerConfig(name="sdk", transport="http", url=sdk_url, protocol_version="2025-11-25"))
     await engine.connected("sdk")
     op = await engine.start_call("sdk", "ask_briefly", {"seconds": 1.5})
-    for _ in range(200):
-        if first.questions:
-            break
-        await asyncio.sleep(0.05)
+    await until_async(lambda: first.questions, what="the server's question")
     assert [q.operation_id for q in first.questions] == [op.id]
-    for _ in range(100):  # the stream's position is committed
-        if engine.journal.get_operation(op.id).handle_ref:
-            break
-        await asyncio.sleep(0.02)
+    await until_async(lambda: engine.journal.get_operation(op.id).handle_ref,
+                      what="the stream's position committed")
     await engine.stop()  # the question is left open
     journal = OperationJournal(isolated_home / "journal.sqlite3")
     assert journal.get_operation(op.id).status == api.INPUT_REQUIRED

@@ -16,6 +16,7 @@ from hostapp.engine.facade import LocalEngine
 from hostapp.engine.service import Engine
 from hostapp.store.journal import ServerConfig
 from tests.support.hostile_server import SECRET, stdio_command
+from tests.support.waiting import until_async
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -27,15 +28,6 @@ def hostile() -> ServerConfig:
 
 def missing_command(name: str = "nocmd") -> ServerConfig:
     return ServerConfig(name=name, transport="stdio", command="/nonexistent/mcp-server-for-a-test")
-
-
-async def until(predicate, timeout: float = 20.0, what: str = "condition"):
-    end = time.monotonic() + timeout
-    while not (value := predicate()):
-        if time.monotonic() > end:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.02)
-    return value
 
 
 async def test_stray_answers_are_counted_on_the_server_view(isolated_home, recorder, real_keyring):
@@ -65,7 +57,7 @@ async def test_a_failing_server_says_when_it_retries_and_can_stop_retrying(isola
     await engine.start()
     try:
         await engine.add_server(missing_command())
-        view = await until(lambda: next((v for v in recorder.servers if v.retry_at is not None), None),
+        view = await until_async(lambda: next((v for v in recorder.servers if v.retry_at is not None), None),
                            what="a planned retry")
         assert view.error and view.retry_in is not None
         assert view.retry_at == pytest.approx(time.time() + view.retry_in, abs=5)
@@ -81,7 +73,7 @@ async def test_a_failing_server_says_when_it_retries_and_can_stop_retrying(isola
         assert all(v.state == api.DISABLED for v in recorder.servers[seen:])
 
         await engine.reconnect("nocmd")  # tries again, and is enabled again
-        await until(lambda: any(v.state != api.DISABLED for v in recorder.servers[seen:]), what="a new attempt")
+        await until_async(lambda: any(v.state != api.DISABLED for v in recorder.servers[seen:]), what="a new attempt")
         config = await engine.server_config("nocmd")
         assert config is not None and config.enabled
         with pytest.raises(api.NoSuchServer):
@@ -97,7 +89,7 @@ async def test_removing_a_server_ends_its_calls_with_the_true_reason(isolated_ho
     try:
         await engine.add_server(hostile())
         running = await engine.start_call("hostile", "silent", {})
-        await until(lambda: inner.runners[running.id].view.status == api.RUNNING, what="the call to run")
+        await until_async(lambda: inner.runners[running.id].view.status == api.RUNNING, what="the call to run")
         await engine.add_server(missing_command())
         unsent = await engine.start_call("nocmd", "anything", {})
         await engine.remove_server("hostile")
@@ -185,7 +177,7 @@ async def test_a_paused_server_stays_paused_after_a_restart_with_its_call_waitin
     try:
         await engine.add_server(hostile())
         op = await engine.start_call("hostile", "silent", {})
-        await until(lambda: engine.runners[op.id].view.status == api.RUNNING, what="the call to run")
+        await until_async(lambda: engine.runners[op.id].view.status == api.RUNNING, what="the call to run")
         await engine.stop_retrying("hostile")
     finally:
         await engine.stop()
@@ -198,7 +190,7 @@ async def test_a_paused_server_stays_paused_after_a_restart_with_its_call_waitin
         assert view.state == api.DISABLED
         assert (await again.operation(op.id)).status == api.RUNNING  # waiting, not ended
         await again.reconnect("hostile")
-        await until(lambda: "hostile" in again.connections and again.connections["hostile"].is_ready,
+        await until_async(lambda: "hostile" in again.connections and again.connections["hostile"].is_ready,
                     what="the reconnection")
     finally:
         await again.stop()

@@ -18,6 +18,7 @@ from tests.engine.test_network_break import handle_committed, start_engine
 from tests.soak.oracle import outcome_handed_out
 from tests.support.chaos_proxy import ChaosProxy
 from tests.support.faults import LoopbackProxy
+from tests.support.waiting import until_async
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -40,11 +41,7 @@ def quick_backoff(engine_timing):
 
 
 async def progress_seen(recorder: Recorder, op_id: str) -> None:
-    for _ in range(400):
-        if recorder.progress_of(op_id):
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError("no progress came on the resumed stream")
+    await until_async(lambda: recorder.progress_of(op_id), what="progress on the resumed stream")
 
 
 async def test_a_resumed_stream_given_up_ends_unknown(isolated_home, lab, proxy, real_keyring, quick_backoff):
@@ -177,30 +174,24 @@ async def test_a_draft_streams_response_lost_with_a_resume_ends_unknown_not_runn
                                                      protocol_version="2025-11-25"))
             await engine.connected("lab")
             op = await engine.start_call("lab", "long_stream", {"seconds": 1, "steps": 2})
-            for _ in range(200):
-                if engine.journal.get_operation(op.id).mechanism == "streams":
-                    break
-                await asyncio.sleep(0.05)
-            assert engine.journal.get_operation(op.id).mechanism == "streams"
+            await until_async(lambda: engine.journal.get_operation(op.id).mechanism == "streams",
+                              what="the operation's mechanism journaled as streams")
         finally:
             await engine.stop()
-        for _ in range(200):
+        def completed() -> tuple[JobRow, bool] | None:
             job, handed_out = job_of(op.id)
-            if job is not None and job.status == "completed":
-                break
-            await asyncio.sleep(0.05)
-        assert job is not None and job.status == "completed" and not handed_out
+            return (job, handed_out) if job is not None and job.status == "completed" else None
+
+        _job, handed_out = await until_async(completed, what="the lab's job to complete", interval=0.05)
+        assert not handed_out
 
         engine = Engine(isolated_home, Recorder())
         await engine.start()
         try:
             await engine.connected("lab")
             proxy.delay(2)  # the restarted host's resume reaches the lab, its answer is held...
-            for _ in range(1200):
-                if job_of(op.id)[1]:
-                    break
-                await asyncio.sleep(0.025)
-            assert job_of(op.id)[1], "the lab did not copy the response onto a resume"
+            await until_async(lambda: job_of(op.id)[1], what="the lab to copy the response onto a resume",
+                              interval=0.025)
             proxy.cut()  # ... and lost
             proxy.delay(0)
             final = await asyncio.wait_for(engine.wait_finished(op.id), 60)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -13,6 +12,7 @@ import httpx
 import pytest
 
 from tests.support.faults import LabProcess
+from tests.support.waiting import DEADLINE, until
 
 ROOT = Path(__file__).resolve().parents[2]
 STATELESS = "2026-07-28"
@@ -207,11 +207,8 @@ def stateless(lab: LabProcess) -> Iterator[McpClient]:
     c.close()
 
 
-def wait_until(predicate: Callable[[], Any], timeout: float = 15, interval: float = 0.05) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(interval)
-    raise AssertionError("condition not met in time")
+def wait_until(predicate: Callable[[], Any], timeout: float = DEADLINE, interval: float = 0.05,
+               what: str = "the condition") -> Any:
+    """``predicate``'s first true value (tests/support/waiting.py's ``until``, checked less often:
+    most predicates here are a request to the lab)."""
+    return until(predicate, timeout, what=what, interval=interval)

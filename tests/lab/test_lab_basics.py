@@ -228,7 +228,7 @@ def test_refuse_for_answers_503_for_a_while(start_lab):
     client = McpClient(lab.url, stateless=True)
     discover = {"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": client.params({})}
     assert client.post(discover).status_code == 503
-    wait_until(lambda: client.post(discover).status_code == 200, timeout=60)
+    wait_until(lambda: client.post(discover).status_code == 200, what="the lab to stop refusing")
 
 
 def test_stateless_requests_need_their_routing_headers(lab, stateless):

@@ -113,7 +113,7 @@ def test_long_task_ext_happy_path(lab):
     task = client.call("long_task_ext", {"seconds": 0.3, "steps": 3}).result
     assert task["resultType"] == "task" and task["status"] == "working" and task["ttlMs"] > 0
     done = wait_until(lambda: (r := client.request("tasks/get", {"taskId": task["taskId"]}).result)
-                      ["status"] == "completed" and r)
+                      ["status"] == "completed" and r, what="the task to complete")
     assert done["result"]["structuredContent"]["tool"] == "long_task_ext"
     assert "error" not in done and "inputRequests" not in done
 
@@ -132,7 +132,7 @@ def test_long_task_ext_tells_how_far_it_got_in_its_status_message(lab):
             messages.append(task["statusMessage"])
         return task["status"] == "completed"
 
-    wait_until(completed)
+    wait_until(completed, what="the task to complete")
     steps = [m for m in messages if m != "started"]
     assert steps and set(steps) <= {"step 1/3", "step 2/3", "step 3/3"} and steps == sorted(steps), messages
 
@@ -152,7 +152,8 @@ def test_long_async_happy_path_and_token_rules(client, state_file):
     assert started["operation"]["status"] == "working" and started["operation"]["keepAlive"] == 60
     reused = client.call("long_async", {"seconds": 0.3, "steps": 3}, extra={"operation": {"token": token}})
     assert reused.error["code"] == -32602
-    wait_until(lambda: client.request("tools/async/status", {"token": token}).result["status"] == "completed")
+    wait_until(lambda: client.request("tools/async/status", {"token": token}).result["status"] == "completed",
+               what="the asynchronous call to complete")
     result = client.request("tools/async/result", {"token": token}).result["result"]
     assert result["structuredContent"]["tool"] == "long_async"
     assert client.request("tools/async/status", {"token": "unknown"}).error["code"] == -32602
@@ -169,7 +170,8 @@ def test_long_async_continues_after_a_restart(start_lab, state_file):
     kill(lab)
     start_lab(port=lab.port)
     assert client.request("tools/async/status", {"token": token}).result["status"] in ("working", "completed")
-    wait_until(lambda: client.request("tools/async/status", {"token": token}).result["status"] == "completed")
+    wait_until(lambda: client.request("tools/async/status", {"token": token}).result["status"] == "completed",
+               what="the asynchronous call to complete")
     assert client.request("tools/async/result", {"token": token}).result["result"]["structuredContent"]["steps"] == 3
     assert execution_count(state_file, "long_async", token) == 1
 
@@ -325,7 +327,7 @@ def test_stateless_closed_stream_cancels(lab, state_file):
     from hostapp.lab.state import LabState
     state = LabState(state_file)
     try:
-        wait_until(lambda: [j.status for j in state.jobs()] == ["cancelled"])
+        wait_until(lambda: [j.status for j in state.jobs()] == ["cancelled"], what="the job to be cancelled")
     finally:
         state.close()
 
@@ -386,13 +388,15 @@ def test_fault_argument_crashes_once_mid_job_and_the_restart_finishes_it(start_l
                 extra={"operation": {"token": token}})
     assert lab.wait_exit() == 3
     start_lab(port=lab.port)
-    wait_until(lambda: client.request("tools/async/status", {"token": token}).result["status"] == "completed")
+    wait_until(lambda: client.request("tools/async/status", {"token": token}).result["status"] == "completed",
+               what="the asynchronous call to complete")
     assert execution_count(state_file, "long_async", token) == 1
 
 
 def test_long_task_asks_through_tasks_result(client):
     task = client.call("long_task", {"seconds": 0.4, "steps": 4, "ask": True}, extra={"task": {}}).result["task"]
-    wait_until(lambda: client.request("tasks/get", {"taskId": task["taskId"]}).result["status"] == "input_required")
+    wait_until(lambda: client.request("tasks/get", {"taskId": task["taskId"]}).result["status"] == "input_required",
+               what="the task to ask")
     asked = []
 
     def answer(request):
@@ -410,7 +414,7 @@ def test_long_task_ext_input_required_answered_after_a_restart(start_lab):
     client = McpClient(lab.url, stateless=True, capabilities=TASKS_EXT)
     task = client.call("long_task_ext", {"seconds": 0.4, "steps": 4, "ask": True}).result
     waiting = wait_until(lambda: (r := client.request("tasks/get", {"taskId": task["taskId"]}).result)
-                         ["status"] == "input_required" and r)
+                         ["status"] == "input_required" and r, what="the task to ask")
     (key, request), = waiting["inputRequests"].items()
     assert request["method"] == "elicitation/create"
     kill(lab)
@@ -420,7 +424,7 @@ def test_long_task_ext_input_required_answered_after_a_restart(start_lab):
     update = client.request("tasks/update", {"taskId": task["taskId"], "inputResponses": {key: answer}})
     assert update.result["resultType"] == "complete"
     done = wait_until(lambda: (r := client.request("tasks/get", {"taskId": task["taskId"]}).result)
-                      ["status"] == "completed" and r)
+                      ["status"] == "completed" and r, what="the answered task to complete")
     assert done["result"]["structuredContent"]["answer"]["action"] == "accept"
 
 
@@ -436,7 +440,8 @@ def test_notifications_cancelled_stops_the_work(client, state_file):
     from hostapp.lab.state import LabState
     state = LabState(state_file)
     try:
-        wait_until(lambda: sorted(j.status for j in state.jobs()) == ["cancelled", "cancelled"])
+        wait_until(lambda: sorted(j.status for j in state.jobs()) == ["cancelled", "cancelled"],
+                   what="both jobs to be cancelled")
     finally:
         state.close()
 
@@ -444,5 +449,6 @@ def test_notifications_cancelled_stops_the_work(client, state_file):
 def test_finished_task_expires_after_its_ttl(client):
     task = client.call("long_task", {"seconds": 0, "steps": 1}, extra={"task": {"ttl": 300}}).result["task"]
     assert client.request("tasks/result", {"taskId": task["taskId"]}).result["structuredContent"]["steps"] == 1
-    wait_until(lambda: "error" in client.request("tasks/get", {"taskId": task["taskId"]}).response)
+    wait_until(lambda: "error" in client.request("tasks/get", {"taskId": task["taskId"]}).response,
+               what="the task to expire")
     assert client.request("tasks/get", {"taskId": task["taskId"]}).error["code"] == -32602

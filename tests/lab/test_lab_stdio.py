@@ -89,7 +89,7 @@ def test_stdio_and_http_are_two_doors_to_one_lab(start_lab):
     client = McpClient(lab.url)
     client.initialize()
     status = wait_until(lambda: (r := client.request("tools/async/status", {"token": "tok-1"}).result)
-                        and r["status"] == "completed" and r)
+                        and r["status"] == "completed" and r, what="the asynchronous call to complete")
     assert status == {"status": "completed"}
     client.close()
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -17,6 +16,7 @@ from hostapp.store.journal import (
     new_operation_id,
 )
 from hostapp.store.status import StatusTransitionError
+from tests.support.waiting import until_async
 
 REF = "task_id:" + "ab" * 16
 
@@ -210,10 +210,8 @@ async def test_progress_is_committed_without_a_flush(tmp_path: Path):
         op = record()
         await journal.create_operation(op)
         journal.record_progress(op.id, 0.5)
-        deadline = time.monotonic() + 10
-        while committed_row(journal.path, op.id)["progress"] != 0.5:
-            assert time.monotonic() < deadline, "progress never committed"
-            await asyncio.sleep(0.01)
+        await until_async(lambda: committed_row(journal.path, op.id)["progress"] == 0.5,
+                          what="the progress to be committed")
 
 
 async def test_writes_keep_their_order_around_a_finish(journal: OperationJournal):

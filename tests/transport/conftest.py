@@ -13,6 +13,7 @@ import httpx
 import pytest
 
 from hostapp.protocol.jsonrpc import ErrorResponse, Message, Notification, Response
+from tests.support.waiting import DEADLINE, until
 
 SUPPORT = Path(__file__).resolve().parents[1] / "support"
 
@@ -60,12 +61,16 @@ class RecordingListener:
         self.logs.append(line)
         self._touch()
 
-    async def wait_for(self, condition, timeout: float = 10.0) -> None:
+    async def wait_for(self, condition, timeout: float = DEADLINE, what: str = "the condition") -> None:
+        """Until ``condition()`` holds, checked again after each callback."""
         async def loop() -> None:
             while not condition():
                 self._changed.clear()
                 await self._changed.wait()
-        await asyncio.wait_for(loop(), timeout)
+        try:
+            await asyncio.wait_for(loop(), timeout)
+        except TimeoutError:
+            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}") from None
 
     def response_for(self, request_id) -> Message | None:
         for message in self.messages:
@@ -116,17 +121,18 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def wait_until_listening(port: int, process: subprocess.Popen, timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+def wait_until_listening(port: int, process: subprocess.Popen, timeout: float = DEADLINE) -> None:
+    """Until the server process accepts connections on ``port``; at once if it exits."""
+    def listening() -> bool:
         if process.poll() is not None:
             raise RuntimeError(f"test server exited with {process.returncode}")
         try:
             with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                return
+                return True
         except OSError:
-            time.sleep(0.05)
-    raise RuntimeError("test server did not start listening")
+            return False
+
+    until(listening, timeout, what=f"the test server to listen on port {port}", interval=0.05)
 
 
 class SseTestServer:

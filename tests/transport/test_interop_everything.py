@@ -35,14 +35,14 @@ def node() -> str:
 async def handshake(transport, listener) -> list[dict]:
     await transport.connect(listener)
     await transport.send(Request(1, "initialize", INIT_PARAMS))
-    await listener.wait_for(lambda: listener.has_response(1), timeout=20)
+    await listener.wait_for(lambda: listener.has_response(1))
     init = listener.response_for(1)
     assert isinstance(init, Response), init
     assert init.result["protocolVersion"] == "2025-11-25"
     transport.set_protocol_version(init.result["protocolVersion"], stateless=False)
     await transport.send(Notification("notifications/initialized"))
     await transport.send(Request(2, "tools/list", {}))
-    await listener.wait_for(lambda: listener.has_response(2), timeout=20)
+    await listener.wait_for(lambda: listener.has_response(2))
     answer = listener.response_for(2)
     assert isinstance(answer, Response), answer
     return answer.result["tools"]

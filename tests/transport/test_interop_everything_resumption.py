@@ -70,7 +70,7 @@ async def initialized(url: str, listener, **kwargs) -> StreamableHttpTransport:
     transport = StreamableHttpTransport(url, **kwargs)
     await transport.connect(listener)
     await transport.send(Request(0, "initialize", INIT_PARAMS))
-    await listener.wait_for(lambda: listener.has_response(0), timeout=20)
+    await listener.wait_for(lambda: listener.has_response(0))
     transport.set_protocol_version(VERSION, stateless=False)
     await transport.send(Notification("notifications/initialized"))
     return transport
@@ -89,9 +89,9 @@ async def test_a_call_survives_a_dropped_connection(proxy, listener):
     transport = await initialized(proxy.url(), listener)
     try:
         await transport.send(long_call(1, duration=2, steps=4))
-        await listener.wait_for(lambda: len(listener.progress_values()) >= 1, timeout=10)
+        await listener.wait_for(lambda: len(listener.progress_values()) >= 1)
         assert await asyncio.to_thread(proxy.drop_connections) > 0
-        await listener.wait_for(lambda: listener.has_response(1), timeout=20)
+        await listener.wait_for(lambda: listener.has_response(1))
     finally:
         await transport.close()
     assert listener.progress_values() == [1, 2, 3, 4]  # each once, in order
@@ -107,7 +107,7 @@ async def test_a_call_survives_a_dropped_connection(proxy, listener):
 async def test_a_stream_resumed_after_a_restart_completes(everything, listener, make_listener):
     first = await initialized(everything.url, listener, standalone_stream=False)
     await first.send(long_call(1, duration=2, steps=4))
-    await listener.wait_for(lambda: len(listener.progress_values()) >= 1, timeout=10)
+    await listener.wait_for(lambda: len(listener.progress_values()) >= 1)
     session_id, last_event_id = first.session_id, listener.stream_events[-1][1]
     # the host goes away without ending the session (a crash): stop the background work only
     for task in list(first._tasks):
@@ -121,7 +121,7 @@ async def test_a_stream_resumed_after_a_restart_completes(everything, listener, 
     await second.connect(again)
     try:
         await second.resume_stream(1, last_event_id)
-        await again.wait_for(lambda: again.has_response(1), timeout=20)
+        await again.wait_for(lambda: again.has_response(1))
     finally:
         await second.close()
     assert again.progress_values() == [p for p in [1, 2, 3, 4] if p not in listener.progress_values()]
@@ -134,7 +134,7 @@ async def test_a_silent_answer_stream_is_held_not_resumed(proxy, listener):
     transport = await initialized(proxy.url(), listener, standalone_stream=False, resumed_silence_seconds=0.5)
     try:
         await transport.send(long_call(1, duration=1.5, steps=1))
-        await listener.wait_for(lambda: listener.has_response(1), timeout=10)
+        await listener.wait_for(lambda: listener.has_response(1))
     finally:
         await transport.close()
     assert completed(listener.response_for(1))

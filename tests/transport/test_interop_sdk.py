@@ -50,7 +50,7 @@ async def test_handshake_era_stream_dropped_by_the_sdk_is_resumed(sdk_url, liste
         await transport.send(Notification("notifications/initialized"))
         await transport.send(Request(2, "tools/call", {"name": "count_with_drop", "arguments": {"n": 6},
                                                        "_meta": {"progressToken": "t"}}))
-        await listener.wait_for(lambda: listener.has_response(2), timeout=15)
+        await listener.wait_for(lambda: listener.has_response(2))
     finally:
         await transport.close()
     assert listener.progress_values() == [1, 2, 3, 4, 5, 6]

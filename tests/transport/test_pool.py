@@ -11,6 +11,7 @@ import httpx
 import pytest
 
 from hostapp.transport.pool import KeepAlivePool, KeepAliveTransport, client_with_pool
+from tests.support.waiting import until_async
 
 TIMEOUT = httpx.Timeout(10.0)
 
@@ -77,17 +78,15 @@ class CountingServer:
         """Close every connection from the server's side (as a server's idle timeout does)."""
         for writer in self._writers:
             writer.close()
-        await asyncio.sleep(0.05)
+        await until_async(lambda: self.open_connections == 0, what="the server's connections to close")
 
     async def stop(self) -> None:
         self.release.set()
         self._server.close()
         for writer in self._writers:
             writer.close()
-        for _ in range(100):  # let every handler end before the loop closes
-            if self.open_connections == 0:
-                break
-            await asyncio.sleep(0.01)
+        # Every handler ends before the loop closes.
+        await until_async(lambda: self.open_connections == 0, what="every connection's handler to end")
 
 
 @pytest.fixture
@@ -138,8 +137,7 @@ async def test_idle_connections_expire(server):
         await client.get(server.url + "/ok")
         assert server.connections == 2
         # The expired one was closed, not only forgotten.
-        await asyncio.sleep(0.05)
-        assert server.open_connections == 1
+        await until_async(lambda: server.open_connections == 1, what="the expired connection to close")
 
 
 async def test_a_held_stream_keeps_its_connection_and_gives_it_back_when_closed(server):
@@ -163,11 +161,7 @@ async def test_closing_the_client_closes_held_streams(server):
     chunks = stream.aiter_bytes()
     assert await chunks.__anext__() == b"first"
     await client.aclose()
-    for _ in range(50):
-        if server.open_connections == 0:
-            break
-        await asyncio.sleep(0.02)
-    assert server.open_connections == 0
+    await until_async(lambda: server.open_connections == 0, what="the held stream's connection to close")
     with pytest.raises(httpx.HTTPError):
         await chunks.__anext__()
 
