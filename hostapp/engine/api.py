@@ -107,6 +107,10 @@ def __getattr__(name: str) -> Any:
 #: unfinished operation that a host taking over the home (after a quit or a crash) picks up
 #: again; its data says how (``{"mechanism": ..., "message": ...}``).
 EVENT_RESUMED = "resumed"
+#: The timeline event of an operation whose call the server refused because it no longer
+#: knew the session (HTTP 404: not processed), sent again once in a new session; its data
+#: says so (``{"message": ...}``).
+EVENT_SESSION_RENEWED = "session_renewed"
 
 
 # -- views: immutable; a change is a new copy (dataclasses.replace) ---------------------
@@ -169,6 +173,10 @@ class ServerView:
     #: (cut, escaped, secrets redacted): server text, to be shown as plain text.
     stray_answers: int = 0
     last_stray: str | None = None
+    #: What last happened to the connection that the person should know although it is
+    #: connected now, in plain words with the time ("the server restarted or ended the
+    #: session; new session at 14:02:11"); None: nothing to tell.
+    note: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

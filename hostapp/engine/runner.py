@@ -29,6 +29,7 @@ from collections.abc import Callable, Coroutine
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from hostapp.engine import api
 from hostapp.engine.budget import POLL_METHODS
 from hostapp.engine.handles import wrap_secret
 from hostapp.engine.kept_question import KeptQuestion
@@ -59,7 +60,7 @@ from hostapp.protocol.jsonrpc import (
     RpcError,
 )
 from hostapp.store.status import TERMINAL, OperationStatus
-from hostapp.transport.base import ConnectionLost, TransportError
+from hostapp.transport.base import ConnectionLost, SessionExpired, TransportError
 
 if TYPE_CHECKING:
     from hostapp.store.journal import OperationRecord
@@ -106,6 +107,9 @@ class OperationRunner:
         self.restored_at_start = False
         # Restored only to be ended (its handle or its server is gone): not resumed.
         self.restore_refused = False
+        # Its call was refused with a session the server forgot, and waits for the next
+        # session to go out again: that session must not attach it as a lost request.
+        self.awaiting_new_session = False
         # What the keyring holds under handle_ref (None: unknown, the next commit writes it).
         self._committed_secret = committed_secret
         self._expiring = False
@@ -469,7 +473,7 @@ class OperationRunner:
 
     async def _request(self, session: ClientSession, method: str, params: dict, rid: RequestId,
                        *, original: bool, which: str | None = None,
-                       on_accepted: Callable[[], None] | None = None) -> None:
+                       on_accepted: Callable[[], None] | None = None, sent_again: bool = False) -> None:
         ctx = self.context
         self._route_progress(session)
         try:
@@ -497,6 +501,12 @@ class OperationRunner:
                                                        method=None if original else which or method))
         except TransportError as exc:
             log.info("operation %s: %s", self.id, exc)
+            if original and isinstance(exc, SessionExpired) and exc.unprocessed \
+                    and session is not self._stream_session:
+                # The server no longer knew the session (a restart forgets them) and did
+                # not process the call: it goes out once more, in the new session.
+                await self._send_original_again(session, method, params, rid, exc, sent_again=sent_again)
+                return
             if original and server_busy(exc):
                 # 408 and 429 refuse a request before it is processed: the call did not
                 # run, which is known (not "unknown"); running it again is the person's
@@ -523,6 +533,44 @@ class OperationRunner:
         finally:
             ctx.disown_request(self, session, rid)
 
+    async def _send_original_again(self, old: ClientSession, method: str, params: dict, rid: RequestId,
+                                   exc: SessionExpired, *, sent_again: bool) -> None:
+        """The call was refused with its session, unprocessed (HTTP 404 for the session id):
+        send it once more in the session the supervisor makes next, under a new id
+        journaled first. A second refusal, or a server that now speaks another revision
+        than the call was prepared for, ends it failed: it did not run."""
+        ctx = self.context
+        conn = ctx.connection(self.record.server)
+        ctx.disown_request(self, old, rid)
+        if sent_again:
+            error = {"code": None, "message": f"the server refused the call's session again ({exc}); "
+                                              "it did not run"}
+            await self.feed(lambda: self.mech.on_error(error, now=ctx.clock(), method=None))
+            return
+        self.awaiting_new_session = True  # not attached to the new session as a lost request
+        try:
+            session = await conn.next_session(old)
+        finally:
+            self.awaiting_new_session = False
+        if self.done:
+            return  # cancelled meanwhile
+        before = old.server.protocol_version if old.server is not None else None
+        now_speaks = session.server.protocol_version if session.server is not None else None
+        if before != now_speaks:
+            error = {"code": None, "message": f"the server forgot the call's session and now speaks MCP "
+                                              f"{now_speaks} (the call was made for {before}); it did not run"}
+            await self.feed(lambda: self.mech.on_error(error, now=ctx.clock(), method=None))
+            return
+        new_rid = session.ids.next()
+        self.record.jsonrpc_id = new_rid
+        await ctx.journal.update_operation(self.id, jsonrpc_id=new_rid)
+        data = {"message": "the server no longer knew the session (it restarted, or ended it) and had not "
+                           "processed the call; sent again, once, in a new session"}
+        ctx.journal.append_event(self.id, api.EVENT_SESSION_RENEWED, data)
+        ctx.operation_event(self.id, api.EVENT_SESSION_RENEWED, data)
+        ctx.own_request(self, session, new_rid)
+        await self._request(session, method, params, new_rid, original=True, sent_again=True)
+
     async def _request_lost(self, session: ClientSession, exc: TransportError, *, stream_only: bool) -> None:
         """A request of this operation (or its answer stream) was lost: the mechanism
         hears of it, and whoever can carry the operation on is told.
@@ -535,16 +583,17 @@ class OperationRunner:
         ctx = self.context
         lost = session_refused(exc)
         await self.feed(lambda: self.mech.on_disconnect(now=ctx.clock(), session_lost=lost))
-        if self.done:
-            return
-        if stream_only and not lost:
+        if self.done and not lost:
+            return  # (a refused session is still told to the supervisor, for the others)
+        if not self.done and stream_only and not lost:
             await self.feed(lambda: self.mech.resume(now=ctx.clock()))
-        elif session is self._stream_session and lost:
+        elif not self.done and session is self._stream_session and lost:
             # Only the adopted earlier session is gone; the connection is fine.
             await self._give_up_adopted_session()
             await self.feed(lambda: self.mech.resume(now=ctx.clock()))
         else:
-            ctx.connection(self.record.server).connection_lost(session_gone=lost)
+            ctx.connection(self.record.server).connection_lost(
+                session_gone=lost, session=session, forgotten=isinstance(exc, SessionExpired))
 
     async def _resume_after(self, seconds: float) -> None:
         await asyncio.sleep(seconds)

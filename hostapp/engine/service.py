@@ -418,8 +418,8 @@ class Engine:
         for runner in self._routing.in_flight_of(conn.name):
             if runner.record.jsonrpc_id is None and runner.view.status == OperationStatus.PENDING:
                 continue  # its start is waiting for this very connection
-            if runner in still_waiting:
-                continue
+            if runner in still_waiting or runner.awaiting_new_session:
+                continue  # (the latter sends its call again in this session itself)
             runner.spawn(runner.attach(session, restored=True))
 
     # -- operations ----------------------------------------------------------------

@@ -98,7 +98,8 @@ class HttpStreamResumption(Mechanism):
 
     def _on_disconnect(self, now: float, session_lost: bool) -> list[Action]:
         if session_lost:
-            return [Unknown("the server ended the HTTP session, and the request's stream with it")]
+            return [Unknown("the server no longer knows the HTTP session (it restarted, or ended it), and the "
+                            "request's stream is gone with it; the call may or may not have finished")]
         if self.last_event_id is None:
             return [Unknown("the connection dropped before the stream carried an event id; "
                             "the request may or may not have run")]

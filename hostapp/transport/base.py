@@ -51,7 +51,16 @@ class HttpStatusError(TransportError):
 
 
 class SessionExpired(HttpStatusError):
-    """HTTP 404 on a request that carried a session id: the session is gone, initialize again."""
+    """HTTP 404 on a request that carried a session id: the session is gone, initialize again.
+
+    ``unprocessed``: the refused request itself was not processed. The specification says
+    so of a request answered 404 for its session, so it may be sent again, once, in a new
+    session. False for a stream asked for again: what it carried may have run.
+    """
+
+    def __init__(self, status: int, message: str, body: str = "", *, unprocessed: bool = False):
+        super().__init__(status, message, body)
+        self.unprocessed = unprocessed
 
 
 class TransportListener(Protocol):

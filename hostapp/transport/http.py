@@ -193,6 +193,8 @@ class StreamableHttpTransport(SseStreams, Transport):
         self._tools_list_ids: dict[RequestId, bool] = {}
         self._closing = False
         self._connected = False
+        # The server answered 404 for this transport's session: it must be initialized again.
+        self._session_gone = False
 
     # -- the Transport contract -------------------------------------------------------------
 
@@ -246,6 +248,12 @@ class StreamableHttpTransport(SseStreams, Transport):
             # A new session begins: it goes without the old id and takes the one it is given.
             self._session_id = None
             self._session_restored = False
+            self._session_gone = False
+        elif self._session_gone:
+            # The server said the session is gone: nothing more goes out in it (without an
+            # id, a server would refuse it for another reason, or take it for a new client).
+            raise SessionExpired(404, f"the server at {self._display_url} no longer knows this session; "
+                                      "the request was not sent", unprocessed=True)
         headers = self._post_headers(message)
         if isinstance(message, Request) and message.method in _LONG_METHODS:
             client = self._streams_client()
@@ -503,8 +511,9 @@ class StreamableHttpTransport(SseStreams, Transport):
                                          "session (HTTP 404)", excerpt)
         if status == 404 and sent_session:
             self._session_id = None  # the next initialize must go without it
+            self._session_gone = True
             raise SessionExpired(status, f"the server at {self._display_url} no longer knows this session "
-                                         "(HTTP 404); it must be initialized again", excerpt)
+                                         "(HTTP 404); it must be initialized again", excerpt, unprocessed=True)
         if isinstance(message, Request) and body:
             answer = self._error_answer_for(body, message.id)
             if answer is not None:

@@ -1,0 +1,134 @@
+"""A restarted HTTP server forgets its sessions: the next request carrying the old
+``Mcp-Session-Id`` is answered 404, which the specification defines as "the session is
+gone, and this request was not processed". The host starts a new session with a fresh
+``initialize``, sends that request again exactly once on it, and says so on the server's
+row. Real third-party servers (the TypeScript SDK's example server, the Python `mcp`
+SDK), restarted on the same port; a real keyring.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from hostapp.engine import api
+from hostapp.engine.service import Engine
+from hostapp.store.journal import ServerConfig
+from tests.engine.conftest import Recorder
+from tests.support.faults import LoopbackProxy
+from tests.support.peers import Peer, start_sdk_work_server, start_ts_example_server
+from tests.support.sdk_work_server import records
+
+pytestmark = pytest.mark.timeout(180)
+
+
+async def start_engine(home: Path, recorder: Recorder, url: str, version: str | None) -> Engine:
+    engine = Engine(home, recorder)
+    recorder.engine = engine
+    await engine.start()
+    await engine.add_server(ServerConfig(name="peer", transport="http", url=url, protocol_version=version))
+    await engine.connected("peer")
+    return engine
+
+
+async def finished(engine: Engine, op_id: str) -> api.OperationView:
+    return await asyncio.wait_for(engine.wait_finished(op_id), 60)
+
+
+def session_of(engine: Engine) -> str | None:
+    session = engine.connections["peer"].session
+    return session.transport.session_id if session is not None else None
+
+
+async def test_ts_sdk_server_restarted_call_goes_out_once_on_a_new_session(isolated_home, real_keyring):
+    peer = start_ts_example_server()
+    proxy = LoopbackProxy(peer.port).start()
+    recorder = Recorder()
+    try:
+        engine = await start_engine(isolated_home, recorder, proxy.url(), None)
+        try:
+            first = await engine.start_call("peer", "greet", {"name": "before"})
+            assert (await finished(engine, first.id)).status == api.COMPLETED
+            old_session = session_of(engine)
+            await asyncio.to_thread(peer.restart)
+            for name in ("after", "again"):
+                op = await engine.start_call("peer", "greet", {"name": name})
+                final = await finished(engine, op.id)
+                assert final.status == api.COMPLETED, final.error
+                assert final.result["content"][0]["text"] == f"Hello, {name}!"
+            new_session = session_of(engine)
+            assert new_session not in (None, old_session)
+            view = engine.connections["peer"].view
+            assert view.state == api.CONNECTED
+            assert view.note is not None and "restarted" in view.note and "new session" in view.note
+        finally:
+            await engine.stop()
+        calls = [r for r in proxy.requests if r.rpc_method == "tools/call"]
+        after = [r for r in calls if r.message["params"]["arguments"]["name"] == "after"]
+        # Once in the forgotten session (answered 404, not processed), once in the new one.
+        assert [r.headers.get("mcp-session-id") for r in after] == [old_session, new_session]
+        again = [r for r in calls if r.message["params"]["arguments"]["name"] == "again"]
+        assert [r.headers.get("mcp-session-id") for r in again] == [new_session]
+        assert [r.rpc_method for r in proxy.requests].count("initialize") == 2
+    finally:
+        proxy.stop()
+        peer.stop()
+
+
+async def test_python_sdk_server_restarted_call_runs_once(isolated_home, real_keyring, tmp_path):
+    record = tmp_path / "record.txt"
+    peer: Peer = start_sdk_work_server(record)
+    recorder = Recorder()
+    try:
+        engine = await start_engine(isolated_home, recorder, peer.url, "2025-11-25")
+        try:
+            first = await engine.start_call("peer", "work", {"seconds": 0.2, "tag": "before"})
+            assert (await finished(engine, first.id)).status == api.COMPLETED
+            await asyncio.to_thread(peer.restart)
+            op = await engine.start_call("peer", "work", {"seconds": 0.3, "tag": "after"})
+            final = await finished(engine, op.id)
+            assert final.status == api.COMPLETED, final.error
+            view = engine.connections["peer"].view
+            assert view.state == api.CONNECTED and "new session" in (view.note or "")
+            events = [kind for op_id, kind, _ in recorder.events if op_id == op.id]
+            assert api.EVENT_SESSION_RENEWED in events
+        finally:
+            await engine.stop()
+        assert records(record) == ["start before", "end before", "start after", "end after"]
+    finally:
+        peer.stop()
+
+
+async def test_ts_sdk_server_restarted_operations_of_the_old_session_end_by_their_truth(isolated_home, real_keyring):
+    # A task the restarted server no longer knows, and an SSE stream of the vanished
+    # session: neither can be carried on, and each says why; nothing is sent again.
+    peer = start_ts_example_server()
+    proxy = LoopbackProxy(peer.port).start()
+    recorder = Recorder()
+    try:
+        engine = await start_engine(isolated_home, recorder, proxy.url(), None)
+        try:
+            task = await engine.start_call("peer", "delay", {"duration": 20000})
+            stream = await engine.start_call("peer", "start-notification-stream", {"interval": 200, "count": 100})
+            deadline = asyncio.get_running_loop().time() + 30
+            while not (engine.journal.get_operation(task.id).handle_ref
+                       and engine.journal.get_operation(stream.id).handle_ref):
+                assert asyncio.get_running_loop().time() < deadline, "no handles committed"
+                await asyncio.sleep(0.05)
+            await asyncio.to_thread(peer.restart)
+            ended_task, ended_stream = await finished(engine, task.id), await finished(engine, stream.id)
+            assert ended_task.status == api.UNKNOWN
+            assert "no longer knows the task" in ended_task.error["message"]
+            assert ended_stream.status == api.UNKNOWN
+            assert "no longer knows the HTTP session" in ended_stream.error["message"]
+            again = await engine.start_call("peer", "greet", {"name": "next"})
+            assert (await finished(engine, again.id)).status == api.COMPLETED
+        finally:
+            await engine.stop()
+        calls = [r.message["params"]["name"] for r in proxy.requests if r.rpc_method == "tools/call"]
+        assert calls == ["delay", "start-notification-stream", "greet"]
+    finally:
+        proxy.stop()
+        peer.stop()
