@@ -28,6 +28,8 @@ from hostapp.lab.state import LabState
 
 #: Closed streams stay replayable this long (across restarts), then go at the next start.
 STREAM_RETENTION_SECONDS = 24 * 3600
+#: Set (not "0"): the lab starts with --forget-sessions.
+FORGET_SESSIONS_ENV = "HOSTAPP_LAB_FORGET_SESSIONS"
 
 
 def default_state_file() -> Path:
@@ -51,6 +53,10 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--exit-after", type=int, metavar="N", help="exit the process after N events")
     serve.add_argument("--refuse-for", type=float, default=0.0, metavar="SECONDS",
                        help="answer 503 to every HTTP request for SECONDS after start")
+    serve.add_argument("--forget-sessions", action="store_true",
+                       default=os.environ.get(FORGET_SESSIONS_ENV, "") not in ("", "0"),
+                       help="forget every HTTP session at start-up, as a server that keeps them in memory "
+                            f"does when it restarts (also ${FORGET_SESSIONS_ENV}=1)")
     serve.add_argument("--log-level", default="WARNING", help="lab log level on stderr")
     return parser
 
@@ -151,6 +157,10 @@ async def serve_stdio_and_http(core: LabCore, host: str, port: int | None) -> No
 async def run(args: argparse.Namespace) -> int:
     state = LabState(args.state or default_state_file())
     state.prune(time.time() - STREAM_RETENTION_SECONDS)
+    if args.forget_sessions:
+        forgotten = state.forget_sessions()
+        if forgotten:
+            logging.getLogger("hostapp.lab").info("forgot %d HTTP sessions of the previous run", forgotten)
     core = LabCore(state, Faults(args.drop_after, args.exit_after, args.refuse_for))
     resumed = core.resume_jobs()
     if resumed:

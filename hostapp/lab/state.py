@@ -209,6 +209,14 @@ class LabState:
         cur = self.db.execute("DELETE FROM sessions WHERE key = ?", (handle_key(session_id),))
         return cur.rowcount > 0
 
+    def forget_sessions(self) -> int:
+        """Drop every handshake-era session, as a server that keeps them in memory loses
+        them when it restarts: an SSE stream can no longer be resumed in one (GET with
+        Last-Event-ID needs its session). What the drafts make transport-agnostic (a
+        resumable request, a draft stream) and what is bound to no session (tasks, jobs)
+        stays, as a server that keeps them in its store does. How many went."""
+        return self.db.execute("DELETE FROM sessions").rowcount
+
     # -- streams and their messages -----------------------------------------------
     def add_stream(self, stream_id: str, kind: str, session_key: str | None,
                    handle: str | None = None, max_idle: float | None = None) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
+from hostapp.lab.server import FORGET_SESSIONS_ENV
 from hostapp.lab.state import execution_counts
 
 from .conftest import ACCEPT, STATELESS, McpClient, wait_until
@@ -262,3 +263,27 @@ def test_stateless_era_drops_handshake_methods_and_v1_tasks(lab, stateless):
     assert r.status_code == 404 and r.json()["error"]["code"] == -32601
     assert "tasks" not in stateless.request("server/discover").result["capabilities"]
     assert stateless.request("tasks/get", {"taskId": "x"}).error["code"] == -32021
+
+
+@pytest.mark.parametrize("mode", ["kept", "flag", "env"])
+def test_a_restart_forgets_the_http_sessions_only_when_asked(start_lab, mode):
+    # By default the lab keeps its sessions in its state file; --forget-sessions (or the
+    # environment variable) makes a restart forget them, as a server that keeps them in
+    # memory does: the old session id draws 404, and a new initialize works.
+    lab = start_lab(*(["--forget-sessions"] if mode == "flag" else []),
+                    env={FORGET_SESSIONS_ENV: "1"} if mode == "env" else None)
+    client = McpClient(lab.url)
+    try:
+        client.initialize()
+        assert "result" in client.request("ping").response
+        lab.restart()
+        answer = client.post({"jsonrpc": "2.0", "id": 99, "method": "ping"})
+        if mode == "kept":
+            assert answer.status_code == 200
+        else:
+            assert answer.status_code == 404
+            client.session_id = None
+            client.initialize()
+            assert "result" in client.request("ping").response
+    finally:
+        client.close()
