@@ -165,7 +165,8 @@ async def cmd_agent_stop(args: argparse.Namespace) -> int:
             if answer.strip().lower() not in ("y", "yes"):
                 print("not stopped", file=sys.stderr)
                 return EXIT_ERROR
-        await engine.request_owner("agent.stop")
+        answer = await engine.request_owner("agent.stop")
+        ended = list((answer or {}).get("ended") or []) if isinstance(answer, dict) else []
         await asyncio.wait_for(engine.wait_closed(), 60)
     except (api.EngineError, TimeoutError) as exc:
         print(f"hostapp: {exc}", file=sys.stderr)
@@ -179,6 +180,10 @@ async def cmd_agent_stop(args: argparse.Namespace) -> int:
         return EXIT_ERROR
     lock.release()
     print("stopped")
+    if ended:
+        print(f"{len(ended)} operation(s) could not survive the stop and ended 'unknown':", file=sys.stderr)
+        for op in ended:
+            print(f"  {op['id']}  {op['server']}/{op['tool']}  ({op['why']})", file=sys.stderr)
     return EXIT_OK
 
 

@@ -107,6 +107,8 @@ class OperationRunner:
         self.restored_at_start = False
         # Restored only to be ended (its handle or its server is gone): not resumed.
         self.restore_refused = False
+        #: Set once it has ended and left the engine (its outcome is in the journal).
+        self.finished = asyncio.Event()
         # Its call was refused with a session the server forgot, and waits for the next
         # session to go out again: that session must not attach it as a lost request.
         self.awaiting_new_session = False
@@ -367,6 +369,7 @@ class OperationRunner:
             ctx.operation_event(self.id, "status", data)
             ctx.changed(self)
         ctx.forget(self)
+        self.finished.set()
 
     def _question_expired(self, status: OperationStatus, result: dict[str, Any] | None,
                           error: dict[str, Any] | None) -> dict[str, Any] | None:
