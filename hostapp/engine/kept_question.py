@@ -83,8 +83,10 @@ class KeptQuestion:
 
     async def _write(self, question: dict[str, Any] | None) -> None:
         runner = self.runner
-        if runner.done or runner.context.stopping:
-            return  # an ended operation's question is moot; a quitting host keeps it
+        if runner.ending or runner.context.stopping:
+            # An ended operation's question is moot (its end strikes it from the journal,
+            # also when the end is on its way there now); a quitting host keeps it.
+            return
         runner.record.open_question = question
         await runner.context.journal.update_operation(runner.id, open_question=question)
 

@@ -109,6 +109,7 @@ class OperationRunner:
         self.restore_refused = False
         #: Set once it has ended and left the engine (its outcome is in the journal).
         self.finished = asyncio.Event()
+        self._finishing = False  # finish() has begun
         # Its call was refused with a session the server forgot, and waits for the next
         # session to go out again: that session must not attach it as a lost request.
         self.awaiting_new_session = False
@@ -145,6 +146,12 @@ class OperationRunner:
     @property
     def done(self) -> bool:
         return self.view.status in TERMINAL
+
+    @property
+    def ending(self) -> bool:
+        """Ended, or being ended (its terminal status is on its way to the journal): a
+        change of status or question from now on would come after its end."""
+        return self._finishing or self.done
 
     @property
     def progress_token(self) -> str:
@@ -297,8 +304,9 @@ class OperationRunner:
 
     async def set_status(self, status: OperationStatus, message: str | None) -> None:
         """Move between running and input_required (journaled, shown). Not while the host
-        quits: a question it leaves open was not answered, and stays open in the journal."""
-        if self.context.stopping:
+        quits: a question it leaves open was not answered, and stays open in the journal.
+        Nor once it is ending: its end is journaled, and nothing comes after it."""
+        if self.context.stopping or self.ending:
             return
         if status == OperationStatus.INPUT_REQUIRED:
             self._question_left_open = False  # the server asks (again): it has not given up
@@ -343,6 +351,7 @@ class OperationRunner:
         """End the operation with a terminal status: journaled once, its handle deleted, its
         questions withdrawn, its requests forgotten."""
         ctx = self.context
+        self._finishing = True
         self._cancel_wake()
         if self._deadline_handle is not None:
             self._deadline_handle.cancel()
