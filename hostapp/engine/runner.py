@@ -222,8 +222,7 @@ class OperationRunner:
                 self.spawn(self._send_notification(action.method, action.params))
             elif isinstance(action, A.CancelRequest):
                 if self.record.jsonrpc_id is not None:
-                    self.spawn(self._send_notification("notifications/cancelled", {
-                        "requestId": self.record.jsonrpc_id, "reason": action.reason or "cancelled"}))
+                    self._abandon_original(self.record.jsonrpc_id, action.reason or "cancelled")
             elif isinstance(action, A.ResumeSseStream):
                 self.spawn(self._resume_stream(action.last_event_id))
             elif isinstance(action, A.AskInput):
@@ -670,6 +669,17 @@ class OperationRunner:
         original = action.reuse_jsonrpc_id or action.method == self.mech.method
         await self._request(session, action.method, action.params, rid, original=original, which=action.method,
                             on_accepted=on_accepted)
+
+    def _abandon_original(self, rid: RequestId, reason: str) -> None:
+        """Tell the server to stop the original request, the way its era has it: close the
+        request's stream where the request lives on it (2026-07-28 over HTTP), else send
+        ``notifications/cancelled``."""
+        session = self._original_session or self.session
+        if session is not None and session.abandon(rid):
+            log.info("operation %s: its request's stream was closed, which cancels it at %s", self.id,
+                     session.server.protocol_version if session.server else "this revision")
+            return
+        self.spawn(self._send_notification("notifications/cancelled", {"requestId": rid, "reason": reason}))
 
     async def _send_notification(self, method: str, params: dict) -> None:
         try:

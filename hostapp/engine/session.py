@@ -383,6 +383,20 @@ class ClientSession:
         finally:
             self._release(rid, entry)
 
+    def abandon(self, request_id: RequestId) -> bool:
+        """Give up the answer to ``request_id`` the way the era has a client do it, where
+        that is by closing its stream (the stateless era over HTTP: the server stops the
+        work when the stream closes). True if so: whoever awaits the answer hears that it
+        was abandoned, and a late answer is not taken for a stray one. False: the caller
+        sends ``notifications/cancelled``, as every other era and transport has it."""
+        if self.era != eras.STATELESS or not self.transport.abandon_request(request_id):
+            return False
+        self._abandon(request_id)
+        pending = self._pending.get(request_id)
+        if pending is not None and not pending.future.done():
+            pending.future.set_exception(ConnectionLost(f"{pending.method} was abandoned: its stream was closed"))
+        return True
+
     def _abandon(self, rid: RequestId) -> None:
         self._abandoned[rid] = None
         if len(self._abandoned) > MAX_ABANDONED_IDS:

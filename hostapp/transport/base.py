@@ -140,6 +140,14 @@ class Transport(abc.ABC):
         """The server-issued session this transport speaks in (Streamable HTTP), if any."""
         return None
 
+    def abandon_request(self, request_id: RequestId) -> bool:
+        """Stop waiting for the answer to ``request_id`` by closing the stream that carries
+        it, where that is how a client abandons a request (Streamable HTTP in the
+        stateless era: the request lives on its response stream). True if closed; False
+        when this transport has no such stream for it (the caller sends
+        ``notifications/cancelled`` instead). By default False."""
+        return False
+
     @property
     def stateless(self) -> bool:
         """Whether the stateless era's rules apply: no session, and request ids are only

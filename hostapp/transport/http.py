@@ -30,6 +30,7 @@ exception text or logs; URLs in messages are shown without their query string.
 from __future__ import annotations
 
 import asyncio
+import functools
 import importlib.util
 import logging
 import sys
@@ -195,6 +196,8 @@ class StreamableHttpTransport(SseStreams, Transport):
         self._connected = False
         # The server answered 404 for this transport's session: it must be initialized again.
         self._session_gone = False
+        # The task reading each request's own answer stream (POST answered with SSE).
+        self._answer_streams: dict[RequestId, asyncio.Task[None]] = {}
 
     # -- the Transport contract -------------------------------------------------------------
 
@@ -213,6 +216,23 @@ class StreamableHttpTransport(SseStreams, Transport):
     @property
     def can_resume_streams(self) -> bool:
         return True
+
+    def abandon_request(self, request_id: RequestId) -> bool:
+        """In the stateless era a request lives on its response stream, and closing that
+        stream is how a client abandons it (the server stops the work): the stream of
+        ``request_id`` is closed, unread. In the handshake era a closed stream is no
+        cancellation (it may be resumed): nothing is closed here."""
+        if not self._stateless:
+            return False
+        reader = self._answer_streams.pop(request_id, None)
+        if reader is None or reader.done():
+            return False
+        reader.cancel()  # its reader closes the response, and so the connection
+        return True
+
+    def _answer_stream_ended(self, request_id: RequestId, reader: asyncio.Task[None]) -> None:
+        if self._answer_streams.get(request_id) is reader:
+            del self._answer_streams[request_id]
 
     def reopen_standalone_stream(self) -> None:
         if self.standalone_stream:
@@ -285,7 +305,9 @@ class StreamableHttpTransport(SseStreams, Transport):
                 return
             content_type = response.headers.get("content-type", "")
             if content_type.startswith(ACCEPT_SSE):
-                self._spawn(self._follow_stream(response, message.id), f"sse-{message.method}")
+                reader = self._spawn(self._follow_stream(response, message.id), f"sse-{message.method}")
+                self._answer_streams[message.id] = reader
+                reader.add_done_callback(functools.partial(self._answer_stream_ended, message.id))
                 unread = None  # the task owns it now
                 return
             body = await self._read_body(response, self.max_message_bytes)

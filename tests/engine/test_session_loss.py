@@ -132,3 +132,33 @@ async def test_ts_sdk_server_restarted_operations_of_the_old_session_end_by_thei
     finally:
         proxy.stop()
         peer.stop()
+
+
+async def test_cancel_stops_the_handler_of_a_2026_07_28_server(isolated_home, real_keyring, tmp_path):
+    # At 2026-07-28 a request lives on its response stream: closing it is how a client
+    # abandons the request. The Python SDK's own record says whether its handler stopped.
+    record = tmp_path / "record.txt"
+    peer = start_sdk_work_server(record)
+    recorder = Recorder()
+    try:
+        engine = await start_engine(isolated_home, recorder, peer.url, None)
+        try:
+            assert engine.connections["peer"].view.protocol_version == "2026-07-28"
+            op = await engine.start_call("peer", "work", {"seconds": 30, "tag": "long"})
+            deadline = asyncio.get_running_loop().time() + 30
+            while not recorder.progress_of(op.id):
+                assert asyncio.get_running_loop().time() < deadline, "no progress"
+                await asyncio.sleep(0.05)
+            await engine.cancel(op.id)
+            assert (await finished(engine, op.id)).status == api.CANCELLED
+            deadline = asyncio.get_running_loop().time() + 20
+            while "stopped long" not in records(record):
+                assert asyncio.get_running_loop().time() < deadline, records(record)
+                await asyncio.sleep(0.05)
+            after = await engine.start_call("peer", "work", {"seconds": 0.2, "tag": "next"})
+            assert (await finished(engine, after.id)).status == api.COMPLETED
+        finally:
+            await engine.stop()
+        assert records(record) == ["start long", "stopped long", "start next", "end next"]
+    finally:
+        peer.stop()
