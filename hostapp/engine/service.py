@@ -438,15 +438,28 @@ class Engine:
             self.listener.server_changed(dataclasses.replace(conn.view, error=error, retry_in=None, retry_at=None))
 
     async def list_tools(self, server: str, timeout: float = 30.0) -> list[dict[str, Any]]:
+        conn, _session = await self.live_session(server, timeout)
+        return list(conn.tools)
+
+    @property
+    def holds_connections(self) -> bool:
+        """Does this engine keep its servers connected (the owner of the home does; a
+        one-off command's engine does not)?"""
+        return self._connect
+
+    async def live_session(self, server: str, timeout: float | None = 30.0
+                           ) -> tuple[ServerConnection, ClientSession]:
+        """The connection this engine keeps to ``server`` and its ready session, waiting
+        at most ``timeout`` seconds for it (TimeoutError says what the server is doing)."""
         conn = self._connection(server)
         try:
-            await conn.wait_ready(timeout)
+            session = await conn.wait_ready(timeout)
         except TimeoutError:
             view = conn.view
             why = f"; last error: {view.error}" if view.error else ""
             raise TimeoutError(f"{server} did not connect within {timeout:g} s "
                                f"(it is {view.state.replace('_', ' ')}{why})") from None
-        return list(conn.tools)
+        return conn, session
 
     async def _on_ready(self, conn: ServerConnection, session: ClientSession) -> None:
         # A session kept across a break of the network may still carry requests that never

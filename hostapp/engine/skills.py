@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from hostapp.engine.accounts import configured, off_loop
+from hostapp.engine.diagnostics import server_session
 from hostapp.protocol.skills import (
     LIST_METHOD,
     LoadedSkill,
@@ -57,25 +57,15 @@ async def load_skill(session: ClientSession, entry: SkillEntry) -> LoadedSkill:
     return LoadedSkill(entry, files)
 
 
-async def _session(engine: Engine, name: str) -> ClientSession:
-    from hostapp.engine.connections import open_session
-
-    cfg = configured(engine, name)
-    secret_store = None
-    if cfg.secret_headers or cfg.secret_env:
-        await off_loop(engine.secrets.check)
-        secret_store = engine.secrets
-    session, _info = await open_session(cfg, secret_store=secret_store)
-    return session
+#: How long the skills wait for the server's connection (a server that is offline says so).
+CONNECT_TIMEOUT_SECONDS = 30.0
 
 
 async def server_skills(engine: Engine, name: str) -> list[dict[str, Any]]:
-    """The skills server ``name`` lists, as plain dicts (``SkillEntry.to_dict``)."""
-    session = await _session(engine, name)
-    try:
+    """The skills server ``name`` lists, as plain dicts (``SkillEntry.to_dict``), asked on
+    the host's connection to it (:func:`hostapp.engine.diagnostics.server_session`)."""
+    async with server_session(engine, name, CONNECT_TIMEOUT_SECONDS) as (session, _info):
         return [entry.to_dict() for entry in await list_skills(session)]
-    finally:
-        await session.close()
 
 
 async def load_server_skill(engine: Engine, name: str, skill: str) -> dict[str, Any]:
@@ -84,12 +74,9 @@ async def load_server_skill(engine: Engine, name: str, skill: str) -> dict[str, 
     The answer: the entry (``SkillEntry.to_dict``), ``instructions`` (SKILL.md's text)
     and ``files`` (URI to text, SKILL.md first).
     """
-    session = await _session(engine, name)
-    try:
+    async with server_session(engine, name, CONNECT_TIMEOUT_SECONDS) as (session, _info):
         entry = find_skill(await list_skills(session), skill)
         loaded = await load_skill(session, entry)
-    finally:
-        await session.close()
     return {
         **entry.to_dict(),
         "instructions": loaded.instructions,

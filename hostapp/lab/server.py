@@ -24,7 +24,7 @@ from pathlib import Path
 import platformdirs
 
 from hostapp.lab.core import Faults, LabCore
-from hostapp.lab.state import LabState
+from hostapp.lab.state import LabState, StateInUse
 
 #: Closed streams stay replayable this long (across restarts), then go at the next start.
 STREAM_RETENTION_SECONDS = 24 * 3600
@@ -155,7 +155,14 @@ async def serve_stdio_and_http(core: LabCore, host: str, port: int | None) -> No
 
 
 async def run(args: argparse.Namespace) -> int:
-    state = LabState(args.state or default_state_file())
+    try:
+        # One process per state file. A stdio lab being replaced (its host was killed, so
+        # its stdin ended) may still be on its way out: that one is waited for.
+        state = LabState(args.state or default_state_file(), serving=True,
+                         lock_wait=BIND_PATIENCE_SECONDS if args.stdio else 0.0)
+    except StateInUse as exc:
+        print(f"lab: {exc}", file=sys.stderr, flush=True)
+        return 3
     state.prune(time.time() - STREAM_RETENTION_SECONDS)
     if args.forget_sessions:
         forgotten = state.forget_sessions()

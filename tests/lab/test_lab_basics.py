@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import httpx
 import pytest
 
@@ -285,5 +288,26 @@ def test_a_restart_forgets_the_http_sessions_only_when_asked(start_lab, mode):
             client.session_id = None
             client.initialize()
             assert "result" in client.request("ping").response
+    finally:
+        client.close()
+
+
+def test_a_second_lab_on_one_state_file_is_refused(start_lab, state_file):
+    # A second copy of a server on the same state would take over the first one's jobs:
+    # the lab holds an OS lock on its state, and a second process says so and exits.
+    first = start_lab()
+    client = McpClient(first.url)
+    try:
+        client.initialize()
+        second = subprocess.run([sys.executable, "-m", "hostapp.lab", "serve", "--http", "0",
+                                 "--state", str(state_file)],
+                                capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+        assert second.returncode == 3, second.stderr
+        assert "another lab process" in second.stderr and str(state_file) in second.stderr
+        assert "result" in client.request("ping").response  # the first one serves on
+        first.restart()  # killed: the kernel let go of its lock, and the next one starts
+        client.session_id = None
+        client.initialize()
+        assert "result" in client.request("ping").response
     finally:
         client.close()
