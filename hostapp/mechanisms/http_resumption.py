@@ -26,9 +26,11 @@ from hostapp.mechanisms.base import HELD, SENT, Mechanism, register
 DEFAULT_RETRY_MS = 1000
 #: Ceiling of the back-off between failed reconnects (seconds).
 MAX_RECONNECT_DELAY_SECONDS = 30.0
-#: How many reconnections in a row may fail (refused, or given up by the transport after
-#: its own attempts) before the operation ends as unknown: nothing else would end it.
-MAX_FAILED_RECONNECTS = 8
+#: How long after a break reconnections may go on failing (refused, or given up by the
+#: transport after its own attempts) before the operation ends as unknown: nothing else
+#: would end it. A duration, not a count: what ends it is how long the stream has been
+#: out of reach, whatever number of attempts the back-off fitted in.
+RESUME_BUDGET_SECONDS = 90.0
 #: A stream's newest event id is committed at most this often (seconds of the stream's
 #: own time). It bounds what a restart replays: a stream resumed from its first event
 #: id after an hour would replay the whole hour, for every stream, at every start-up.
@@ -40,8 +42,10 @@ class HttpStreamResumption(Mechanism):
     """A request whose SSE stream can be resumed with ``Last-Event-ID``.
 
     States: ``sent`` -> ``held`` (an event id committed) -> ``done``. On a break:
-    wait ``retry`` ms (doubling after failed reconnects), then ResumeSseStream; after
-    MAX_FAILED_RECONNECTS failed ones in a row, unknown.
+    wait ``retry`` ms (doubling after failed reconnects), then ResumeSseStream; when a
+    reconnect fails RESUME_BUDGET_SECONDS or more after the break, unknown. A break
+    reported again while the reconnect waits (by the other requests of the connection)
+    is the same break: only a reconnect that was made and failed is a failure.
     The first event id is committed at once; later ones are held in memory and
     committed on a break and every COMMIT_EVERY_SECONDS while events come, since
     replaying a little more after a quit or a crash is harmless (progress stays
@@ -56,6 +60,8 @@ class HttpStreamResumption(Mechanism):
         self.last_event_id: str | None = secret
         self.retry_ms: int | None = state.get("retry_ms")
         self.reconnect_pending = False
+        self.reconnecting = False  # a reconnect was made, and its outcome not heard yet
+        self.broken_at: float | None = None  # when the stream was last heard of, before a break
         self.committed_at: float | None = None  # when this process last committed the id
 
     def _extra_state(self) -> dict[str, Any]:
@@ -72,7 +78,8 @@ class HttpStreamResumption(Mechanism):
         first = self.last_event_id is None
         self.last_event_id = event_id
         self.failures = 0
-        self.reconnect_pending = False
+        self.reconnect_pending = self.reconnecting = False
+        self.broken_at = None
         if first:
             self.phase = HELD
             self.committed_at = now
@@ -104,11 +111,16 @@ class HttpStreamResumption(Mechanism):
             return [Unknown("the connection dropped before the stream carried an event id; "
                             "the request may or may not have run")]
         if self.reconnect_pending:
+            if not self.reconnecting:
+                return []  # the same break, reported again while the reconnect waits
+            self.reconnecting = False
             self.failures += 1  # the reconnect itself failed
-            if self.failures >= MAX_FAILED_RECONNECTS:
+            if self.broken_at is not None and now - self.broken_at >= RESUME_BUDGET_SECONDS:
                 self.reconnect_pending = False
-                return [Unknown(f"the server's stream could not be resumed after {self.failures} attempts; "
-                                "the call may or may not have finished")]
+                return [Unknown(f"the server's stream could not be resumed within {RESUME_BUDGET_SECONDS:.0f} s "
+                                f"of the break ({self.failures} attempts); the call may or may not have finished")]
+        else:
+            self.broken_at = now
         self.reconnect_pending = True
         # The spec: wait ``retry`` before reconnecting, not less.
         self.committed_at = now
@@ -118,6 +130,7 @@ class HttpStreamResumption(Mechanism):
     def _wake(self, now: float) -> list[Action]:
         if not self.reconnect_pending or self.last_event_id is None:
             return []
+        self.reconnecting = True
         return [ResumeSseStream(self.last_event_id)]
 
     def _resume(self, now: float) -> list[Action]:
@@ -128,5 +141,7 @@ class HttpStreamResumption(Mechanism):
             return []
         if self.reconnect_pending:
             return []  # the scheduled wake reconnects, after ``retry``
-        self.reconnect_pending = True
+        self.reconnect_pending = self.reconnecting = True
+        if self.broken_at is None:
+            self.broken_at = now  # restored: the break is the host's restart
         return [ResumeSseStream(self.last_event_id)]
