@@ -532,6 +532,9 @@ class LabCore:
             raise RpcError(INVALID_PARAMS, "arguments must be an object")
         if name in catalogue.LONG_TOOLS:
             catalogue.duration(args)  # validate before any work starts
+            if args.get("ask") and name not in catalogue.ASKING_TOOLS:
+                raise RpcError(INVALID_PARAMS, f"{name} cannot ask a question: its mechanism has no way to carry "
+                                               f"one (ask works with {', '.join(catalogue.ASKING_TOOLS)})")
         self._log(call, "info", f"{name} called")
         return await handler(call, args)
 
