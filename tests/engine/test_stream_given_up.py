@@ -37,9 +37,11 @@ def proxy(lab):
 
 @pytest.fixture
 def quick_backoff(monkeypatch):
-    """The same attempts, without the minutes of back-off between them."""
+    """The same attempts, without the minutes of back-off between them, and a
+    resumption budget of seconds instead of a minute and a half."""
     monkeypatch.setattr(http_streams, "MAX_BACKOFF_SECONDS", 0.2)
     monkeypatch.setattr(http_resumption, "MAX_RECONNECT_DELAY_SECONDS", 0.2)
+    monkeypatch.setattr(http_resumption, "RESUME_BUDGET_SECONDS", 3.0)
 
 
 async def progress_seen(recorder: Recorder, op_id: str) -> None:
