@@ -71,10 +71,18 @@ class Peer:
             self.stop()
             raise
 
-    def restart(self, timeout: float = 30.0) -> None:
-        """Stop the process and start it again on the same port: a new process that
-        remembers nothing of the old one's memory (its sessions, its tasks)."""
-        self.stop()
+    def kill(self) -> None:
+        """SIGKILL: no chance to tidy up, as in a crash."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+    def restart(self, timeout: float = 30.0, *, kill: bool = False, down: float = 0.0) -> None:
+        """Stop the process (``kill``: SIGKILL) and start it again on the same port after
+        ``down`` seconds: a new process that remembers nothing of the old one's memory
+        (its sessions, its tasks)."""
+        self.kill() if kill else self.stop()
+        time.sleep(down)
         deadline = time.monotonic() + timeout
         while True:  # the port may linger for a moment after the exit
             try:
