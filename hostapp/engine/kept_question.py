@@ -60,9 +60,13 @@ class KeptQuestion:
         self._went_on()
         runner = self.runner
         bound = runner.http_session
-        if (runner.mech.name not in QUESTION_KEEPING_MECHANISMS or ctx.request_id is None or bound is None
-                or ctx.session.transport.session_id != bound[0] or not runner.record.resumable
-                or runner.context.stopping):
+        asked_in = ctx.session.transport.session_id
+        # A server may ask before the handle is committed (the TypeScript SDK asks on the
+        # standalone stream as soon as the task exists, before its id reached the host):
+        # the handle will be bound to the session the operation runs in, which is this one.
+        expected = bound[0] if bound is not None else asked_in if ctx.session is runner.session else None
+        if (runner.mech.name not in QUESTION_KEEPING_MECHANISMS or ctx.request_id is None or expected is None
+                or asked_in != expected or not runner.record.resumable or runner.context.stopping):
             return False
         await self._write({"id": ctx.request_id, "params": _without_meta(params)})
         return True

@@ -70,6 +70,7 @@ class Runner:
         self.record, self.id = record, record.id
         self.mech = SimpleNamespace(name=mechanism)
         self.http_session = (bound, "2025-11-25") if bound else None
+        self.session: Any = None  # the session it runs in (not one of these tests' sessions)
         self.done = self.finishing = False
         self.statuses: list[OperationStatus] = []
         self.tasks: list[asyncio.Task] = []
@@ -251,6 +252,19 @@ class CompletingSession(Session):
         self.ending = asyncio.get_running_loop().create_task(self.runner.finish(OperationStatus.COMPLETED))
         await asyncio.sleep(0)  # the end is on its way to the journal
         return True
+
+
+async def test_a_question_asked_before_the_handle_was_committed_is_kept_in_the_operations_session(journal):
+    # The TypeScript SDK asks on the standalone stream as soon as the task exists, before
+    # its id reached the host: the handle will be bound to the session the operation runs
+    # in, so a question from that session is kept; one from another session is not.
+    runner = Runner(journal, _record(journal), Person(), bound=None)
+    own, other = Session("sid-1"), Session("sid-2")
+    runner.session = own
+    assert not await KeptQuestion(runner).keep(_ctx(other), QUESTION)  # type: ignore[arg-type]
+    assert _kept(journal) is None
+    assert await KeptQuestion(runner).keep(_ctx(own, 0), QUESTION)  # type: ignore[arg-type]
+    assert _kept(journal) == {"id": 0, "params": {k: v for k, v in QUESTION.items() if k != "_meta"}}
 
 
 async def test_an_operation_that_ends_as_its_question_is_answered_ends_cleanly(journal):
