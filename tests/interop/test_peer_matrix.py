@@ -64,6 +64,9 @@ class PeerCase:
     #: A short call that must work after the fault.
     quick: tuple[str, dict[str, Any]]
     version: str | None = None
+    #: Whether the server hands out something that finds the call again (an SSE event
+    #: id, a task id): the fault waits until the host has committed it.
+    handle: bool = True
     #: fault -> the outcomes the mechanism can honestly give (default: completed).
     outcomes: dict[str, frozenset[str]] = field(default_factory=dict)
 
@@ -89,10 +92,11 @@ CASES = [
     # gracefully (SIGTERM), uvicorn lets a request in flight finish first: completed is
     # then the truth too.
     PeerCase("py-sdk", "work", {"seconds": 3, "tag": "call"}, ("work", {"seconds": 0.1, "tag": "next"}),
+             handle=False,
              outcomes={"server_restart": GRACEFUL, "server_kill": LOST, "network_cut": LOST, "host_stop": LOST}),
     # The same server pinned to 2025-11-25, without an event store: a plain request.
     PeerCase("py-sdk-2025", "work", {"seconds": 3, "tag": "call"}, ("work", {"seconds": 0.1, "tag": "next"}),
-             version="2025-11-25",
+             version="2025-11-25", handle=False,
              outcomes={"server_restart": GRACEFUL, "server_kill": LOST, "network_cut": LOST, "host_stop": LOST}),
     # Tasks extension on the memory backend: polled across a break, forgotten by a restart.
     PeerCase("fastmcp", "slow_count", {"seconds": 3, "steps": 6}, ("crunch", {"steps": 1}),
@@ -151,14 +155,15 @@ async def until(predicate: Callable[[], bool], what: str, timeout: float = 60) -
         await asyncio.sleep(0.05)
 
 
-def under_way(engine: Engine, served: Served, op_id: str) -> Callable[[], bool]:
+def is_under_way(case: PeerCase, served: Served, record: Any) -> bool:
     """The call reached the server and has something to go on with: its work started,
-    and its handle (if its mechanism has one) is in the journal."""
-    def ready() -> bool:
-        record = engine.journal.get_operation(op_id)
-        return served.starts() >= 1 and record is not None and record.jsonrpc_id is not None \
-            and (record.mechanism in (None, "direct") or record.handle_ref is not None)
-    return ready
+    and the handle the server gave (if it gives one) is in the journal."""
+    return served.starts() >= 1 and record is not None and record.jsonrpc_id is not None \
+        and (record.handle_ref is not None or not case.handle)
+
+
+def under_way(case: PeerCase, engine: Engine, served: Served, op_id: str) -> Callable[[], bool]:
+    return lambda: is_under_way(case, served, engine.journal.get_operation(op_id))
 
 
 @pytest.mark.parametrize("fault", FAULTS)
@@ -170,7 +175,7 @@ async def test_peer_fault(case: PeerCase, fault: str, isolated_home: Path, tmp_p
     engine = await start_engine(isolated_home, url, case.version)
     try:
         op = await engine.start_call("peer", case.tool, case.args)
-        await until(under_way(engine, served, op.id), "start of the work")
+        await until(under_way(case, engine, served, op.id), "start of the work")
         await asyncio.sleep(0.5)  # well into the work
         if fault == "server_restart":
             await asyncio.to_thread(served.peer.restart)
@@ -204,3 +209,70 @@ async def test_peer_fault(case: PeerCase, fault: str, isolated_home: Path, tmp_p
         served.peer.stop()
     assert served.starts() == 1, f"{case.name} × {fault}: the work started {served.starts()} times"
     print(f"MATRIX {case.name} {fault} {final.status}")
+
+
+AGENT_FAULTS = ("agent_kill", "agent_stop")
+
+
+def agent_expected(case: PeerCase, fault: str) -> frozenset[str]:
+    """What a stop of the agent leaves: what survives a stop of the host (host_stop)
+    survives both; a plain request ends unknown either way (at a clean stop, at once)."""
+    return case.expected("host_stop")
+
+
+def under_way_in_journal(case: PeerCase, home: Path, served: Served, op_id: str) -> bool:
+    from hostapp.store.journal import OperationJournal
+    from hostapp.store.paths import journal_path
+
+    if served.starts() < 1:
+        return False
+    with OperationJournal(journal_path(home)) as journal:
+        return is_under_way(case, served, journal.get_operation(op_id))
+
+
+@pytest.mark.parametrize("fault", AGENT_FAULTS)
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_peer_agent_fault(case: PeerCase, fault: str, tmp_path: Path, keyring_env: dict[str, str]) -> None:
+    # The command line and its agent, as a person runs them: the agent SIGKILLed, or
+    # stopped cleanly, while the call runs; `hostapp resume --wait` carries it on.
+    import json
+    import time
+
+    from tests.support.agents import kill_owner
+    from tests.support.faults import HostCall, run_hostapp
+
+    home = tmp_path / "home"
+    home.mkdir()
+    served = start_peer(case, tmp_path)
+    try:
+        argv = ["servers", "add", "peer", "--url", served.proxy.url()]
+        if case.version:
+            argv += ["--protocol-version", case.version]
+        assert run_hostapp(home, *argv, env=keyring_env).returncode == 0
+        call = HostCall(home, "call", "peer", case.tool, "--json", "--args", json.dumps(case.args), env=keyring_env)
+        op_id = call.wait_for(lambda events: events[:1])[0]["operation"]
+        deadline = time.monotonic() + 60
+        while not under_way_in_journal(case, home, served, op_id):
+            assert time.monotonic() < deadline, f"the call did not get under way: {call.events}\n{call.stderr}"
+            time.sleep(0.05)
+        if fault == "agent_kill":
+            assert kill_owner(home) is not None
+        else:
+            stopped = run_hostapp(home, "agent", "stop", "--yes", env=keyring_env)
+            assert stopped.returncode == 0, stopped.stderr
+        call.wait(60)
+        resume = HostCall(home, "resume", "--wait", "--json", env=keyring_env)
+        resume.wait(120)
+        ops = {o["id"]: o for o in json.loads(run_hostapp(home, "ops", "--json", env=keyring_env).stdout)}
+        detail = f"{case.name} × {fault}: {ops[op_id]}\n{call.events}\n{resume.events}"
+        assert ops[op_id]["status"] in agent_expected(case, fault), detail
+        quick_tool, quick_args = case.quick
+        again = run_hostapp(home, "call", "peer", quick_tool, "--json", "--args", json.dumps(quick_args),
+                            env=keyring_env)
+        assert again.returncode == 0, f"{detail}\nthe next call: {again.stdout}{again.stderr}"
+    finally:
+        kill_owner(home)
+        served.proxy.stop()
+        served.peer.stop()
+    assert served.starts() == 1, f"{case.name} × {fault}: the work started {served.starts()} times"
+    print(f"MATRIX {case.name} {fault} {ops[op_id]['status']}")
