@@ -24,8 +24,8 @@ from typing import Any
 import pytest
 
 from hostapp.engine.service import Engine
-from hostapp.store.journal import ServerConfig
 from tests.engine.conftest import Recorder
+from tests.engine.test_session_loss import start_engine
 from tests.support.faults import LoopbackProxy
 from tests.support.keyring_daemon import KeyringDaemon, private_keyring
 from tests.support.peers import (
@@ -138,16 +138,6 @@ def keyring_daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Keyring
         yield daemon
 
 
-async def start_engine(home: Path, url: str, version: str | None) -> Engine:
-    recorder = Recorder()
-    engine = Engine(home, recorder)
-    recorder.engine = engine
-    await engine.start()
-    await engine.add_server(ServerConfig(name="peer", transport="http", url=url, protocol_version=version))
-    await engine.connected("peer")
-    return engine
-
-
 async def until(predicate: Callable[[], bool], what: str, timeout: float = 60) -> None:
     deadline = asyncio.get_running_loop().time() + timeout
     while not predicate():
@@ -172,7 +162,7 @@ async def test_peer_fault(case: PeerCase, fault: str, isolated_home: Path, tmp_p
                           keyring_daemon: KeyringDaemon) -> None:
     served = start_peer(case, tmp_path)
     url = served.proxy.url()
-    engine = await start_engine(isolated_home, url, case.version)
+    engine = await start_engine(isolated_home, Recorder(), url, case.version)
     try:
         op = await engine.start_call("peer", case.tool, case.args)
         await until(under_way(case, engine, served, op.id), "start of the work")
