@@ -107,6 +107,9 @@ class OperationRunner:
         self.restored_at_start = False
         # Restored only to be ended (its handle or its server is gone): not resumed.
         self.restore_refused = False
+        #: Its call is out and awaited here: how that request ends (answered, refused
+        #: unprocessed with its session, lost) is heard from it, not from the connection.
+        self.original_in_flight = 0
         #: Set once it has ended and left the engine (its outcome is in the journal).
         self.finished = asyncio.Event()
         self._finishing = False  # finish() has begun
@@ -487,9 +490,15 @@ class OperationRunner:
                        on_accepted: Callable[[], None] | None = None, sent_again: bool = False) -> None:
         ctx = self.context
         self._route_progress(session)
+        if original:
+            self.original_in_flight += 1
         try:
-            result = await session.request(method, params, request_id=rid, on_accepted=on_accepted,
-                                           progress_token=self.progress_token if original else None)
+            try:
+                result = await session.request(method, params, request_id=rid, on_accepted=on_accepted,
+                                               progress_token=self.progress_token if original else None)
+            finally:
+                if original:
+                    self.original_in_flight -= 1
         except RpcError as exc:
             ctx.heard_from(self)
             if not original and method == self._cancel_method:

@@ -134,7 +134,8 @@ class ServerTraffic(ClientHandlers):
 def _disconnected(runner: OperationRunner, ctx: EngineContext, forgotten: bool) -> Callable[[], list[A.Action]]:
     """What feeds ``runner``'s mechanism the loss of its connection, read at the time it is
     fed. ``forgotten``: the server no longer knows the session (HTTP 404), and what it
-    bound to it. A runner whose call the server refused unprocessed with the session
-    waits to send it again in the next one: it has lost nothing."""
-    return lambda: [] if runner.awaiting_new_session else runner.mech.on_disconnect(
+    bound to it. A runner whose call is out and awaited hears how it ended from the
+    request itself (a call refused unprocessed with the session is sent again in the
+    next one, and has lost nothing); one that waits to send it again likewise."""
+    return lambda: [] if runner.awaiting_new_session or runner.original_in_flight else runner.mech.on_disconnect(
         now=ctx.clock(), session_lost=forgotten)
