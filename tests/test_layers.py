@@ -18,7 +18,9 @@ The layers, bottom to top (a layer may import itself, the ones it names, and the
   facade, ``hostapp.engine.api``, and ``hostapp.protocol``; besides, the cli starts the
   window (``hostapp.app``), the lab server (``hostapp.lab.server``) and the conformance
   client (``hostapp.conformance``). ``__main__`` and ``main.py`` are entry points.
-- ``lab``, the reference server: protocol only.
+- ``lab``, the reference server: protocol only (and the OS file lock, ``oslock``).
+- ``oslock``, the operating system's exclusive file lock: a bottom module of its own,
+  importing nothing of hostapp, for the agent's home lock and the lab's state lock.
 - ``agent``, the owner of a home (its lock, its start at login, its local endpoint): the
   engine and what is below it.
 
@@ -54,12 +56,14 @@ APP = "hostapp.app"
 CONFORMANCE = "hostapp.conformance"
 AGENT = "hostapp.agent"
 CONSTANTS = "hostapp"  # hostapp/__init__.py: version and client name, importing nothing
+OSLOCK = "hostapp.oslock"  # the OS's exclusive file lock, importing nothing of hostapp
 
 BELOW_THE_ENGINE = (PROTOCOL, STORE, TRANSPORT, MECHANISMS, AUTH)
 
 #: Layer name -> the module patterns it is made of.
 LAYERS: dict[str, tuple[str, ...]] = {
     CONSTANTS: ("hostapp",),
+    OSLOCK: ("hostapp.oslock",),
     PROTOCOL: ("hostapp.protocol", "hostapp.protocol.*"),
     STORE: ("hostapp.store", "hostapp.store.*"),
     TRANSPORT: ("hostapp.transport", "hostapp.transport.*"),
@@ -78,13 +82,14 @@ LAYERS: dict[str, tuple[str, ...]] = {
 #: Layer -> the module patterns (besides its own and the constants) it may import.
 ALLOWED: dict[str, tuple[str, ...]] = {
     CONSTANTS: (),
+    OSLOCK: (),
     PROTOCOL: (),
     STORE: (),
     TRANSPORT: (PROTOCOL,),
     MECHANISMS: (PROTOCOL, STORE),
     AUTH: (PROTOCOL, STORE, TRANSPORT),
     ENGINE: BELOW_THE_ENGINE,
-    LAB: (PROTOCOL,),
+    LAB: (PROTOCOL, OSLOCK),
     # The window and the command line are written against the facade only.
     UI: ("hostapp.engine.api", PROTOCOL),
     # ... and the engine package itself for its factory, open_engine (not its modules).
@@ -93,7 +98,7 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     APP: (*BELOW_THE_ENGINE, ENGINE, UI, AGENT),
     CONFORMANCE: (*BELOW_THE_ENGINE, ENGINE),
     # The owner of a home: runs the engine and serves its facade to the window and the CLI.
-    AGENT: (*BELOW_THE_ENGINE, ENGINE),
+    AGENT: (*BELOW_THE_ENGINE, ENGINE, OSLOCK),
     "entry points": (CLI, APP),
 }
 

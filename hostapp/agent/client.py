@@ -90,7 +90,7 @@ class RemoteControl(api.AgentControl):
     async def status(self) -> api.AgentStatus:
         return typing.cast(api.AgentStatus, await self._engine.call_raw("agent.status"))
 
-    async def stop(self) -> dict[str, bool]:
+    async def stop(self) -> dict[str, Any]:
         return typing.cast(dict[str, bool], await self._engine.call_raw("agent.stop"))
 
     async def unsurvivable(self) -> list[api.LostOperation]:

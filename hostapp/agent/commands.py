@@ -14,7 +14,7 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from hostapp.protocol.shown_text import terminal_safe
 
@@ -179,7 +179,8 @@ async def cmd_agent_stop(args: argparse.Namespace) -> int:
             if answer.strip().lower() not in ("y", "yes"):
                 print("not stopped", file=sys.stderr)
                 return EXIT_ERROR
-        await engine.control.stop()
+        stopping = await engine.control.stop()
+        ended: list[dict[str, Any]] = list(stopping.get("ended") or [])
         await asyncio.wait_for(engine.wait_closed(), 60)
     except (api.EngineError, TimeoutError) as exc:
         print(terminal_safe(f"hostapp: {exc}"), file=sys.stderr)
@@ -193,6 +194,10 @@ async def cmd_agent_stop(args: argparse.Namespace) -> int:
         return EXIT_ERROR
     lock.release()
     print("stopped")
+    if ended:
+        print(f"{len(ended)} operation(s) could not survive the stop and ended 'unknown':", file=sys.stderr)
+        for gone in ended:  # a tool's name is a server's words
+            print(terminal_safe(f"  {gone['id']}  {gone['server']}/{gone['tool']}  ({gone['why']})"), file=sys.stderr)
     return EXIT_OK
 
 

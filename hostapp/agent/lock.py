@@ -1,9 +1,9 @@
 """The home's owner lock: at most one process runs the engine on a home at a time.
 
-The lock is an OS-level lock on ``<home>/agent.lock`` (``flock`` on Linux and macOS, a
-byte-range lock on Windows), held for the owner's whole life. The kernel releases it when
-the owner dies, however it dies, so a lock left by a crashed or killed owner is never
-stale: the next process simply takes it. The file's content (pid, start time) is only
+The lock is an OS-level lock on ``<home>/agent.lock`` (:mod:`hostapp.oslock`: ``flock``
+on Linux and macOS, a byte-range lock on Windows), held for the owner's whole life. The
+kernel releases it when the owner dies, however it dies, so a lock left by a crashed or
+killed owner is never stale: the next process simply takes it. The file's content (pid, start time) is only
 information for ``hostapp agent status``; the lock, not the content, decides who owns.
 """
 
@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
+
+from hostapp.oslock import try_lock, unlock
 
 LOCK_NAME = "agent.lock"
 #: Held by the one client that is starting an owner, so that clients starting together
@@ -51,7 +52,7 @@ class HomeLock:
         handle = open(self.path, "a+", encoding="utf-8")  # noqa: SIM115 - held for the process's life
         deadline = time.monotonic() + wait
         while True:
-            if _try_lock(handle):
+            if try_lock(handle):
                 break
             if time.monotonic() >= deadline:
                 handle.close()
@@ -72,9 +73,9 @@ class HomeLock:
             return False
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.path, "a+", encoding="utf-8") as handle:
-            if not _try_lock(handle):
+            if not try_lock(handle):
                 return False
-            _unlock(handle)
+            unlock(handle)
             return True
 
     def release(self) -> None:
@@ -86,7 +87,7 @@ class HomeLock:
             handle.truncate()
             handle.flush()
         finally:
-            _unlock(handle)
+            unlock(handle)
             handle.close()
 
     def owner(self) -> OwnerInfo | None:
@@ -102,35 +103,3 @@ class HomeLock:
         if isinstance(pid, int) and isinstance(since, (int, float)):
             return OwnerInfo(pid=pid, since=float(since))
         return None
-
-
-if sys.platform == "win32":
-    import msvcrt
-
-    def _try_lock(handle: IO[str]) -> bool:
-        handle.seek(0)
-        try:
-            msvcrt.locking(handle.fileno(), msvcrt.LK_NBLCK, 1)
-        except OSError:
-            return False
-        return True
-
-    def _unlock(handle: IO[str]) -> None:
-        handle.seek(0)
-        try:
-            msvcrt.locking(handle.fileno(), msvcrt.LK_UNLCK, 1)
-        except OSError:
-            pass
-
-else:
-    import fcntl
-
-    def _try_lock(handle: IO[str]) -> bool:
-        try:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return False
-        return True
-
-    def _unlock(handle: IO[str]) -> None:
-        fcntl.flock(handle.fileno(), fcntl.LOCK_UN)

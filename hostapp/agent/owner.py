@@ -25,6 +25,7 @@ import sys
 import time
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from hostapp.agent.endpoint import AgentEndpoint, endpoint_path
 from hostapp.agent.lock import HomeLock
@@ -155,26 +156,25 @@ class Owner(api.AgentControl):
         await self.endpoint.ready.wait()
         lost: list[api.LostOperation] = []
         for op in await self.engine.unfinished_operations():
-            why = self._why_lost(op)
+            why = self._engine.why_lost_at_stop(op.id)
             if why is not None:
                 lost.append({"id": op.id, "server": op.server, "tool": op.tool, "status": op.status, "why": why})
         return lost
 
-    def _why_lost(self, op: api.OperationView) -> str | None:
-        record = self._engine.journal.get_operation(op.id)
-        # The mechanism state last committed (journaled) is what a restart resumes from.
-        if record is not None and (record.handle or {}).get("mechanism") in (None, "direct"):
-            if record.jsonrpc_id is None:
-                return "not sent yet: it would end without running"
-            return "a plain request: nothing can resume it"
-        if not op.resumable:
-            return "its handle could not be kept in the keyring"
-        return None
-
-    async def stop(self) -> dict[str, bool]:
+    async def stop(self) -> dict[str, Any]:
+        """Stop, asked by a client: what cannot survive the stop ends now, with the reason,
+        and the answer names it ("ended")."""
         self._stop_reason = "it was asked to stop"
+        ended = await self._end_what_cannot_survive()
         self._stopping.set()
-        return {"stopping": True}
+        return {"stopping": True, "ended": ended}
+
+    async def _end_what_cannot_survive(self) -> list[dict[str, Any]]:
+        if not self.endpoint.ready.is_set():
+            return []  # still starting: nothing of this run is in flight yet
+        ended = await self._engine.end_what_cannot_survive("hostapp's agent was stopped")
+        return [{"id": op.id, "server": op.server, "tool": op.tool, "status": op.status, "why": why}
+                for op, why in ended]
 
     async def _idle(self) -> bool:
         if self.idle_exit is None or self.endpoint.client_count:
@@ -213,6 +213,9 @@ class Owner(api.AgentControl):
                     break
         finally:
             if self._stopping.is_set():
+                # A signal is a clean stop too: what it ends is told to the clients before
+                # the farewell (nothing, when agent.stop has ended it already).
+                await self._end_what_cannot_survive()
                 await self.endpoint.farewell(self._stop_reason)
             await self.endpoint.close()
             await self.engine.stop()

@@ -206,9 +206,9 @@ def live_summary(view: api.ServerView | None) -> dict[str, Any]:
     """A server's live state as the agent sees it; nulls when no agent holds connections
     (a one-off command connects nothing just to list)."""
     if view is None:
-        return {"state": None, "error": None, "stray_answers": None, "last_stray": None}
+        return {"state": None, "error": None, "stray_answers": None, "last_stray": None, "note": None}
     return {"state": str(view.state), "error": view.error, "stray_answers": view.stray_answers,
-            "last_stray": view.last_stray}
+            "last_stray": view.last_stray, "note": view.note}
 
 
 def stray_flag(count: int | None) -> str:
@@ -234,7 +234,8 @@ async def cmd_servers_list(args: argparse.Namespace) -> int:
         for s in servers:
             target = s["url"] or " ".join([s["command"], *s["args"]])
             state = (s["state"] or "-").replace("_", " ")
-            echo(f"{plain(s['name']):<20} {s['transport']:<6} {state:<13} {plain(target)}"
+            note = f"  ({plain(s['note'])})" if s.get("note") else ""
+            echo(f"{plain(s['name']):<20} {s['transport']:<6} {state:<13} {plain(target)}{note}"
                  f"{stray_flag(s['stray_answers'])}")
     return EXIT_OK
 

@@ -114,6 +114,10 @@ def __getattr__(name: str) -> Any:
 #: unfinished operation that a host taking over the home (after a quit or a crash) picks up
 #: again; its data says how (``{"mechanism": ..., "message": ...}``).
 EVENT_RESUMED = "resumed"
+#: The timeline event of an operation whose call the server refused because it no longer
+#: knew the session (HTTP 404: not processed), sent again once in a new session; its data
+#: says so (``{"message": ...}``).
+EVENT_SESSION_RENEWED = "session_renewed"
 
 
 # -- views: immutable; a change is a new copy (dataclasses.replace) ---------------------
@@ -179,6 +183,11 @@ class ServerView:
     #: The extensions (``capabilities.extensions`` ids) the server declared when it last
     #: connected: what a client may offer for it (skills, app views).
     extensions: tuple[str, ...] = ()
+
+    #: What last happened to the connection that the person should know although it is
+    #: connected now, in plain words with the time ("the server restarted or ended the
+    #: session; new session at 14:02:11"); None: nothing to tell.
+    note: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -573,8 +582,10 @@ class AgentControl(Protocol):
     async def status(self) -> AgentStatus:
         """What the owner is doing now."""
 
-    async def stop(self) -> dict[str, bool]:
-        """Stop the owner (``{"stopping": true}``): it says farewell to every client first."""
+    async def stop(self) -> dict[str, Any]:
+        """Stop the owner (``{"stopping": true, "ended": [...]}``): what cannot survive the
+        stop ends now, with the reason (``ended``: each as :meth:`unsurvivable` names it),
+        and it says farewell to every client first."""
 
     async def unsurvivable(self) -> list[LostOperation]:
         """The operations in flight that a stop would end 'unknown', each with the reason."""

@@ -1,16 +1,19 @@
 """What the one-off commands ask of a server or the journal without running operations.
 
-``hostapp tools`` connects once, lists the tools and disconnects: unlike the supervised
-connection (which retries with backoff and waits for a sign-in), a failure is the
-command's answer. ``hostapp ops`` lists the journal's rows as they are stored, with the
-mechanism that carries each operation, which the window never shows.
+``hostapp tools``, Test connection of saved settings and the skills go through the
+connection the owner keeps (:func:`server_session`); only where no owner keeps one, or
+for settings not saved yet, is a connection made for the question alone. ``hostapp ops``
+lists the journal's rows as they are stored, with the mechanism that carries each
+operation, which the window never shows.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import tempfile
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -18,6 +21,8 @@ from hostapp.engine.accounts import configured, off_loop
 
 if TYPE_CHECKING:
     from hostapp.engine.port import EnginePort
+    from hostapp.engine.session import ClientSession
+    from hostapp.protocol.eras import ServerInfo
     from hostapp.store.secrets import SecretStore
 
 log = logging.getLogger(__name__)
@@ -29,11 +34,24 @@ def silent_step(name: str, handshake_done: bool, timeout: float) -> str:
     return f"{name} did not answer {step} within {timeout:g} s"
 
 
-async def probe_tools(engine: EnginePort, name: str, timeout: float | None = None) -> list[dict[str, Any]]:
-    """The tools a server lists to a client that declares everything the host supports.
+@contextlib.asynccontextmanager
+async def server_session(engine: EnginePort, name: str, timeout: float | None = None
+                         ) -> AsyncIterator[tuple[ClientSession, ServerInfo]]:
+    """A session with server ``name``, for a question asked of it (its tools, its skills).
 
-    ``timeout`` bounds the handshake and the tool list, each; a ``TimeoutError`` says which
-    of them the server did not answer."""
+    An engine that keeps its servers connected (the owner of the home) answers from that
+    live connection: a stdio server is never started a second time beside the one that
+    runs the calls (a second copy may fight the first over its state), and the answer is
+    what that connection negotiated (its pinned revision, the capabilities a call
+    declares). An engine that keeps none (a one-off command while no agent runs)
+    connects once as the configuration says, pinned revision included, and closes.
+    ``timeout`` bounds the connection; a ``TimeoutError`` says what the server did not do.
+    """
+    if engine.holds_connections:
+        conn, session = await engine.live_session(name, timeout)
+        assert conn.info is not None  # a ready session has negotiated
+        yield session, conn.info
+        return
     from hostapp.engine.connections import open_session
     from hostapp.mechanisms import client_capabilities
 
@@ -44,16 +62,28 @@ async def probe_tools(engine: EnginePort, name: str, timeout: float | None = Non
         secret_store = engine.secrets
     # The same capabilities as a call: some servers list task tools only to clients that declare tasks.
     try:
-        session, _info = await asyncio.wait_for(
-            open_session(cfg, secret_store=secret_store, capabilities=client_capabilities), timeout)
+        session, info = await asyncio.wait_for(
+            open_session(cfg, secret_store=secret_store, capabilities=client_capabilities,
+                         version=cfg.protocol_version or None), timeout)
     except TimeoutError:
         raise TimeoutError(silent_step(name, False, timeout or 0)) from None
     try:
-        return await asyncio.wait_for(session.list_tools(), timeout)
-    except TimeoutError:
-        raise TimeoutError(silent_step(name, True, timeout or 0)) from None
+        yield session, info
     finally:
         await session.close()
+
+
+async def probe_tools(engine: EnginePort, name: str, timeout: float | None = None) -> list[dict[str, Any]]:
+    """The tools a server lists to the host's connection (:func:`server_session`), read
+    afresh. ``timeout`` bounds the connection and the tool list, each; a
+    ``TimeoutError`` says which of them the server did not answer."""
+    async with server_session(engine, name, timeout) as (session, info):
+        if "tools" not in info.capabilities:
+            return []
+        try:
+            return await asyncio.wait_for(session.list_tools(), timeout)
+        except TimeoutError:
+            raise TimeoutError(silent_step(name, True, timeout or 0)) from None
 
 
 async def operation_rows(engine: EnginePort, limit: int = 200) -> list[dict[str, Any]]:
@@ -83,6 +113,16 @@ async def check_server(engine: EnginePort, cfg: Any, secrets: dict[str, dict[str
 
     timeout = CHECK_TIMEOUT_SECONDS if timeout is None else timeout
     check_sign_in_settings(cfg, secrets)
+    if engine.holds_connections and not any((secrets or {}).values()) and engine.journal.get_server(cfg.name) == cfg:
+        # The saved settings: the connection that runs the calls is the one to report on
+        # (a second copy of a stdio server could disturb the first).
+        async with server_session(engine, cfg.name, timeout) as (session, info):
+            try:
+                tools = await asyncio.wait_for(session.list_tools(), timeout) if "tools" in info.capabilities else []
+            except TimeoutError:
+                raise TimeoutError(silent_step(cfg.name, True, timeout)) from None
+        return {"protocol_version": info.protocol_version, "server_name": info.name or None,
+                "tools_count": len(tools)}
     new_env, new_headers = dict((secrets or {}).get("env") or {}), dict((secrets or {}).get("headers") or {})
     trial = dataclasses.replace(
         cfg, env={**(cfg.env or {}), **new_env}, headers={**(cfg.headers or {}), **new_headers},

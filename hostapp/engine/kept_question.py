@@ -57,7 +57,17 @@ class QuestionOwner(Protocol):
     def http_session(self) -> tuple[str, str] | None: ...
 
     @property
+    def session(self) -> ClientSession | None:
+        """The session the operation runs in now (None while it has none)."""
+        ...
+
+    @property
     def done(self) -> bool: ...
+
+    @property
+    def ending(self) -> bool:
+        """True from the first moment of the operation's finish: it takes no change after."""
+        ...
 
     def spawn(self, coro: Coroutine[Any, Any, None]) -> None: ...
 
@@ -90,9 +100,13 @@ class KeptQuestion:
         self._went_on()
         runner = self.runner
         bound = runner.http_session
-        if (runner.mech.name not in QUESTION_KEEPING_MECHANISMS or ctx.request_id is None or bound is None
-                or ctx.session.transport.session_id != bound[0] or not runner.record.resumable
-                or runner.context.stopping):
+        asked_in = ctx.session.transport.session_id
+        # A server may ask before the handle is committed (the TypeScript SDK asks on the
+        # standalone stream as soon as the task exists, before its id reached the host):
+        # the handle will be bound to the session the operation runs in, which is this one.
+        expected = bound[0] if bound is not None else asked_in if ctx.session is runner.session else None
+        if (runner.mech.name not in QUESTION_KEEPING_MECHANISMS or ctx.request_id is None or expected is None
+                or asked_in != expected or not runner.record.resumable or runner.context.stopping):
             return False
         await self._write({"id": ctx.request_id, "params": _without_meta(params)})
         return True
@@ -113,8 +127,10 @@ class KeptQuestion:
 
     async def _write(self, question: dict[str, Any] | None) -> None:
         runner = self.runner
-        if runner.done or runner.context.stopping:
-            return  # an ended operation's question is moot; a quitting host keeps it
+        if runner.ending or runner.context.stopping:
+            # An ended operation's question is moot (its end strikes it from the journal,
+            # also when the end is on its way there now); a quitting host keeps it.
+            return
         runner.record.open_question = question
         await runner.context.journal.update_operation(runner.id, open_question=question)
 

@@ -16,6 +16,7 @@ from hostapp.engine import api
 
 if TYPE_CHECKING:
     from hostapp.engine.context import EngineContext
+    from hostapp.engine.session import ClientSession
     from hostapp.engine.supervisor import ServerConnection
     from hostapp.store.journal import OperationJournal, ServerConfig
     from hostapp.store.secrets import SecretStore
@@ -67,6 +68,15 @@ class EnginePort(Protocol):
     async def add_server(self, cfg: ServerConfig, secrets: dict[str, dict[str, str]] | None = None) -> None: ...
 
     async def remove_server(self, name: str) -> None: ...
+
+    @property
+    def holds_connections(self) -> bool:
+        """Whether this engine keeps its servers connected (the owner of the home)."""
+        ...
+
+    async def live_session(self, name: str, timeout: float | None = None) -> tuple[ServerConnection, ClientSession]:
+        """The connection of server ``name`` and its ready session, waited for (at most ``timeout``)."""
+        ...
 
     def drop_server_config(self, name: str) -> None:
         """The server leaves the journal's configuration, and every client's list."""

@@ -29,6 +29,7 @@ from collections.abc import Callable, Coroutine
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from hostapp.engine import api
 from hostapp.engine.budget import POLL_METHODS
 from hostapp.engine.handles import wrap_secret
 from hostapp.engine.kept_question import KeptQuestion
@@ -58,7 +59,7 @@ from hostapp.protocol.jsonrpc import (
     RpcError,
 )
 from hostapp.store.status import TERMINAL, OperationStatus
-from hostapp.transport.base import ConnectionLost, TransportError
+from hostapp.transport.base import ConnectionLost, SessionExpired, TransportError
 
 if TYPE_CHECKING:
     from hostapp.store.journal import OperationRecord
@@ -105,6 +106,15 @@ class OperationRunner:
         self.restored_at_start = False
         # Restored only to be ended (its handle or its server is gone): not resumed.
         self.restore_refused = False
+        #: Its call is out and awaited here: how that request ends (answered, refused
+        #: unprocessed with its session, lost) is heard from it, not from the connection.
+        self.original_in_flight = 0
+        #: Set once it has ended and left the engine (its outcome is in the journal).
+        self.finished = asyncio.Event()
+        self._finishing = False  # finish() has begun
+        # Its call was refused with a session the server forgot, and waits for the next
+        # session to go out again: that session must not attach it as a lost request.
+        self.awaiting_new_session = False
         # What the keyring holds under handle_ref (None: unknown, the next commit writes it).
         self._committed_secret = committed_secret
         self._expiring = False
@@ -138,6 +148,12 @@ class OperationRunner:
     @property
     def done(self) -> bool:
         return self.view.status in TERMINAL
+
+    @property
+    def ending(self) -> bool:
+        """Ended, or being ended (its terminal status is on its way to the journal): a
+        change of status or question from now on would come after its end."""
+        return self._finishing or self.done
 
     @property
     def progress_token(self) -> str:
@@ -208,8 +224,7 @@ class OperationRunner:
                 self.spawn(self._send_notification(action.method, action.params))
             elif isinstance(action, A.CancelRequest):
                 if self.record.jsonrpc_id is not None:
-                    self.spawn(self._send_notification("notifications/cancelled", {
-                        "requestId": self.record.jsonrpc_id, "reason": action.reason or "cancelled"}))
+                    self._abandon_original(self.record.jsonrpc_id, action.reason or "cancelled")
             elif isinstance(action, A.ResumeSseStream):
                 self.spawn(self._resume_stream(action.last_event_id))
             elif isinstance(action, A.AskInput):
@@ -290,8 +305,9 @@ class OperationRunner:
 
     async def set_status(self, status: OperationStatus, message: str | None) -> None:
         """Move between running and input_required (journaled, shown). Not while the host
-        quits: a question it leaves open was not answered, and stays open in the journal."""
-        if self.context.stopping:
+        quits: a question it leaves open was not answered, and stays open in the journal.
+        Nor once it is ending: its end is journaled, and nothing comes after it."""
+        if self.context.stopping or self.ending:
             return
         if status == OperationStatus.INPUT_REQUIRED:
             self._question_left_open = False  # the server asks (again): it has not given up
@@ -336,6 +352,7 @@ class OperationRunner:
         """End the operation with a terminal status: journaled once, its handle deleted, its
         questions withdrawn, its requests forgotten."""
         ctx = self.context
+        self._finishing = True
         self._cancel_wake()
         if self._deadline_handle is not None:
             self._deadline_handle.cancel()
@@ -362,6 +379,7 @@ class OperationRunner:
             ctx.operation_event(self.id, "status", data)
             ctx.changed(self)
         ctx.forget(self)
+        self.finished.set()
 
     def _question_expired(self, status: OperationStatus, result: dict[str, Any] | None,
                           error: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -468,12 +486,18 @@ class OperationRunner:
 
     async def _request(self, session: ClientSession, method: str, params: dict, rid: RequestId,
                        *, original: bool, which: str | None = None,
-                       on_accepted: Callable[[], None] | None = None) -> None:
+                       on_accepted: Callable[[], None] | None = None, sent_again: bool = False) -> None:
         ctx = self.context
         self._route_progress(session)
+        if original:
+            self.original_in_flight += 1
         try:
-            result = await session.request(method, params, request_id=rid, on_accepted=on_accepted,
-                                           progress_token=self.progress_token if original else None)
+            try:
+                result = await session.request(method, params, request_id=rid, on_accepted=on_accepted,
+                                               progress_token=self.progress_token if original else None)
+            finally:
+                if original:
+                    self.original_in_flight -= 1
         except RpcError as exc:
             ctx.heard_from(self)
             if not original and method == self._cancel_method:
@@ -496,6 +520,12 @@ class OperationRunner:
                                                        method=None if original else which or method))
         except TransportError as exc:
             log.info("operation %s: %s", self.id, exc)
+            if original and isinstance(exc, SessionExpired) and exc.unprocessed \
+                    and session is not self._stream_session:
+                # The server no longer knew the session (a restart forgets them) and did
+                # not process the call: it goes out once more, in the new session.
+                await self._send_original_again(session, method, params, rid, exc, sent_again=sent_again)
+                return
             if original and server_busy(exc):
                 # 408 and 429 refuse a request before it is processed: the call did not
                 # run, which is known (not "unknown"); running it again is the person's
@@ -522,6 +552,44 @@ class OperationRunner:
         finally:
             ctx.disown_request(self, session, rid)
 
+    async def _send_original_again(self, old: ClientSession, method: str, params: dict, rid: RequestId,
+                                   exc: SessionExpired, *, sent_again: bool) -> None:
+        """The call was refused with its session, unprocessed (HTTP 404 for the session id):
+        send it once more in the session the supervisor makes next, under a new id
+        journaled first. A second refusal, or a server that now speaks another revision
+        than the call was prepared for, ends it failed: it did not run."""
+        ctx = self.context
+        conn = ctx.connection(self.record.server)
+        ctx.disown_request(self, old, rid)
+        if sent_again:
+            error = {"code": None, "message": f"the server refused the call's session again ({exc}); "
+                                              "it did not run"}
+            await self.feed(lambda: self.mech.on_error(error, now=ctx.clock(), method=None))
+            return
+        self.awaiting_new_session = True  # not attached to the new session as a lost request
+        try:
+            session = await conn.next_session(old)
+        finally:
+            self.awaiting_new_session = False
+        if self.done:
+            return  # cancelled meanwhile
+        before = old.server.protocol_version if old.server is not None else None
+        now_speaks = session.server.protocol_version if session.server is not None else None
+        if before != now_speaks:
+            error = {"code": None, "message": f"the server forgot the call's session and now speaks MCP "
+                                              f"{now_speaks} (the call was made for {before}); it did not run"}
+            await self.feed(lambda: self.mech.on_error(error, now=ctx.clock(), method=None))
+            return
+        new_rid = session.ids.next()
+        self.record.jsonrpc_id = new_rid
+        await ctx.journal.update_operation(self.id, jsonrpc_id=new_rid)
+        data = {"message": "the server no longer knew the session (it restarted, or ended it) and had not "
+                           "processed the call; sent again, once, in a new session"}
+        ctx.journal.append_event(self.id, api.EVENT_SESSION_RENEWED, data)
+        ctx.operation_event(self.id, api.EVENT_SESSION_RENEWED, data)
+        ctx.own_request(self, session, new_rid)
+        await self._request(session, method, params, new_rid, original=True, sent_again=True)
+
     async def _request_lost(self, session: ClientSession, exc: TransportError, *, stream_only: bool) -> None:
         """A request of this operation (or its answer stream) was lost: the mechanism
         hears of it, and whoever can carry the operation on is told.
@@ -534,16 +602,17 @@ class OperationRunner:
         ctx = self.context
         lost = session_refused(exc)
         await self.feed(lambda: self.mech.on_disconnect(now=ctx.clock(), session_lost=lost))
-        if self.done:
-            return
-        if stream_only and not lost:
+        if self.done and not lost:
+            return  # (a refused session is still told to the supervisor, for the others)
+        if not self.done and stream_only and not lost:
             await self.feed(lambda: self.mech.resume(now=ctx.clock()))
-        elif session is self._stream_session and lost:
+        elif not self.done and session is self._stream_session and lost:
             # Only the adopted earlier session is gone; the connection is fine.
             await self._give_up_adopted_session()
             await self.feed(lambda: self.mech.resume(now=ctx.clock()))
         else:
-            ctx.connection(self.record.server).connection_lost(session_gone=lost)
+            ctx.connection(self.record.server).connection_lost(
+                session_gone=lost, session=session, forgotten=isinstance(exc, SessionExpired))
 
     async def _resume_after(self, seconds: float) -> None:
         await asyncio.sleep(seconds)
@@ -608,6 +677,17 @@ class OperationRunner:
         original = action.reuse_jsonrpc_id or action.method == self.mech.method
         await self._request(session, action.method, action.params, rid, original=original, which=action.method,
                             on_accepted=on_accepted)
+
+    def _abandon_original(self, rid: RequestId, reason: str) -> None:
+        """Tell the server to stop the original request, the way its era has it: close the
+        request's stream where the request lives on it (2026-07-28 over HTTP), else send
+        ``notifications/cancelled``."""
+        session = self._original_session or self.session
+        if session is not None and session.abandon(rid):
+            log.info("operation %s: its request's stream was closed, which cancels it at %s", self.id,
+                     session.server.protocol_version if session.server else "this revision")
+            return
+        self.spawn(self._send_notification("notifications/cancelled", {"requestId": rid, "reason": reason}))
 
     async def _send_notification(self, method: str, params: dict) -> None:
         try:

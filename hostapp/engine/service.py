@@ -25,6 +25,7 @@ outcome cannot be known ends as ``unknown``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import functools
 import logging
@@ -45,13 +46,14 @@ from hostapp.engine.handles import (
     off_loop,
     unwrap_secret,
 )
-from hostapp.engine.operation import mechanism_for, operation_view
+from hostapp.engine.operation import mechanism_for, operation_view, survives_a_stop
 from hostapp.engine.questions import QuestionDesk
 from hostapp.engine.routing import RequestRouting
 from hostapp.engine.runner import OperationRunner
 from hostapp.engine.session import ClientSession
 from hostapp.engine.supervisor import ServerConnection
 from hostapp.engine.traffic import ServerTraffic
+from hostapp.mechanisms import actions as A
 from hostapp.protocol.jsonrpc import IdAllocator
 from hostapp.protocol.timing import Timing
 from hostapp.store.status import TERMINAL, OperationStatus
@@ -228,6 +230,41 @@ class Engine:
             view = operation_view(self.journal.get_operation(record.id) or record)
             self.listener.operation_changed(view)
         return kept
+
+    def why_lost_at_stop(self, op_id: str) -> str | None:
+        """Why the operation would not survive a stop of this host now, in plain words;
+        None when it would (its mechanism's last committed state, with its handle in the
+        keyring, is what a restart resumes from)."""
+        record = self.journal.get_operation(op_id)
+        if record is None or record.status in TERMINAL:
+            return None
+        if (record.handle or {}).get("mechanism") in (None, "direct"):
+            if record.jsonrpc_id is None:
+                return "not sent yet: it would end without running"
+            return "a plain request: nothing can resume it"
+        if not survives_a_stop(bool(record.resumable), record.mechanism):
+            return "its handle could not be kept in the keyring"
+        return None
+
+    async def end_what_cannot_survive(self, reason: str) -> list[tuple[api.OperationView, str]]:
+        """Before a clean stop: end each operation in flight that the stop would leave
+        with nothing to resume it, now and with the reason, instead of leaving it
+        ``running`` in the journal until the next start finds it lost. A call not sent
+        yet is left to the next start (it ends there as never sent). What was ended,
+        each with why it could not survive."""
+        ended: list[tuple[api.OperationView, str]] = []
+        for runner in list(self.runners.values()):
+            if runner.done or runner.record.jsonrpc_id is None:
+                continue
+            why = self.why_lost_at_stop(runner.id)
+            if why is None:
+                continue
+            lost: list[A.Action] = [A.Unknown(f"{reason} while the request was in flight ({why}); "
+                                              "it may or may not have run")]
+            await runner.feed(functools.partial(list, lost))
+            if runner.done:
+                ended.append((runner.view, why))
+        return ended
 
     async def stop(self) -> None:
         """Quit: operations in flight stay as they are in the journal, to be resumed by
@@ -423,15 +460,28 @@ class Engine:
             self.listener.server_changed(dataclasses.replace(conn.view, error=error, retry_in=None, retry_at=None))
 
     async def list_tools(self, server: str, timeout: float = 30.0) -> list[dict[str, Any]]:
+        conn, _session = await self.live_session(server, timeout)
+        return list(conn.tools)
+
+    @property
+    def holds_connections(self) -> bool:
+        """Does this engine keep its servers connected (the owner of the home does; a
+        one-off command's engine does not)?"""
+        return self._connect
+
+    async def live_session(self, server: str, timeout: float | None = 30.0
+                           ) -> tuple[ServerConnection, ClientSession]:
+        """The connection this engine keeps to ``server`` and its ready session, waiting
+        at most ``timeout`` seconds for it (TimeoutError says what the server is doing)."""
         conn = self._connection(server)
         try:
-            await conn.wait_ready(timeout)
+            session = await conn.wait_ready(timeout)
         except TimeoutError:
             view = conn.view
             why = f"; last error: {view.error}" if view.error else ""
             raise TimeoutError(f"{server} did not connect within {timeout:g} s "
                                f"(it is {view.state.replace('_', ' ')}{why})") from None
-        return list(conn.tools)
+        return conn, session
 
     async def _on_ready(self, conn: ServerConnection, session: ClientSession) -> None:
         # A session kept across a break of the network may still carry requests that never
@@ -440,8 +490,8 @@ class Engine:
         for runner in self._routing.in_flight_of(conn.name):
             if runner.record.jsonrpc_id is None and runner.view.status == OperationStatus.PENDING:
                 continue  # its start is waiting for this very connection
-            if runner in still_waiting:
-                continue
+            if runner in still_waiting or runner.awaiting_new_session:
+                continue  # (the latter sends its call again in this session itself)
             runner.spawn(runner.attach(session, restored=True))
 
     # -- operations ----------------------------------------------------------------
@@ -562,13 +612,19 @@ class Engine:
         return [{"at": e.at, "kind": e.kind, "data": e.data} for e in events]
 
     async def wait_finished(self, op_id: str, poll: float = 0.05) -> api.OperationView:
-        """Until the operation has a terminal status (used by the CLI's --wait)."""
+        """Until the operation has a terminal status (used by the CLI's --wait): at once
+        when this process ends it (a client told the outcome just before a stop still
+        hears it), else read from the journal every ``poll`` seconds."""
         while True:
             runner = self.runners.get(op_id)
-            if runner is None:
-                record = self.journal.get_operation(op_id)
-                if record is not None and record.status in TERMINAL:
-                    return operation_view(record)
+            if runner is not None:
+                # (bounded: a runner replaced without ending is looked up again)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(runner.finished.wait(), 1.0)
+                continue
+            record = self.journal.get_operation(op_id)
+            if record is not None and record.status in TERMINAL:
+                return operation_view(record)
             await asyncio.sleep(poll)
 
     # -- questions to the person -------------------------------------------------------

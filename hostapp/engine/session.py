@@ -45,7 +45,7 @@ from hostapp.protocol.jsonrpc import (
     RpcError,
     encode,
 )
-from hostapp.transport.base import ConnectionLost, HttpStatusError, Transport, TransportError
+from hostapp.transport.base import ConnectionLost, HttpStatusError, SessionExpired, Transport, TransportError
 
 log = logging.getLogger(__name__)
 
@@ -335,6 +335,9 @@ class ClientSession:
         yet (a stream that will carry the answer); only on transports that can tell
         (``Transport.acknowledges_requests``).
         """
+        if isinstance(self._closed_error, SessionExpired):
+            # Ended because the server forgot it: this request was never sent.
+            raise SessionExpired(404, str(self._closed_error), unprocessed=True)
         if self.state != "ready" and not _allow_before_ready:
             raise TransportError(f"the session is {self.state}, not ready")
         if self._closed_error is not None:
@@ -353,7 +356,16 @@ class ClientSession:
         future: asyncio.Future = asyncio.get_running_loop().create_future()
         entry = self._pending[rid] = _Pending(method, future, token)
         try:
-            await self.transport.send(msg)
+            try:
+                await self.transport.send(msg)
+            except SessionExpired as exc:
+                if exc.unprocessed:
+                    # The server no longer knows this session (a restart forgets them):
+                    # it is over, and whoever can make a new one is told. This request was
+                    # not processed, which its caller hears from the error it gets.
+                    self._release(rid, entry)
+                    self.on_closed(exc)
+                raise
             if on_accepted is not None and not future.done() and self.transport.acknowledges_requests:
                 on_accepted()
             if timeout is not None:
@@ -370,6 +382,20 @@ class ClientSession:
             raise
         finally:
             self._release(rid, entry)
+
+    def abandon(self, request_id: RequestId) -> bool:
+        """Give up the answer to ``request_id`` the way the era has a client do it, where
+        that is by closing its stream (the stateless era over HTTP: the server stops the
+        work when the stream closes). True if so: whoever awaits the answer hears that it
+        was abandoned, and a late answer is not taken for a stray one. False: the caller
+        sends ``notifications/cancelled``, as every other era and transport has it."""
+        if self.era != eras.STATELESS or not self.transport.abandon_request(request_id):
+            return False
+        self._abandon(request_id)
+        pending = self._pending.get(request_id)
+        if pending is not None and not pending.future.done():
+            pending.future.set_exception(ConnectionLost(f"{pending.method} was abandoned: its stream was closed"))
+        return True
 
     def _abandon(self, rid: RequestId) -> None:
         self._abandoned[rid] = None
@@ -697,6 +723,10 @@ class ClientSession:
         if self.state != "closed":
             self._closed_error = err
             self.state = "closed"
+        if isinstance(err, SessionExpired):
+            # The requests still waiting were taken by the server before it forgot the
+            # session: what became of them is not known, unlike the refused one.
+            err = SessionExpired(err.status, f"{err}; the requests it was answering are lost with it")
         self._fail_all(err)
         self.handlers.on_closed(error)
 

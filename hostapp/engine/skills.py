@@ -12,12 +12,9 @@ server, for a moment): a failure is the answer, not something to retry.
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
-from hostapp.engine import api
-from hostapp.engine.accounts import configured, off_loop
+from hostapp.engine.diagnostics import server_session
 from hostapp.protocol.skills import (
     LIST_METHOD,
     LoadedSkill,
@@ -61,36 +58,14 @@ async def load_skill(session: ClientSession, entry: SkillEntry) -> LoadedSkill:
     return LoadedSkill(entry, files)
 
 
-async def _session(engine: EnginePort, name: str) -> ClientSession:
-    from hostapp.engine.connections import open_session
-
-    cfg = configured(engine, name)
-    secret_store = None
-    if cfg.secret_headers or cfg.secret_env:
-        await off_loop(engine.secrets.check)
-        secret_store = engine.secrets
-    session, _info = await open_session(cfg, secret_store=secret_store)
-    return session
-
-
-@contextlib.asynccontextmanager
-async def _session_for(engine: EnginePort, name: str) -> AsyncIterator[ClientSession]:
-    """The live session of server ``name`` when the engine keeps it connected, else a
-    session of its own for this call, closed after it."""
-    conn = engine.connections.get(name)
-    if conn is not None and conn.session is not None and conn.view.state == api.CONNECTED:
-        yield conn.session
-        return
-    session = await _session(engine, name)
-    try:
-        yield session
-    finally:
-        await session.close()
+#: How long the skills wait for the server's connection (a server that is offline says so).
+CONNECT_TIMEOUT_SECONDS = 30.0
 
 
 async def server_skills(engine: EnginePort, name: str) -> list[dict[str, Any]]:
-    """The skills server ``name`` lists, as plain dicts (``SkillEntry.to_dict``)."""
-    async with _session_for(engine, name) as session:
+    """The skills server ``name`` lists, as plain dicts (``SkillEntry.to_dict``), asked on
+    the host's connection to it (:func:`hostapp.engine.diagnostics.server_session`)."""
+    async with server_session(engine, name, CONNECT_TIMEOUT_SECONDS) as (session, _info):
         return [entry.to_dict() for entry in await list_skills(session)]
 
 
@@ -100,7 +75,7 @@ async def load_server_skill(engine: EnginePort, name: str, skill: str) -> dict[s
     The answer: the entry (``SkillEntry.to_dict``), ``instructions`` (SKILL.md's text)
     and ``files`` (URI to text, SKILL.md first).
     """
-    async with _session_for(engine, name) as session:
+    async with server_session(engine, name, CONNECT_TIMEOUT_SECONDS) as (session, _info):
         entry = find_skill(await list_skills(session), skill)
         loaded = await load_skill(session, entry)
     return {

@@ -35,7 +35,7 @@ from hostapp.protocol import eras
 from hostapp.protocol.eras import ServerInfo
 from hostapp.protocol.jsonrpc import IdAllocator, RpcError
 from hostapp.protocol.timing import DEFAULT_TIMING, Timing
-from hostapp.transport.base import BUSY_STATUSES, HttpStatusError, StreamHabits, TransportError
+from hostapp.transport.base import BUSY_STATUSES, HttpStatusError, SessionExpired, StreamHabits, TransportError
 
 if TYPE_CHECKING:
     from hostapp.store.journal import ServerConfig
@@ -103,6 +103,8 @@ class ServerConnection:
         self._adopting: dict[str, asyncio.Lock] = {}  # one adoption at a time per session id
         # Whether the session that was lost may still be alive on the server (see module doc).
         self._may_keep = True
+        # The server said it no longer knows the session: the next one is a renewal, shown.
+        self._forgotten = False
         # Optional methods the server answered "method not found" (not asked again until
         # the next new session, which may be a newer server), those it took, and those
         # whose first request is out with no verdict yet (see optional_turn).
@@ -229,16 +231,32 @@ class ServerConnection:
         quoted = str(error)
         self._set(stray_answers=self.view.stray_answers + 1, last_stray=quoted)
 
-    def connection_lost(self, *, session_gone: bool = True) -> None:
+    def connection_lost(self, *, session_gone: bool = True, session: ClientSession | None = None,
+                        forgotten: bool = False) -> None:
         """Called when a request on this connection failed in a way that means it is gone.
 
         ``session_gone=False``: the network failed, not the session (the server did not
         refuse it), so the same HTTP session is tried again before a new one is made.
+        ``session``: the session the failure came from; a failure of one already replaced
+        is old news, not a reason to drop the new one. ``forgotten``: the server said it
+        no longer knows the session (HTTP 404): it restarted, or ended the session.
         """
+        if session is not None and session is not self.session:
+            return
         self._ready.clear()
         if session_gone:
             self._may_keep = False
+        if forgotten:
+            self._forgotten = True
         self._lost.set()
+
+    async def next_session(self, after: ClientSession) -> ClientSession:
+        """The live session once it is another than ``after`` (which is being replaced)."""
+        while True:
+            session = await self.wait_ready()
+            if session is not after:
+                return session
+            await asyncio.sleep(0.05)  # the loss is being noticed: wait for the new one
 
     async def wait_ready(self, timeout: float | None = None) -> ClientSession:
         """The live session, waiting for the next successful connection if needed."""
@@ -328,6 +346,7 @@ class ServerConnection:
                 if exc.refused_for_good:
                     # Refused (404 and its kin), or sign-in needed: a new connection it is.
                     log.info("%s: the server refused the session after the break: %s", self.name, exc)
+                    self._forgotten = self._forgotten or isinstance(exc, SessionExpired)
                     return False
                 self._set(error=describe_failure(exc))
                 delay = self.backoff.next_delay()
@@ -373,11 +392,21 @@ class ServerConnection:
             log.info("%s: tools/list failed: %s", self.name, exc)
             self.tools = []
         extensions = self.info.capabilities.get("extensions")
+        note = self.view.note
+        if self._forgotten:
+            self._forgotten = False
+            note = f"{SESSION_RENEWED} at {time.strftime('%H:%M:%S')}"
+            log.info("%s: %s", self.name, note)
         self._set(state=api.CONNECTED, error=None, retry_in=None, protocol_version=self.info.protocol_version,
-                  tools_count=len(self.tools), tools=self.tools,
+                  tools_count=len(self.tools), tools=self.tools, note=note,
                   extensions=tuple(sorted(extensions)) if isinstance(extensions, dict) else ())
         self._ready.set()
         await self.on_ready(self, session)
+
+
+#: What the server's row says after the server forgot its session (HTTP 404) and a new
+#: one was made: a restart is the usual reason (sessions live in a server's memory).
+SESSION_RENEWED = "the server restarted or ended the session; new session"
 
 
 def session_refused(exc: Exception) -> bool:
@@ -427,7 +456,7 @@ class _LossWatcher(_Watcher):
 
     def on_closed(self, error: Exception | None) -> None:
         super().on_closed(error)
-        self._conn.connection_lost()
+        self._conn.connection_lost(forgotten=isinstance(error, SessionExpired))
 
 
 def describe_failure(exc: BaseException) -> str:

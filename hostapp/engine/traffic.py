@@ -22,7 +22,7 @@ from hostapp.engine.supervisor import ServerConnection
 from hostapp.mechanisms import actions as A
 from hostapp.protocol.jsonrpc import INTERNAL_ERROR, RequestId, RpcError
 from hostapp.store.status import OperationStatus
-from hostapp.transport.base import TransportError
+from hostapp.transport.base import SessionExpired, TransportError
 
 log = logging.getLogger(__name__)
 
@@ -124,12 +124,18 @@ class ServerTraffic(ClientHandlers):
             # Quitting closes every session; the operations stay as they are (feeding them
             # would do nothing but cost a task per operation and session: 10,000 x 11 at 10,000).
             return
+        forgotten = isinstance(error, SessionExpired)
         for runner in ctx.routing.in_flight_of(self.conn.name):
             if runner.session is not None and runner.session.state == "ready":
                 continue  # it works on another session of this server, which is still open
-            runner.feed_soon(_disconnected(runner, ctx))
+            runner.feed_soon(_disconnected(runner, ctx, forgotten))
 
 
-def _disconnected(runner: OperationRunner, ctx: EngineContext) -> Callable[[], list[A.Action]]:
-    """What feeds ``runner``'s mechanism the loss of its connection, read at the time it is fed."""
-    return lambda: runner.mech.on_disconnect(now=ctx.clock())
+def _disconnected(runner: OperationRunner, ctx: EngineContext, forgotten: bool) -> Callable[[], list[A.Action]]:
+    """What feeds ``runner``'s mechanism the loss of its connection, read at the time it is
+    fed. ``forgotten``: the server no longer knows the session (HTTP 404), and what it
+    bound to it. A runner whose call is out and awaited hears how it ended from the
+    request itself (a call refused unprocessed with the session is sent again in the
+    next one, and has lost nothing); one that waits to send it again likewise."""
+    return lambda: [] if runner.awaiting_new_session or runner.original_in_flight else runner.mech.on_disconnect(
+        now=ctx.clock(), session_lost=forgotten)

@@ -195,6 +195,9 @@ class LabCore:
         self._runners: dict[str, asyncio.Task[None]] = {}
         self._request_tasks: dict[RequestKey, asyncio.Task[None]] = {}
         self._request_streams: dict[RequestKey, str] = {}
+        # A call's stream -> the stream whose messages it carries and the newest one copied
+        # (stream/resume, requests/resume): marked delivered there once this one is.
+        self._copied: dict[str, tuple[str, int]] = {}
         self._stream_requests: dict[str, RequestKey] = {}
         self._pending_client: dict[str, asyncio.Future[Any]] = {}
         self._client_ids = itertools.count(1)
@@ -296,10 +299,21 @@ class LabCore:
             is_response = "method" not in message and stop_at_response_for is not None \
                 and message.get("id") == stop_at_response_for
             self.emit(call.stream, message, close=is_response)
-            self.state.mark_delivered(source, seq)
+            # Delivered once this call's own stream is (see delivered): until then a
+            # resume that died on the way copies it again.
+            if call.stream is not None:
+                self._copied[call.stream] = (source, seq)
             if is_response:
                 return True
         return False
+
+    def delivered(self, stream_id: str, seq: int) -> None:
+        """The client has a stream's messages up to ``seq`` (the stream ended cleanly, or
+        was written to a pipe): so it has what they copied from another stream."""
+        self.state.mark_delivered(stream_id, seq)
+        copied = self._copied.pop(stream_id, None)
+        if copied is not None:
+            self.state.mark_delivered(*copied)
 
     # ------------------------------------------------------------------ requests
     def make_call(self, request_id: RequestId, method: str, params: dict[str, Any] | None, *,
@@ -554,6 +568,9 @@ class LabCore:
             raise RpcError(INVALID_PARAMS, "arguments must be an object")
         if name in catalogue.LONG_TOOLS:
             catalogue.duration(args)  # validate before any work starts
+            if args.get("ask") and name not in catalogue.ASKING_TOOLS:
+                raise RpcError(INVALID_PARAMS, f"{name} cannot ask a question: its mechanism has no way to carry "
+                                               f"one (ask works with {', '.join(catalogue.ASKING_TOOLS)})")
         self._log(call, "info", f"{name} called")
         return await handler(call, args)
 

@@ -57,19 +57,23 @@ def build_app(core: LabCore, loopback_only: bool = True) -> Starlette:
         async def events() -> AsyncIterator[str]:
             finished = False
             sent = 0
+            last_seq = after
             try:
                 yield f"id: {stream_id}:{after}\nretry: {retry_ms}\ndata: \n\n" if event_ids \
                     else f"retry: {retry_ms}\ndata: \n\n"
                 async for seq, message in core.tail(stream_id, after):
                     data = json.dumps(message, separators=(",", ":"), ensure_ascii=False)
                     yield (f"id: {stream_id}:{seq}\n" if event_ids else "") + f"event: message\ndata: {data}\n\n"
-                    core.state.mark_delivered(stream_id, seq)
+                    # Written is not delivered: only the stream's clean end says the client
+                    # has it (a connection that stalls and dies lost what it held).
+                    last_seq = seq
                     sent += 1
                     if not ephemeral and core.faults.drop_after and sent >= core.faults.drop_after:
                         row = core.state.stream(stream_id)
                         if row is None or not (row["closed"] and not core.state.messages_after(stream_id, seq)):
                             return  # --drop-after: close the connection; the stream stays resumable
                 finished = True
+                core.delivered(stream_id, last_seq)
             finally:
                 if not finished and ephemeral:
                     core.disconnected(stream_id)

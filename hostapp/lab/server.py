@@ -24,11 +24,13 @@ from pathlib import Path
 import platformdirs
 
 from hostapp.lab.core import Faults, LabCore
-from hostapp.lab.state import LabState
+from hostapp.lab.state import LabState, StateInUse
 from hostapp.protocol.timing import LAB_TIME_SCALE_ENV, time_scale
 
 #: Closed streams stay replayable this long (across restarts), then go at the next start.
 STREAM_RETENTION_SECONDS = 24 * 3600
+#: Set (not "0"): the lab starts with --forget-sessions.
+FORGET_SESSIONS_ENV = "HOSTAPP_LAB_FORGET_SESSIONS"
 
 
 def default_state_file() -> Path:
@@ -59,6 +61,10 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--exit-after", type=int, metavar="N", help="exit the process after N events")
     serve.add_argument("--refuse-for", type=float, default=0.0, metavar="SECONDS",
                        help="answer 503 to every HTTP request for SECONDS after start")
+    serve.add_argument("--forget-sessions", action="store_true",
+                       default=os.environ.get(FORGET_SESSIONS_ENV, "") not in ("", "0"),
+                       help="forget every HTTP session at start-up, as a server that keeps them in memory "
+                            f"does when it restarts (also ${FORGET_SESSIONS_ENV}=1)")
     serve.add_argument("--log-level", default="WARNING", help="lab log level on stderr")
     serve.add_argument("--time-scale", type=_positive, metavar="FACTOR",
                        help="run the lab's clock at FACTOR times real time: tools' seconds and the retry, poll "
@@ -160,8 +166,19 @@ async def serve_stdio_and_http(core: LabCore, host: str, port: int | None) -> No
 
 
 async def run(args: argparse.Namespace) -> int:
-    state = LabState(args.state or default_state_file())
+    try:
+        # One process per state file. A stdio lab being replaced (its host was killed, so
+        # its stdin ended) may still be on its way out: that one is waited for.
+        state = LabState(args.state or default_state_file(), serving=True,
+                         lock_wait=BIND_PATIENCE_SECONDS if args.stdio else 0.0)
+    except StateInUse as exc:
+        print(f"lab: {exc}", file=sys.stderr, flush=True)
+        return 3
     state.prune(time.time() - STREAM_RETENTION_SECONDS)
+    if args.forget_sessions:
+        forgotten = state.forget_sessions()
+        if forgotten:
+            logging.getLogger("hostapp.lab").info("forgot %d HTTP sessions of the previous run", forgotten)
     scale = args.time_scale if args.time_scale is not None else time_scale(LAB_TIME_SCALE_ENV)
     core = LabCore(state, Faults(args.drop_after, args.exit_after, args.refuse_for), time_scale=scale)
     resumed = core.resume_jobs()

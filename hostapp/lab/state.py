@@ -32,9 +32,11 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from cryptography.fernet import Fernet
+
+from hostapp.oslock import try_lock, unlock
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS sessions (
@@ -153,12 +155,29 @@ class JobRow:
     extra: dict[str, Any]
 
 
-class LabState:
-    """The lab's SQLite file. Single writer (the lab's event loop thread)."""
+class StateInUse(RuntimeError):
+    """Another lab process serves this state file (its pid, when it wrote one)."""
 
-    def __init__(self, path: str | os.PathLike[str]):
+    def __init__(self, path: Path, pid: int | None):
+        holder = f"pid {pid}" if pid is not None else "another process"
+        super().__init__(f"another lab process ({holder}) serves {path}; one process at a time may: "
+                         "a second copy would take over its jobs and streams")
+        self.pid = pid
+
+
+class LabState:
+    """The lab's SQLite file. Single writer (the lab's event loop thread), and a single
+    serving process: one that serves the state (``serving``) holds an OS lock on
+    ``<state>.lock`` while it is open, so a second copy of the lab (a server started
+    again beside the running one) is refused instead of marking the first one's jobs
+    abandoned and closing its streams. A reader (the tests' counts) takes no lock.
+    ``lock_wait``: how long a serving one waits for the lock (a lab being replaced may
+    still be on its way out)."""
+
+    def __init__(self, path: str | os.PathLike[str], *, serving: bool = False, lock_wait: float = 0.0):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = _take_lock(self.path.with_name(self.path.name + ".lock"), lock_wait) if serving else None
         self.db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
         self.db.row_factory = sqlite3.Row
         self.db.execute("PRAGMA journal_mode=WAL")
@@ -171,6 +190,10 @@ class LabState:
 
     def close(self) -> None:
         self.db.close()
+        lock, self._lock = self._lock, None
+        if lock is not None:
+            unlock(lock)
+            lock.close()
 
     # -- keys ----------------------------------------------------------------------
     def signing_key(self) -> bytes:
@@ -208,6 +231,14 @@ class LabState:
     def delete_session(self, session_id: str) -> bool:
         cur = self.db.execute("DELETE FROM sessions WHERE key = ?", (handle_key(session_id),))
         return cur.rowcount > 0
+
+    def forget_sessions(self) -> int:
+        """Drop every handshake-era session, as a server that keeps them in memory loses
+        them when it restarts: an SSE stream can no longer be resumed in one (GET with
+        Last-Event-ID needs its session). What the drafts make transport-agnostic (a
+        resumable request, a draft stream) and what is bound to no session (tasks, jobs)
+        stays, as a server that keeps them in its store does. How many went."""
+        return self.db.execute("DELETE FROM sessions").rowcount
 
     # -- streams and their messages -----------------------------------------------
     def add_stream(self, stream_id: str, kind: str, session_key: str | None,
@@ -383,3 +414,22 @@ def execution_count(state_file: str | os.PathLike[str], tool: str, operation: st
         return state.execution_count(tool, None if operation is None else handle_key(operation))
     finally:
         state.close()
+
+
+def _take_lock(path: Path, wait: float) -> IO[str]:
+    """The state's OS lock, waiting up to ``wait`` seconds (a lab being replaced may still
+    be on its way out); StateInUse when another process keeps it."""
+    handle = open(path, "a+", encoding="utf-8")  # noqa: SIM115 - held while the state is open
+    deadline = time.monotonic() + wait
+    while not try_lock(handle):
+        if time.monotonic() >= deadline:
+            handle.seek(0)
+            text = handle.read().strip()
+            handle.close()
+            raise StateInUse(path.with_name(path.name.removesuffix(".lock")), int(text) if text.isdigit() else None)
+        time.sleep(0.1)
+    handle.seek(0)
+    handle.truncate()
+    handle.write(str(os.getpid()))
+    handle.flush()
+    return handle

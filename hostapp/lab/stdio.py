@@ -34,7 +34,7 @@ class StdioLab:
         async def copy() -> None:
             async for seq, message in self.core.tail(stream_id, after):
                 self.write(message)
-                self.core.state.mark_delivered(stream_id, seq)
+                self.core.delivered(stream_id, seq)
         task = asyncio.create_task(copy())
         self._deliveries.add(task)
         task.add_done_callback(self._deliveries.discard)

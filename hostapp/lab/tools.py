@@ -99,6 +99,10 @@ TOOLS: dict[str, dict[str, Any]] = {
 
 #: Tools whose work is time-based and reported by progress.
 LONG_TOOLS = {name for name, d in TOOLS.items() if "seconds" in d["inputSchema"]["properties"]}
+#: Long tools that can ask a question half-way (``ask``): those whose mechanism carries one
+#: (a task's input_required). The others refuse ``ask``: a question they could not send
+#: would leave the call waiting for ever for input nobody was asked for.
+ASKING_TOOLS = sorted(name for name, d in TOOLS.items() if "ask" in d["inputSchema"]["properties"])
 
 
 _HANDSHAKE = frozenset(HANDSHAKE_VERSIONS)

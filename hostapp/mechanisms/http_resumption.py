@@ -22,18 +22,16 @@ from hostapp.mechanisms.actions import (
 )
 from hostapp.mechanisms.base import HELD, SENT, Mechanism, register
 
-#: How many reconnections in a row may fail (refused, or given up by the transport after
-#: its own attempts) before the operation ends as unknown: nothing else would end it.
-MAX_FAILED_RECONNECTS = 8
-
 
 @register
 class HttpStreamResumption(Mechanism):
     """A request whose SSE stream can be resumed with ``Last-Event-ID``.
 
     States: ``sent`` -> ``held`` (an event id committed) -> ``done``. On a break:
-    wait ``retry`` ms (doubling after failed reconnects), then ResumeSseStream; after
-    MAX_FAILED_RECONNECTS failed ones in a row, unknown.
+    wait ``retry`` ms (doubling after failed reconnects), then ResumeSseStream; when a
+    reconnect fails ``timing.resume_budget`` seconds or more after the break, unknown. A break
+    reported again while the reconnect waits (by the other requests of the connection)
+    is the same break: only a reconnect that was made and failed is a failure.
     The first event id is committed at once; later ones are held in memory and
     committed on a break and every ``timing.commit_every`` seconds of the stream's own
     time while events come, since replaying a little more after a quit or a crash is
@@ -50,6 +48,8 @@ class HttpStreamResumption(Mechanism):
         self.last_event_id: str | None = secret
         self.retry_ms: int | None = state.get("retry_ms")
         self.reconnect_pending = False
+        self.reconnecting = False  # a reconnect was made, and its outcome not heard yet
+        self.broken_at: float | None = None  # when the stream was last heard of, before a break
         self.committed_at: float | None = None  # when this process last committed the id
 
     def _extra_state(self) -> dict[str, Any]:
@@ -66,7 +66,8 @@ class HttpStreamResumption(Mechanism):
         first = self.last_event_id is None
         self.last_event_id = event_id
         self.failures = 0
-        self.reconnect_pending = False
+        self.reconnect_pending = self.reconnecting = False
+        self.broken_at = None
         if first:
             self.phase = HELD
             self.committed_at = now
@@ -92,16 +93,22 @@ class HttpStreamResumption(Mechanism):
 
     def _on_disconnect(self, now: float, session_lost: bool) -> list[Action]:
         if session_lost:
-            return [Unknown("the server ended the HTTP session, and the request's stream with it")]
+            return [Unknown("the server no longer knows the HTTP session (it restarted, or ended it), and the "
+                            "request's stream is gone with it; the call may or may not have finished")]
         if self.last_event_id is None:
             return [Unknown("the connection dropped before the stream carried an event id; "
                             "the request may or may not have run")]
         if self.reconnect_pending:
+            if not self.reconnecting:
+                return []  # the same break, reported again while the reconnect waits
+            self.reconnecting = False
             self.failures += 1  # the reconnect itself failed
-            if self.failures >= MAX_FAILED_RECONNECTS:
+            if self.broken_at is not None and now - self.broken_at >= self.timing.resume_budget:
                 self.reconnect_pending = False
-                return [Unknown(f"the server's stream could not be resumed after {self.failures} attempts; "
-                                "the call may or may not have finished")]
+                return [Unknown(f"the server's stream could not be resumed within {self.timing.resume_budget:.0f} s "
+                                f"of the break ({self.failures} attempts); the call may or may not have finished")]
+        else:
+            self.broken_at = now
         self.reconnect_pending = True
         # The spec: wait ``retry`` before reconnecting, not less.
         self.committed_at = now
@@ -111,6 +118,7 @@ class HttpStreamResumption(Mechanism):
     def _wake(self, now: float) -> list[Action]:
         if not self.reconnect_pending or self.last_event_id is None:
             return []
+        self.reconnecting = True
         return [ResumeSseStream(self.last_event_id)]
 
     def _resume(self, now: float) -> list[Action]:
@@ -121,5 +129,7 @@ class HttpStreamResumption(Mechanism):
             return []
         if self.reconnect_pending:
             return []  # the scheduled wake reconnects, after ``retry``
-        self.reconnect_pending = True
+        self.reconnect_pending = self.reconnecting = True
+        if self.broken_at is None:
+            self.broken_at = now  # restored: the break is the host's restart
         return [ResumeSseStream(self.last_event_id)]

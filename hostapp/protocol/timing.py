@@ -43,6 +43,10 @@ class Timing:
     sse_retry: float = 1.0
     #: How often a stream's newest event id is committed while events come.
     commit_every: float = 30.0
+    #: How long after a break an SSE stream's reconnections may go on failing (refused, or
+    #: given up by the transport) before its operation ends unknown: a duration, whatever
+    #: number of attempts the back-off fitted in.
+    resume_budget: float = 90.0
     #: Between attempts to resume a draft stream whose server asks for no minimum.
     stream_retry: float = 1.0
     #: Before asking again a server that said it is busy (HTTP 408, 429).

@@ -465,7 +465,8 @@ class OperationJournal:
         result: dict[str, Any] | None = None,
         error: dict[str, Any] | None = None,
     ) -> asyncio.Future[bool]:
-        """Move an operation to a terminal status with its outcome, once.
+        """Move an operation to a terminal status with its outcome, once; a question it
+        kept open (``open_question``) goes with it: nobody is owed an answer any more.
 
         Returns False (and changes nothing) when the operation already was terminal, so
         the caller knows the outcome was delivered before and must not deliver it again.
@@ -506,7 +507,11 @@ class OperationJournal:
             current = _read_operation(db, op_id)
             new_status = changes.get("status", current.status)
             if current.terminal:
-                if new_status != current.status or set(changes) - {"status"} - _TERMINAL_MUTABLE:
+                # Striking a question is always allowed: an ended operation has none (its
+                # end struck it already; a strike racing the end finds nothing to change).
+                mutable = _TERMINAL_MUTABLE | ({"open_question"} if changes.get("open_question", 0) is None
+                                               else frozenset())
+                if new_status != current.status or set(changes) - {"status"} - mutable:
                     raise StatusTransitionError(
                         f"operation {op_id} is {current.status}; its outcome can no longer change"
                     )
@@ -544,7 +549,7 @@ class OperationJournal:
             # The in_flight guard makes the terminal transition happen once even if two
             # writers raced; the writer thread serialises them anyway.
             changed = db.execute(
-                "UPDATE operations SET status = ?, result = ?, error = ?, "
+                "UPDATE operations SET status = ?, result = ?, error = ?, open_question = NULL, "
                 "in_flight = 0, updated_at = ?, finished_at = ? WHERE id = ? AND in_flight = 1",
                 (status, result_json, error_json, now, now, op_id),
             ).rowcount

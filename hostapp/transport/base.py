@@ -51,7 +51,16 @@ class HttpStatusError(TransportError):
 
 
 class SessionExpired(HttpStatusError):
-    """HTTP 404 on a request that carried a session id: the session is gone, initialize again."""
+    """HTTP 404 on a request that carried a session id: the session is gone, initialize again.
+
+    ``unprocessed``: the refused request itself was not processed. The specification says
+    so of a request answered 404 for its session, so it may be sent again, once, in a new
+    session. False for a stream asked for again: what it carried may have run.
+    """
+
+    def __init__(self, status: int, message: str, body: str = "", *, unprocessed: bool = False):
+        super().__init__(status, message, body)
+        self.unprocessed = unprocessed
 
 
 class TransportListener(Protocol):
@@ -130,6 +139,14 @@ class Transport(abc.ABC):
     def session_id(self) -> str | None:
         """The server-issued session this transport speaks in (Streamable HTTP), if any."""
         return None
+
+    def abandon_request(self, request_id: RequestId) -> bool:
+        """Stop waiting for the answer to ``request_id`` by closing the stream that carries
+        it, where that is how a client abandons a request (Streamable HTTP in the
+        stateless era: the request lives on its response stream). True if closed; False
+        when this transport has no such stream for it (the caller sends
+        ``notifications/cancelled`` instead). By default False."""
+        return False
 
     @property
     def stateless(self) -> bool:

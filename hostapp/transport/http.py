@@ -30,6 +30,7 @@ exception text or logs; URLs in messages are shown without their query string.
 from __future__ import annotations
 
 import asyncio
+import functools
 import importlib.util
 import logging
 import sys
@@ -197,6 +198,10 @@ class StreamableHttpTransport(SseStreams, Transport):
         self._tools_list_ids: dict[RequestId, bool] = {}
         self._closing = False
         self._connected = False
+        # The server answered 404 for this transport's session: it must be initialized again.
+        self._session_gone = False
+        # The task reading each request's own answer stream (POST answered with SSE).
+        self._answer_streams: dict[RequestId, asyncio.Task[None]] = {}
 
     # -- the Transport contract -------------------------------------------------------------
 
@@ -215,6 +220,23 @@ class StreamableHttpTransport(SseStreams, Transport):
     @property
     def can_resume_streams(self) -> bool:
         return True
+
+    def abandon_request(self, request_id: RequestId) -> bool:
+        """In the stateless era a request lives on its response stream, and closing that
+        stream is how a client abandons it (the server stops the work): the stream of
+        ``request_id`` is closed, unread. In the handshake era a closed stream is no
+        cancellation (it may be resumed): nothing is closed here."""
+        if not self._stateless:
+            return False
+        reader = self._answer_streams.pop(request_id, None)
+        if reader is None or reader.done():
+            return False
+        reader.cancel()  # its reader closes the response, and so the connection
+        return True
+
+    def _answer_stream_ended(self, request_id: RequestId, reader: asyncio.Task[None]) -> None:
+        if self._answer_streams.get(request_id) is reader:
+            del self._answer_streams[request_id]
 
     def reopen_standalone_stream(self) -> None:
         if self.standalone_stream:
@@ -250,6 +272,12 @@ class StreamableHttpTransport(SseStreams, Transport):
             # A new session begins: it goes without the old id and takes the one it is given.
             self._session_id = None
             self._session_restored = False
+            self._session_gone = False
+        elif self._session_gone:
+            # The server said the session is gone: nothing more goes out in it (without an
+            # id, a server would refuse it for another reason, or take it for a new client).
+            raise SessionExpired(404, f"the server at {self._display_url} no longer knows this session; "
+                                      "the request was not sent", unprocessed=True)
         headers = self._post_headers(message)
         if isinstance(message, Request) and message.method in _LONG_METHODS:
             client = self._streams_client()
@@ -281,7 +309,9 @@ class StreamableHttpTransport(SseStreams, Transport):
                 return
             content_type = response.headers.get("content-type", "")
             if content_type.startswith(ACCEPT_SSE):
-                self._spawn(self._follow_stream(response, message.id), f"sse-{message.method}")
+                reader = self._spawn(self._follow_stream(response, message.id), f"sse-{message.method}")
+                self._answer_streams[message.id] = reader
+                reader.add_done_callback(functools.partial(self._answer_stream_ended, message.id))
                 unread = None  # the task owns it now
                 return
             body = await self._read_body(response, self.max_message_bytes)
@@ -507,8 +537,9 @@ class StreamableHttpTransport(SseStreams, Transport):
                                          "session (HTTP 404)", excerpt)
         if status == 404 and sent_session:
             self._session_id = None  # the next initialize must go without it
+            self._session_gone = True
             raise SessionExpired(status, f"the server at {self._display_url} no longer knows this session "
-                                         "(HTTP 404); it must be initialized again", excerpt)
+                                         "(HTTP 404); it must be initialized again", excerpt, unprocessed=True)
         if isinstance(message, Request) and body:
             answer = self._error_answer_for(body, message.id)
             if answer is not None:

@@ -125,6 +125,7 @@ class SseStreams:
     _closing: bool
     _stateless: bool
     _session_id: str | None
+    _session_gone: bool
     _tools_list_ids: dict[RequestId, bool]
 
     async def _open_get(self, last_event_id: str | None) -> httpx.Response:
@@ -339,6 +340,7 @@ class SseStreams:
                 await response.aclose()
                 if status == 404 and "Mcp-Session-Id" in response.request.headers:
                     self._session_id = None
+                    self._session_gone = True
                     self.listener.on_closed(SessionExpired(
                         404, f"the server at {self._display_url} no longer knows this session (HTTP 404)"))
                 elif status != 405:  # 405: the server offers no standalone stream, which is fine

@@ -138,10 +138,12 @@ class ServerTableModel(FlatTableModel):
 
     @staticmethod
     def problem_text(server: ServerView) -> str:
-        """The last error while the server is not connected, in plain words ("" when none)."""
-        if server.state == api.ServerState.CONNECTED or not server.error:
-            return ""
-        return f"last error: {server.error}"
+        """The last error while the server is not connected, in plain words; while it is,
+        what happened to the connection that the person should know (a new session
+        because the server forgot the old one); "" when none."""
+        if server.state == api.ServerState.CONNECTED:
+            return server.note or ""
+        return f"last error: {server.error}" if server.error else ""
 
     @staticmethod
     def stray_text(server: ServerView) -> str:
@@ -214,6 +216,8 @@ class ServerTableModel(FlatTableModel):
             lines.append(self.stray_text(server))
         if col in (STATUS, PROBLEM) and server.error:
             lines.insert(0, f"Last error: {server.error}")
+        if col in (STATUS, PROBLEM) and server.note:
+            lines.insert(0, server.note[:1].upper() + server.note[1:])
         return plain_tooltip("\n".join(lines)) if lines else None
 
     def _display(self, server: ServerView, col: int) -> str:

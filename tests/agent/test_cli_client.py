@@ -222,8 +222,26 @@ def test_agent_stop_names_what_cannot_survive_and_refuses_without_a_terminal(age
         assert json.loads(agents.run("agent", "status", "--json").stdout)["running"] is True
         stopped = agents.run("agent", "stop", "--yes")
         assert stopped.returncode == 0 and "stopped" in stopped.stdout, stopped.stderr
+        # --yes says which operations could not survive, as the question would have.
+        assert "could not survive the stop" in stopped.stderr and op_id in stopped.stderr, stopped.stderr
+        assert "a plain request: nothing can resume it" in stopped.stderr
         # It let go of the home; its process ends just after.
         until(lambda: not agent_pids(agents.home), what="the agent to end after agent stop", interval=0.05)
+        # The stop ended the call itself, with the reason: not 'running' until the next
+        # agent finds it lost. The waiting `hostapp call` heard the outcome and returned.
+        rc = call.wait(30)
+        assert [e["event"] for e in call.events][-1] == "error", (rc, call.events, call.stderr)
+        assert "agent was stopped" in call.events[-1]["message"]
+        from hostapp.store.journal import OperationJournal
+        from hostapp.store.paths import journal_path
+
+        journal = OperationJournal(journal_path(agents.home))
+        try:
+            record = journal.get_operation(op_id)
+        finally:
+            journal.close()
+        assert record is not None and record.status == "unknown"
+        assert "agent was stopped" in record.error["message"] and "may or may not have run" in record.error["message"]
     finally:
         call.kill()
 

@@ -60,24 +60,39 @@ class Person:
 
 
 class Runner:
-    """What KeptQuestion uses of an OperationRunner."""
+    """What KeptQuestion uses of an OperationRunner, with its contract: a status change
+    and the end go to the journal, and nothing changes once the end has begun."""
 
     def __init__(self, journal: OperationJournal, record: OperationRecord, person: Person,
                  mechanism: str = "tasks_2025", bound: str | None = "sid-1"):
         self.record, self.id = record, record.id
         self.mech = SimpleNamespace(name=mechanism)
         self.http_session = (bound, "2025-11-25") if bound else None
-        self.done = False
+        self.session: Any = None  # the session it runs in (not one of these tests' sessions)
+        self.done = self.finishing = False
         self.statuses: list[OperationStatus] = []
         self.tasks: list[asyncio.Task] = []
         self.context = SimpleNamespace(journal=journal, stopping=False, ask_person=person.ask_person,
                                        withdraw_question=person.withdraw_question)
 
+    @property
+    def ending(self) -> bool:
+        return self.finishing or self.done
+
     def spawn(self, coro: Any) -> None:
         self.tasks.append(asyncio.get_running_loop().create_task(coro))
 
     async def set_status(self, status: OperationStatus, message: str | None) -> None:
+        if self.ending:
+            return
         self.statuses.append(status)
+        if status != self.context.journal.get_operation(self.id).status:
+            await self.context.journal.update_operation(self.id, status=status)
+
+    async def finish(self, status: OperationStatus) -> None:
+        self.finishing = True
+        await self.context.journal.finish_operation(self.id, status, result={"content": []})
+        self.done = True
 
     async def settle(self) -> None:
         await asyncio.gather(*self.tasks)
@@ -217,3 +232,51 @@ async def test_the_same_question_sent_anew_gets_the_persons_one_answer(journal):
     assert await kept.same_question(anew) == {"action": "accept", "content": {"x": 1}}  # sent once more
     kept.server_went_on()  # the task works again: a later question is a new one, for the person
     assert kept.same_question(anew) is None
+
+
+class CompletingSession(Session):
+    """A server that completes the task as soon as the answer arrives, and a poll that
+    delivers the outcome before the answer's own bookkeeping is done: the operation ends
+    while the question is being struck and its status set back to running."""
+
+    def __init__(self, runner: Runner | None = None):
+        super().__init__("sid-1")
+        self.runner = runner
+        self.ending: asyncio.Task | None = None
+
+    async def answer_earlier_request(self, request_id: Any, result: dict[str, Any], method: str) -> bool:
+        await super().answer_earlier_request(request_id, result, method)
+        assert self.runner is not None
+        self.ending = asyncio.get_running_loop().create_task(self.runner.finish(OperationStatus.COMPLETED))
+        await asyncio.sleep(0)  # the end is on its way to the journal
+        return True
+
+
+async def test_a_question_asked_before_the_handle_was_committed_is_kept_in_the_operations_session(journal):
+    # The TypeScript SDK asks on the standalone stream as soon as the task exists, before
+    # its id reached the host: the handle will be bound to the session the operation runs
+    # in, so a question from that session is kept; one from another session is not.
+    runner = Runner(journal, _record(journal), Person(), bound=None)
+    own, other = Session("sid-1"), Session("sid-2")
+    runner.session = own
+    assert not await KeptQuestion(runner).keep(_ctx(other), QUESTION)  # type: ignore[arg-type]
+    assert _kept(journal) is None
+    assert await KeptQuestion(runner).keep(_ctx(own, 0), QUESTION)  # type: ignore[arg-type]
+    assert _kept(journal) == {"id": 0, "params": {k: v for k, v in QUESTION.items() if k != "_meta"}}
+
+
+async def test_an_operation_that_ends_as_its_question_is_answered_ends_cleanly(journal):
+    # Seen in 3 of 8 resumes: "operation ... is completed; its outcome can no longer
+    # change" from the strike of the answered question, or a completed operation left
+    # with its open question in the journal.
+    session = CompletingSession()
+    runner, _kept_question, person, _ = await _restored_and_asked(journal, session)
+    session.runner = runner
+    (await person.wait_shown()).set_result({"action": "accept", "content": {}})
+    await runner.settle()  # raises what the task raised
+    assert session.ending is not None
+    await session.ending
+    record = journal.get_operation("op-1")
+    assert record.status == OperationStatus.COMPLETED
+    assert record.open_question is None
+    assert session.sent == [(3, {"action": "accept", "content": {}})]

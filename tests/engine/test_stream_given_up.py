@@ -36,8 +36,9 @@ def proxy(lab):
 
 @pytest.fixture
 def quick_backoff(engine_timing):
-    """The same attempts, without the minutes of back-off between them."""
-    return engine_timing(reconnect_cap=0.2)
+    """The same attempts, without the minutes of back-off between them, and a
+    resumption budget of seconds instead of a minute and a half."""
+    return engine_timing(reconnect_cap=0.2, resume_budget=3.0)
 
 
 async def progress_seen(recorder: Recorder, op_id: str) -> None:

@@ -28,8 +28,8 @@ def state_file(tmp_path: Path) -> Path:
 def start_lab(state_file: Path) -> Iterator[Callable[..., LabProcess]]:
     labs: list[LabProcess] = []
 
-    def start(*extra: str, port: int = 0, stdio: bool = False) -> LabProcess:
-        lab = LabProcess(state_file, *extra, stdio=stdio).start(port)
+    def start(*extra: str, port: int = 0, stdio: bool = False, env: dict[str, str] | None = None) -> LabProcess:
+        lab = LabProcess(state_file, *extra, stdio=stdio, env=env).start(port)
         labs.append(lab)
         return lab
 

@@ -9,6 +9,7 @@ import sys
 import httpx
 import pytest
 
+from hostapp.lab.server import FORGET_SESSIONS_ENV
 from hostapp.lab.state import LabState, execution_counts
 
 from .conftest import ACCEPT, STATELESS, McpClient, wait_until
@@ -336,3 +337,59 @@ def test_the_lab_offers_a_skill_and_an_app_view_that_hostapps_checks_accept(lab,
     result = client.call("show_card", {"title": "Hi", "text": "there"}).response["result"]
     assert result["structuredContent"] == {"title": "Hi", "text": "there"}
     assert result["content"][0]["text"] == "Hi: there"
+
+
+@pytest.mark.parametrize("mode", ["kept", "flag", "env"])
+def test_a_restart_forgets_the_http_sessions_only_when_asked(start_lab, mode):
+    # By default the lab keeps its sessions in its state file; --forget-sessions (or the
+    # environment variable) makes a restart forget them, as a server that keeps them in
+    # memory does: the old session id draws 404, and a new initialize works.
+    lab = start_lab(*(["--forget-sessions"] if mode == "flag" else []),
+                    env={FORGET_SESSIONS_ENV: "1"} if mode == "env" else None)
+    client = McpClient(lab.url)
+    try:
+        client.initialize()
+        assert "result" in client.request("ping").response
+        lab.restart()
+        answer = client.post({"jsonrpc": "2.0", "id": 99, "method": "ping"})
+        if mode == "kept":
+            assert answer.status_code == 200
+        else:
+            assert answer.status_code == 404
+            client.session_id = None
+            client.initialize()
+            assert "result" in client.request("ping").response
+    finally:
+        client.close()
+
+
+def test_a_second_lab_on_one_state_file_is_refused(start_lab, state_file):
+    # A second copy of a server on the same state would take over the first one's jobs:
+    # the lab holds an OS lock on its state, and a second process says so and exits.
+    first = start_lab()
+    client = McpClient(first.url)
+    try:
+        client.initialize()
+        second = subprocess.run([sys.executable, "-m", "hostapp.lab", "serve", "--http", "0",
+                                 "--state", str(state_file)],
+                                capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+        assert second.returncode == 3, second.stderr
+        assert "another lab process" in second.stderr and str(state_file) in second.stderr
+        assert "result" in client.request("ping").response  # the first one serves on
+        first.restart()  # killed: the kernel let go of its lock, and the next one starts
+        client.session_id = None
+        client.initialize()
+        assert "result" in client.request("ping").response
+    finally:
+        client.close()
+
+
+@pytest.mark.parametrize("tool", ["long_sse", "long_resumable", "long_async", "long_stream", "sleep_with_progress"])
+def test_ask_is_refused_where_the_mechanism_cannot_carry_a_question(client, tool):
+    # Such a call would wait for ever for an answer to a question nobody could be asked:
+    # refused before any work starts, and nothing ran.
+    answer = client.call(tool, {"seconds": 0.2, "steps": 2, "ask": True})
+    assert answer.response["error"]["code"] == -32602
+    assert "cannot ask a question" in answer.response["error"]["message"]
+    assert "long_task" in answer.response["error"]["message"]
+    assert tool not in client.call("lab_stats", {}).response["result"]["structuredContent"]["executions"]

@@ -284,6 +284,21 @@ def test_long_stream_poll_and_resume(client):
     assert client.request("stream/poll", {"streamId": "nope"}).error["code"] == -32602
 
 
+def test_a_response_copied_onto_a_resume_that_died_is_sent_again(client, state_file):
+    # The client's stream/resume connection dies before the response reached it: the lab
+    # keeps the response until a stream carrying it ended cleanly, and the next resume
+    # brings it (it used to count it delivered as soon as it was copied: lost for good).
+    first = client.call("long_stream", {"seconds": 1.5, "steps": 3}, progress="p", request_id=88, max_messages=1)
+    stream_id = first.notifications("notifications/stream/create")[0]["stream"]["streamId"]
+    cut = client.request("stream/resume", {"streamId": stream_id}, max_messages=1)  # hangs up early
+    assert cut.response is None and not [m for m in cut.messages if m.get("id") == 88]
+    wait_until(lambda: client.request("stream/poll", {"streamId": stream_id}).result["status"] == "completed")
+    again = client.request("stream/resume", {"streamId": stream_id})
+    answers = [m for m in again.messages if m.get("id") == 88]
+    assert answers and answers[0]["result"]["structuredContent"]["tool"] == "long_stream", again.messages
+    assert execution_count(state_file, "long_stream") == 1
+
+
 # ---------------------------------------------------------------- SEP-975 resumable requests
 def test_long_resumable_get_status_and_same_id_resume(lab):
     client = McpClient(lab.url, capabilities={"resumableRequests": {}})

@@ -22,6 +22,7 @@ from hostapp.mechanisms import (
     Unknown,
 )
 from hostapp.mechanisms.streams import MAX_EMPTY_RESUMES
+from hostapp.protocol.timing import DEFAULT_TIMING
 
 T0 = 1_800_000_000.0
 
@@ -85,12 +86,50 @@ def test_failed_reconnects_back_off():
     m = sse()
     m.on_stream_event("ev-0", 500, now=T0)
     delays = []
-    for attempt in range(4):
-        now = T0 + 100 * attempt
+    now = T0
+    for _attempt in range(4):
         [wake] = of_type(m.on_disconnect(now=now), ScheduleWake)
         delays.append(wake.at - now)
         m.wake(now=wake.at)
+        now = wake.at + 0.1  # that reconnect failed
     assert delays[0] == 0.5 and delays == sorted(delays) and delays[-1] > delays[0]
+
+
+def test_breaks_reported_while_a_reconnect_waits_are_not_failed_attempts():
+    # A network reset: the stream, the poll and the session's other requests each report
+    # the break. Only a reconnect that was made and failed is a failure: reports that
+    # come while the reconnect waits spend nothing (they gave up 12.7 s into a 24 s reset).
+    m = sse_with_event()
+    [wake] = of_type(m.on_disconnect(now=T0 + 1), ScheduleWake)
+    for i in range(20):
+        assert m.on_disconnect(now=T0 + 1 + i * 0.5) == [], "a second report of the same break"
+    assert m.wake(now=wake.at) == [ResumeSseStream("ev-0")]
+    [again] = of_type(m.on_disconnect(now=wake.at + 0.1), ScheduleWake)
+    assert again.at - (wake.at + 0.1) > wake.at - (T0 + 1), "a failed reconnect backs off"
+
+
+def test_the_resumption_budget_is_a_duration():
+    # Reconnects that fail go on for DEFAULT_TIMING.resume_budget after the break, however many
+    # they are (the back-off is capped at 30 s), then the operation ends unknown.
+    m = sse_with_event()
+    broke = T0 + 1
+    now, outcome = broke, m.on_disconnect(now=broke)
+    while not of_type(outcome, Unknown):
+        [wake] = of_type(outcome, ScheduleWake)
+        assert m.wake(now=wake.at) == [ResumeSseStream("ev-0")]
+        now = wake.at + 0.1
+        outcome = m.on_disconnect(now=now)
+    assert now - broke >= DEFAULT_TIMING.resume_budget
+    assert now - broke < DEFAULT_TIMING.resume_budget + 31
+    assert f"{DEFAULT_TIMING.resume_budget:.0f} s" in of_type(outcome, Unknown)[0].reason
+    # An event in between starts the budget again: the stream was back.
+    m = sse_with_event()
+    m.on_disconnect(now=broke)
+    m.wake(now=broke + 60)
+    m.on_stream_event("ev-1", None, now=broke + 61)
+    [wake] = of_type(m.on_disconnect(now=broke + 62), ScheduleWake)
+    m.wake(now=wake.at)
+    assert not of_type(m.on_disconnect(now=broke + DEFAULT_TIMING.resume_budget + 1), Unknown)
 
 
 @pytest.mark.parametrize("event_id, session_lost", [(None, False), ("ev-0", True)])

@@ -145,6 +145,20 @@ async def test_a_terminal_outcome_never_changes(journal: OperationJournal):
     assert journal.get_operation(op.id).error == {"message": "the server restarted"}
 
 
+async def test_an_ended_operation_keeps_no_open_question(journal: OperationJournal):
+    # The end strikes the question: nobody is owed an answer any more. A strike that
+    # races the end finds nothing to change; a question set after the end is refused.
+    op = record()
+    await journal.create_operation(op)
+    question = {"id": 3, "params": {"message": "Which one?"}}
+    await journal.update_operation(op.id, status="input_required", open_question=question)
+    await journal.finish_operation(op.id, "completed", result={"content": []})
+    assert journal.get_operation(op.id).open_question is None
+    assert (await journal.update_operation(op.id, open_question=None)).status == "completed"
+    with pytest.raises(StatusTransitionError):
+        await journal.update_operation(op.id, open_question=question)
+
+
 async def test_unfinished(journal: OperationJournal):
     a, b, c = record("a", created_at=1.0), record("b", created_at=2.0), record("c", created_at=3.0)
     for op in (a, b, c):

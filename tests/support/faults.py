@@ -261,10 +261,11 @@ def issued_handles(proxy: LoopbackProxy) -> set[str]:
 class LabProcess:
     """A ``python -m hostapp.lab serve`` child; ``url`` is its /mcp endpoint."""
 
-    def __init__(self, state_file: Path, *extra: str, stdio: bool = False):
+    def __init__(self, state_file: Path, *extra: str, stdio: bool = False, env: dict[str, str] | None = None):
         self.state_file = state_file
         self.extra = extra
         self.stdio = stdio
+        self.env = env or {}
         self.url = ""
         self.proc: subprocess.Popen[bytes] | None = None
         self.stderr_lines: list[str] = []
@@ -275,7 +276,7 @@ class LabProcess:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "hostapp.lab", "serve", *mode, "--state", str(self.state_file), *self.extra],
             cwd=REPO_ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+            env={**os.environ, "PYTHONUNBUFFERED": "1", **self.env})
         ready = threading.Event()
         proc = self.proc
 

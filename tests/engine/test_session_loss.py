@@ -1,0 +1,169 @@
+"""A restarted HTTP server forgets its sessions: the next request carrying the old
+``Mcp-Session-Id`` is answered 404, which the specification defines as "the session is
+gone, and this request was not processed". The host starts a new session with a fresh
+``initialize``, sends that request again exactly once on it, and says so on the server's
+row. Real third-party servers (the TypeScript SDK's example server, the Python `mcp`
+SDK), restarted on the same port; a real keyring.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from hostapp.engine import api
+from hostapp.engine.service import Engine
+from hostapp.store.journal import ServerConfig
+from tests.engine.conftest import Recorder
+from tests.support.faults import LoopbackProxy
+from tests.support.peers import Peer, start_sdk_work_server, start_ts_example_server
+from tests.support.sdk_work_server import records
+
+pytestmark = pytest.mark.timeout(180)
+
+
+async def start_engine(home: Path, recorder: Recorder, url: str, version: str | None) -> Engine:
+    engine = Engine(home, recorder)
+    recorder.engine = engine
+    await engine.start()
+    await engine.add_server(ServerConfig(name="peer", transport="http", url=url, protocol_version=version))
+    await engine.connected("peer")
+    return engine
+
+
+async def finished(engine: Engine, op_id: str) -> api.OperationView:
+    return await asyncio.wait_for(engine.wait_finished(op_id), 60)
+
+
+@pytest.fixture
+def ts_peer() -> Iterator[tuple[Peer, LoopbackProxy]]:
+    """The TypeScript SDK's example server, behind a proxy that sees every request."""
+    peer = start_ts_example_server()
+    proxy = LoopbackProxy(peer.port).start()
+    yield peer, proxy
+    proxy.stop()
+    peer.stop()
+
+
+def session_of(engine: Engine) -> str | None:
+    session = engine.connections["peer"].session
+    return session.transport.session_id if session is not None else None
+
+
+async def test_ts_sdk_server_restarted_call_goes_out_once_on_a_new_session(isolated_home, real_keyring, ts_peer):
+    peer, proxy = ts_peer
+    recorder = Recorder()
+    engine = await start_engine(isolated_home, recorder, proxy.url(), None)
+    try:
+        first = await engine.start_call("peer", "greet", {"name": "before"})
+        assert (await finished(engine, first.id)).status == api.COMPLETED
+        old_session = session_of(engine)
+        await asyncio.to_thread(peer.restart)
+        ops = {}
+        for name in ("after", "again"):
+            op = ops[name] = await engine.start_call("peer", "greet", {"name": name})
+            final = await finished(engine, op.id)
+            assert final.status == api.COMPLETED, final.error
+            assert final.result["content"][0]["text"] == f"Hello, {name}!"
+        # The timeline of the call that was refused says it went out again, and why.
+        renewed = [data for op_id, kind, data in recorder.events
+                   if op_id == ops["after"].id and kind == api.EVENT_SESSION_RENEWED]
+        assert len(renewed) == 1 and "had not processed the call" in renewed[0]["message"]
+        new_session = session_of(engine)
+        assert new_session not in (None, old_session)
+        view = engine.connections["peer"].view
+        assert view.state == api.CONNECTED
+        assert view.note is not None and "restarted" in view.note and "new session" in view.note
+    finally:
+        await engine.stop()
+    calls = [r for r in proxy.requests if r.rpc_method == "tools/call"]
+    after = [r for r in calls if r.message["params"]["arguments"]["name"] == "after"]
+    # Once in the forgotten session (answered 404, not processed), once in the new one.
+    assert [r.headers.get("mcp-session-id") for r in after] == [old_session, new_session]
+    again = [r for r in calls if r.message["params"]["arguments"]["name"] == "again"]
+    assert [r.headers.get("mcp-session-id") for r in again] == [new_session]
+    assert [r.rpc_method for r in proxy.requests].count("initialize") == 2
+
+
+async def test_python_sdk_server_restarted_call_runs_once(isolated_home, real_keyring, tmp_path):
+    record = tmp_path / "record.txt"
+    peer: Peer = start_sdk_work_server(record)
+    recorder = Recorder()
+    try:
+        engine = await start_engine(isolated_home, recorder, peer.url, "2025-11-25")
+        try:
+            first = await engine.start_call("peer", "work", {"seconds": 0.2, "tag": "before"})
+            assert (await finished(engine, first.id)).status == api.COMPLETED
+            await asyncio.to_thread(peer.restart)
+            op = await engine.start_call("peer", "work", {"seconds": 0.3, "tag": "after"})
+            final = await finished(engine, op.id)
+            assert final.status == api.COMPLETED, final.error
+            view = engine.connections["peer"].view
+            assert view.state == api.CONNECTED and "new session" in (view.note or "")
+        finally:
+            await engine.stop()
+        assert records(record) == ["start before", "end before", "start after", "end after"]
+    finally:
+        peer.stop()
+
+
+async def test_ts_sdk_server_restarted_operations_of_the_old_session_end_by_their_truth(isolated_home, real_keyring,
+                                                                                      ts_peer):
+    # A task the restarted server no longer knows, and an SSE stream of the vanished
+    # session: neither can be carried on, and each says why; nothing is sent again.
+    peer, proxy = ts_peer
+    recorder = Recorder()
+    engine = await start_engine(isolated_home, recorder, proxy.url(), None)
+    try:
+        task = await engine.start_call("peer", "delay", {"duration": 20000})
+        stream = await engine.start_call("peer", "start-notification-stream", {"interval": 200, "count": 100})
+        deadline = asyncio.get_running_loop().time() + 30
+        while not (engine.journal.get_operation(task.id).handle_ref
+                   and engine.journal.get_operation(stream.id).handle_ref):
+            assert asyncio.get_running_loop().time() < deadline, "no handles committed"
+            await asyncio.sleep(0.05)
+        await asyncio.to_thread(peer.restart)
+        ended_task, ended_stream = await finished(engine, task.id), await finished(engine, stream.id)
+        assert ended_task.status == api.UNKNOWN
+        assert "no longer knows the task" in ended_task.error["message"]
+        assert ended_stream.status == api.UNKNOWN
+        assert "no longer knows the HTTP session" in ended_stream.error["message"]
+        again = await engine.start_call("peer", "greet", {"name": "next"})
+        assert (await finished(engine, again.id)).status == api.COMPLETED
+    finally:
+        await engine.stop()
+    calls = [r.message["params"]["name"] for r in proxy.requests if r.rpc_method == "tools/call"]
+    assert calls == ["delay", "start-notification-stream", "greet"]
+
+
+async def test_cancel_stops_the_handler_of_a_2026_07_28_server(isolated_home, real_keyring, tmp_path):
+    # At 2026-07-28 a request lives on its response stream: closing it is how a client
+    # abandons the request. The Python SDK's own record says whether its handler stopped.
+    record = tmp_path / "record.txt"
+    peer = start_sdk_work_server(record)
+    recorder = Recorder()
+    try:
+        engine = await start_engine(isolated_home, recorder, peer.url, None)
+        try:
+            assert engine.connections["peer"].view.protocol_version == "2026-07-28"
+            op = await engine.start_call("peer", "work", {"seconds": 30, "tag": "long"})
+            deadline = asyncio.get_running_loop().time() + 30
+            while not recorder.progress_of(op.id):
+                assert asyncio.get_running_loop().time() < deadline, "no progress"
+                await asyncio.sleep(0.05)
+            await engine.cancel(op.id)
+            assert (await finished(engine, op.id)).status == api.CANCELLED
+            deadline = asyncio.get_running_loop().time() + 20
+            while "stopped long" not in records(record):
+                assert asyncio.get_running_loop().time() < deadline, records(record)
+                await asyncio.sleep(0.05)
+            after = await engine.start_call("peer", "work", {"seconds": 0.2, "tag": "next"})
+            assert (await finished(engine, after.id)).status == api.COMPLETED
+        finally:
+            await engine.stop()
+        assert records(record) == ["start long", "stopped long", "start next", "end next"]
+    finally:
+        peer.stop()

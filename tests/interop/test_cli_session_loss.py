@@ -1,0 +1,38 @@
+"""A restarted server, seen from the command line: the next call works (sent again once
+in a new session, since the old one's 404 means it was not processed) and
+`hostapp servers list` says what happened. The TypeScript SDK's example server (sessions
+in memory), restarted on the same port, behind a proxy that counts the calls."""
+
+from __future__ import annotations
+
+import json
+
+from tests.support.agents import kill_owner
+from tests.support.faults import LoopbackProxy
+from tests.support.peers import events, hostapp, start_ts_example_server
+
+
+def test_calls_after_a_server_restart_run_once_and_servers_list_says_so(isolated_home):
+    peer = start_ts_example_server()
+    proxy = LoopbackProxy(peer.port).start()
+    try:
+        assert hostapp("servers", "add", "ts", "--url", proxy.url(), home=isolated_home).returncode == 0
+        first = hostapp("call", "ts", "greet", "--args", json.dumps({"name": "one"}), "--json", home=isolated_home)
+        assert first.returncode == 0, first.stderr
+        peer.restart()
+        for name in ("two", "three"):
+            proc = hostapp("call", "ts", "greet", "--args", json.dumps({"name": name}), "--json",
+                           home=isolated_home)
+            assert proc.returncode == 0, proc.stderr
+            assert events(proc)[-1]["result"]["content"][0]["text"] == f"Hello, {name}!"
+        listed = hostapp("servers", "list", home=isolated_home)
+        assert "connected" in listed.stdout and "new session" in listed.stdout, listed.stdout
+        as_json = json.loads(hostapp("servers", "list", "--json", home=isolated_home).stdout)
+        assert "restarted" in as_json[0]["note"]
+    finally:
+        kill_owner(isolated_home)
+        proxy.stop()
+        peer.stop()
+    sent = [r.message["params"]["arguments"]["name"] for r in proxy.requests if r.rpc_method == "tools/call"]
+    # "two" twice: once refused with the forgotten session (not processed), once in the new one.
+    assert sent == ["one", "two", "two", "three"]
