@@ -280,10 +280,7 @@ class RemoteEngine(api.ForwardingEngine):
                 f"the running agent (pid {self.agent.get('pid', '?')}) cannot do {method}: it is older than this "
                 "hostapp. Restart the agent to use it (hostapp agent stop, or Quit > Stop everything in the "
                 "window); its work resumes when it starts again.")
-        served = wire.facade_method(method)
-        if served is None:
-            raise KeyError(method)
-        return served.result(await self.call_raw(method, **arguments))
+        return wire.FACADE[method].result(await self.call_raw(method, **arguments))
 
     async def call_raw(self, method: str, **params: Any) -> Any:
         """Send a request and wait for its result, as JSON."""

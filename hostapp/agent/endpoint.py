@@ -474,7 +474,7 @@ class AgentEndpoint:
     @property
     def methods(self) -> list[str]:
         """The methods this agent serves: the facade's (with an engine) and its own."""
-        return sorted([*(wire.facade() if self.engine is not None else ()), *(wire.CONTROL if self.control else ())])
+        return sorted([*(wire.FACADE if self.engine is not None else ()), *(wire.CONTROL if self.control else ())])
 
     @property
     def last_event(self) -> int:
@@ -654,7 +654,7 @@ class AgentEndpoint:
             result = await getattr(self.control, wire.CONTROL[method])()
             client.send({"jsonrpc": "2.0", "id": rid, "result": result})
             return
-        if not isinstance(method, str) or wire.facade_method(method) is None or self.engine is None:
+        if not isinstance(method, str) or method not in wire.FACADE or self.engine is None:
             client.send({"jsonrpc": "2.0", "id": rid,
                          "error": wire.error(wire.Code.METHOD_NOT_FOUND, f"unknown method {method!r}")})
             return

@@ -200,13 +200,14 @@ def _same(data: Any) -> Any:
 operation_view = _from_fields(api.OperationView)
 server_view = _from_fields(api.ServerView)
 input_request = _from_fields(api.InputRequest)
+server_config = _from_fields(api.ServerConfig)
 
-#: The facade's value types that cross as objects of their fields (``ServerConfig`` joins
-#: them when a method naming it is first resolved, see :func:`facade_method`).
+#: The facade's value types that cross as objects of their fields.
 _VIEWS: dict[Any, Callable[[Any], Any]] = {
     api.OperationView: operation_view,
     api.ServerView: server_view,
     api.InputRequest: input_request,
+    api.ServerConfig: server_config,
 }
 
 
@@ -244,53 +245,23 @@ class Method:
 _NOT_SERVED = frozenset({"start", "stop"})
 
 
-def facade_method(name: str) -> Method | None:
-    """The facade method the agent serves under ``name`` (None: it serves none), resolved
-    from ``EngineApi`` on first use. One at a time: ``ServerConfig`` is the journal's, whose
-    import pulls in SQLite and keyring libraries (a third of a CLI command's start-up), and
-    a client that only calls and follows never needs it."""
-    method = _METHODS.get(name)
-    if method is None:
-        member = vars(api.EngineApi).get(name)
+def _facade() -> dict[str, Method]:
+    methods = {}
+    for name, member in vars(api.EngineApi).items():
         if name in _NOT_SERVED or not inspect.iscoroutinefunction(member):
-            return None
-        method = _METHODS[name] = _resolve(name, member)
-    return method
+            continue
+        hints = typing.get_type_hints(member)
+        parameters = tuple(p for p in inspect.signature(member).parameters if p != "self")
+        arguments = {p: d for p in parameters if (d := decoder(hints[p])) is not _same}
+        methods[name] = Method(name, parameters, arguments, decoder(hints["return"]))
+    return methods
 
 
-_METHODS: dict[str, Method] = {}
+#: Every facade method the agent serves, by name: derived from ``EngineApi``.
+FACADE: dict[str, Method] = _facade()
 
-
-def _resolve(name: str, member: Callable[..., Any]) -> Method:
-    localns = None
-    if any("ServerConfig" in str(hint) for hint in member.__annotations__.values()):
-        localns = {"ServerConfig": api.ServerConfig}  # loaded on use: see facade_method
-        _VIEWS.setdefault(api.ServerConfig, _from_fields(api.ServerConfig))
-    hints = typing.get_type_hints(member, localns=localns)
-    parameters = tuple(p for p in inspect.signature(member).parameters if p != "self")
-    arguments = {p: d for p in parameters if (d := decoder(hints[p])) is not _same}
-    return Method(name, parameters, arguments, decoder(hints["return"]))
-
-
-def facade() -> dict[str, Method]:
-    """Every facade method the agent serves, by name: derived from ``EngineApi``."""
-    return {name: method for name in vars(api.EngineApi) if (method := facade_method(name)) is not None}
-
-
-def __getattr__(name: str) -> Any:
-    # Built when first asked for (see facade_method), under the names the wire's users know:
-    # FACADE, every method served; RESULTS, how a client decodes each one's result;
-    # server_config, the decoder of a ServerConfig.
-    if name == "FACADE":
-        value: Any = facade()
-    elif name == "RESULTS":
-        value = {method_name: method.result for method_name, method in facade().items()}
-    elif name == "server_config":
-        value = _from_fields(api.ServerConfig)
-    else:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    globals()[name] = value
-    return value
+#: How a client decodes each facade method's result (kept by that name for its callers).
+RESULTS: dict[str, Callable[[Any], Any]] = {name: method.result for name, method in FACADE.items()}
 
 
 def decode_arguments(method: str, params: Any) -> dict[str, Any]:
@@ -298,8 +269,7 @@ def decode_arguments(method: str, params: Any) -> dict[str, Any]:
         return {}
     if not isinstance(params, dict):
         raise WireError("params must be an object of keyword arguments")
-    served = facade_method(method)
-    rebuild = served.arguments if served is not None else {}
+    rebuild = FACADE[method].arguments if method in FACADE else {}
     return {str(k): rebuild[k](v) if k in rebuild else v for k, v in params.items()}
 
 
