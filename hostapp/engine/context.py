@@ -57,10 +57,18 @@ class ProgressPublisher:
             self._timer = asyncio.get_running_loop().call_later(1 / PROGRESS_PUBLISH_HZ, self.publish)
 
     def journal_now(self, runner: OperationRunner) -> None:
-        """Queue the runner's pending progress for the journal now (before its status
-        changes or it ends: a terminal operation takes no progress), without telling."""
+        """Queue the runner's pending progress for the journal now, without telling (the
+        view about to be told shows it)."""
         if self._pending.pop(runner.id, None) is not None:
             self._journal(runner)
+
+    def now(self, runner: OperationRunner) -> None:
+        """Journal and tell the runner's pending progress now: before it ends, so that the
+        journal has it (a terminal operation takes no progress) and its last in-flight
+        view, which a follower prints progress from, comes before the terminal one."""
+        if self._pending.pop(runner.id, None) is not None:
+            self._journal(runner)
+            self._context.listener.operation_changed(runner.view)
 
     def publish(self) -> None:
         """Journal and tell every pending operation's progress (the timer; also at a stop)."""
@@ -134,8 +142,8 @@ class EngineContext:
         self.progress.journal_now(runner)
         self.listener.operation_changed(runner.view)
 
-    def journal_progress(self, runner: OperationRunner) -> None:
-        self.progress.journal_now(runner)
+    def publish_progress(self, runner: OperationRunner) -> None:
+        self.progress.now(runner)
 
     def progressed(self, runner: OperationRunner) -> None:
         """Progress moved: journaled and told at most :data:`PROGRESS_PUBLISH_HZ` times a second."""

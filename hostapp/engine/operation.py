@@ -86,8 +86,8 @@ class RunnerContext(Protocol[RunnerT]):
 
     # -- telling the listener
     def changed(self, runner: RunnerT) -> None: ...
-    def journal_progress(self, runner: RunnerT) -> None:
-        """The progress taken and not yet journaled goes to the journal's queue now."""
+    def publish_progress(self, runner: RunnerT) -> None:
+        """The progress taken and not yet told is journaled and told now (before an end)."""
         ...
     def progressed(self, runner: RunnerT) -> None:
         """Only the progress moved: told (and journaled) coalesced, a little later."""

@@ -369,7 +369,7 @@ class OperationRunner:
             self._deadline_handle.cancel()
         if status == OperationStatus.FAILED:
             error = self._question_expired(status, result, error)
-        ctx.journal_progress(self)  # the last progress lands before the end, which takes none
+        ctx.publish_progress(self)  # the last progress is journaled and told before the end
         first = await ctx.journal.finish_operation(self.id, status, result=result, error=error)
         ended = ctx.clock()
         self.view = replace(self.view, status=status, result=result, error=error,

@@ -83,16 +83,30 @@ async def test_the_timer_publishes_what_is_pending() -> None:
     assert [op.progress for op in context.told] == [3]
 
 
-async def test_progress_pending_at_an_end_is_journaled_first_and_not_told_after_it() -> None:
+async def test_progress_pending_at_an_end_is_journaled_and_told_first_and_not_after_it() -> None:
     context = _Context()
     publisher = ProgressPublisher(context)  # type: ignore[arg-type]
     a = _runner("a")
     a.step(42)
     publisher.later(a)  # type: ignore[arg-type]
-    publisher.journal_now(a)  # as the runner does before journaling its end
+    publisher.now(a)  # as the runner does before journaling its end
     assert context.journal.progress == [("a", 42, 100.0, "step 42")]
+    assert [(op.progress, op.status) for op in context.told] == [(42, api.RUNNING)]  # in flight, before the end
+    publisher.now(a)  # nothing pending: nothing again
     a.view = replace(a.view, status=api.COMPLETED)
     a.step(43)  # arrived while the end was being journaled
     publisher.later(a)  # type: ignore[arg-type]
     publisher.publish()
+    assert len(context.told) == 1 and len(context.journal.progress) == 1
+
+
+async def test_a_change_told_at_once_takes_the_pending_progress_to_the_journal() -> None:
+    context = _Context()
+    publisher = ProgressPublisher(context)  # type: ignore[arg-type]
+    a = _runner("a")
+    a.step(5)
+    publisher.later(a)  # type: ignore[arg-type]
+    publisher.journal_now(a)  # as EngineContext.changed does before telling the new view
+    assert context.journal.progress == [("a", 5, 100.0, "step 5")] and context.told == []
+    publisher.publish()  # no longer pending
     assert context.told == [] and len(context.journal.progress) == 1
