@@ -7,7 +7,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PEERS := tests/peers
 
-.PHONY: run test test-all test-slow lint fuzz soak setup app-setup apps peers sysdeps bench clean
+.PHONY: run test test-all test-slow lint fuzz soak setup app-setup apps peers sysdeps bench bench-compare clean
 
 # The suite mostly waits on real processes (servers, agents, the network cut and restored),
 # so it runs on more workers than the machine has cores; tests that share machine-wide state
@@ -54,6 +54,12 @@ soak: setup sysdeps
 
 bench: setup peers sysdeps
 	$(PY) -m bench $(BENCH_ARGS)
+
+# The regression guard: this tree against REF (a commit), the intake cases of both run in
+# alternation on this machine (bench/compare.py); e.g. `make bench-compare REF=main`.
+bench-compare: setup
+	@test -n "$(REF)" || { echo "usage: make bench-compare REF=<commit> [BENCH_COMPARE_ARGS=...]"; exit 2; }
+	$(PY) -m bench.compare $(REF) $(BENCH_COMPARE_ARGS)
 
 app-setup: $(VENV)/.installed-app
 

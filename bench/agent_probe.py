@@ -68,7 +68,7 @@ class Agent:
 
     async def stop(self, engine: Any) -> None:
         try:
-            await engine.request_owner("agent.stop")
+            await engine.call_raw("agent.stop")
         finally:
             await engine.close()
         try:

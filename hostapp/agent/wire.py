@@ -253,7 +253,7 @@ def _facade() -> dict[str, Method]:
     for name, member in vars(api.EngineApi).items():
         if name in _NOT_SERVED or not inspect.iscoroutinefunction(member):
             continue
-        hints = typing.get_type_hints(member, localns={"ServerConfig": api.ServerConfig})  # loaded on use
+        hints = typing.get_type_hints(member)
         parameters = tuple(p for p in inspect.signature(member).parameters if p != "self")
         arguments = {p: d for p in parameters if (d := decoder(hints[p])) is not _same}
         methods[name] = Method(name, parameters, arguments, decoder(hints["return"]))

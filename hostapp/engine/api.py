@@ -19,12 +19,13 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any, Protocol, TypedDict
+from typing import Any, Protocol, TypedDict
 
+# The definition of a server a client passes in: the journal keeps it, but its class is
+# in a module of its own, so that a client (a CLI command, the window) does not import
+# the journal's SQLite and keyring libraries to read one.
+from hostapp.store.server_config import ServerConfig
 from hostapp.store.status import IN_FLIGHT, TERMINAL, OperationStatus
-
-if TYPE_CHECKING:
-    from hostapp.store.journal import ServerConfig
 
 __all__ = [
     "EVENT_RESUMED",
@@ -96,18 +97,6 @@ RECONNECTING = ServerState.RECONNECTING
 OFFLINE = ServerState.OFFLINE
 NEEDS_SIGN_IN = ServerState.NEEDS_SIGN_IN
 DISABLED = ServerState.DISABLED
-
-
-def __getattr__(name: str) -> Any:
-    # ServerConfig, the definition of a server a client passes in, is the journal's own
-    # class, loaded on first use: the journal's modules take a large part of a second to
-    # import, and a CLI command that never touches a configuration (``lab serve``) or the
-    # window's first paint should not wait for them.
-    if name == "ServerConfig":
-        from hostapp.store.journal import ServerConfig
-
-        return ServerConfig
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 #: The timeline event (``EngineListener.operation_event`` and ``EngineApi.events``) of an

@@ -28,6 +28,66 @@ if TYPE_CHECKING:
     from hostapp.store.journal import OperationJournal
 
 
+#: How often the progress of an operation at most reaches the listener and the journal's
+#: queue (the window and the agent's clients refresh at this rate at most anyway).
+PROGRESS_PUBLISH_HZ = 30
+
+
+class ProgressPublisher:
+    """Progress taken but not yet told: the operations whose progress moved since their
+    last publication, published together by one timer.
+
+    Progress can arrive by the thousand a second per operation; each runner sets it in
+    place, and only here, at most :data:`PROGRESS_PUBLISH_HZ` times a second, does it
+    become a view snapshot for the listener and one value in the journal's queue (the
+    journal keeps only the newest per operation and batch anyway). Anything else an
+    operation tells (a status, its end) goes at once, its pending progress first.
+    """
+
+    def __init__(self, context: EngineContext) -> None:
+        self._context = context
+        self._pending: dict[str, OperationRunner] = {}
+        self._timer: asyncio.TimerHandle | None = None
+
+    def later(self, runner: OperationRunner) -> None:
+        if runner.id in self._pending:
+            return
+        self._pending[runner.id] = runner
+        if self._timer is None:
+            self._timer = asyncio.get_running_loop().call_later(1 / PROGRESS_PUBLISH_HZ, self.publish)
+
+    def journal_now(self, runner: OperationRunner) -> None:
+        """Queue the runner's pending progress for the journal now, without telling (the
+        view about to be told shows it)."""
+        if self._pending.pop(runner.id, None) is not None:
+            self._journal(runner)
+
+    def now(self, runner: OperationRunner) -> None:
+        """Journal and tell the runner's pending progress now: before it ends, so that the
+        journal has it (a terminal operation takes no progress) and its last in-flight
+        view, which a follower prints progress from, comes before the terminal one."""
+        if self._pending.pop(runner.id, None) is not None:
+            self._journal(runner)
+            self._context.listener.operation_changed(runner.view)
+
+    def publish(self) -> None:
+        """Journal and tell every pending operation's progress (the timer; also at a stop)."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        pending, self._pending = self._pending, {}
+        listener = self._context.listener
+        for runner in pending.values():
+            if runner.done:
+                continue  # ended meanwhile: its end was journaled and told, its progress first
+            self._journal(runner)
+            listener.operation_changed(runner.view)
+
+    def _journal(self, runner: OperationRunner) -> None:
+        view = runner.view
+        self._context.journal.record_progress(runner.id, view.progress, view.total, view.message)
+
+
 class EngineContext:
     """The engine's parts and the state they share.
 
@@ -51,6 +111,7 @@ class EngineContext:
         self._connection = connection
         self.stopping = False
         self._tasks: set[asyncio.Task[Any]] = set()
+        self.progress = ProgressPublisher(self)
 
     @property
     def journal(self) -> OperationJournal:
@@ -76,7 +137,17 @@ class EngineContext:
     # -- telling the listener ----------------------------------------------------------
 
     def changed(self, runner: OperationRunner) -> None:
+        """Tell the listener now (a status, an end, a message): the view it gets holds the
+        progress taken since the last publication, which is journaled first."""
+        self.progress.journal_now(runner)
         self.listener.operation_changed(runner.view)
+
+    def publish_progress(self, runner: OperationRunner) -> None:
+        self.progress.now(runner)
+
+    def progressed(self, runner: OperationRunner) -> None:
+        """Progress moved: journaled and told at most :data:`PROGRESS_PUBLISH_HZ` times a second."""
+        self.progress.later(runner)
 
     def operation_event(self, op_id: str, kind: str, data: dict[str, Any]) -> None:
         self.listener.operation_event(op_id, kind, data)

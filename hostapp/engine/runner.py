@@ -62,6 +62,7 @@ from hostapp.store.status import TERMINAL, OperationStatus
 from hostapp.transport.base import ConnectionLost, SessionExpired, TransportError
 
 if TYPE_CHECKING:
+    from hostapp.engine import api
     from hostapp.store.journal import OperationRecord
 
 log = logging.getLogger(__name__)
@@ -80,6 +81,14 @@ class OperationRunner:
         self.record = record
         self.mech = mechanism
         self.session: ClientSession | None = None
+        # The progress fields live here, set in place per notification; the view is made
+        # of them when asked (see the view property).
+        self._progress: float | None
+        self._total: float | None
+        self._message: str | None
+        self._updated_at: float
+        self._view: api.OperationView
+        self._progressed = False
         self.view = operation_view(record)
         self.handle_ref: str | None = record.handle_ref
         self._wake_handle: asyncio.TimerHandle | None = None
@@ -130,6 +139,25 @@ class OperationRunner:
         return self.record.id
 
     @property
+    def view(self) -> api.OperationView:
+        """What a person is shown of this operation now: the last snapshot, with the
+        progress taken since then (copied into a new snapshot once, when asked)."""
+        if self._progressed:
+            self._progressed = False
+            self._view = replace(self._view, progress=self._progress, total=self._total, message=self._message,
+                                 updated_at=self._updated_at)
+        return self._view
+
+    @view.setter
+    def view(self, view: api.OperationView) -> None:
+        self._view = view
+        self._progressed = False
+        # Progress is set in place (see _take_progress): a copy of the frozen view per
+        # notification was a fifth of the intake's time.
+        self._progress, self._total, self._message = view.progress, view.total, view.message
+        self._updated_at = view.updated_at
+
+    @property
     def server(self) -> str:
         return self.record.server
 
@@ -147,7 +175,7 @@ class OperationRunner:
 
     @property
     def done(self) -> bool:
-        return self.view.status in TERMINAL
+        return self._view.status in TERMINAL  # the status is never pending in the live fields
 
     @property
     def ending(self) -> bool:
@@ -358,6 +386,7 @@ class OperationRunner:
             self._deadline_handle.cancel()
         if status == OperationStatus.FAILED:
             error = self._question_expired(status, result, error)
+        ctx.publish_progress(self)  # the last progress is journaled and told before the end
         first = await ctx.journal.finish_operation(self.id, status, result=result, error=error)
         ended = ctx.clock()
         self.view = replace(self.view, status=status, result=result, error=error,
@@ -438,26 +467,33 @@ class OperationRunner:
         session.route_progress(self.progress_token, self._on_progress)
 
     def _on_progress(self, progress: float, total: float | None, message: str | None) -> None:
-        params = {"progress": progress, "total": total, "message": message}
-        # Progress is frequent: fed synchronously, without the lock's task hop.
-        if not self.done:
-            actions = self.mech.on_notification("notifications/progress", params, now=self.context.clock())
-            for a in actions:
-                if isinstance(a, A.ReportProgress):
-                    self._show_progress(a)
+        """A progress notification (the session checked its types). The hot path: fed
+        synchronously, without the lock's task hop, checked once (against the step shown,
+        which is beyond the mechanism's own), set in place, told and journaled coalesced."""
+        if self.done or (self._progress is not None and progress <= self._progress):
+            return
+        self.mech.take_progress(progress)
+        self._take_progress(progress, total, message)
 
     def _show_progress(self, action: A.ReportProgress) -> None:
-        """Show and journal one progress step. A mechanism's steps only rise, but after a
-        host restart it starts afresh while the journal already holds a later step (a
-        stream replayed from its first event id reports its steps again): a step not
-        beyond the one shown is dropped, so progress never moves backwards."""
-        if self.view.progress is not None and action.progress <= self.view.progress:
+        """Show and journal one progress step a mechanism reported. A mechanism's steps
+        only rise, but after a host restart it starts afresh while the journal already
+        holds a later step (a stream replayed from its first event id reports its steps
+        again): a step not beyond the one shown is dropped, so progress never moves
+        backwards."""
+        if self._progress is not None and action.progress <= self._progress:
             return
-        self.view = replace(self.view, progress=action.progress,
-                            total=self.view.total if action.total is None else action.total,
-                            message=action.message or self.view.message, updated_at=self.context.clock())
-        self.context.journal.record_progress(self.id, action.progress, action.total, action.message)
-        self.context.changed(self)
+        self._take_progress(action.progress, action.total, action.message)
+
+    def _take_progress(self, progress: float, total: float | None, message: str | None) -> None:
+        self._progress = progress
+        if total is not None:
+            self._total = total
+        if message:
+            self._message = message
+        self._updated_at = self.context.clock()
+        self._progressed = True
+        self.context.progressed(self)
 
     async def send_original(self) -> None:
         """Prepare, commit, then send the call itself (write-ahead)."""

@@ -277,6 +277,7 @@ class Engine:
             await conn.stop(keep_session=bool(self._routing.in_flight_of(conn.name)))
         self._context.cancel_tasks()
         self._questions.cancel_all()
+        self._context.progress.publish()  # the progress taken but not yet told nor journaled
         if self._journal is not None:
             await self._journal.flush()
             self._journal.close()

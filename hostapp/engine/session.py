@@ -162,6 +162,9 @@ class _Pending:
 class _ProgressRoute:
     callback: ProgressCallback
     last: float | None = None
+    #: False for a route whose owner keeps its own high-water mark (an operation's, which
+    #: outlives this session): progress is then checked once, there.
+    monotonic: bool = True
 
 
 class ClientSession:
@@ -436,8 +439,10 @@ class ClientSession:
         await self.transport.send(Notification(method, params))
 
     def route_progress(self, token: str | int, callback: ProgressCallback) -> None:
-        """Route progress of a token this session did not allocate (a resumed operation's)."""
-        self._progress[token] = _ProgressRoute(callback)
+        """Route progress of a token this session did not allocate (a resumed operation's).
+        Values reach ``callback`` checked for their types only: its owner keeps the
+        high-water mark (an operation's outlives the session)."""
+        self._progress[token] = _ProgressRoute(callback, monotonic=False)
 
     def unroute_progress(self, token: str | int) -> None:
         self._progress.pop(token, None)
@@ -605,9 +610,10 @@ class ClientSession:
         if isinstance(progress, bool) or not isinstance(progress, (int, float)):
             self.handlers.on_protocol_error(ProtocolError(f"progress value {progress!r} is not a number; ignored"))
             return
-        if route.last is not None and progress <= route.last:
-            return  # progress never moves backwards, nor repeats (a replayed event)
-        route.last = progress
+        if route.monotonic:
+            if route.last is not None and progress <= route.last:
+                return  # progress never moves backwards, nor repeats (a replayed event)
+            route.last = progress
         total = params.get("total")
         message = params.get("message")
         route.callback(progress, total if isinstance(total, (int, float)) and not isinstance(total, bool) else None,

@@ -192,6 +192,13 @@ class Mechanism(ABC):
             return self._progress(params)
         return self._settle(self._on_notification(method, params or {}, now))
 
+    def take_progress(self, progress: float) -> None:
+        """A progress value the engine already checked (a number beyond every step shown,
+        so beyond ``progress_high``): the hot path of ``notifications/progress``, kept
+        apart from :meth:`on_notification` so that a flood builds no action per value."""
+        if self.phase != DONE:
+            self.progress_high = progress
+
     def on_stream_event(self, event_id: str | None, retry_ms: int | None, *, now: float) -> list[Action]:
         """An SSE event (id and/or ``retry``) arrived on the original request's stream."""
         if self.phase == DONE:

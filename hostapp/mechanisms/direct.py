@@ -136,6 +136,13 @@ class DirectRequest(Mechanism):
             return self._via_carrier(self.carrier.on_notification(method, params, now=now))
         return super().on_notification(method, params, now=now)
 
+    def take_progress(self, progress: float) -> None:
+        if self.carrier is not None and not self.done:
+            self.carrier.take_progress(progress)
+            self.progress_high = self.carrier.progress_high  # as _mirror does
+        else:
+            super().take_progress(progress)
+
     def on_stream_event(self, event_id: str | None, retry_ms: int | None, *, now: float) -> list[Action]:
         if self.done:
             return []

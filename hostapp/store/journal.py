@@ -36,7 +36,7 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any, Literal, Self, TypeVar
+from typing import Any, Self, TypeVar
 
 import sqlite_utils
 
@@ -54,6 +54,7 @@ from hostapp.store.journal_schema import (
 from hostapp.store.journal_writer import JournalStats, JournalWriter
 from hostapp.store.paths import private_file
 from hostapp.store.secrets import is_secret_ref
+from hostapp.store.server_config import ServerConfig
 from hostapp.store.status import (
     IN_FLIGHT,
     TERMINAL,
@@ -82,32 +83,6 @@ __all__ = [
 _T = TypeVar("_T")
 
 # -- records --------------------------------------------------------------------------
-
-@dataclass
-class ServerConfig:
-    """One configured MCP server; secret header and env values are keyring references.
-
-    ``session_ref`` and ``last_seen`` are runtime state the engine records (the keyring
-    reference of the ``Mcp-Session-Id``, when it last answered). ``auth`` is how an HTTP
-    server signs in, as ``hostapp.auth.settings.AuthSettings.to_dict()`` gives it (None:
-    the default interactive sign-in); its secrets live in the keyring, never here.
-    """
-
-    name: str
-    transport: Literal["stdio", "http"]
-    url: str | None = None
-    headers: dict[str, str] = field(default_factory=dict)
-    secret_headers: dict[str, str] = field(default_factory=dict)  # header name -> secret ref
-    command: str | None = None
-    args: list[str] = field(default_factory=list)
-    env: dict[str, str] = field(default_factory=dict)
-    secret_env: dict[str, str] = field(default_factory=dict)  # variable name -> secret ref
-    enabled: bool = True
-    protocol_version: str | None = None
-    session_ref: str | None = None
-    last_seen: float | None = None
-    auth: dict[str, Any] | None = None
-
 
 @dataclass
 class OperationRecord:
