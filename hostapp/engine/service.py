@@ -668,6 +668,15 @@ class Engine:
 
     async def sign_out(self, name: str) -> None:
         await self.sign_ins.sign_out(name)
+        # The live connection still holds the tokens it signed in with: it starts again, and
+        # finds none (the server says "needs sign-in"). Operations in flight keep their HTTP
+        # session, as when retries are stopped, to be resumed once the person signs in again.
+        conn = self.connections.pop(name, None)
+        if conn is not None:
+            await conn.stop(keep_session=bool(self._routing.in_flight_of(name)))
+            cfg = self.journal.get_server(name)
+            if cfg is not None and cfg.enabled and self._connect:
+                self._supervise(cfg)
 
     async def probe_tools(self, name: str, timeout: float | None = None) -> list[dict[str, Any]]:
         return await diagnostics.probe_tools(self, name, timeout)

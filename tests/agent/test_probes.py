@@ -62,8 +62,9 @@ def test_probes_of_a_stdio_server_use_the_agents_connection_while_a_call_runs(ag
         assert listed == asyncio.run(live_tool_names(agents, "stdio-lab"))
         checked = asyncio.run(check_saved(agents, "stdio-lab"))
         assert checked["protocol_version"] == "2026-07-28" and checked["tools_count"] == len(listed)
-        skills = agents.run("skills", "stdio-lab", "--json")  # the lab offers none: its own answer
-        assert "skills/list" in skills.stderr and "method not found" in skills.stderr, skills.stderr
+        skills = agents.run("skills", "stdio-lab", "--json")  # the lab's own answer: its one skill
+        assert skills.returncode == 0, skills.stderr
+        assert [entry["name"] for entry in json.loads(skills.stdout)] == ["lab-tour"]
         # One copy of the server all along: the probes asked the one the agent runs.
         assert len(lab_processes(state)) == 1, lab_processes(state)
         assert call.wait(60) == 0, call.stderr

@@ -12,7 +12,10 @@ from tests.support.faults import LoopbackProxy
 from tests.support.peers import events, hostapp, start_ts_example_server
 
 
-def test_calls_after_a_server_restart_run_once_and_servers_list_says_so(isolated_home):
+def test_calls_after_a_server_restart_run_once_and_servers_list_says_so(isolated_home, monkeypatch):
+    # The note lives in the agent that renewed the session: it must not leave for being idle
+    # between the commands (the suite's agents leave after 3 s; a loaded machine takes longer).
+    monkeypatch.setenv("HOSTAPP_AGENT_IDLE_EXIT", "600")
     peer = start_ts_example_server()
     proxy = LoopbackProxy(peer.port).start()
     try:
