@@ -156,8 +156,6 @@ class RemoteEngine(api.ForwardingEngine):
                 opening = asyncio.open_unix_connection(str(path), limit=wire.MAX_MESSAGE)
             reader, writer = await asyncio.wait_for(opening, timeout)
         except UnsafeEndpoint as exc:
-            if not os.path.lexists(path.parent):
-                raise AgentUnavailable(f"no agent answers at {path}: {exc}") from None
             raise AgentRefused(f"refused the agent's socket {path}: {exc}") from None
         except (FileNotFoundError, ConnectionRefusedError, TimeoutError, OSError) as exc:
             raise AgentUnavailable(f"no agent answers at {path}: {exc.strerror or exc}") from None

@@ -129,10 +129,9 @@ def check_private_folder(folder: Path) -> None:
     this user that nobody else may enter or write (mode 0700 or stricter)."""
     if not hasattr(os, "getuid"):
         return  # Windows: the loopback kind, whose key file the profile's ACL protects
-    try:
-        info = os.lstat(folder)
-    except FileNotFoundError:
-        raise UnsafeEndpoint(f"{folder} does not exist") from None
+    # A folder that does not exist (yet: an agent starting makes it) raises FileNotFoundError:
+    # nobody listens there, which is not a refusal.
+    info = os.lstat(folder)
     if stat.S_ISLNK(info.st_mode) or not stat.S_ISDIR(info.st_mode):
         raise UnsafeEndpoint(f"{folder} is not a folder but a link or a file; remove it and start again")
     if info.st_uid != os.getuid():

@@ -436,9 +436,18 @@ class Engine:
     async def connected(self, name: str, timeout: float = 60.0) -> ServerConnection:
         """The connection of a server once its first attempt succeeded; raise its failure otherwise."""
         conn = self._connection(name)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
         await asyncio.wait_for(conn.attempted.wait(), timeout)
+        if conn.view.state in (api.CONNECTING, api.RECONNECTING) and conn.view.error is None:
+            # A connection being made again with nothing wrong (a session the server forgot,
+            # renewed now): wait for it rather than refuse what comes meanwhile.
+            try:
+                await conn.wait_ready(max(0.0, deadline - loop.time()))
+            except TimeoutError:
+                pass
         if conn.view.state != api.CONNECTED:
-            raise TransportError(f"cannot connect to {name}: {conn.view.error}")
+            raise TransportError(f"cannot connect to {name}: {conn.view.error or conn.view.state}")
         return conn
 
     async def reconnect(self, name: str) -> None:

@@ -146,7 +146,9 @@ async def test_a_connection_that_has_not_said_hello_cannot_make_the_agent_hold_m
         assert await engine.servers() == []  # the legitimate client is served meanwhile
         grown = _rss_kib(owner.pid) - before
         print(f"agent RSS {before} KiB before, grew {grown} KiB over three 32 MiB floods")
-        assert grown < 16 * 1024
+        # Held whole, the three floods are 96 MiB; bounded, they cost little (about 1.4 MiB
+        # measured), plus what a loaded machine's allocator keeps: well under a third of that.
+        assert grown < 32 * 1024
     finally:
         await engine.close()
 
