@@ -72,9 +72,10 @@ def last_json(text: str) -> dict[str, Any]:
 
 
 @contextmanager
-def progress_server() -> Iterator[str]:
-    """The HTTP progress server in a process of its own; yields its URL."""
-    proc = subprocess.Popen([sys.executable, "-m", "bench.progress_server", "--http", "0"], cwd=REPO,
+def progress_server(python: str = sys.executable, cwd: Path = REPO,
+                    env: dict[str, str] | None = None) -> Iterator[str]:
+    """The HTTP progress server in a process of its own (``python`` run in ``cwd``); yields its URL."""
+    proc = subprocess.Popen([python, "-m", "bench.progress_server", "--http", "0"], cwd=cwd, env=env,
                             stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout is not None

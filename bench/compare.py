@@ -37,10 +37,12 @@ import tempfile
 import time
 import tomllib
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import bench.__main__ as bench_main
 
 REPO = Path(__file__).resolve().parents[1]
 CASES = ("intake", "agent", "cli")
@@ -72,10 +74,6 @@ class Tree:
         return (self.root / path).exists()
 
 
-def _last_json(text: str) -> dict[str, Any]:
-    return json.loads(text.strip().splitlines()[-1])
-
-
 def _dependencies(pyproject: Path) -> Any:
     project = tomllib.loads(pyproject.read_text()).get("project", {})
     return project.get("dependencies"), project.get("optional-dependencies")
@@ -102,38 +100,27 @@ def checkout(ref: str, scratch: Path) -> Iterator[Tree]:
         subprocess.run(["git", "worktree", "remove", "--force", str(root)], cwd=REPO, check=False)
 
 
-@contextmanager
-def progress_server(tree: Tree) -> Iterator[str]:
+def progress_server(tree: Tree) -> AbstractContextManager[str]:
     """One HTTP progress server for both commits (this tree's): the server is not measured."""
-    proc = subprocess.Popen([tree.python, "-m", "bench.progress_server", "--http", "0"], cwd=tree.root,
-                            env=tree.env(), stdout=subprocess.PIPE, text=True)
-    try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
-        if not line.startswith("url "):
-            raise RuntimeError("the progress server did not start")
-        yield line.split()[1]
-    finally:
-        proc.terminate()
-        proc.wait(10)
+    return bench_main.progress_server(tree.python, tree.root, tree.env())
 
 
 # -- the cases: each returns notifications per second ----------------------------------------
 
 def floor(tree: Tree, url: str, count: int) -> float:
-    result = _last_json(tree.run("-m", "bench.intake_client", "floor", "http", str(count), "--url", url))
+    result = bench_main.last_json(tree.run("-m", "bench.intake_client", "floor", "http", str(count), "--url", url))
     return float(result["per_second"])
 
 
 def intake(tree: Tree, url: str, count: int) -> float:
-    result = _last_json(tree.run("-m", "bench.intake_client", "hostapp", "http", str(count), "--url", url))
+    result = bench_main.last_json(tree.run("-m", "bench.intake_client", "hostapp", "http", str(count), "--url", url))
     if result["received"] != count:
         raise RuntimeError(f"{tree.label}: the engine received {result['received']} of {count}")
     return float(result["per_second"])
 
 
 def agent(tree: Tree, url: str, count: int) -> float:
-    result = _last_json(tree.run("-m", "bench.agent_probe", "intake", "http", str(count), "--url", url))
+    result = bench_main.last_json(tree.run("-m", "bench.agent_probe", "intake", "http", str(count), "--url", url))
     if result["received"] != count:
         raise RuntimeError(f"{tree.label}: the agent's client saw {result['received']} of {count}")
     return float(result["per_second"])
