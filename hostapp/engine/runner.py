@@ -26,7 +26,6 @@ import asyncio
 import functools
 import logging
 from collections.abc import Callable, Coroutine
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from hostapp.engine import api
@@ -43,11 +42,11 @@ from hostapp.engine.operation import (
     mechanism_for,
     operation_view,
     outcome_message,
-    progress_in_message,
     server_busy,
     status_of_mark,
     survives_a_stop,
 )
+from hostapp.engine.progress_intake import ProgressIntake
 from hostapp.engine.session import MAX_INPUT_ROUNDS, ClientSession
 from hostapp.engine.supervisor import session_refused
 from hostapp.mechanisms import actions as A
@@ -58,7 +57,7 @@ from hostapp.protocol.jsonrpc import (
     RequestId,
     RpcError,
 )
-from hostapp.store.status import TERMINAL, OperationStatus
+from hostapp.store.status import OperationStatus
 from hostapp.transport.base import ConnectionLost, SessionExpired, TransportError
 
 if TYPE_CHECKING:
@@ -79,17 +78,11 @@ class OperationRunner:
                  http_session: tuple[str, str] | None = None, committed_secret: str | None = None):
         self.context = context
         self.record = record
-        self.mech = mechanism
+        self._mech = mechanism
         self.session: ClientSession | None = None
-        # The progress fields live here, set in place per notification; the view is made
-        # of them when asked (see the view property).
-        self._progress: float | None
-        self._total: float | None
-        self._message: str | None
-        self._updated_at: float
-        self._view: api.OperationView
-        self._progressed = False
-        self.view = operation_view(record)
+        #: What a person is shown of it, and the progress taken into that.
+        self.progress = ProgressIntake(operation_view(record), mechanism=mechanism, clock=context.clock,
+                                       progressed=functools.partial(context.progressed, self))
         self.handle_ref: str | None = record.handle_ref
         self._wake_handle: asyncio.TimerHandle | None = None
         self._lock = asyncio.Lock()
@@ -140,22 +133,21 @@ class OperationRunner:
 
     @property
     def view(self) -> api.OperationView:
-        """What a person is shown of this operation now: the last snapshot, with the
-        progress taken since then (copied into a new snapshot once, when asked)."""
-        if self._progressed:
-            self._progressed = False
-            self._view = replace(self._view, progress=self._progress, total=self._total, message=self._message,
-                                 updated_at=self._updated_at)
-        return self._view
+        """What a person is shown of this operation now."""
+        return self.progress.view
 
     @view.setter
     def view(self, view: api.OperationView) -> None:
-        self._view = view
-        self._progressed = False
-        # Progress is set in place (see _take_progress): a copy of the frozen view per
-        # notification was a fifth of the intake's time.
-        self._progress, self._total, self._message = view.progress, view.total, view.message
-        self._updated_at = view.updated_at
+        self.progress.view = view
+
+    @property
+    def mech(self) -> Mechanism:
+        """The mechanism carrying the operation."""
+        return self._mech
+
+    @mech.setter
+    def mech(self, mechanism: Mechanism) -> None:
+        self._mech = self.progress.mechanism = mechanism
 
     @property
     def server(self) -> str:
@@ -175,7 +167,7 @@ class OperationRunner:
 
     @property
     def done(self) -> bool:
-        return self._view.status in TERMINAL  # the status is never pending in the live fields
+        return self.progress.done
 
     @property
     def ending(self) -> bool:
@@ -238,7 +230,7 @@ class OperationRunner:
             if isinstance(action, A.CommitHandle):
                 await self._commit(action)
             elif isinstance(action, A.ReportProgress):
-                self._show_progress(action)
+                self.progress.step(action.progress, action.total, action.message)
             elif isinstance(action, A.MarkStatus):
                 status = status_of_mark(action.status)
                 if status == OperationStatus.RUNNING:
@@ -296,8 +288,8 @@ class OperationRunner:
                     resumable, ref = False, None
         self.handle_ref = ref
         mechanism = action.state.get("mechanism")
-        self.view = replace(self.view, resumable=survives_a_stop(resumable, mechanism),
-                            mechanism=mechanism or self.view.mechanism)
+        self.progress.change(resumable=survives_a_stop(resumable, mechanism),
+                             mechanism=mechanism or self.view.mechanism)
         self.record.mechanism, self.record.resumable = mechanism, resumable
         await ctx.journal.update_operation(self.id, handle=action.state, handle_ref=ref,
                                            mechanism=mechanism, resumable=resumable)
@@ -347,12 +339,12 @@ class OperationRunner:
             return
         old = self.view.status
         await self.context.journal.update_operation(self.id, status=status, message=message)
-        self.view = replace(self.view, status=status, needs_input=status == OperationStatus.INPUT_REQUIRED,
-                            message=message or self.view.message, updated_at=self.context.clock())
+        self.progress.change(status=status, needs_input=status == OperationStatus.INPUT_REQUIRED,
+                             message=message or self.view.message, updated_at=self.context.clock())
         data = {"from": old, "to": status, "message": message}  # the journal records it with the change
         self.context.operation_event(self.id, "status", data)
         self.context.changed(self)
-        self._progress_from_message(message)
+        self.progress.step_in_message(message)
 
     def _show_status_message(self, message: str) -> None:
         """A new message from the server under an unchanged status (a task telling how far
@@ -361,19 +353,12 @@ class OperationRunner:
         # Batched like progress (a task may say something new at every poll): not a
         # write-ahead record, nothing is decided by it.
         ctx.journal.record_progress(self.id, self.view.progress, self.view.total, message)
-        self.view = replace(self.view, message=message, updated_at=ctx.clock())
+        self.progress.change(message=message, updated_at=ctx.clock())
         data = {"message": message}
         ctx.journal.append_event(self.id, "status_message", data)
         ctx.operation_event(self.id, "status_message", data)
         ctx.changed(self)
-        self._progress_from_message(message)
-
-    def _progress_from_message(self, message: str | None) -> None:
-        """A message stating "N/M" or "NN%" moves the progress bar as progress would."""
-        step = progress_in_message(message)
-        # Not mixed with progress on another scale (the request's own progress notifications).
-        if step is not None and self.view.total in (None, step[1]):
-            self._show_progress(A.ReportProgress(step[0], step[1], message))
+        self.progress.step_in_message(message)
 
     async def finish(self, status: OperationStatus, *, result: dict[str, Any] | None = None,
                      error: dict[str, Any] | None = None) -> None:
@@ -389,9 +374,9 @@ class OperationRunner:
         ctx.publish_progress(self)  # the last progress is journaled and told before the end
         first = await ctx.journal.finish_operation(self.id, status, result=result, error=error)
         ended = ctx.clock()
-        self.view = replace(self.view, status=status, result=result, error=error,
-                            message=outcome_message(status, result, error) or self.view.message,
-                            needs_input=False, ended_at=ended, updated_at=ended)
+        self.progress.change(status=status, result=result, error=error,
+                             message=outcome_message(status, result, error) or self.view.message,
+                             needs_input=False, ended_at=ended, updated_at=ended)
         if self.handle_ref is not None:
             await ctx.delete_secret(self.handle_ref)
         ctx.withdraw_questions(self.id)
@@ -464,36 +449,7 @@ class OperationRunner:
 
     def _route_progress(self, session: ClientSession) -> None:
         self.session = session
-        session.route_progress(self.progress_token, self._on_progress)
-
-    def _on_progress(self, progress: float, total: float | None, message: str | None) -> None:
-        """A progress notification (the session checked its types). The hot path: fed
-        synchronously, without the lock's task hop, checked once (against the step shown,
-        which is beyond the mechanism's own), set in place, told and journaled coalesced."""
-        if self.done or (self._progress is not None and progress <= self._progress):
-            return
-        self.mech.take_progress(progress)
-        self._take_progress(progress, total, message)
-
-    def _show_progress(self, action: A.ReportProgress) -> None:
-        """Show and journal one progress step a mechanism reported. A mechanism's steps
-        only rise, but after a host restart it starts afresh while the journal already
-        holds a later step (a stream replayed from its first event id reports its steps
-        again): a step not beyond the one shown is dropped, so progress never moves
-        backwards."""
-        if self._progress is not None and action.progress <= self._progress:
-            return
-        self._take_progress(action.progress, action.total, action.message)
-
-    def _take_progress(self, progress: float, total: float | None, message: str | None) -> None:
-        self._progress = progress
-        if total is not None:
-            self._total = total
-        if message:
-            self._message = message
-        self._updated_at = self.context.clock()
-        self._progressed = True
-        self.context.progressed(self)
+        session.route_progress(self.progress_token, self.progress.on_progress)
 
     async def send_original(self) -> None:
         """Prepare, commit, then send the call itself (write-ahead)."""
@@ -514,8 +470,8 @@ class OperationRunner:
         self.record.mechanism = self.record.mechanism or self.mech.name
         await ctx.journal.update_operation(self.id, jsonrpc_id=rid, status=OperationStatus.RUNNING,
                                            mechanism=self.record.mechanism)
-        self.view = replace(self.view, status=OperationStatus.RUNNING, mechanism=self.record.mechanism,
-                            resumable=survives_a_stop(bool(self.record.resumable), self.record.mechanism))
+        self.progress.change(status=OperationStatus.RUNNING, mechanism=self.record.mechanism,
+                             resumable=survives_a_stop(bool(self.record.resumable), self.record.mechanism))
         ctx.changed(self)
         ctx.own_request(self, session, rid)
         await self._request(session, self.mech.method, to_send, rid, original=True)
@@ -857,7 +813,7 @@ class OperationRunner:
         message = f"the server did not cancel it: {exc.message}"
         data = {"code": exc.code, "message": exc.message}
         await ctx.journal.update_operation(self.id, message=message)
-        self.view = replace(self.view, message=message, updated_at=ctx.clock())
+        self.progress.change(message=message, updated_at=ctx.clock())
         ctx.journal.append_event(self.id, "cancel_refused", data)
         ctx.operation_event(self.id, "cancel_refused", data)
         ctx.changed(self)
@@ -903,7 +859,7 @@ class OperationRunner:
         except TransportError as exc:
             log.info("operation %s: its earlier session cannot be adopted: %s", self.id, exc)
             return None
-        self._stream_session.route_progress(self.progress_token, self._on_progress)
+        self._stream_session.route_progress(self.progress_token, self.progress.on_progress)
         return self._stream_session
 
     def shutdown(self) -> None:
