@@ -30,10 +30,10 @@ from typing import TYPE_CHECKING, Any
 
 from hostapp.engine import api
 from hostapp.engine.budget import POLL_METHODS
+from hostapp.engine.cancel_exchange import CancelExchange
 from hostapp.engine.handles import wrap_secret
 from hostapp.engine.kept_question import KeptQuestion
 from hostapp.engine.operation import (
-    CANCEL_ANSWER_SECONDS,
     OPTIONAL_METHODS,
     PLAIN_REQUEST_MECHANISMS,
     QUESTION_EXPIRED,
@@ -96,9 +96,8 @@ class OperationRunner:
         # (a poll after attach, or a cancel asked for before it) adopts that session.
         self._adopt_pending = http_session is not None
         self._adopting = asyncio.Lock()
-        # A cancel asked for: the method of its request, and who waits for its answer.
-        self._cancel_method: str | None = None
-        self._cancel_answer: asyncio.Future[None] | None = None
+        #: A cancel asked for, and the server's answer to it.
+        self.cancelling = CancelExchange(self)
         # Restored with a question still open: the host quit before it was answered.
         self._question_left_open = record.status == OperationStatus.INPUT_REQUIRED
         self.kept_question = KeptQuestion(self)  # a question its server will not send again
@@ -380,7 +379,7 @@ class OperationRunner:
         if self.handle_ref is not None:
             await ctx.delete_secret(self.handle_ref)
         ctx.withdraw_questions(self.id)
-        self._cancel_answered(None)
+        self.cancelling.answered(None)
         self._drop_original_waiter()
         if self.session is not None:
             self.session.unroute_progress(self.progress_token)
@@ -492,8 +491,8 @@ class OperationRunner:
                     self.original_in_flight -= 1
         except RpcError as exc:
             ctx.heard_from(self)
-            if not original and method == self._cancel_method:
-                await self._cancel_refused(exc)
+            if not original and self.cancelling.is_cancel_request(method):
+                await self.cancelling.refused(exc)
             if method in OPTIONAL_METHODS:
                 ctx.connection(self.record.server).optional_verdict(method, exc.code != METHOD_NOT_FOUND)
             if original and exc.code == URL_ELICITATION_REQUIRED and await self._satisfy_url_elicitations(exc):
@@ -535,8 +534,8 @@ class OperationRunner:
             await self._request_lost(session, exc, stream_only=stream_only)
         else:
             ctx.heard_from(self)
-            if not original and method == self._cancel_method:
-                self._cancel_answered(None)
+            if not original and self.cancelling.is_cancel_request(method):
+                self.cancelling.answered(None)
             if method in OPTIONAL_METHODS:
                 ctx.connection(self.record.server).optional_verdict(method, True)
             await self.feed(lambda: self.mech.on_result(result, now=ctx.clock(),
@@ -777,47 +776,15 @@ class OperationRunner:
         """Cancel the operation, and wait (at most CANCEL_ANSWER_SECONDS) for the server's
         answer to the cancel request, if the mechanism sends one. RpcError when the server
         refused it (the operation goes on, and says so)."""
-        loop = asyncio.get_running_loop()
-        answer: asyncio.Future[None] = loop.create_future()
-        self._cancel_answer = answer
+        await self.cancelling.cancel(lambda: self.mech.cancel(now=self.context.clock()))
 
-        def produce() -> list[A.Action]:
-            actions = self.mech.cancel(now=self.context.clock())
-            for action in actions:
-                if isinstance(action, A.SendRequest):
-                    self._cancel_method = action.method
-            return actions
-
-        await self.feed(produce)
-        if self._cancel_method is None or self.done:
-            self._cancel_answered(None)  # a notification, or ended at once: nothing to wait for
-        try:
-            await asyncio.wait_for(asyncio.shield(answer), CANCEL_ANSWER_SECONDS)
-        except TimeoutError:
-            log.info("operation %s: no answer to its cancel yet", self.id)
-        finally:
-            if self._cancel_answer is answer:
-                self._cancel_answer = None  # a later answer is still shown, to nobody waiting
-
-    def _cancel_answered(self, error: RpcError | None) -> None:
-        answer, self._cancel_answer = self._cancel_answer, None
-        if answer is not None and not answer.done():
-            if error is None:
-                answer.set_result(None)
-            else:
-                answer.set_exception(error)
-
-    async def _cancel_refused(self, exc: RpcError) -> None:
-        """The server answered the cancel with an error: shown and journaled, not swallowed."""
+    async def show_cancel_refused(self, message: str, data: dict[str, Any]) -> None:
         ctx = self.context
-        message = f"the server did not cancel it: {exc.message}"
-        data = {"code": exc.code, "message": exc.message}
         await ctx.journal.update_operation(self.id, message=message)
         self.progress.change(message=message, updated_at=ctx.clock())
         ctx.journal.append_event(self.id, "cancel_refused", data)
         ctx.operation_event(self.id, "cancel_refused", data)
         ctx.changed(self)
-        self._cancel_answered(exc)
 
     # -- lifecycle hooks ---------------------------------------------------------------
 
