@@ -29,6 +29,7 @@ from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
 from hostapp.engine import api
+from hostapp.engine.adoption import OperationSessions
 from hostapp.engine.budget import POLL_METHODS
 from hostapp.engine.cancel_exchange import CancelExchange
 from hostapp.engine.handles import wrap_secret
@@ -79,10 +80,12 @@ class OperationRunner:
         self.context = context
         self.record = record
         self._mech = mechanism
-        self.session: ClientSession | None = None
         #: What a person is shown of it, and the progress taken into that.
         self.progress = ProgressIntake(operation_view(record), mechanism=mechanism, clock=context.clock,
                                        progressed=functools.partial(context.progressed, self))
+        #: The sessions it runs in, and the earlier one it may adopt after a restart.
+        self.sessions = OperationSessions(self, context, progress_token=self.progress_token,
+                                          on_progress=self.progress.on_progress, http_session=http_session)
         self.handle_ref: str | None = record.handle_ref
         self._wake_handle: asyncio.TimerHandle | None = None
         self._lock = asyncio.Lock()
@@ -90,12 +93,6 @@ class OperationRunner:
         self._url_rounds = 0
         self._original_waiter: asyncio.Task | None = None
         self._original_session: ClientSession | None = None
-        self._http_session: tuple[str, str] | None = None   # (session id, protocol version)
-        self._stream_session: ClientSession | None = None  # an adopted earlier session
-        # Restored with the HTTP session its handle is bound to: whatever goes out first
-        # (a poll after attach, or a cancel asked for before it) adopts that session.
-        self._adopt_pending = http_session is not None
-        self._adopting = asyncio.Lock()
         #: A cancel asked for, and the server's answer to it.
         self.cancelling = CancelExchange(self)
         # Restored with a question still open: the host quit before it was answered.
@@ -124,7 +121,6 @@ class OperationRunner:
         if record.deadline is not None:
             delay = max(0.0, record.deadline - context.clock())
             self._deadline_handle = asyncio.get_running_loop().call_later(delay, self._deadline_passed)
-        self.http_session = http_session
 
     @property
     def id(self) -> str:
@@ -153,16 +149,23 @@ class OperationRunner:
         return self.record.server
 
     @property
+    def session(self) -> ClientSession | None:
+        """The session it runs in now (None while it has none)."""
+        return self.sessions.current
+
+    @property
     def http_session(self) -> tuple[str, str] | None:
         """The HTTP session its handle lives in (session id, protocol version), if any."""
-        return self._http_session
+        return self.sessions.http_session
 
     @http_session.setter
     def http_session(self, value: tuple[str, str] | None) -> None:
-        # Indexed by the routing, so that an ending operation finds the others of its
-        # session without looking at every operation.
-        old, self._http_session = self._http_session, value
-        self.context.bind_http_session(self, old, value)
+        self.sessions.http_session = value
+
+    @property
+    def bound_to_its_session(self) -> bool:
+        """Does its mechanism's handle work only in the HTTP session that issued it?"""
+        return self.mech.name in SESSION_BOUND_MECHANISMS
 
     @property
     def done(self) -> bool:
@@ -297,13 +300,8 @@ class OperationRunner:
 
     def _wrap_secret(self, secret: str) -> str:
         """The keyring value of a handle: the mechanism's secret, and the HTTP session it
-        lives in (a stream can only be resumed in its own session): an adopted earlier
-        session where the handle was issued, else the live one."""
-        session = self._stream_session or self.session
-        sid = session.transport.session_id if session is not None else None
-        if sid is not None and session is not None and session.server is not None:
-            self.http_session = (sid, session.server.protocol_version)
-        return wrap_secret(secret, self.http_session)
+        lives in (a stream can only be resumed in its own session)."""
+        return wrap_secret(secret, self.sessions.handle_lives_in())
 
     def position_to_keep(self) -> list[str] | None:
         """Where it has got to beyond its committed handle ([the handle_ref it extends, the
@@ -381,12 +379,7 @@ class OperationRunner:
         ctx.withdraw_questions(self.id)
         self.cancelling.answered(None)
         self._drop_original_waiter()
-        if self.session is not None:
-            self.session.unroute_progress(self.progress_token)
-        if self._stream_session is not None and self.http_session is not None:
-            sid = self.http_session[0]
-            if not ctx.shares_http_session(self, sid):
-                await ctx.connection(self.record.server).release_side_session(sid)
+        await self.sessions.end()
         if first:
             data = {"to": status, "error": error}  # the journal records it with the change
             ctx.operation_event(self.id, "status", data)
@@ -427,33 +420,10 @@ class OperationRunner:
 
     # -- I/O ----------------------------------------------------------------------
 
-    async def _live_session(self) -> ClientSession:
-        adopted = self._stream_session
-        if adopted is not None and adopted.state == "ready":
-            return adopted  # the earlier session its handle is bound to
-        conn = self.context.connection(self.record.server)
-        live = await conn.wait_ready()
-        if self._adopt_pending:
-            # Nothing went out yet since the restart (a cancel before the attach): it goes
-            # to the session the handle is bound to, as the polls will.
-            return await self._adopt_earlier_session(live) or live
-        return live
-
-    async def _give_up_adopted_session(self) -> None:
-        """The server refused the adopted earlier session: go on (or end) on the live one."""
-        adopted, self._stream_session = self._stream_session, None
-        if adopted is not None and self.http_session is not None:
-            sid, self.http_session = self.http_session[0], None
-            await self.context.connection(self.record.server).release_side_session(sid)
-
-    def _route_progress(self, session: ClientSession) -> None:
-        self.session = session
-        session.route_progress(self.progress_token, self.progress.on_progress)
-
     async def send_original(self) -> None:
         """Prepare, commit, then send the call itself (write-ahead)."""
         ctx = self.context
-        session = await self._live_session()
+        session = await self.sessions.live()
         if self.done:
             return  # cancelled while waiting for the connection
         # Nothing has left yet: choose again now that the server (and the tool) are known.
@@ -479,7 +449,7 @@ class OperationRunner:
                        *, original: bool, which: str | None = None,
                        on_accepted: Callable[[], None] | None = None, sent_again: bool = False) -> None:
         ctx = self.context
-        self._route_progress(session)
+        self.sessions.run_in(session)
         if original:
             self.original_in_flight += 1
         try:
@@ -512,7 +482,7 @@ class OperationRunner:
         except TransportError as exc:
             log.info("operation %s: %s", self.id, exc)
             if original and isinstance(exc, SessionExpired) and exc.unprocessed \
-                    and session is not self._stream_session:
+                    and session is not self.sessions.adopted:
                 # The server no longer knew the session (a restart forgets them) and did
                 # not process the call: it goes out once more, in the new session.
                 await self._send_original_again(session, method, params, rid, exc, sent_again=sent_again)
@@ -597,9 +567,9 @@ class OperationRunner:
             return  # (a refused session is still told to the supervisor, for the others)
         if not self.done and stream_only and not lost:
             await self.feed(lambda: self.mech.resume(now=ctx.clock()))
-        elif not self.done and session is self._stream_session and lost:
+        elif not self.done and session is self.sessions.adopted and lost:
             # Only the adopted earlier session is gone; the connection is fine.
-            await self._give_up_adopted_session()
+            await self.sessions.give_up_adopted()
             await self.feed(lambda: self.mech.resume(now=ctx.clock()))
         else:
             ctx.connection(self.record.server).connection_lost(
@@ -656,7 +626,7 @@ class OperationRunner:
             conn.optional_verdict(action.method, None)  # no answer either way: the next one asks
 
     async def _send_one(self, action: A.SendRequest, on_accepted: Callable[[], None] | None = None) -> None:
-        session = await self._live_session()
+        session = await self.sessions.live()
         if action.reuse_jsonrpc_id and self.record.jsonrpc_id is not None:
             rid = self.record.jsonrpc_id
             self._drop_original_waiter()  # this request takes the id over
@@ -682,7 +652,7 @@ class OperationRunner:
 
     async def _send_notification(self, method: str, params: dict) -> None:
         try:
-            session = await asyncio.wait_for(self._live_session(), 10)
+            session = await asyncio.wait_for(self.sessions.live(), 10)
             await session.notify(method, params)
         except (TimeoutError, TransportError) as exc:
             log.info("operation %s: could not send %s: %s", self.id, method, exc)
@@ -730,14 +700,13 @@ class OperationRunner:
             await self.feed(lambda: self.mech.on_result(result, now=ctx.clock()))
 
     async def _resume_stream(self, last_event_id: str) -> None:
-        session = self._stream_session or await self._live_session()
+        session = self.sessions.adopted or await self.sessions.live()
         bound = self.http_session
         if bound is not None and session.transport.session_id != bound[0] \
                 and self.mech.name in SESSION_BOUND_MECHANISMS:
             # The stream lives in another session: it is asked for there, never in this
             # one (whose server would refuse it, and a refusal must not touch this one).
-            async with self._adopting:
-                adopted = await self._adopt_now(session)
+            adopted = await self.sessions.adopt_for_stream(session)
             if adopted is None:
                 await self.feed(lambda: self.mech.on_disconnect(now=self.context.clock(), session_lost=True))
                 return
@@ -790,44 +759,14 @@ class OperationRunner:
 
     async def attach(self, session: ClientSession, *, restored: bool) -> None:
         """A (new) session is ready: resume the operation on it."""
-        self.session = session
-        self._route_progress(session)
+        self.sessions.run_in(session)
         stream_session = None
         if restored:
-            self._adopt_pending = True  # each attach looks again, as the session may be new
-            stream_session = await self._adopt_earlier_session(session)
-            bound = self.http_session
-            same = bound is not None and session.transport.session_id == bound[0]
-            self.kept_question.attached(stream_session or (session if same else None))
+            # Each attach looks again, as the session may be new.
+            stream_session = await self.sessions.adopt_earlier(session, look_again=True)
+            self.kept_question.attached(stream_session or (session if self.sessions.is_its_own(session) else None))
         self._ensure_original_waiter(stream_session or session)
         await self.feed(lambda: self.mech.resume(now=self.context.clock()))
-
-    async def _adopt_earlier_session(self, live: ClientSession) -> ClientSession | None:
-        """A stream lives in the HTTP session that carried it: after a restart, take that
-        session over (no initialize) to resume the stream."""
-        async with self._adopting:  # once, whether the attach or a cancel asks first
-            if not self._adopt_pending:
-                adopted = self._stream_session
-                return adopted if adopted is not None and adopted.state == "ready" else None
-            try:  # pending until done: what goes out meanwhile waits for it
-                return await self._adopt_now(live)
-            finally:
-                self._adopt_pending = False
-
-    async def _adopt_now(self, live: ClientSession) -> ClientSession | None:
-        if self.http_session is None or self.mech.name not in SESSION_BOUND_MECHANISMS:
-            return None
-        sid, version = self.http_session
-        if live.transport.session_id == sid:
-            return None
-        conn = self.context.connection(self.record.server)
-        try:
-            self._stream_session = await conn.side_session(sid, version)
-        except TransportError as exc:
-            log.info("operation %s: its earlier session cannot be adopted: %s", self.id, exc)
-            return None
-        self._stream_session.route_progress(self.progress_token, self.progress.on_progress)
-        return self._stream_session
 
     def shutdown(self) -> None:
         self._cancel_wake()
