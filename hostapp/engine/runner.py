@@ -32,7 +32,7 @@ from hostapp.engine import api
 from hostapp.engine.adoption import OperationSessions
 from hostapp.engine.budget import POLL_METHODS
 from hostapp.engine.cancel_exchange import CancelExchange
-from hostapp.engine.handles import wrap_secret
+from hostapp.engine.committed_handle import CommittedHandle
 from hostapp.engine.kept_question import KeptQuestion
 from hostapp.engine.operation import (
     OPTIONAL_METHODS,
@@ -86,7 +86,9 @@ class OperationRunner:
         #: The sessions it runs in, and the earlier one it may adopt after a restart.
         self.sessions = OperationSessions(self, context, progress_token=self.progress_token,
                                           on_progress=self.progress.on_progress, http_session=http_session)
-        self.handle_ref: str | None = record.handle_ref
+        #: Its handle as committed: the keyring entry its journal row points at.
+        self.handle = CommittedHandle(context, ref=record.handle_ref, committed_secret=committed_secret,
+                                      lives_in=self.sessions.handle_lives_in)
         self._wake_handle: asyncio.TimerHandle | None = None
         self._lock = asyncio.Lock()
         self._tasks: set[asyncio.Task] = set()
@@ -113,8 +115,6 @@ class OperationRunner:
         # Its call was refused with a session the server forgot, and waits for the next
         # session to go out again: that session must not attach it as a lost request.
         self.awaiting_new_session = False
-        # What the keyring holds under handle_ref (None: unknown, the next commit writes it).
-        self._committed_secret = committed_secret
         self._expiring = False
         self._stream_event: tuple[str, int | None] | None = None  # the newest, not yet fed
         self._deadline_handle: asyncio.TimerHandle | None = None
@@ -147,6 +147,11 @@ class OperationRunner:
     @property
     def server(self) -> str:
         return self.record.server
+
+    @property
+    def handle_ref(self) -> str | None:
+        """The keyring reference of its committed handle (None: no secret kept)."""
+        return self.handle.ref
 
     @property
     def session(self) -> ClientSession | None:
@@ -267,41 +272,19 @@ class OperationRunner:
                 raise TypeError(f"unhandled action {type(action).__name__}")
 
     async def _commit(self, action: A.CommitHandle) -> None:
-        """Journal the mechanism's state and its secret, in an order that survives a crash
-        at any point: the new secret is written, then the journal points at it, and only
-        then is the old one deleted."""
-        ctx = self.context
-        old_ref = ref = self.handle_ref
-        resumable = bool(self.record.resumable)  # the handle is kept; the view adds the mechanism
-        if action.secret is None:
-            ref = None
-            self._committed_secret = None
-        elif not await ctx.keyring_usable():
-            resumable, ref = False, None
-        else:
-            value = self._wrap_secret(action.secret)
-            if value != self._committed_secret or ref is None:
-                try:
-                    ref = await ctx.put_handle(value)
-                    self._committed_secret = value
-                    resumable = True  # also when it started while the keyring was failing
-                except Exception as exc:  # noqa: BLE001 - the keyring failed now: carry on in memory, say it
-                    ctx.keyring_failed(exc)
-                    resumable, ref = False, None
-        self.handle_ref = ref
+        """Journal the mechanism's state and its secret (see CommittedHandle.commit for the
+        order that survives a crash at any point)."""
         mechanism = action.state.get("mechanism")
-        self.progress.change(resumable=survives_a_stop(resumable, mechanism),
-                             mechanism=mechanism or self.view.mechanism)
-        self.record.mechanism, self.record.resumable = mechanism, resumable
-        await ctx.journal.update_operation(self.id, handle=action.state, handle_ref=ref,
-                                           mechanism=mechanism, resumable=resumable)
-        if old_ref is not None and old_ref != ref:
-            await ctx.delete_secret(old_ref)
 
-    def _wrap_secret(self, secret: str) -> str:
-        """The keyring value of a handle: the mechanism's secret, and the HTTP session it
-        lives in (a stream can only be resumed in its own session)."""
-        return wrap_secret(secret, self.sessions.handle_lives_in())
+        async def point_at(ref: str | None, resumable: bool) -> None:
+            self.progress.change(resumable=survives_a_stop(resumable, mechanism),
+                                 mechanism=mechanism or self.view.mechanism)
+            self.record.mechanism, self.record.resumable = mechanism, resumable
+            await self.context.journal.update_operation(self.id, handle=action.state, handle_ref=ref,
+                                                        mechanism=mechanism, resumable=resumable)
+
+        # The handle is kept so far if the journal says so; the view adds the mechanism.
+        await self.handle.commit(action.secret, bool(self.record.resumable), point_at)
 
     def position_to_keep(self) -> list[str] | None:
         """Where it has got to beyond its committed handle ([the handle_ref it extends, the
@@ -312,13 +295,9 @@ class OperationRunner:
         came before the takeover was committed: the journal still names the earlier
         mechanism, which must not be handed the new one's secret (a stream id is no
         event id). The committed handle replays the takeover."""
-        ref = self.handle_ref
-        if self.done or ref is None or self.mech.name != self.record.mechanism:
+        if self.done or self.handle.ref is None or self.mech.name != self.record.mechanism:
             return None
-        secret = self.mech.secret()
-        if secret is None or self._wrap_secret(secret) == self._committed_secret:
-            return None
-        return [ref, secret]
+        return self.handle.newer_position(self.mech.secret())
 
     async def set_status(self, status: OperationStatus, message: str | None) -> None:
         """Move between running and input_required (journaled, shown). Not while the host
@@ -374,8 +353,7 @@ class OperationRunner:
         self.progress.change(status=status, result=result, error=error,
                              message=outcome_message(status, result, error) or self.view.message,
                              needs_input=False, ended_at=ended, updated_at=ended)
-        if self.handle_ref is not None:
-            await ctx.delete_secret(self.handle_ref)
+        await self.handle.delete()
         ctx.withdraw_questions(self.id)
         self.cancelling.answered(None)
         self._drop_original_waiter()
