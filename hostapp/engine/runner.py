@@ -3,8 +3,21 @@
 An :class:`OperationRunner` holds the journal row of one operation and the mechanism (a
 pure state machine from :mod:`hostapp.mechanisms`) that carries it, feeds the mechanism
 what arrives (answers, notifications, stream event ids, a lost connection, a timer, the
-person's answer) one hook at a time, and carries out the actions it returns: commit a
-handle, send a request, resume a stream, ask the person, end the operation.
+person's answer) one hook at a time, and carries out the actions it returns. It keeps the
+operation's lifecycle (its status, its end, its wake-up and deadline timers, its tasks)
+and composes the parts that own the rest of its state, each seeing the operation only
+through a small port declared beside it:
+
+- :class:`~hostapp.engine.progress_intake.ProgressIntake`: what a person is shown of it,
+  and the progress taken into that (the hot path);
+- :class:`~hostapp.engine.adoption.OperationSessions`: the session it runs in, the earlier
+  one it adopts after a restart, the HTTP session its handle lives in;
+- :class:`~hostapp.engine.committed_handle.CommittedHandle`: its handle's keyring entry;
+- :class:`~hostapp.engine.outgoing.OutgoingRequests`: what it sends, and how each request
+  ended;
+- :class:`~hostapp.engine.cancel_exchange.CancelExchange`: a cancel and its answer;
+- :class:`~hostapp.engine.kept_question.KeptQuestion`: a server's question kept in the
+  journal across a restart.
 
 A runner sees the rest of the engine only through
 :class:`~hostapp.engine.operation.RunnerContext`: the journal, the keyring's handles, the
@@ -30,12 +43,10 @@ from typing import TYPE_CHECKING, Any
 
 from hostapp.engine import api
 from hostapp.engine.adoption import OperationSessions
-from hostapp.engine.budget import POLL_METHODS
 from hostapp.engine.cancel_exchange import CancelExchange
 from hostapp.engine.committed_handle import CommittedHandle
 from hostapp.engine.kept_question import KeptQuestion
 from hostapp.engine.operation import (
-    OPTIONAL_METHODS,
     PLAIN_REQUEST_MECHANISMS,
     QUESTION_EXPIRED,
     SESSION_BOUND_MECHANISMS,
@@ -43,26 +54,18 @@ from hostapp.engine.operation import (
     mechanism_for,
     operation_view,
     outcome_message,
-    server_busy,
     status_of_mark,
     survives_a_stop,
 )
+from hostapp.engine.outgoing import OutgoingRequests
 from hostapp.engine.progress_intake import ProgressIntake
-from hostapp.engine.session import MAX_INPUT_ROUNDS, ClientSession
-from hostapp.engine.supervisor import session_refused
+from hostapp.engine.session import ClientSession
 from hostapp.mechanisms import actions as A
 from hostapp.mechanisms.base import Mechanism
-from hostapp.protocol.jsonrpc import (
-    METHOD_NOT_FOUND,
-    URL_ELICITATION_REQUIRED,
-    RequestId,
-    RpcError,
-)
+from hostapp.protocol.jsonrpc import RpcError
 from hostapp.store.status import OperationStatus
-from hostapp.transport.base import ConnectionLost, SessionExpired, TransportError
 
 if TYPE_CHECKING:
-    from hostapp.engine import api
     from hostapp.store.journal import OperationRecord
 
 log = logging.getLogger(__name__)
@@ -72,7 +75,8 @@ class OperationRunner:
     """One operation in this process: feeds its mechanism and executes its actions.
 
     States follow the journal's status: pending → running ⇄ input_required → a terminal
-    status. ``attach`` binds it to a live session (after connect or reconnect).
+    status (``ending`` from the first moment of :meth:`finish`). ``attach`` binds it to a
+    live session (after connect or reconnect). It is the port of each of its parts.
     """
 
     def __init__(self, context: RunnerContext, record: OperationRecord, mechanism: Mechanism, *,
@@ -92,11 +96,10 @@ class OperationRunner:
         self._wake_handle: asyncio.TimerHandle | None = None
         self._lock = asyncio.Lock()
         self._tasks: set[asyncio.Task] = set()
-        self._url_rounds = 0
-        self._original_waiter: asyncio.Task | None = None
-        self._original_session: ClientSession | None = None
         #: A cancel asked for, and the server's answer to it.
         self.cancelling = CancelExchange(self)
+        #: What it sends its server, and how each request ended.
+        self.requests = OutgoingRequests(self, context, sessions=self.sessions, cancelling=self.cancelling)
         # Restored with a question still open: the host quit before it was answered.
         self._question_left_open = record.status == OperationStatus.INPUT_REQUIRED
         self.kept_question = KeptQuestion(self)  # a question its server will not send again
@@ -106,15 +109,9 @@ class OperationRunner:
         self.restored_at_start = False
         # Restored only to be ended (its handle or its server is gone): not resumed.
         self.restore_refused = False
-        #: Its call is out and awaited here: how that request ends (answered, refused
-        #: unprocessed with its session, lost) is heard from it, not from the connection.
-        self.original_in_flight = 0
         #: Set once it has ended and left the engine (its outcome is in the journal).
         self.finished = asyncio.Event()
         self._finishing = False  # finish() has begun
-        # Its call was refused with a session the server forgot, and waits for the next
-        # session to go out again: that session must not attach it as a lost request.
-        self.awaiting_new_session = False
         self._expiring = False
         self._stream_event: tuple[str, int | None] | None = None  # the newest, not yet fed
         self._deadline_handle: asyncio.TimerHandle | None = None
@@ -173,6 +170,18 @@ class OperationRunner:
         return self.mech.name in SESSION_BOUND_MECHANISMS
 
     @property
+    def original_in_flight(self) -> int:
+        """Its call is out and awaited here: how that request ends (answered, refused
+        unprocessed with its session, lost) is heard from it, not from the connection."""
+        return self.requests.original_in_flight
+
+    @property
+    def awaiting_new_session(self) -> bool:
+        """Its call was refused with a session the server forgot, and waits for the next
+        session to go out again: that session must not attach it as a lost request."""
+        return self.requests.awaiting_new_session
+
+    @property
     def done(self) -> bool:
         return self.progress.done
 
@@ -215,12 +224,13 @@ class OperationRunner:
             return []
         return self.mech.on_stream_event(event[0], event[1], now=self.context.clock())
 
-    def spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+    def spawn(self, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
         """Run ``coro`` as one of this operation's tasks (cancelled at shutdown; a failure
         is logged and shown as a problem)."""
         task = asyncio.get_running_loop().create_task(coro)
         self._tasks.add(task)
         task.add_done_callback(self._task_done)
+        return task
 
     def _task_done(self, task: asyncio.Task) -> None:
         self._tasks.discard(task)
@@ -246,14 +256,14 @@ class OperationRunner:
             elif isinstance(action, A.ScheduleWake):
                 self._schedule_wake(action.at)
             elif isinstance(action, A.SendRequest):
-                self.spawn(self._send_request(action))
+                self.spawn(self.requests.send(action))
             elif isinstance(action, A.SendNotification):
-                self.spawn(self._send_notification(action.method, action.params))
+                self.spawn(self.requests.notify(action.method, action.params))
             elif isinstance(action, A.CancelRequest):
                 if self.record.jsonrpc_id is not None:
-                    self._abandon_original(self.record.jsonrpc_id, action.reason or "cancelled")
+                    self.requests.abandon_original(self.record.jsonrpc_id, action.reason or "cancelled")
             elif isinstance(action, A.ResumeSseStream):
-                self.spawn(self._resume_stream(action.last_event_id))
+                self.spawn(self.requests.resume_stream(action.last_event_id))
             elif isinstance(action, A.AskInput):
                 self.spawn(self._ask(action))
             elif isinstance(action, A.PartialResult):
@@ -356,7 +366,7 @@ class OperationRunner:
         await self.handle.delete()
         ctx.withdraw_questions(self.id)
         self.cancelling.answered(None)
-        self._drop_original_waiter()
+        self.requests.drop_original_waiter()
         await self.sessions.end()
         if first:
             data = {"to": status, "error": error}  # the journal records it with the change
@@ -396,7 +406,7 @@ class OperationRunner:
             self._wake_handle.cancel()
             self._wake_handle = None
 
-    # -- I/O ----------------------------------------------------------------------
+    # -- starting and asking ------------------------------------------------------------
 
     async def send_original(self) -> None:
         """Prepare, commit, then send the call itself (write-ahead)."""
@@ -420,286 +430,7 @@ class OperationRunner:
         self.progress.change(status=OperationStatus.RUNNING, mechanism=self.record.mechanism,
                              resumable=survives_a_stop(bool(self.record.resumable), self.record.mechanism))
         ctx.changed(self)
-        ctx.own_request(self, session, rid)
-        await self._request(session, self.mech.method, to_send, rid, original=True)
-
-    async def _request(self, session: ClientSession, method: str, params: dict, rid: RequestId,
-                       *, original: bool, which: str | None = None,
-                       on_accepted: Callable[[], None] | None = None, sent_again: bool = False) -> None:
-        ctx = self.context
-        self.sessions.run_in(session)
-        if original:
-            self.original_in_flight += 1
-        try:
-            try:
-                result = await session.request(method, params, request_id=rid, on_accepted=on_accepted,
-                                               progress_token=self.progress_token if original else None)
-            finally:
-                if original:
-                    self.original_in_flight -= 1
-        except RpcError as exc:
-            ctx.heard_from(self)
-            if not original and self.cancelling.is_cancel_request(method):
-                await self.cancelling.refused(exc)
-            if method in OPTIONAL_METHODS:
-                ctx.connection(self.record.server).optional_verdict(method, exc.code != METHOD_NOT_FOUND)
-            if original and exc.code == URL_ELICITATION_REQUIRED and await self._satisfy_url_elicitations(exc):
-                # -32042 means the call did not run: after the person opened the URL(s)
-                # the spec has the client send it again, under a new id.
-                ctx.disown_request(self, session, rid)
-                rid = session.ids.next()
-                self.record.jsonrpc_id = rid
-                await ctx.journal.update_operation(self.id, jsonrpc_id=rid)
-                ctx.own_request(self, session, rid)
-                await self.set_status(OperationStatus.RUNNING, "retrying after the URL was opened")
-                await self._request(session, method, params, rid, original=True)
-                return
-            error = exc.to_error().to_obj()
-            await self.feed(lambda: self.mech.on_error(error, now=ctx.clock(),
-                                                       method=None if original else which or method))
-        except TransportError as exc:
-            log.info("operation %s: %s", self.id, exc)
-            if original and isinstance(exc, SessionExpired) and exc.unprocessed \
-                    and session is not self.sessions.adopted:
-                # The server no longer knew the session (a restart forgets them) and did
-                # not process the call: it goes out once more, in the new session.
-                await self._send_original_again(session, method, params, rid, exc, sent_again=sent_again)
-                return
-            if original and server_busy(exc):
-                # 408 and 429 refuse a request before it is processed: the call did not
-                # run, which is known (not "unknown"); running it again is the person's
-                # choice.
-                error = {"code": None, "message": f"the server did not take the call ({exc}); it did not run"}
-                await self.feed(lambda: self.mech.on_error(error, now=ctx.clock(), method=None))
-                return
-            if not original and server_busy(exc) and session.state == "ready":
-                # A rate limit or timeout on a poll says nothing about the connection:
-                # this operation asks again after a pause (within the poll budget), the
-                # others go on; no reconnect, no re-attaching of every operation.
-                self.spawn(self._resume_after(ctx.timing.busy_retry))
-                return
-            stream_only = isinstance(exc, ConnectionLost) and original and session.state == "ready"
-            await self._request_lost(session, exc, stream_only=stream_only)
-        else:
-            ctx.heard_from(self)
-            if not original and self.cancelling.is_cancel_request(method):
-                self.cancelling.answered(None)
-            if method in OPTIONAL_METHODS:
-                ctx.connection(self.record.server).optional_verdict(method, True)
-            await self.feed(lambda: self.mech.on_result(result, now=ctx.clock(),
-                                                        method=None if original else which or method))
-        finally:
-            ctx.disown_request(self, session, rid)
-
-    async def _send_original_again(self, old: ClientSession, method: str, params: dict, rid: RequestId,
-                                   exc: SessionExpired, *, sent_again: bool) -> None:
-        """The call was refused with its session, unprocessed (HTTP 404 for the session id):
-        send it once more in the session the supervisor makes next, under a new id
-        journaled first. A second refusal, or a server that now speaks another revision
-        than the call was prepared for, ends it failed: it did not run."""
-        ctx = self.context
-        conn = ctx.connection(self.record.server)
-        ctx.disown_request(self, old, rid)
-        if sent_again:
-            error = {"code": None, "message": f"the server refused the call's session again ({exc}); "
-                                              "it did not run"}
-            await self.feed(lambda: self.mech.on_error(error, now=ctx.clock(), method=None))
-            return
-        self.awaiting_new_session = True  # not attached to the new session as a lost request
-        try:
-            session = await conn.next_session(old)
-        finally:
-            self.awaiting_new_session = False
-        if self.done:
-            return  # cancelled meanwhile
-        before = old.server.protocol_version if old.server is not None else None
-        now_speaks = session.server.protocol_version if session.server is not None else None
-        if before != now_speaks:
-            error = {"code": None, "message": f"the server forgot the call's session and now speaks MCP "
-                                              f"{now_speaks} (the call was made for {before}); it did not run"}
-            await self.feed(lambda: self.mech.on_error(error, now=ctx.clock(), method=None))
-            return
-        new_rid = session.ids.next()
-        self.record.jsonrpc_id = new_rid
-        await ctx.journal.update_operation(self.id, jsonrpc_id=new_rid)
-        data = {"message": "the server no longer knew the session (it restarted, or ended it) and had not "
-                           "processed the call; sent again, once, in a new session"}
-        ctx.journal.append_event(self.id, api.EVENT_SESSION_RENEWED, data)
-        ctx.operation_event(self.id, api.EVENT_SESSION_RENEWED, data)
-        ctx.own_request(self, session, new_rid)
-        await self._request(session, method, params, new_rid, original=True, sent_again=True)
-
-    async def _request_lost(self, session: ClientSession, exc: TransportError, *, stream_only: bool) -> None:
-        """A request of this operation (or its answer stream) was lost: the mechanism
-        hears of it, and whoever can carry the operation on is told.
-
-        ``stream_only``: only this request's stream ended (the stateless era, a stream
-        with no event id, a stream the transport gave up resuming): the connection itself
-        is fine, so the mechanism may go on at once. Otherwise (the network, the server, a
-        poll that found nobody, a session the server refuses) the supervisor reconnects,
-        and the mechanism is resumed once it is back."""
-        ctx = self.context
-        lost = session_refused(exc)
-        await self.feed(lambda: self.mech.on_disconnect(now=ctx.clock(), session_lost=lost))
-        if self.done and not lost:
-            return  # (a refused session is still told to the supervisor, for the others)
-        if not self.done and stream_only and not lost:
-            await self.feed(lambda: self.mech.resume(now=ctx.clock()))
-        elif not self.done and session is self.sessions.adopted and lost:
-            # Only the adopted earlier session is gone; the connection is fine.
-            await self.sessions.give_up_adopted()
-            await self.feed(lambda: self.mech.resume(now=ctx.clock()))
-        else:
-            ctx.connection(self.record.server).connection_lost(
-                session_gone=lost, session=session, forgotten=isinstance(exc, SessionExpired))
-
-    async def _resume_after(self, seconds: float) -> None:
-        await asyncio.sleep(seconds)
-        await self.feed(lambda: self.mech.resume(now=self.context.clock()))
-
-    async def _satisfy_url_elicitations(self, exc: RpcError) -> bool:
-        """Ask the person to open each URL of a -32042 error; True when all were accepted."""
-        self._url_rounds += 1
-        data = exc.data if isinstance(exc.data, dict) else {}
-        elicitations = data.get("elicitations")
-        if self._url_rounds > MAX_INPUT_ROUNDS or not isinstance(elicitations, list) or not elicitations:
-            return False
-        await self.set_status(OperationStatus.INPUT_REQUIRED, "the server asks you to open a URL first")
-        for params in elicitations:
-            if not isinstance(params, dict):
-                return False
-            try:
-                answer = await self.context.ask_person(self, dict(params, mode=params.get("mode", "url")))
-            except RpcError:
-                return False
-            if answer.get("action") != "accept":
-                return False
-        return True
-
-    async def _send_request(self, action: A.SendRequest) -> None:
-        if self.restored_at_start and not self.awaiting_first_contact:
-            await self.context.after_first_contacts(self.record.server)
-        if action.method in POLL_METHODS and not self.awaiting_first_contact:
-            # A repeat poll: within the server's budget (see hostapp.engine.budget).
-            async with self.context.poll_budget(self.record.server).poll():
-                if not self.done:
-                    await self._send_request_now(action)
-            return
-        await self._send_request_now(action)
-
-    async def _send_request_now(self, action: A.SendRequest) -> None:
-        if action.method not in OPTIONAL_METHODS:
-            await self._send_one(action)
-            return
-        conn = self.context.connection(self.record.server)
-        turn = await conn.optional_turn(action.method)
-        if turn is None:
-            return  # the server said it has no such method: an extra, not needed to go on
-        if turn == "go":
-            await self._send_one(action)
-            return
-        try:  # the probe: its verdict is given however it ends, so the others never wait for ever
-            await self._send_one(action, on_accepted=functools.partial(conn.optional_verdict, action.method, True))
-        finally:
-            conn.optional_verdict(action.method, None)  # no answer either way: the next one asks
-
-    async def _send_one(self, action: A.SendRequest, on_accepted: Callable[[], None] | None = None) -> None:
-        session = await self.sessions.live()
-        if action.reuse_jsonrpc_id and self.record.jsonrpc_id is not None:
-            rid = self.record.jsonrpc_id
-            self._drop_original_waiter()  # this request takes the id over
-        else:
-            rid = session.ids.next()
-            if action.brings_original:
-                self._ensure_original_waiter(session)
-        self.context.own_request(self, session, rid)
-        original = action.reuse_jsonrpc_id or action.method == self.mech.method
-        await self._request(session, action.method, action.params, rid, original=original, which=action.method,
-                            on_accepted=on_accepted)
-
-    def _abandon_original(self, rid: RequestId, reason: str) -> None:
-        """Tell the server to stop the original request, the way its era has it: close the
-        request's stream where the request lives on it (2026-07-28 over HTTP), else send
-        ``notifications/cancelled``."""
-        session = self._original_session or self.session
-        if session is not None and session.abandon(rid):
-            log.info("operation %s: its request's stream was closed, which cancels it at %s", self.id,
-                     session.server.protocol_version if session.server else "this revision")
-            return
-        self.spawn(self._send_notification("notifications/cancelled", {"requestId": rid, "reason": reason}))
-
-    async def _send_notification(self, method: str, params: dict) -> None:
-        try:
-            session = await asyncio.wait_for(self.sessions.live(), 10)
-            await session.notify(method, params)
-        except (TimeoutError, TransportError) as exc:
-            log.info("operation %s: could not send %s: %s", self.id, method, exc)
-
-    def _ensure_original_waiter(self, session: ClientSession) -> None:
-        """After a restart or reconnect, the original request's answer may still come
-        (on a resumed SSE stream, after ``stream/resume``): wait for it under its id."""
-        rid = self.record.jsonrpc_id
-        if rid is None or self.done:
-            return
-        if self._original_waiter is not None and not self._original_waiter.done() \
-                and self._original_session is session:
-            return
-        self._original_session = session
-        self._original_waiter = asyncio.get_running_loop().create_task(self._wait_original(session, rid))
-        self._tasks.add(self._original_waiter)
-        self._original_waiter.add_done_callback(self._task_done)
-
-    def _drop_original_waiter(self) -> None:
-        waiter, self._original_waiter = self._original_waiter, None
-        # Not when the waiter is the task finishing the operation right now.
-        if waiter is not None and waiter is not asyncio.current_task():
-            waiter.cancel()
-
-    async def _wait_original(self, session: ClientSession, rid: RequestId) -> None:
-        ctx = self.context
-        ctx.own_request(self, session, rid)
-        try:
-            result = await session.await_response(rid, self.mech.method)
-        except RpcError as exc:
-            error = exc.to_error().to_obj()
-            await self.feed(lambda: self.mech.on_error(error, now=ctx.clock()))
-        except TransportError as exc:
-            if self.done or self._original_waiter is not asyncio.current_task():
-                return  # replaced, or the operation ended meanwhile
-            if session.state != "ready":
-                return  # the connection went: the supervisor reconnects and attaches again
-            # Only this request's answer stream was lost (the transport gave up resuming
-            # it, or the server refused it): nobody else will notice, so the mechanism
-            # must hear of it, and end the operation or go on in a bounded way.
-            log.info("operation %s: its answer stream was lost: %s", self.id, exc)
-            self._original_waiter = None
-            await self._request_lost(session, exc, stream_only=True)
-        else:
-            await self.feed(lambda: self.mech.on_result(result, now=ctx.clock()))
-
-    async def _resume_stream(self, last_event_id: str) -> None:
-        session = self.sessions.adopted or await self.sessions.live()
-        bound = self.http_session
-        if bound is not None and session.transport.session_id != bound[0] \
-                and self.mech.name in SESSION_BOUND_MECHANISMS:
-            # The stream lives in another session: it is asked for there, never in this
-            # one (whose server would refuse it, and a refusal must not touch this one).
-            adopted = await self.sessions.adopt_for_stream(session)
-            if adopted is None:
-                await self.feed(lambda: self.mech.on_disconnect(now=self.context.clock(), session_lost=True))
-                return
-            session = adopted
-        rid = self.record.jsonrpc_id
-        transport = session.transport
-        if rid is None or not transport.can_resume_streams:
-            await self.feed(lambda: self.mech.on_disconnect(now=self.context.clock(), session_lost=True))
-            return
-        self._ensure_original_waiter(session)
-        try:
-            await transport.resume_stream(rid, last_event_id)
-        except TransportError as exc:
-            lost = session_refused(exc)
-            await self.feed(lambda: self.mech.on_disconnect(now=self.context.clock(), session_lost=lost))
+        await self.requests.send_call(session, self.mech.method, to_send, rid)
 
     async def _ask(self, action: A.AskInput) -> None:
         self.context.heard_from(self)  # it waits for the person now, not for the server
@@ -726,6 +457,7 @@ class OperationRunner:
         await self.cancelling.cancel(lambda: self.mech.cancel(now=self.context.clock()))
 
     async def show_cancel_refused(self, message: str, data: dict[str, Any]) -> None:
+        """The server refused the cancel: journaled and shown, its status unchanged."""
         ctx = self.context
         await ctx.journal.update_operation(self.id, message=message)
         self.progress.change(message=message, updated_at=ctx.clock())
@@ -743,7 +475,7 @@ class OperationRunner:
             # Each attach looks again, as the session may be new.
             stream_session = await self.sessions.adopt_earlier(session, look_again=True)
             self.kept_question.attached(stream_session or (session if self.sessions.is_its_own(session) else None))
-        self._ensure_original_waiter(stream_session or session)
+        self.requests.await_original(stream_session or session)
         await self.feed(lambda: self.mech.resume(now=self.context.clock()))
 
     def shutdown(self) -> None:
