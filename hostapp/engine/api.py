@@ -1,10 +1,13 @@
 """The engine's facade: everything the window, the CLI and the conformance client may do.
 
 :class:`EngineApi` is the contract. The in-process engine implements it
-(:class:`hostapp.engine.facade.LocalEngine`, made by :func:`hostapp.engine.open_engine`)
-for the owner of a home, the agent; its clients (the window, the CLI) hold a proxy that
-sends each call over the agent's socket (:class:`ForwardingEngine`, the one place a proxy
-spells the methods out; the wire is ``docs/agent-wire.md``). So every method takes and
+(:class:`hostapp.engine.facade.LocalEngine` around :class:`hostapp.engine.service.Engine`)
+in the agent, the one process that runs a home's engine, and in the CLI's commands that
+start nothing and work in process under the home's lock (:func:`hostapp.engine.open_engine`).
+The agent's clients (the window, the CLI) hold a proxy that sends each call over the
+agent's socket (:class:`ForwardingEngine`, the one place a proxy spells the methods out:
+the agent client's ``RemoteEngine`` and the window's ``AgentLink`` derive from it; the
+wire is ``docs/agent-wire.md``). So every method takes and
 returns plain data (strings, numbers, JSON objects, the frozen views below) and is
 awaitable, and what the engine tells its clients goes through one listener contract,
 :class:`EngineListener`. What the agent answers itself, besides, is :class:`AgentControl`.
@@ -291,7 +294,7 @@ class EngineApi(Protocol):
     """What a client may ask of the engine. Every method is awaitable and takes and
     returns plain data; failures are the exceptions of this module."""
 
-    # lifecycle (the owner of the home starts and stops it)
+    # lifecycle (the agent, which runs the home's engine, starts and stops it)
     async def start(self, *, resume: bool = True, only: frozenset[str] | None = None) -> None:
         """Check the keyring, connect the servers (``only`` those), resume operations."""
 
@@ -540,10 +543,10 @@ class ForwardingEngine(ABC):
                                   {"server": server, "tool": tool, "arguments": arguments, "view_of": view_of})
 
 
-# -- the owner of a home ------------------------------------------------------------------
+# -- the agent ----------------------------------------------------------------------------
 
 class AgentStatus(TypedDict):
-    """``agent.status``: the owner's pid, start (epoch seconds), whether it was started at
+    """``agent.status``: the agent's pid, start (epoch seconds), whether it was started at
     login, its operations in flight and its connected clients."""
 
     running: bool
@@ -565,14 +568,14 @@ class LostOperation(TypedDict):
 
 
 class AgentControl(Protocol):
-    """What the owner of a home (the agent) answers itself, besides the facade: the
+    """What the agent answers itself, besides the facade: the
     ``agent.*`` methods of its wire (``agent.status`` is :meth:`status`, and so on)."""
 
     async def status(self) -> AgentStatus:
-        """What the owner is doing now."""
+        """What the agent is doing now."""
 
     async def stop(self) -> dict[str, Any]:
-        """Stop the owner (``{"stopping": true, "ended": [...]}``): what cannot survive the
+        """Stop the agent (``{"stopping": true, "ended": [...]}``): what cannot survive the
         stop ends now, with the reason (``ended``: each as :meth:`unsurvivable` names it),
         and it says farewell to every client first."""
 
@@ -580,4 +583,4 @@ class AgentControl(Protocol):
         """The operations in flight that a stop would end 'unknown', each with the reason."""
 
     async def carried(self) -> list[str]:
-        """The ids of the operations this owner drives now."""
+        """The ids of the operations this agent drives now."""

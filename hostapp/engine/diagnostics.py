@@ -1,7 +1,7 @@
 """What the one-off commands ask of a server or the journal without running operations.
 
 ``hostapp tools``, Test connection of saved settings and the skills go through the
-connection the owner keeps (:func:`server_session`); only where no owner keeps one, or
+connection the agent keeps (:func:`server_session`); only where no agent keeps one, or
 for settings not saved yet, is a connection made for the question alone. ``hostapp ops``
 lists the journal's rows as they are stored, with the mechanism that carries each
 operation, which the window never shows.
@@ -39,7 +39,7 @@ async def server_session(engine: EnginePort, name: str, timeout: float | None = 
                          ) -> AsyncIterator[tuple[ClientSession, ServerInfo]]:
     """A session with server ``name``, for a question asked of it (its tools, its skills).
 
-    An engine that keeps its servers connected (the owner of the home) answers from that
+    An engine that keeps its servers connected (the agent's) answers from that
     live connection: a stdio server is never started a second time beside the one that
     runs the calls (a second copy may fight the first over its state), and the answer is
     what that connection negotiated (its pinned revision, the capabilities a call

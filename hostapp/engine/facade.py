@@ -3,8 +3,11 @@
 :class:`LocalEngine` hands each request to an :class:`~hostapp.engine.service.Engine` in
 the same process and translates what fails below the engine (transport, JSON-RPC,
 keyring, sign-in) into the facade's exceptions, so that the window and the CLI catch
-those only. It is made by :func:`hostapp.engine.open_engine`; the other implementation is
-the agent's client over its socket (:class:`hostapp.agent.client.RemoteEngine`).
+those only. The agent serves one to its clients (:mod:`hostapp.agent.owner`); the CLI's
+commands that work in process under the home's lock get one from
+:func:`hostapp.engine.open_engine`. The clients of an agent hold the other implementation,
+a proxy over its socket (:class:`~hostapp.engine.api.ForwardingEngine`: the agent
+client's :class:`hostapp.agent.client.RemoteEngine`, the window's ``AgentLink``).
 """
 
 from __future__ import annotations

@@ -71,7 +71,7 @@ class EnginePort(Protocol):
 
     @property
     def holds_connections(self) -> bool:
-        """Whether this engine keeps its servers connected (the owner of the home)."""
+        """Whether this engine keeps its servers connected (the agent's does)."""
         ...
 
     async def live_session(self, name: str, timeout: float | None = None) -> tuple[ServerConnection, ClientSession]:

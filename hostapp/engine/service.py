@@ -1,12 +1,16 @@
 """The engine: servers kept connected, operations started, carried and resumed.
 
-:class:`Engine` is the facade the window and the CLI use (the in-process implementation of
-what :mod:`hostapp.engine.api` describes). It owns the journal and one
-:class:`~hostapp.engine.supervisor.ServerConnection` per enabled server, and composes the
-parts that do the work:
+:class:`Engine` does the work behind the facade (:mod:`hostapp.engine.api`): clients never
+hold it, they hold an :class:`~hostapp.engine.api.EngineApi`, which in the agent (and in
+the CLI's in-process commands) is :class:`~hostapp.engine.facade.LocalEngine` around an
+Engine, translating what fails below into the facade's exceptions. It owns the journal
+and one :class:`~hostapp.engine.supervisor.ServerConnection` per enabled server, and
+composes the parts that do the work:
 
 - :mod:`hostapp.engine.runner`: one :class:`OperationRunner` per operation, its mechanism
-  fed and its actions carried out (write-ahead: see that module);
+  fed and its actions carried out (write-ahead: see that module), with the parts that own
+  its state (its view and progress, its sessions, its committed handle, its requests, its
+  cancel, its kept question);
 - :mod:`hostapp.engine.operation`: what a runner needs from the engine (``RunnerContext``),
   its policy constants, and how an operation is shown;
 - :mod:`hostapp.engine.traffic`: what a server sends on its own, routed to operations;
@@ -178,7 +182,7 @@ class Engine:
         """Open the journal, check the keyring, connect servers, resume operations.
 
         ``only`` limits the servers connected at start (the CLI's one-off commands).
-        ``end_unsent``: the owner of the home (the only process driving its operations)
+        ``end_unsent``: the agent (the only process driving the home's operations)
         ends every operation a crash left ``pending``: journaled, never sent, so it did not
         run; it is not sent now, hours later, behind the person's back.
         """
@@ -475,7 +479,7 @@ class Engine:
 
     @property
     def holds_connections(self) -> bool:
-        """Does this engine keep its servers connected (the owner of the home does; a
+        """Does this engine keep its servers connected (the agent's does; a
         one-off command's engine does not)?"""
         return self._connect
 
