@@ -128,10 +128,6 @@ class OperationRunner:
         """What a person is shown of this operation now."""
         return self.progress.view
 
-    @view.setter
-    def view(self, view: api.OperationView) -> None:
-        self.progress.view = view
-
     @property
     def mech(self) -> Mechanism:
         """The mechanism carrying the operation."""
