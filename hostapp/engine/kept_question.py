@@ -29,12 +29,27 @@ from hostapp.protocol.jsonrpc import RequestId, RpcError
 from hostapp.store.status import OperationStatus
 
 if TYPE_CHECKING:
-    from hostapp.engine.operation import RunnerContext
     from hostapp.engine.session import ClientSession, RequestContext
     from hostapp.mechanisms.base import Mechanism
-    from hostapp.store.journal import OperationRecord
+    from hostapp.store.journal import OperationJournal, OperationRecord
 
 log = logging.getLogger(__name__)
+
+
+class QuestionContext(Protocol):
+    """What a kept question uses of the engine around its operation (the runner's
+    :class:`~hostapp.engine.operation.RunnerContext` offers it)."""
+
+    #: True while the host quits: a question left open then stays in the journal.
+    stopping: bool
+
+    @property
+    def journal(self) -> OperationJournal: ...
+
+    async def ask_person(self, runner: Any, params: dict[str, Any], *,
+                         qid: str | None = None) -> dict[str, Any]: ...
+
+    def withdraw_question(self, qid: str) -> None: ...
 
 
 class QuestionOwner(Protocol):
@@ -51,7 +66,7 @@ class QuestionOwner(Protocol):
     def mech(self) -> Mechanism: ...
 
     @property
-    def context(self) -> RunnerContext[Any]: ...
+    def context(self) -> QuestionContext: ...
 
     @property
     def http_session(self) -> tuple[str, str] | None: ...
