@@ -436,6 +436,8 @@ class OperationTableModel(FlatTableModel):
         if role == Qt.ItemDataRole.ToolTipRole:
             if col == SURVIVES and op.mechanism:
                 return plain_tooltip(MECHANISM_TIPS.get(op.mechanism, op.mechanism))
+            if col == MESSAGE and op.in_flight and op.stalled:
+                return plain_tooltip(f"Stalled: {op.stalled}")
             if col == MESSAGE and op.message:
                 return plain_tooltip(op.message)
             if col == STATUS and self._paused is not None and op.in_flight:
@@ -497,6 +499,8 @@ class OperationTableModel(FlatTableModel):
         if col == MESSAGE:
             if op.in_flight and op.server in self._awaiting_sign_in:
                 return WAITING_FOR_SIGN_IN
+            if op.in_flight and op.stalled:
+                return f"Stalled: {op.stalled}"
             text = (op.message or "").replace("\n", " ")
             quiet = quiet_for(op, usual_gap=self.estimator.usual_gap(op))
             if quiet is not None:
