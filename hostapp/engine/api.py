@@ -112,6 +112,10 @@ EVENT_SESSION_RENEWED = "session_renewed"
 EVENT_STALLED = "stalled"
 #: The timeline event of a stalled operation that showed a sign of life again.
 EVENT_STALL_ENDED = "stall_ended"
+#: The timeline event, on an operation whose view (MCP Apps) called a tool, of each such
+#: call (``{"operation", "tool", "arguments", "message"}``): what a view shown again is
+#: answered from.
+EVENT_VIEW_CALL = "view_call"
 
 
 # -- views: immutable; a change is a new copy (dataclasses.replace) ---------------------

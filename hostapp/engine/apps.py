@@ -70,9 +70,8 @@ class ViewCallBudget:
         return True
 #: The timeline event that marks an operation a view started.
 ORIGIN_EVENT = "origin"
-#: The timeline event, on the operation whose view called, of each call its view made
-#: (``{"operation", "tool", "arguments", "message"}``).
-VIEW_CALL_EVENT = "view_call"
+#: The timeline event, on the operation whose view called, of each call its view made.
+VIEW_CALL_EVENT = api.EVENT_VIEW_CALL
 
 
 def with_app_views(capabilities: Callable[[str], dict[str, Any]]) -> Callable[[str], dict[str, Any]]:

@@ -32,16 +32,56 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
+from hostapp.engine import api
 from hostapp.engine.api import EVENT_STALL_ENDED, EVENT_STALLED
-from hostapp.mechanisms.base import LIVENESS_INTERVALS
+from hostapp.mechanisms.actions import Action
+from hostapp.mechanisms.base import LIVENESS_INTERVALS, Mechanism
+from hostapp.protocol.timing import Timing
 from hostapp.store.status import OperationStatus
 
 if TYPE_CHECKING:
-    from hostapp.engine.context import EngineContext
-    from hostapp.engine.runner import OperationRunner
+    from hostapp.engine.questions import QuestionDesk
+    from hostapp.engine.supervisor import ServerConnection
+    from hostapp.store.journal import OperationJournal
+
+
+class OperationRunner(Protocol):
+    """What a watch needs of an operation's runner (``hostapp.engine.runner``)."""
+
+    mech: Mechanism
+    view: api.OperationView
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def server(self) -> str: ...
+
+    @property
+    def ending(self) -> bool: ...
+
+    def feed_soon(self, produce: Callable[[], list[Action]]) -> None: ...
+
+
+class EngineContext(Protocol):
+    """What the watches need of the engine (``hostapp.engine.context``)."""
+
+    clock: Callable[[], float]
+    timing: Timing
+    stopping: bool
+    questions: QuestionDesk
+    listener: api.EngineListener
+
+    @property
+    def journal(self) -> OperationJournal: ...
+
+    def connection(self, server: str) -> ServerConnection: ...
+
+    def operation_event(self, op_id: str, kind: str, data: dict[str, Any]) -> None: ...
 
 log = logging.getLogger(__name__)
 

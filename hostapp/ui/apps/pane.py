@@ -23,7 +23,6 @@ from PySide6.QtWidgets import QLabel, QMessageBox, QVBoxLayout, QWidget
 
 from hostapp import __version__
 from hostapp.engine import api
-from hostapp.engine.apps import VIEW_CALL_EVENT
 from hostapp.protocol.apps import ViewResource, find_tool, tool_ui
 from hostapp.protocol.shown_text import reveal_reordering
 from hostapp.ui.apps import unavailable_reason
@@ -138,7 +137,7 @@ class AppViews(QObject):
             return
         current = await self.engine.operation(op.id) or op
         try:
-            earlier = [e["data"] for e in await self.engine.events(op.id) if e.get("kind") == VIEW_CALL_EVENT]
+            earlier = [e["data"] for e in await self.engine.events(op.id) if e.get("kind") == api.EVENT_VIEW_CALL]
         except api.EngineError as exc:
             log.debug("no timeline for %s: %s", op.id, exc)
             earlier = []
