@@ -95,13 +95,14 @@ def _seconds(value: float) -> str:
 
 
 class _Watch:
-    __slots__ = ("checked", "fresh", "input_since", "last_life", "runner", "stalled", "timer")
+    __slots__ = ("checked", "fresh", "input_began", "input_since", "last_life", "runner", "stalled", "timer")
 
     def __init__(self, runner: OperationRunner, now: float) -> None:
         self.runner = runner
         self.last_life = now
         self.fresh = False            # a sign of life came since the timer last looked
         self.input_since: float | None = None  # input_required with no question open, since
+        self.input_began: float | None = None  # ... since first (what a person is told)
         self.checked: set[str] = set()  # the conditions checked on since they began
         self.stalled: str | None = None  # the condition it is stalled by
         self.timer: asyncio.TimerHandle | None = None
@@ -146,7 +147,7 @@ class LivenessWatches:
         self.alive(runner)
         if runner.view.status == OperationStatus.INPUT_REQUIRED:
             if watch.input_since is None:
-                watch.input_since = self._context.clock()
+                watch.input_since = watch.input_began = self._context.clock()
                 self._arm(watch)
         else:
             self._input_over(watch)
@@ -157,7 +158,7 @@ class LivenessWatches:
         if watch is not None:
             watch.fresh = True
             if watch.input_since is not None:
-                watch.input_since = self._context.clock()
+                watch.input_since = watch.input_began = self._context.clock()
             self._input_over(watch, still_waiting=True)
 
     def forget(self, runner: OperationRunner) -> None:
@@ -179,12 +180,12 @@ class LivenessWatches:
             return  # no hint to hold it to (yet): a plain request may run silent
         watch = self._watches[runner.id] = _Watch(runner, self._context.clock())
         if runner.view.status == OperationStatus.INPUT_REQUIRED:
-            watch.input_since = watch.last_life
+            watch.input_since = watch.input_began = watch.last_life
         self._arm(watch)
 
     def _input_over(self, watch: _Watch, *, still_waiting: bool = False) -> None:
         if not still_waiting:
-            watch.input_since = None
+            watch.input_since = watch.input_began = None
         watch.checked.discard(UNASKED)
         if watch.stalled == UNASKED:
             self._unstall(watch)
@@ -222,7 +223,7 @@ class LivenessWatches:
             watch.fresh, watch.last_life = False, now
             watch.checked.discard(SILENT)
         if watch.input_since is not None and ctx.questions.asks(runner.id):
-            watch.input_since = now  # a question is open: the person is asked
+            watch.input_since = watch.input_began = now  # a question is open: the person is asked
         silent_for = now - watch.last_life
         unasked_for = now - watch.input_since if watch.input_since is not None else 0.0
         if silent_for < allowance and unasked_for < allowance:
@@ -230,7 +231,8 @@ class LivenessWatches:
             watch.timer = asyncio.get_running_loop().call_later(max(due, 0.01), self._look, watch)
             return
         condition = UNASKED if unasked_for >= allowance else SILENT
-        why = self._why(condition, silent_for, unasked_for, allowance)
+        unasked_since = watch.input_began if watch.input_began is not None else now
+        why = self._why(condition, silent_for, now - unasked_since, allowance)
         if condition not in watch.checked:
             watch.checked.add(condition)
             if condition == UNASKED:

@@ -465,8 +465,11 @@ class OperationTableModel(FlatTableModel):
 
     def shown_status(self, op: OperationView) -> str:
         """The status in words as the window shows it: "Paused" while no agent carries
-        the work (why: in the status cell's tooltip)."""
-        return "Paused" if self._paused is not None and op.in_flight else status_text(op)
+        the work (why: in the status cell's tooltip); "Stalled" while the engine finds it
+        stalled (why: in the message)."""
+        if self._paused is not None and op.in_flight:
+            return "Paused"
+        return "Stalled" if op.in_flight and op.stalled else status_text(op)
 
     def set_paused(self, why: str | None) -> None:
         """No agent carries the work (``why``, a few words: "agent stopped"), or one does

@@ -303,5 +303,7 @@ def test_an_operation_the_host_found_stalled_says_so_until_it_ends(qloop):
     index = model.index(model.row_of("op8"), MESSAGE)
     assert model.data(index) == f"Stalled: {why}"
     assert "asked no" in model.data(index, Qt.ItemDataRole.ToolTipRole)
+    assert model.data(model.index(model.row_of("op8"), STATUS)) == "Stalled"
     model.apply_changes([op(8, api.INPUT_REQUIRED, needs_input=True, message="waiting for your answer")])
     assert model.data(model.index(model.row_of("op8"), MESSAGE)) == "waiting for your answer"
+    assert model.data(model.index(model.row_of("op8"), STATUS)) != "Stalled"
