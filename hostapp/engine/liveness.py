@@ -21,8 +21,11 @@ last moment a question was open), with the same allowance, or ``LIVENESS_INTERVA
 default polls when the mechanism gave no hint; answers to polls do not re-arm it (a
 server that keeps saying "input required" without asking is the case in point).
 
-Silence is not counted while the server's connection is down: the host knows why it
-hears nothing then, and the supervisor reconnects (the window shows the server offline).
+Silence is not counted while the host itself is why nothing is heard: the server's
+connection is down (the supervisor reconnects; the window shows the server offline), or
+the operation's polls wait their turn (the server's poll budget, which stretches the
+polls of thousands of operations well beyond their hinted interval, or the first
+contacts after a start).
 
 Cost on the hot path: a sign of life sets a flag on its watch; the timer, one per
 watched operation, looks at it when it fires.
@@ -44,6 +47,7 @@ from hostapp.protocol.timing import Timing
 from hostapp.store.status import OperationStatus
 
 if TYPE_CHECKING:
+    from hostapp.engine.budget import PollBudget
     from hostapp.engine.questions import QuestionDesk
     from hostapp.engine.supervisor import ServerConnection
     from hostapp.store.journal import OperationJournal
@@ -64,6 +68,8 @@ class OperationRunner(Protocol):
     @property
     def ending(self) -> bool: ...
 
+    awaiting_first_contact: bool
+
     def feed_soon(self, produce: Callable[[], list[Action]]) -> None: ...
 
 
@@ -80,6 +86,8 @@ class EngineContext(Protocol):
     def journal(self) -> OperationJournal: ...
 
     def connection(self, server: str) -> ServerConnection: ...
+
+    def poll_budget(self, server: str) -> PollBudget: ...
 
     def operation_event(self, op_id: str, kind: str, data: dict[str, Any]) -> None: ...
 
@@ -217,9 +225,7 @@ class LivenessWatches:
         if watch.stalled is not None:
             return  # until a sign of life (or the end of the wait for input) clears it
         now = ctx.clock()
-        if watch.fresh or not ctx.connection(runner.server).is_ready:
-            # (While the server's connection is down the host knows why it hears nothing:
-            # the supervisor reconnects, and the window shows the server offline.)
+        if watch.fresh or self._host_holds_it(runner):
             watch.fresh, watch.last_life = False, now
             watch.checked.discard(SILENT)
         if watch.input_since is not None and ctx.questions.asks(runner.id):
@@ -243,6 +249,15 @@ class LivenessWatches:
             return
         self._stall(watch, condition, f"{why}; hostapp checked on it and keeps waiting, without sending the "
                                       f"call again")
+
+    def _host_holds_it(self, runner: OperationRunner) -> bool:
+        """Whether the host itself is why nothing is heard: the server's connection is
+        down (the supervisor reconnects, the window shows the server offline), or the
+        operation's polls wait their turn (the server's poll budget, or the first contacts
+        after a start): silence then says nothing about the server."""
+        ctx = self._context
+        return (not ctx.connection(runner.server).is_ready or runner.awaiting_first_contact
+                or ctx.poll_budget(runner.server).waiting > 0)
 
     @staticmethod
     def _why(condition: str, silent_for: float, unasked_for: float, allowance: float) -> str:
