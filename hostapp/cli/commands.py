@@ -23,7 +23,7 @@ from hostapp.cli import ops
 from hostapp.cli.attach import INTERRUPTED, Interrupts, carried_by_owner, interrupted, say, unless_interrupted
 from hostapp.cli.connect import config_engine, owner_engine, reading_engine
 from hostapp.cli.exits import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, UsageError
-from hostapp.cli.follow import CallFollower, EventPrinter, emit_outcome, finished_unless_silent
+from hostapp.cli.follow import CallFollower, EventPrinter, emit_outcome, finished_unless_silent, unless_stalled
 from hostapp.cli.text import echo, json_text, plain
 from hostapp.engine import api
 from hostapp.engine.api import (
@@ -357,8 +357,10 @@ async def cmd_call(args: argparse.Namespace) -> int:
             announce(printer, op)
             heard = follower.watch(op)
             follower.status(op.id, "running")
-            final = await until_the_end(finished_unless_silent(engine, op.id, heard, args.timeout), engine, op,
-                                        follower, printer, interrupts, args.cancel_on_interrupt)
+            final = await until_the_end(
+                unless_stalled(engine, op.id, finished_unless_silent(engine, op.id, heard, args.timeout),
+                               follower.stalled[op.id]),
+                engine, op, follower, printer, interrupts, args.cancel_on_interrupt)
             if isinstance(final, int):
                 return final
         if final is None:
@@ -449,8 +451,9 @@ async def cmd_follow(args: argparse.Namespace) -> int:
             follower.status(op.id, "running" if op.status == api.OperationStatus.PENDING else op.status, op.message)
             follower.operation_changed(op)  # where it has got to
             await answer_open_questions(engine, follower)
-            final = await until_the_end(engine.wait_finished(op.id), engine, op, follower, printer, interrupts,
-                                        args.cancel_on_interrupt)
+            final = await until_the_end(unless_stalled(engine, op.id, engine.wait_finished(op.id),
+                                                       follower.stalled[op.id]),
+                                        engine, op, follower, printer, interrupts, args.cancel_on_interrupt)
             if isinstance(final, int):
                 return final
         return emit_outcome(printer, final)
@@ -492,7 +495,7 @@ async def cmd_resume(args: argparse.Namespace) -> int:
                     printer_for(op.id).emit("status", status=op.status)
             return EXIT_OK
         with Interrupts().catching() as interrupts:
-            outcome = await unless_interrupted(_each_outcome(engine, ids, printer_for), interrupts)
+            outcome = await unless_interrupted(_each_outcome(engine, ids, printer_for, follower), interrupts)
         if outcome is INTERRUPTED:
             for printer in printers.values():
                 printer.let_go()
@@ -502,10 +505,13 @@ async def cmd_resume(args: argparse.Namespace) -> int:
         return int(outcome)
 
 
-async def _each_outcome(engine: EngineApi, ids: list[str], printer_for: Any) -> int:
-    """Each operation's outcome as it ends; the worst exit status."""
+async def _each_outcome(engine: EngineApi, ids: list[str], printer_for: Any, follower: CallFollower) -> int:
+    """Each operation's outcome as it ends (or once it stalls); the worst exit status."""
     async def ended(op_id: str) -> api.OperationView:
-        return await engine.wait_finished(op_id)
+        live = await engine.operation(op_id)  # the journal's view does not say whether it stalled
+        if live is not None:
+            follower.watch(live)
+        return await unless_stalled(engine, op_id, engine.wait_finished(op_id), follower.stalled[op_id])
 
     codes = [EXIT_OK]
     for next_end in asyncio.as_completed([ended(op_id) for op_id in ids]):

@@ -4,18 +4,20 @@
 it prints what happens to the operations it follows through an :class:`EventPrinter`
 (JSON lines with ``--json``, short lines otherwise) and answers their questions from the
 scripted answers. :func:`emit_outcome` prints a followed operation's last lines and gives
-the exit status it deserves.
+the exit status it deserves; :func:`unless_stalled` lets go of an operation the engine
+found stalled, so that no command waits for ever.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import sys
-from collections.abc import Callable
-from typing import Any, TextIO
+from collections.abc import Awaitable, Callable
+from typing import Any, TextIO, TypeVar
 
-from hostapp.cli.exits import EXIT_ERROR, EXIT_OK
+from hostapp.cli.exits import EXIT_ERROR, EXIT_OK, EXIT_STALLED
 from hostapp.cli.progress import LiveView, PlainView, board_for
 from hostapp.cli.text import echo, is_terminal, json_text, terminal_safe
 from hostapp.engine.api import (
@@ -138,6 +140,8 @@ class CallFollower:
         self._statuses: dict[str | None, tuple[str, str | None]] = {}  # the last status line printed, per op
         #: Per watched operation: set once the server showed a sign of working on it.
         self.heard: dict[str, asyncio.Event] = {}
+        #: Per watched operation: set while the engine finds it stalled.
+        self.stalled: dict[str, asyncio.Event] = {}
         self._asked: set[str] = set()  # the questions handled (one comes as an event and in a listing)
 
     def watch(self, op: OperationView) -> asyncio.Event:
@@ -145,10 +149,17 @@ class CallFollower:
         if self.follow is not None:
             self.follow.add(op.id)
         heard = self.heard.setdefault(op.id, asyncio.Event())
+        self.stalled.setdefault(op.id, asyncio.Event())
         self._note(op)
         return heard
 
     def _note(self, op: OperationView) -> None:
+        stalled = self.stalled.get(op.id)
+        if stalled is not None:
+            if op.stalled is not None and op.status not in TERMINAL:
+                stalled.set()
+            else:
+                stalled.clear()
         # "pending" and "running" (and their messages) are the host's own doing: the request went out.
         if op.id in self.heard and (op.progress is not None or op.needs_input
                                     or op.status not in ("pending", "running")):
@@ -261,7 +272,14 @@ class CallFollower:
 
 
 def emit_outcome(printer: EventPrinter, op: OperationView) -> int:
-    """The last lines of a followed operation; the exit status it deserves."""
+    """The last lines of a followed operation; the exit status it deserves. One still in
+    flight was let go of because it stalled: said so, with what to do next."""
+    if op.status not in TERMINAL:
+        printer.emit("status", status="stalled", message=op.stalled or "the operation stalled")
+        echo(f"hostapp: let go of operation {op.id}, which stalled; it goes on in the background "
+             f"('hostapp follow {op.id}' follows it again, 'hostapp cancel {op.id}' ends it)",
+             file=sys.stderr, flush=True)
+        return EXIT_STALLED
     printer.emit("status", status=op.status)
     if op.result is not None:
         printer.emit("result", result=op.result)
@@ -269,6 +287,30 @@ def emit_outcome(printer: EventPrinter, op: OperationView) -> int:
     error = op.error or {}
     printer.emit("error", code=error.get("code"), message=error.get("message") or op.status)
     return EXIT_ERROR
+
+
+T = TypeVar("T")
+
+
+async def unless_stalled(engine: EngineApi, op_id: str, waiting: Awaitable[T], stalled: asyncio.Event
+                         ) -> T | OperationView:
+    """What ``waiting`` gives, or (``stalled`` set first: the engine found the operation
+    stalled) the operation's view as it is, still in flight."""
+    work = asyncio.ensure_future(waiting)
+    mark = asyncio.ensure_future(stalled.wait())
+    try:
+        await asyncio.wait({work, mark}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        mark.cancel()
+    if work.done():
+        return work.result()
+    work.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await work
+    view = await engine.operation(op_id)
+    if view is None or view.status in TERMINAL:  # ended meanwhile: that is the outcome
+        return await engine.wait_finished(op_id)
+    return view
 
 
 async def finished_unless_silent(engine: EngineApi, op_id: str, heard: asyncio.Event,

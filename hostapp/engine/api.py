@@ -110,6 +110,15 @@ EVENT_RESUMED = "resumed"
 #: knew the session (HTTP 404: not processed), sent again once in a new session; its data
 #: says so (``{"message": ...}``).
 EVENT_SESSION_RENEWED = "session_renewed"
+#: The timeline event of an operation the host found stalled (``OperationView.stalled``);
+#: its data says why (``{"message": ...}``).
+EVENT_STALLED = "stalled"
+#: The timeline event of a stalled operation that showed a sign of life again.
+EVENT_STALL_ENDED = "stall_ended"
+#: The timeline event, on an operation whose view (MCP Apps) called a tool, of each such
+#: call (``{"operation", "tool", "arguments", "message"}``): what a view shown again is
+#: answered from.
+EVENT_VIEW_CALL = "view_call"
 
 
 # -- views: immutable; a change is a new copy (dataclasses.replace) ---------------------
@@ -137,6 +146,11 @@ class OperationView:
     #: How the call is carried (a mechanism's name, e.g. "tasks_extension", "direct"), once
     #: the engine chose it; None before. Lets a client say whether it survives a restart.
     mechanism: str | None = None
+    #: Why the host thinks the operation stalled, while it does (None: it does not): no
+    #: sign of life for longer than its server's own hints allow, or input required with
+    #: no question asked, each still so after the host checked. It goes on; a sign of life
+    #: clears this (hostapp.engine.liveness).
+    stalled: str | None = None
 
     @property
     def in_flight(self) -> bool:

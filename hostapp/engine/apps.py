@@ -9,9 +9,11 @@ The window renders the view; everything that reaches a server goes through here:
 - :func:`start_app_call` starts a ``tools/call`` a view asked for, only for a tool of the
   same server whose ``_meta.ui.visibility`` lets apps call it, as an ordinary operation
   (journaled before it is sent, resumed after a crash, shown in the window) whose timeline
-  says which operation's view started it. A view's calls are bounded: arguments of at
-  most :data:`MAX_VIEW_ARGUMENT_BYTES`, and a rate (:class:`ViewCallBudget`), so one
-  consent cannot be used to flood the journal.
+  says which operation's view started it, and whose own timeline lists it
+  (:data:`VIEW_CALL_EVENT`: its id, tool and arguments). A view shown again later is
+  answered from that list (``hostapp.ui.apps.bridge``): a view's calls run once. A view's
+  calls are bounded: arguments of at most :data:`MAX_VIEW_ARGUMENT_BYTES`, and a rate
+  (:class:`ViewCallBudget`), so one consent cannot be used to flood the journal.
 """
 
 from __future__ import annotations
@@ -68,6 +70,8 @@ class ViewCallBudget:
         return True
 #: The timeline event that marks an operation a view started.
 ORIGIN_EVENT = "origin"
+#: The timeline event, on the operation whose view called, of each call its view made.
+VIEW_CALL_EVENT = api.EVENT_VIEW_CALL
 
 
 def with_app_views(capabilities: Callable[[str], dict[str, Any]]) -> Callable[[str], dict[str, Any]]:
@@ -124,4 +128,8 @@ async def start_app_call(engine: EnginePort, server: str, tool: str, arguments: 
     data = {"app_view_of": view_of, "message": f"called by the view of operation {view_of}"}
     engine.journal.append_event(view.id, ORIGIN_EVENT, data)
     engine.listener.operation_event(view.id, ORIGIN_EVENT, data)
+    called = {"operation": view.id, "tool": tool, "arguments": arguments or {},
+              "message": f"its view called {tool} (operation {view.id})"}
+    engine.journal.append_event(view_of, VIEW_CALL_EVENT, called)
+    engine.listener.operation_event(view_of, VIEW_CALL_EVENT, called)
     return view

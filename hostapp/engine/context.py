@@ -16,6 +16,7 @@ from hostapp.engine import api
 from hostapp.engine.budget import PollBudget
 from hostapp.engine.first_contact import FirstContactGate
 from hostapp.engine.handles import HandleKeeper
+from hostapp.engine.liveness import LivenessWatches
 from hostapp.engine.questions import QuestionDesk
 from hostapp.engine.routing import RequestRouting
 from hostapp.engine.session import ClientSession
@@ -112,6 +113,7 @@ class EngineContext:
         self.stopping = False
         self._tasks: set[asyncio.Task[Any]] = set()
         self.progress = ProgressPublisher(self)
+        self.liveness = LivenessWatches(self)
 
     @property
     def journal(self) -> OperationJournal:
@@ -140,6 +142,7 @@ class EngineContext:
         """Tell the listener now (a status, an end, a message): the view it gets holds the
         progress taken since the last publication, which is journaled first."""
         self.progress.journal_now(runner)
+        self.liveness.changed(runner)
         self.listener.operation_changed(runner.view)
 
     def publish_progress(self, runner: OperationRunner) -> None:
@@ -148,6 +151,7 @@ class EngineContext:
     def progressed(self, runner: OperationRunner) -> None:
         """Progress moved: journaled and told at most :data:`PROGRESS_PUBLISH_HZ` times a second."""
         self.progress.later(runner)
+        self.liveness.alive(runner)
 
     def operation_event(self, op_id: str, kind: str, data: dict[str, Any]) -> None:
         self.listener.operation_event(op_id, kind, data)
@@ -173,6 +177,7 @@ class EngineContext:
 
     def own_request(self, runner: OperationRunner, session: ClientSession, rid: RequestId) -> None:
         self.routing.own(runner, session, rid)
+        self.liveness.sent(runner)
 
     def disown_request(self, runner: OperationRunner, session: ClientSession, rid: RequestId) -> None:
         self.routing.disown(runner, session, rid)
@@ -186,6 +191,7 @@ class EngineContext:
 
     def forget(self, runner: OperationRunner) -> None:
         self.contacts.heard_from(runner)  # ended: nothing more to wait for
+        self.liveness.forget(runner)
         self.routing.forget(runner)
         runner.http_session = None
 
@@ -193,6 +199,7 @@ class EngineContext:
 
     def heard_from(self, runner: OperationRunner) -> None:
         self.contacts.heard_from(runner)
+        self.liveness.alive(runner)
 
     async def after_first_contacts(self, server: str) -> None:
         await self.contacts.after_first_contacts(server)
@@ -204,6 +211,7 @@ class EngineContext:
 
     async def ask_person(self, runner: OperationRunner, params: dict[str, Any], *,
                          qid: str | None = None) -> dict[str, Any]:
+        self.liveness.asked(runner)
         return await self.questions.ask(params, operation_id=runner.id, server=runner.server, qid=qid)
 
     def withdraw_question(self, qid: str) -> None:

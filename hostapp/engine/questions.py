@@ -95,6 +95,10 @@ class QuestionDesk:
             if not asked:
                 del self._by_operation[operation_id]
 
+    def asks(self, operation_id: str) -> bool:
+        """Whether a question of ``operation_id`` waits for the person now."""
+        return operation_id in self._by_operation
+
     def open_questions(self) -> list[api.InputRequest]:
         """The questions still waiting for the person, oldest first."""
         return [request for request, _ in self._open.values()]

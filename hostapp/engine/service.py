@@ -274,6 +274,7 @@ class Engine:
         """Quit: operations in flight stay as they are in the journal, to be resumed by
         the next start; nothing they would do during the shutdown is acted on."""
         self._context.stopping = True
+        self._context.liveness.close()
         await self._save_positions()
         for runner in list(self.runners.values()):
             runner.shutdown()

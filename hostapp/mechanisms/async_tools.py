@@ -215,6 +215,12 @@ class AsyncTool(Mechanism):
         self.resent = True
         return [self._commit(), MarkStatus("submitted"), SendRequest(self.method, self._call_params())]
 
+    def life_expected_within(self) -> float | None:
+        return self._poll_allowance(self.poll_seconds) if self.accepted and not self.done else None
+
+    def _check_alive(self, now: float) -> list[Action]:
+        return [self._status_query()] if self.accepted else []
+
     def _wake(self, now: float) -> list[Action]:
         if self.accepted or self.phase == CANCELLING:
             return [self._status_query()]

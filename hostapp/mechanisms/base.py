@@ -40,6 +40,11 @@ CANCELLING = "cancelling"          # cancel asked for, confirmation pending
 DONE = "done"                      # a terminal action was emitted
 PHASES = (NEW, SENT, HELD, AWAITING_INPUT, CANCELLING, DONE)
 
+#: How many of its server's intervals (a poll interval, stretched by back-off) an
+#: operation may go without a sign of life before the host checks on it; as many again
+#: after the check before it counts as stalled (see hostapp.engine.liveness).
+LIVENESS_INTERVALS = 3
+
 NEVER_SENT = "the host stopped before the request was sent; it never ran"
 CANCELLED_BEFORE_SENT = "cancelled before the request was sent; it never ran"
 
@@ -251,6 +256,22 @@ class Mechanism(ABC):
             return []
         return self._settle(self._expire(now))
 
+    def life_expected_within(self) -> float | None:
+        """How long the server's own hints let this operation go without a sign of life
+        (an answer to a poll, progress, a stream event, a question) before the host checks
+        on it; None when it gave none: a plain request may run silent as long as its tool
+        takes."""
+        return None
+
+    def check_alive(self, *, now: float) -> list[Action]:
+        """The host heard nothing for longer than :meth:`life_expected_within`, or the
+        operation waits for input nobody was asked for: ask the server now by this
+        mechanism's own means (a poll, a fetch of the result), never by sending the call
+        again. Nothing to ask with by default."""
+        if self.phase in (NEW, DONE):
+            return []
+        return self._settle(self._check_alive(now))
+
     def claims(self, method: str, params: dict[str, Any]) -> bool:
         """Does this notification name this operation's handle? The engine routes
         progress by progressToken and request-scoped messages by request id itself;
@@ -356,6 +377,14 @@ class Mechanism(ABC):
 
     def _expire(self, now: float) -> list[Action]:
         return [Unknown("the operation expired before its outcome could be fetched")]
+
+    def _check_alive(self, now: float) -> list[Action]:
+        return []
+
+    def _poll_allowance(self, interval: float | None) -> float:
+        """:data:`LIVENESS_INTERVALS` polls at ``interval`` (the default poll when None),
+        as the back-off stretches them now."""
+        return LIVENESS_INTERVALS * (self._poll_at(0.0, interval))
 
     def _extra_state(self) -> dict[str, Any]:
         return {}

@@ -179,6 +179,12 @@ class DirectRequest(Mechanism):
     def claims(self, method: str, params: dict[str, Any]) -> bool:
         return self.carrier.claims(method, params) if self.carrier else False
 
+    def life_expected_within(self) -> float | None:
+        return self.carrier.life_expected_within() if self.carrier is not None and not self.done else None
+
+    def check_alive(self, *, now: float) -> list[Action]:
+        return self._delegate("check_alive", now=now)
+
     def state(self) -> dict[str, Any]:
         # Once a carrier holds the operation, the journal records the carrier (its name
         # is the operation's mechanism), marked as adopted by this request.

@@ -211,6 +211,17 @@ class Tasks2025(Mechanism):
             return self._apply_task(params, now)
         return []
 
+    def life_expected_within(self) -> float | None:
+        return self._poll_allowance(self.poll_seconds) if self.task_id is not None and not self.done else None
+
+    def _check_alive(self, now: float) -> list[Action]:
+        if self.task_id is None:
+            return []
+        # Waiting for input: the questions come on the tasks/result stream, asked for again
+        # unless that request is still out.
+        fetch = self._fetch_result() if self.task_status == "input_required" else []
+        return [self._get(), *fetch]
+
     def _wake(self, now: float) -> list[Action]:
         if self.task_id is None:
             if self.phase == CANCELLING:

@@ -196,6 +196,12 @@ class TasksExtension(Mrtr):
         return [self._commit(), MarkStatus("working"),
                 SendRequest("tasks/update", {"taskId": self.task_id, "inputResponses": responses})]
 
+    def life_expected_within(self) -> float | None:
+        return self._poll_allowance(self.poll_seconds) if self.task_id is not None and not self.done else None
+
+    def _check_alive(self, now: float) -> list[Action]:
+        return [self._get()] if self.task_id is not None else []
+
     def _wake(self, now: float) -> list[Action]:
         return [self._get()] if self.task_id is not None else []
 

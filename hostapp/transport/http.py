@@ -80,7 +80,6 @@ from hostapp.transport.http_headers import (
 from hostapp.transport.http_streams import (
     ACCEPT_SSE,
     ANSWERS,
-    DEFAULT_MAX_RESUME_ATTEMPTS,
     SseStreams,
 )
 from hostapp.transport.pool import client_with_pool
@@ -158,7 +157,6 @@ class StreamableHttpTransport(SseStreams, Transport):
         standalone_stream: bool = True,
         timing: Timing = DEFAULT_TIMING,
         default_retry_ms: int | None = None,
-        max_resume_attempts: int = DEFAULT_MAX_RESUME_ATTEMPTS,
         resumed_silence_seconds: float | EllipsisType | None = ...,
         auth: httpx.Auth | None = None,
         habits: StreamHabits | None = None,
@@ -180,7 +178,6 @@ class StreamableHttpTransport(SseStreams, Transport):
         # The waits come from ``timing``; a test may set one of them alone.
         self.timing = timing
         self.default_retry_ms = round(timing.sse_retry * 1000) if default_retry_ms is None else default_retry_ms
-        self.max_resume_attempts = max_resume_attempts
         # None: a resumed stream is held however long it stays silent.
         self.resumed_silence_seconds = timing.resumed_silence if resumed_silence_seconds is ... \
             else resumed_silence_seconds
@@ -222,10 +219,10 @@ class StreamableHttpTransport(SseStreams, Transport):
         return True
 
     def abandon_request(self, request_id: RequestId) -> bool:
-        """In the stateless era a request lives on its response stream, and closing that
-        stream is how a client abandons it (the server stops the work): the stream of
-        ``request_id`` is closed, unread. In the handshake era a closed stream is no
-        cancellation (it may be resumed): nothing is closed here."""
+        """In the stateless era a request lives on its HTTP response, and closing it is how
+        a client abandons it (the server stops the work): the response of ``request_id``
+        (an SSE stream, or a JSON answer not yet come) is closed, unread. In the handshake
+        era a closed stream is no cancellation (it may be resumed): nothing is closed here."""
         if not self._stateless:
             return False
         reader = self._answer_streams.pop(request_id, None)
@@ -286,6 +283,28 @@ class StreamableHttpTransport(SseStreams, Transport):
         sent_session = "Mcp-Session-Id" in headers
         if isinstance(message, Request) and message.method == "tools/list":
             self._tools_list_ids[message.id] = not (message.params or {}).get("cursor")
+        if not (self._stateless and isinstance(message, Request) and message.method in _LONG_METHODS):
+            await self._exchange(message, request, client, sent_session)
+            return
+        # In the stateless era a request lives on its HTTP exchange, a JSON answer's as much
+        # as a stream's: the exchange of a request that may run long is a task of its own,
+        # which abandon_request cancels (closing the connection) until a stream reader
+        # takes its place.
+        exchange = asyncio.ensure_future(self._exchange(message, request, client, sent_session))
+        self._answer_streams[message.id] = exchange
+        exchange.add_done_callback(functools.partial(self._answer_stream_ended, message.id))
+        try:
+            await exchange
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if exchange.cancelled() and (current is None or not current.cancelling()):
+                return  # abandoned: whoever waits for the answer was told so
+            raise
+
+    async def _exchange(self, message: Message, request: httpx.Request, client: httpx.AsyncClient,
+                        sent_session: bool) -> None:
+        """POST ``message`` and take its answer: a JSON body, an SSE stream (read in a task
+        of its own), or nothing (a notification)."""
         async with self._request_slots:
             response = await self._send_http(request, client)
         unread: httpx.Response | None = response  # closed on the way out, unless a task took it

@@ -42,9 +42,11 @@ from hostapp.transport.sse import SseDecoder, SseEventTooLarge
 # The streams are the transport's: they log under its name.
 log = logging.getLogger("hostapp.transport.http")
 
-#: How many reconnections in a row may fail before a dropped stream is given up.
-DEFAULT_MAX_RESUME_ATTEMPTS = 8
 # The waits (hostapp.protocol.timing.Timing, the transport's ``timing``):
+# - ``resume_budget``: how long after a stream's last good connection its reconnections
+#   may go on failing (refused, or bringing nothing new) before it is given up: a
+#   duration, whatever number of attempts the back-off fitted in (a count spent itself in
+#   seconds when drops were reported quickly, long before the network came back);
 # - ``reconnect_cap``: upper bound of the back-off between failed reconnections; also how
 #   long the resumed streams of a server seen sending live events on resumed connections
 #   may stay silent before they are asked for again;
@@ -118,7 +120,6 @@ class SseStreams:
     habits: StreamHabits
     max_message_bytes: int
     default_retry_ms: int
-    max_resume_attempts: int
     resumed_silence_seconds: float | None
     live_event_gap_seconds: float
     _display_url: str
@@ -262,10 +263,26 @@ class SseStreams:
         The server's ``retry`` is waited exactly before each reconnection; only after a
         reconnection failed does the wait grow (doubling, up to ``timing.reconnect_cap``). A
         resumed connection that stays silent is no failure (the server took it), so it is
-        asked for again without end, only less often while nothing new comes.
+        asked for again without end, only less often while nothing new comes. Failures
+        (refused, or a connection that brought nothing new) are given up once they have gone
+        on for ``timing.resume_budget`` seconds since the stream last made progress.
         """
+        loop = asyncio.get_running_loop()
         failures = 0
+        failing_since: float | None = None  # the first failure since the stream last made progress
         delay = state.retry_seconds(self.default_retry_ms)
+
+        def out_of_budget() -> bool:
+            nonlocal failing_since
+            now = loop.time()
+            if failing_since is None:
+                failing_since = now
+            return now - failing_since >= self.timing.resume_budget
+
+        def gave_up(why: str) -> str:
+            return (f"gave up resuming the stream after {loop.time() - (failing_since or 0.0):.0f} s of failed "
+                    f"reconnections ({failures} attempts): {why}")
+
         while not self._closing:
             await asyncio.sleep(delay)
             retry_delay = state.retry_seconds(self.default_retry_ms)
@@ -273,8 +290,8 @@ class SseStreams:
                 response = await self._open_get(state.last_event_id)
             except TransportError as exc:
                 failures += 1
-                if failures >= self.max_resume_attempts:
-                    return ConnectionLost(f"gave up resuming the stream after {failures} attempts: {exc}")
+                if out_of_budget():
+                    return ConnectionLost(gave_up(str(exc)))
                 delay = min(max(retry_delay, delay) * 2, self.timing.reconnect_cap)
                 continue
             if response.status_code >= 400:
@@ -284,7 +301,7 @@ class SseStreams:
                 except HttpStatusError as exc:
                     if exc.status in RESUME_LATER_STATUSES:
                         failures += 1
-                        if failures < self.max_resume_attempts:
+                        if not out_of_budget():
                             delay = min(max(retry_delay, delay) * 2, self.timing.reconnect_cap)
                             continue
                     return exc
@@ -300,23 +317,24 @@ class SseStreams:
                 return _unreadable_answer(state, request_id)
             brought_news = state.last_event_id != seen_before
             if end is _StreamEnd.SILENT:
-                failures = 0
+                failures, failing_since = 0, None
                 state.quieter(self.timing.reconnect_cap)
                 log.debug("resumed stream of %s silent; asking for it again", self._display_url)
             elif brought_news:
-                failures = 0  # progress was made: this was a new drop, not a failing server
+                failures, failing_since = 0, None  # progress was made: a new drop, not a failing server
             else:
                 failures += 1
-                if failures >= self.max_resume_attempts:
-                    return ConnectionLost(
-                        f"gave up resuming the stream: {failures} reconnections in a row brought nothing new")
+                if out_of_budget():
+                    return ConnectionLost(gave_up("the reconnections brought nothing new"))
             delay = state.retry_seconds(self.default_retry_ms)
         return None
 
     async def _standalone_loop(self) -> None:
         """Hold the GET stream for server-initiated messages, reconnecting when it drops."""
         state = _StreamState(None)
+        loop = asyncio.get_running_loop()
         failures = 0
+        failing_since: float | None = None
         while not self._closing:
             try:
                 response = await self._open_get(state.last_event_id)
@@ -330,11 +348,14 @@ class SseStreams:
                 if status is not None:
                     await response.aclose()
                 failures += 1
-                if failures >= self.max_resume_attempts:
-                    log.info("standalone stream of %s given up%s", self._display_url,
+                if failing_since is None:
+                    failing_since = loop.time()
+                elif loop.time() - failing_since >= self.timing.resume_budget:
+                    log.info("standalone stream of %s given up after %d attempts%s", self._display_url, failures,
                              f": HTTP {status}" if status is not None else "")
                     return
-                await asyncio.sleep(min(self.default_retry_ms / 1000 * 2 ** failures, self.timing.reconnect_cap))
+                backoff = self.default_retry_ms / 1000 * 2 ** min(failures, 30)
+                await asyncio.sleep(min(backoff, self.timing.reconnect_cap))
                 continue
             if status >= 400:
                 await response.aclose()
@@ -349,7 +370,7 @@ class SseStreams:
             if not response.headers.get("content-type", "").startswith(ACCEPT_SSE):
                 await response.aclose()
                 return
-            failures = 0
+            failures, failing_since = 0, None
             if await self._read_events(response, None, state) is _StreamEnd.REFUSED:
                 # Asking again would only fetch the same flood.
                 log.warning("standalone stream of %s given up: %s", self._display_url, state.bad_last)

@@ -65,6 +65,8 @@ def describe_event(kind: str, data: dict[str, Any]) -> str:
         return f"asked for input ({data.get('mode', 'form')}): {data.get('message', '')}"
     if kind == "input_answered":
         return f"answered: {data.get('action', '')}"
+    if kind == api.EVENT_STALLED:
+        return f"stalled: {data.get('message', '')}"
     if data.get("message"):
         return str(data["message"])
     return json.dumps(data, ensure_ascii=False, default=str)
@@ -249,6 +251,8 @@ class OperationDetails(QWidget):
             parts.append(survives)
         if op.arguments:
             parts.append("arguments " + json.dumps(op.arguments, ensure_ascii=False)[:200])
+        if op.in_flight and op.stalled:
+            parts.append(f"stalled: {op.stalled}")
         if op.message:
             parts.append(op.message)
         self.summary.setText(" · ".join(parts))

@@ -436,6 +436,8 @@ class OperationTableModel(FlatTableModel):
         if role == Qt.ItemDataRole.ToolTipRole:
             if col == SURVIVES and op.mechanism:
                 return plain_tooltip(MECHANISM_TIPS.get(op.mechanism, op.mechanism))
+            if col == MESSAGE and op.in_flight and op.stalled:
+                return plain_tooltip(f"Stalled: {op.stalled}")
             if col == MESSAGE and op.message:
                 return plain_tooltip(op.message)
             if col == STATUS and self._paused is not None and op.in_flight:
@@ -463,8 +465,11 @@ class OperationTableModel(FlatTableModel):
 
     def shown_status(self, op: OperationView) -> str:
         """The status in words as the window shows it: "Paused" while no agent carries
-        the work (why: in the status cell's tooltip)."""
-        return "Paused" if self._paused is not None and op.in_flight else status_text(op)
+        the work (why: in the status cell's tooltip); "Stalled" while the engine finds it
+        stalled (why: in the message)."""
+        if self._paused is not None and op.in_flight:
+            return "Paused"
+        return "Stalled" if op.in_flight and op.stalled else status_text(op)
 
     def set_paused(self, why: str | None) -> None:
         """No agent carries the work (``why``, a few words: "agent stopped"), or one does
@@ -497,6 +502,8 @@ class OperationTableModel(FlatTableModel):
         if col == MESSAGE:
             if op.in_flight and op.server in self._awaiting_sign_in:
                 return WAITING_FOR_SIGN_IN
+            if op.in_flight and op.stalled:
+                return f"Stalled: {op.stalled}"
             text = (op.message or "").replace("\n", " ")
             quiet = quiet_for(op, usual_gap=self.estimator.usual_gap(op))
             if quiet is not None:

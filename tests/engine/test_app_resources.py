@@ -79,6 +79,10 @@ async def test_a_call_from_a_view_is_an_operation_of_its_own(isolated_home, reco
         origin = [e for e in await facade.events(polled.id) if e["kind"] == apps.ORIGIN_EVENT]
         assert origin and origin[0]["data"]["app_view_of"] == shown.id
         assert (polled.id, apps.ORIGIN_EVENT, origin[0]["data"]) in recorder.events
+        # The view's operation lists the call in its own timeline: what a view shown again
+        # is answered from.
+        listed = [e["data"] for e in await facade.events(shown.id) if e["kind"] == apps.VIEW_CALL_EVENT]
+        assert [(c["operation"], c["tool"], c["arguments"]) for c in listed] == [(polled.id, "poll-system-stats", {})]
         with pytest.raises(api.AppViewRefused, match="no tool"):
             await facade.start_app_call("monitor", "rm-rf", {}, view_of=shown.id)
         with pytest.raises(api.NoSuchOperation):

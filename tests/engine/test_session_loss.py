@@ -21,6 +21,7 @@ from tests.engine.conftest import Recorder
 from tests.support.faults import LoopbackProxy
 from tests.support.peers import Peer, start_sdk_work_server, start_ts_example_server
 from tests.support.sdk_work_server import records
+from tests.support.waiting import until_async
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -165,5 +166,31 @@ async def test_cancel_stops_the_handler_of_a_2026_07_28_server(isolated_home, re
         finally:
             await engine.stop()
         assert records(record) == ["start long", "stopped long", "start next", "end next"]
+    finally:
+        peer.stop()
+
+
+async def test_cancel_stops_a_2026_07_28_call_whose_answer_has_not_begun(isolated_home, real_keyring, tmp_path):
+    # A silent handler at 2026-07-28: no status line yet, the answer will be plain JSON.
+    # The request lives on its HTTP exchange all the same, and closing it is the cancel
+    # (the SDK drops notifications/cancelled at this revision).
+    record = tmp_path / "record.txt"
+    peer = start_sdk_work_server(record)
+    recorder = Recorder()
+    try:
+        engine = await start_engine(isolated_home, recorder, peer.url, None)
+        try:
+            assert engine.connections["peer"].view.protocol_version == "2026-07-28"
+            op = await engine.start_call("peer", "quiet_work", {"seconds": 8, "tag": "quiet"})
+            await until_async(lambda: "start quiet" in records(record), what="the handler started")
+            await engine.cancel(op.id)
+            assert (await finished(engine, op.id)).status == api.CANCELLED
+            await until_async(lambda: {"stopped quiet", "end quiet"} & set(records(record)),
+                              what="the handler stopped or ended")
+            after = await engine.start_call("peer", "quiet_work", {"seconds": 0.1, "tag": "next"})
+            assert (await finished(engine, after.id)).status == api.COMPLETED
+        finally:
+            await engine.stop()
+        assert records(record) == ["start quiet", "stopped quiet", "start next", "end next"]
     finally:
         peer.stop()

@@ -6,7 +6,8 @@ memory, as the SDK keeps them: a restarted server answers 404 to the old session
 ``work(seconds, tag)`` reports progress every 0.1 s and appends one line per event to
 RECORD_FILE: ``start TAG`` when its handler begins, ``end TAG`` when it returns and
 ``stopped TAG`` when the SDK cancelled it (a client's cancel, or the request's stream
-closed in the 2026-07-28 era). The record is the server's word on what ran and what
+closed in the 2026-07-28 era). Tool ``quiet_work(seconds, tag)`` does the same without
+progress, so that its answer is plain JSON. The record is the server's word on what ran and what
 stopped, read by the tests after the fact.
 """
 
@@ -42,6 +43,20 @@ async def work(seconds: float, tag: str, ctx: Context) -> str:
         raise
     note(f"end {tag}")
     return f"worked {seconds} s on {tag}"
+
+
+@server.tool()
+async def quiet_work(seconds: float, tag: str) -> str:
+    """Work for ``seconds`` without a word on the way (at 2026-07-28 its answer is plain
+    JSON: nothing opens a stream before the result); the record says it started and ended."""
+    note(f"start {tag}")
+    try:
+        await asyncio.sleep(seconds)
+    except asyncio.CancelledError:
+        note(f"stopped {tag}")
+        raise
+    note(f"end {tag}")
+    return f"worked quietly {seconds} s on {tag}"
 
 
 def records(path: Path) -> list[str]:

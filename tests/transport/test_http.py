@@ -19,6 +19,7 @@ from hostapp.protocol.jsonrpc import (
     Response,
     RpcError,
 )
+from hostapp.protocol.timing import Timing
 from hostapp.transport.base import HttpStatusError, SessionExpired, TransportError
 from hostapp.transport.http import StreamableHttpTransport
 from tests.support.waiting import until_async
@@ -421,7 +422,9 @@ async def test_handshake_era_tools_list_is_passed_through_whole(sse_server, list
 # 409: the server still holds the stream's previous connection (it notices the drop later)
 @pytest.mark.parametrize("status", [503, 409])
 async def test_resumption_refused_by_a_busy_server_is_retried_then_given_up(sse_server, listener, status):
-    transport = await initialized(sse_server, listener, standalone_stream=False, max_resume_attempts=3)
+    # Refusals go on being retried for the resumption budget (a duration), then given up.
+    transport = await initialized(sse_server, listener, standalone_stream=False,
+                                  timing=Timing(resume_budget=0.25))
     try:
         await transport.send(call(1, "drop", count=3, drops=[1], retry=50, resume_status=status))
         await listener.wait_for(lambda: listener.lost)
@@ -430,7 +433,7 @@ async def test_resumption_refused_by_a_busy_server_is_retried_then_given_up(sse_
     [(request_id, error)] = listener.lost
     assert request_id == 1 and isinstance(error, HttpStatusError) and error.status == status
     gets = [r for r in sse_server.records() if r["kind"] == "http" and r["method"] == "GET"]
-    assert len(gets) == 3
+    assert len(gets) >= 2
     assert len(posts(sse_server, "tools/call")) == 1
 
 

@@ -21,6 +21,7 @@ import httpx
 import pytest
 
 from hostapp.protocol.jsonrpc import Notification, Request, Response
+from hostapp.protocol.timing import Timing
 from hostapp.transport.http import StreamableHttpTransport
 from tests.support.faults import LoopbackProxy
 from tests.support.peers import (
@@ -31,6 +32,7 @@ from tests.support.peers import (
     free_port,
     require_everything,
 )
+from tests.support.waiting import until_async
 
 VERSION = "2025-11-25"
 INIT_PARAMS = {"protocolVersion": VERSION, "capabilities": {},
@@ -102,6 +104,30 @@ async def test_a_call_survives_a_dropped_connection(proxy, listener):
     # (from a newer event id) brings the rest and the response
     resumed_from = resumptions(proxy)
     assert len(resumed_from) >= 2 and len(set(resumed_from)) == len(resumed_from)
+
+
+async def test_a_network_cut_longer_than_eight_attempts_but_within_the_budget_is_resumed(proxy, listener):
+    # The transport's reconnections go on for a duration (``resume_budget``), not for a
+    # number of attempts: a cut that outlasts many quick attempts (a back-off capped at
+    # 0.1 s here) but not the budget ends with the stream resumed and the call answered.
+    timing = Timing(sse_retry=0.05, reconnect_cap=0.1, resumed_silence=0.5, resume_budget=60.0)
+    transport = await initialized(proxy.url(), listener, standalone_stream=False, timing=timing)
+    try:
+        await transport.send(long_call(1, duration=2, steps=4))
+        await listener.wait_for(lambda: len(listener.progress_values()) >= 1)
+        await asyncio.to_thread(proxy.refuse)
+        try:
+            await until_async(lambda: proxy.refused >= 12 or listener.lost, what="twelve refused reconnections")
+        finally:
+            proxy.let_through()
+        await listener.wait_for(lambda: listener.has_response(1) or bool(listener.lost))
+    finally:
+        await transport.close()
+    assert listener.lost == []
+    assert proxy.refused >= 12
+    assert completed(listener.response_for(1))
+    assert listener.progress_values() == [1, 2, 3, 4]
+    assert len(proxy.tool_calls(TOOL)) == 1  # never re-POSTed
 
 
 async def test_a_stream_resumed_after_a_restart_completes(everything, listener, make_listener):

@@ -108,6 +108,28 @@ def test_the_system_monitor_view_polls_through_the_engine_after_consent(qtbot, q
             assert not bridge.refusals and not window.details.app_pane.sandbox.refusals
             # The view shows its calls' outcomes: no desktop notice for each poll.
             assert not [n for n in notes if "poll-system-stats" in n], notes
+
+            # Shown again: its calls are answered from the record, none is made again.
+            other = await engine.start_call("monitor", "get-system-info", {})
+            await engine.wait_finished(other.id)
+            await select(window, other.id)
+            await until(lambda: views.bridge is not None and views.bridge is not bridge
+                        and views.bridge.op.id == other.id, 90, "the other operation's view")
+            async def calls_of_its_view() -> list[dict]:
+                return [e for e in await engine.events(op.id) if e["kind"] == engine_apps.VIEW_CALL_EVENT]
+
+            made = await calls_of_its_view()
+            assert len(made) >= 2
+            await select(window, op.id)
+            await until(lambda: views.bridge is not None and views.bridge.op.id == op.id, 90, "the view shown again")
+            again = views.bridge
+            assert again.record
+            await until(lambda: len(again.tool_replies) >= 2, 60, "two polls answered from the record")
+            assert not again.calls and again.replayed
+            assert set(again.replayed) <= set(bridge.calls)
+            assert await calls_of_its_view() == made  # nothing started by the view shown again
+            assert again.tool_replies[0]["result"] == (await engine.operation(again.replayed[0])).result
+            assert "Shown again from the record" in window.details.app_pane.status.text()
             # The app-only tool is the view's, not offered to the person.
             dialog = StartCallDialog(["monitor"], engine.list_tools, window, server="monitor")
             await until(lambda: dialog.select_tool("get-system-info"), 30, "the tools in the dialog")
@@ -156,17 +178,23 @@ def test_a_view_is_held_to_its_declared_origins_and_stays_where_it_is(qtbot, qlo
 
         op_id = qloop.run_until_complete(scenario())
 
-    # A new window on the same home: the view is read again and given the stored result again.
+    # A new window on the same home: the view is read again and given the stored result
+    # again; its calls are answered with what they returned the first time, none made again.
     with shown_host(qloop, isolated_home) as app:
         window, engine = app.window, app.api
 
         async def again():
             await app.start()
             await engine.wait_connected("probe", 30)
-            window.details.app_views.consent.grant("probe", "report")
+            views = window.details.app_views
             await select(window, op_id)
-            await until(lambda: len(reports()) >= 4, 90, "the view's reports after the restart")
-            assert reports()[2]["declared"] == "fetched" and reports()[3] == {"echo": "report done"}
+            await until(lambda: views.bridge is not None and len(views.bridge.replayed) >= 2, 90,
+                        "the view's two reports answered from the record")
+            bridge = views.bridge
+            assert not bridge.calls and len(reports()) == 2  # nothing made again
+            assert not consent_boxes()  # nothing to consent to: nothing runs
+            answers = [r["result"]["content"][0]["text"] for r in bridge.tool_replies if "result" in r]
+            assert answers == ["report done", "report done"]
 
         qloop.run_until_complete(again())
 

@@ -292,3 +292,18 @@ def test_the_time_spent_on_a_question_or_without_an_agent_does_not_slow_the_rate
     model.apply_changes([moved])
     estimate = model.estimate(moved, now=resumed + 2)
     assert estimate is not None and estimate.seconds_left == pytest.approx(8, abs=0.1)
+
+
+def test_an_operation_the_host_found_stalled_says_so_until_it_ends(qloop):
+    model = OperationTableModel(ListSource([]))
+    qloop.run_until_complete(model.reload())
+    why = "the server has said for 6.0 s that it needs input, but asked no question hostapp could show"
+    model.apply_changes([op(8, api.INPUT_REQUIRED, needs_input=True, message="waiting for your answer",
+                            stalled=why)])
+    index = model.index(model.row_of("op8"), MESSAGE)
+    assert model.data(index) == f"Stalled: {why}"
+    assert "asked no" in model.data(index, Qt.ItemDataRole.ToolTipRole)
+    assert model.data(model.index(model.row_of("op8"), STATUS)) == "Stalled"
+    model.apply_changes([op(8, api.INPUT_REQUIRED, needs_input=True, message="waiting for your answer")])
+    assert model.data(model.index(model.row_of("op8"), MESSAGE)) == "waiting for your answer"
+    assert model.data(model.index(model.row_of("op8"), STATUS)) != "Stalled"

@@ -10,7 +10,9 @@ params) and answers:
   (``ui/notifications/tool-result``, or ``ui/notifications/tool-cancelled``);
 - ``tools/call``: only after the person agreed, the first time per tool, and then through
   the engine as an operation of its own (:meth:`EngineApi.start_app_call`), which checks
-  that apps may call that tool of that server;
+  that apps may call that tool of that server. A view shown again (its operation's
+  timeline lists calls its view made before: ``record``) makes no call: each is answered
+  with what the same call (tool and arguments) returned before, or refused;
 - ``ui/open-link``: opened in the browser only after the person agreed;
 - ``ui/notifications/size-changed``: the view's height;
 - ``ui/request-display-mode``: always ``inline``; ``ping``: an empty answer.
@@ -43,6 +45,9 @@ MAX_REFUSALS = 200
 MAX_CALLS_IN_FLIGHT = 8
 #: How long the view may take to answer ``ui/resource-teardown``.
 TEARDOWN_SECONDS = 1.0
+#: Why a view shown again gets no answer to a call it did not make the first time.
+NOT_MADE_AGAIN = ("this view is shown again from the record: its tool calls are not made again, and this one "
+                  "was not made before; call the tool again for fresh data")
 
 
 class ConsentBook:
@@ -79,7 +84,8 @@ class AppBridge:
                  consent: ConsentBook, open_link: Callable[[str], Awaitable[bool]],
                  resized: Callable[[int], None], theme: str = "light", width: int = 800,
                  max_height: int = 2000, host_version: str = "",
-                 started: Callable[[str], None] | None = None) -> None:
+                 started: Callable[[str], None] | None = None,
+                 record: list[dict[str, Any]] | None = None) -> None:
         self.engine = engine
         self.op = op
         self.tool = tool
@@ -95,6 +101,10 @@ class AppBridge:
         self.refusals: list[str] = []
         self.calls: list[str] = []  # operation ids the view started
         self.tool_replies: list[dict[str, Any]] = []  # the last answers to its tools/call
+        #: The calls its view made when it was shown before (``view_call`` event data),
+        #: None for a view shown the first time.
+        self.record = record
+        self.replayed: list[str] = []  # the earlier operations whose outcome answered a call
         self._declined: set[str] = set()
         self._in_flight = 0
         self._sent_input = False
@@ -184,6 +194,8 @@ class AppBridge:
         entry = apps.find_tool(await self.engine.list_tools(server), name)
         if entry is None or not apps.tool_ui(entry).app_callable:
             raise BridgeRefused(f"{server} does not let its views call {name}", NOT_ALLOWED)
+        if self.record is not None:
+            return await self._recorded(name, arguments)  # refused as it was the first time, else this
         if not await self._consent.allow(server, name, self.op.tool or self.op.method, arguments):
             self._declined.add(name)
             raise BridgeRefused(f"the person did not allow this view to call {name}", NOT_ALLOWED)
@@ -198,11 +210,19 @@ class AppBridge:
             final = await self.engine.wait_finished(started.id)
         finally:
             self._in_flight -= 1
-        if final.result is not None:
-            return final.result
-        error = final.error or {}
-        text = str(error.get("message") or final.message or final.status)
-        return {"content": [{"type": "text", "text": text}], "isError": True}
+        return _answer_of(final)
+
+    async def _recorded(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        """The answer a view shown again gets: what the newest same call returned."""
+        assert self.record is not None
+        for call in reversed(self.record):
+            if call.get("tool") != name or call.get("arguments") != arguments:
+                continue
+            earlier = await self.engine.operation(str(call.get("operation")))
+            if earlier is not None and not earlier.in_flight:
+                self.replayed.append(earlier.id)
+                return _answer_of(earlier)
+        raise BridgeRefused(NOT_MADE_AGAIN, NOT_ALLOWED)
 
     # -- to the view ----------------------------------------------------------------------------
 
@@ -244,3 +264,12 @@ class AppBridge:
         self.closed = True
         for task in list(self._tasks):
             task.cancel()
+
+
+def _answer_of(final: api.OperationView) -> dict[str, Any]:
+    """A ``tools/call`` result for the view from an ended operation."""
+    if final.result is not None:
+        return final.result
+    error = final.error or {}
+    text = str(error.get("message") or final.message or final.status)
+    return {"content": [{"type": "text", "text": text}], "isError": True}

@@ -5,7 +5,9 @@ window enabled app views. For the shown operation it asks the engine for the too
 ``_meta.ui``; when the tool declares a view it reads the resource, renders it in an
 :class:`~hostapp.ui.apps.sandbox.AppSandbox` and hands the operation's outcome to its
 :class:`~hostapp.ui.apps.bridge.AppBridge` when it comes. Nothing is stored: after a
-restart of the window the same steps run again with the journaled outcome.
+restart of the window the same steps run again with the journaled outcome. A view whose
+operation's timeline lists calls it made before is shown again from that record: its
+calls are answered with what they returned then, and none is made again.
 """
 
 from __future__ import annotations
@@ -28,6 +30,10 @@ from hostapp.ui.apps.bridge import AppBridge, ConsentBook
 from hostapp.ui.async_dialog import run_dialog
 
 log = logging.getLogger(__name__)
+
+#: Above a view shown again from the record.
+REPLAY_NOTE = ("Shown again from the record: the view's tool calls get what they returned before and are not "
+               "made again. Call the tool again for fresh data.")
 
 
 class AppViewPane(QWidget):
@@ -130,9 +136,17 @@ class AppViews(QObject):
         if op.id != self._op_id:
             return
         current = await self.engine.operation(op.id) or op
-        self._render(current, tool, resource)
+        try:
+            earlier = [e["data"] for e in await self.engine.events(op.id) if e.get("kind") == api.EVENT_VIEW_CALL]
+        except api.EngineError as exc:
+            log.debug("no timeline for %s: %s", op.id, exc)
+            earlier = []
+        if op.id != self._op_id:
+            return
+        self._render(current, tool, resource, earlier or None)
 
-    def _render(self, op: api.OperationView, tool: dict[str, Any] | None, resource: ViewResource) -> None:
+    def _render(self, op: api.OperationView, tool: dict[str, Any] | None, resource: ViewResource,
+                record: list[dict[str, Any]] | None = None) -> None:
         from hostapp.ui.apps.sandbox import AppSandbox
 
         sandbox = AppSandbox(resource)
@@ -141,11 +155,11 @@ class AppViews(QObject):
         bridge = AppBridge(self.engine, op, tool, resource, sandbox.post, consent=self.consent,
                            open_link=self._open_link, resized=sandbox.set_view_height,
                            theme="dark" if dark else "light", width=max(320, self.pane.width()),
-                           host_version=__version__, started=self.view_calls.add)
+                           host_version=__version__, started=self.view_calls.add, record=record)
         sandbox.messageReceived.connect(bridge.receive)
         sandbox.refused.connect(lambda kind, target: self.pane.say(
             f"The view tried a {kind} the sandbox does not allow: {target[:200]}"))
-        self.pane.say("")
+        self.pane.say(REPLAY_NOTE if record is not None else "")
         self.pane.put(sandbox)
         self.bridge = bridge
         sandbox.load_view()
