@@ -662,12 +662,15 @@ class ClientSession:
         if await self._send_answer(reply, message.method):
             self.handlers.on_answer_sent(ctx)
 
-    async def answer_earlier_request(self, request_id: RequestId, result: dict[str, Any], method: str) -> bool:
+    async def answer_earlier_request(self, request_id: RequestId, result: dict[str, Any], method: str, *,
+                                     error: RpcError | None = None) -> bool:
         """Answer a request the server sent to an earlier life of the host in this session
-        (a question asked again after a restart); the id counts as taken, so a replay of
-        it is not asked a third time. True once the server has it (or refused it for good)."""
+        (a question asked again after a restart), with ``result`` or, given one, ``error``;
+        the id counts as taken, so a replay of it is not asked a third time. True once the
+        server has it (or refused it for good)."""
         self._taken_before(request_id)
-        return await self._send_answer(Response(request_id, result), method)
+        reply: Message = Response(request_id, result) if error is None else ErrorResponse(request_id, error.to_error())
+        return await self._send_answer(reply, method)
 
     async def _send_answer(self, reply: Message, method: str) -> bool:
         """Send an answer, again after a network failure; False if it was lost."""

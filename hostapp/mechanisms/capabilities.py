@@ -54,10 +54,12 @@ def client_capabilities(era: str, *, task_augmented_elicitation: bool = False) -
     as a task when asked (2025-11-25 ``tasks.requests``: answer with a CreateTaskResult
     and serve ``tasks/get``/``tasks/result`` for it). Off until the session can do that;
     servers then show fewer tools (server-everything hides
-    ``trigger-elicitation-request-async``). Sampling is not declared: the host runs no model.
+    ``trigger-elicitation-request-async``). Sampling is declared without ``context`` and
+``tools`` (:mod:`hostapp.protocol.sampling`).
     Streams (draft "Streams") and async tools (SEP-1391) define no client capability.
     """
     capabilities: dict[str, Any] = {"elicitation": {"form": {}, "url": {}}}
+    capabilities["sampling"] = {}  # text only: no "context" (includeContext), no "tools"
     if _era(era) == STATELESS:
         capabilities["extensions"] = {TASKS_EXTENSION: {}}
         return capabilities
