@@ -102,6 +102,10 @@ class QuestionDesk:
         listener.input_requested(request)
         try:
             answer = await fut
+        except asyncio.CancelledError:
+            if qid in self._open:  # its asker gave up (a task the server cancelled): off the screen
+                self._listener().input_withdrawn(qid)
+            raise
         finally:
             self._open.pop(qid, None)
             if operation_id is not None:

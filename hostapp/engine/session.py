@@ -104,6 +104,18 @@ class ClientHandlers:
     async def create_message(self, params: dict[str, Any], ctx: RequestContext) -> dict[str, Any]:
         raise RpcError(METHOD_NOT_FOUND, "sampling is not available in this client")
 
+    async def request_as_task(self, method: str, params: dict[str, Any], ctx: RequestContext) -> dict[str, Any]:
+        """A question or sampling request sent as a task (2025-11-25 ``tasks.requests``):
+        the ``CreateTaskResult``. By default it is answered as if sent plainly (allowed to
+        a client that did not declare task-augmented requests)."""
+        plain = {k: v for k, v in params.items() if k != "task"}
+        return await (self.elicit(plain, ctx) if method == "elicitation/create" else self.create_message(plain, ctx))
+
+    async def client_task(self, method: str, params: dict[str, Any], ctx: RequestContext) -> dict[str, Any]:
+        """The server's ``tasks/get``, ``tasks/result``, ``tasks/list`` or ``tasks/cancel``
+        about the client's own tasks."""
+        raise RpcError(METHOD_NOT_FOUND, f"the client does not handle {method}")
+
     async def list_roots(self, ctx: RequestContext) -> dict[str, Any]:
         return {"roots": []}
 
@@ -697,12 +709,18 @@ class ClientSession:
     async def _answer(self, method: str, params: dict[str, Any], ctx: RequestContext) -> dict[str, Any]:
         if method == "ping":
             return {}
+        if method in ("elicitation/create", "sampling/createMessage") and "task" in params:
+            if not isinstance(params["task"], dict):
+                raise RpcError(INVALID_PARAMS, "task must be an object")
+            return await self.handlers.request_as_task(method, params, ctx)
         if method == "elicitation/create":
             if not isinstance(params.get("message", ""), str):
                 raise RpcError(INVALID_PARAMS, "elicitation message must be a string")
             return await self.handlers.elicit(params, ctx)
         if method == "sampling/createMessage":
             return await self.handlers.create_message(params, ctx)
+        if method in ("tasks/get", "tasks/result", "tasks/list", "tasks/cancel"):
+            return await self.handlers.client_task(method, params, ctx)
         if method == "roots/list":
             return await self.handlers.list_roots(ctx)
         raise RpcError(METHOD_NOT_FOUND, f"the client does not handle {method}")

@@ -17,11 +17,12 @@ from typing import Any
 
 from hostapp.engine.context import EngineContext
 from hostapp.engine.questions import ELICITATION, SAMPLING
+from hostapp.engine.request_tasks import RequestTasks
 from hostapp.engine.runner import OperationRunner
 from hostapp.engine.session import ClientHandlers, RequestContext
 from hostapp.engine.supervisor import ServerConnection
 from hostapp.mechanisms import actions as A
-from hostapp.protocol.jsonrpc import RequestId, RpcError
+from hostapp.protocol.jsonrpc import INVALID_PARAMS, RequestId, RpcError
 from hostapp.store.status import OperationStatus
 from hostapp.transport.base import SessionExpired, TransportError
 
@@ -41,6 +42,8 @@ class ServerTraffic(ClientHandlers):
         self.scope = scope
         # Questions kept in the journal until their answer is sent: request id -> asker.
         self._kept: dict[RequestId | None, OperationRunner] = {}
+        #: Questions and sampling requests the server sent as tasks (2025-11-25 tasks.requests).
+        self.request_tasks = RequestTasks(context.spawn)
 
     def _owner(self, request_id: RequestId | None) -> OperationRunner | None:
         return self.context.routing.owner(self.conn.name, self.scope, request_id)
@@ -50,6 +53,18 @@ class ServerTraffic(ClientHandlers):
 
     async def create_message(self, params: dict[str, Any], ctx: RequestContext) -> dict[str, Any]:
         return await self._ask_person(SAMPLING, params, ctx)
+
+    async def request_as_task(self, method: str, params: dict[str, Any], ctx: RequestContext) -> dict[str, Any]:
+        """Asked as a task: answered with the task at once, the person asked meanwhile. The
+        request is not kept in the journal (its id was answered, with the task)."""
+        if method == ELICITATION and not isinstance(params.get("message", ""), str):
+            raise RpcError(INVALID_PARAMS, "elicitation message must be a string")
+        plain = {k: v for k, v in params.items() if k != "task"}
+        untied = RequestContext(ctx.session, None, ctx.related_request_id, ctx.related_task_id, method)
+        return self.request_tasks.create(method, params["task"], lambda: self._ask_person(method, plain, untied))
+
+    async def client_task(self, method: str, params: dict[str, Any], ctx: RequestContext) -> dict[str, Any]:
+        return await self.request_tasks.serve(method, params)
 
     async def _ask_person(self, method: str, params: dict[str, Any], ctx: RequestContext) -> dict[str, Any]:
         """A question (elicitation) or a sampling request, asked on behalf of the operation

@@ -105,3 +105,32 @@ def test_the_configured_model_answers_with_approve_sampling(home, model, keyring
     cleared = hostapp("model", "clear", home=home, env=keyring_env)
     assert cleared.returncode == 0, cleared.stderr
     assert json.loads(hostapp("model", "show", "--json", home=home, env=keyring_env).stdout)["api_key"] is False
+
+
+def test_requests_sent_as_tasks_are_answered_through_the_task(home):
+    """2025-11-25 task-augmented requests: server-everything lists its -async tools once
+    hostapp declares tasks.requests, sends the question and the sampling request as tasks,
+    polls tasks/get and fetches the answers with tasks/result."""
+    tools = {t["name"] for t in json.loads(hostapp("tools", "ev", "--json", home=home).stdout)}
+    assert {"trigger-sampling-request-async", "trigger-elicitation-request-async"} <= tools
+
+    proc, evs = call_ev(home, "trigger-sampling-request-async", {"prompt": "as a task"},
+                        [{"reply": "Answered through the task"}])
+    assert proc.returncode == 0, proc.stderr
+    assert [e["answer"] for e in evs if e["event"] == "sampling"] == ["reply"]
+    text = evs[-1]["result"]["content"][0]["text"]
+    assert text.startswith("[COMPLETED]") and "Answered through the task" in text, text
+    assert "io.modelcontextprotocol/related-task" in text  # tasks/result tagged its answer with the task
+
+    proc, evs = call_ev(home, "trigger-elicitation-request-async", {},
+                        [{"action": "accept", "content": {"name": "Ada"}}])
+    assert proc.returncode == 0, proc.stderr
+    assert [e["answer"] for e in evs if e["event"] == "elicitation"] == ["accept"]
+    assert "- Name: Ada" in json.dumps(evs[-1]["result"]), evs[-1]
+
+
+def call_ev(home: Path, tool: str, args: dict, answers: list) -> tuple[subprocess.CompletedProcess, list]:
+    path = home.parent / "answers.json"
+    path.write_text(json.dumps(answers))
+    proc = hostapp("call", "ev", tool, "--json", "--args", json.dumps(args), "--answers", str(path), home=home)
+    return proc, events(proc)

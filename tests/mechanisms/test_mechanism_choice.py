@@ -36,11 +36,11 @@ def test_handshake_era_declares_everything_it_supports():
     assert client_capabilities("2025-11-25") == {
         "elicitation": {"form": {}, "url": {}},
         "sampling": {},
-        "tasks": {"list": {}, "cancel": {}},
+        "tasks": {"list": {}, "cancel": {},
+                  "requests": {"elicitation": {"create": {}}, "sampling": {"createMessage": {}}}},
         "resumableRequests": {},
     }
-    assert client_capabilities("handshake", task_augmented_elicitation=True)["tasks"]["requests"] == {
-        "elicitation": {"create": {}}}
+    assert "requests" not in client_capabilities("handshake", task_augmented_requests=False)["tasks"]
 
 
 def test_stateless_era_opts_in_to_the_tasks_extension():
