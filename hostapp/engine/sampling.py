@@ -55,6 +55,9 @@ class ModelSettings:
 
     base_url: str = ""
     models: tuple[str, ...] = ()
+    #: Whether an API key is kept in the keyring (the key itself never is here): a local
+    #: model needs none, and then the keyring is not read at all.
+    keyed: bool = False
     auto_approve: tuple[str, ...] = ()  # servers whose sampling requests the model answers unasked
     limits: S.Limits = field(default_factory=S.Limits)
 
@@ -62,8 +65,8 @@ class ModelSettings:
     def configured(self) -> bool:
         return bool(self.base_url and self.models)
 
-    def view(self, has_key: bool) -> api.JsonObject:
-        return {"base_url": self.base_url or None, "models": list(self.models), "api_key": has_key,
+    def view(self) -> api.JsonObject:
+        return {"base_url": self.base_url or None, "models": list(self.models), "api_key": self.keyed,
                 "auto_approve": list(self.auto_approve), "limits": asdict(self.limits)}
 
 
@@ -84,6 +87,7 @@ def read_settings(home: Path) -> ModelSettings:
     return ModelSettings(
         base_url=str(data.get("base_url") or ""),
         models=tuple(str(m) for m in data.get("models") or () if isinstance(m, str)),
+        keyed=data.get("keyed") is True,
         auto_approve=tuple(str(s) for s in data.get("auto_approve") or () if isinstance(s, str)),
         limits=S.Limits(**{k: int(v) for k, v in limits.items()
                            if k in S.Limits.__dataclass_fields__ and isinstance(v, int) and v > 0}))
@@ -93,7 +97,7 @@ def write_settings(home: Path, settings: ModelSettings) -> None:
     from hostapp.store.paths import private_file
 
     path = private_file(settings_path(home))
-    data = {"base_url": settings.base_url, "models": list(settings.models),
+    data = {"base_url": settings.base_url, "models": list(settings.models), "keyed": settings.keyed,
             "auto_approve": list(settings.auto_approve), "limits": asdict(settings.limits)}
     tmp = path.with_suffix(".tmp")
     private_file(tmp).write_text(json.dumps(data, indent=2) + "\n")
@@ -154,17 +158,18 @@ class SamplingGate:
     def _key_ref(self) -> str:
         return self._secrets().fixed_ref(KEY_KIND)
 
-    async def _key(self) -> str | None:
+    async def _key(self) -> str:
         from hostapp.store.secret_refs import SecretMissing
 
         store = self._secrets()
         try:
             return await asyncio.get_running_loop().run_in_executor(None, store.get, self._key_ref())
         except SecretMissing:
-            return None
+            raise ModelError("the model's API key is no longer in the keyring: set it again with "
+                             "'hostapp model set ... --api-key-stdin'") from None
 
     async def view(self) -> api.JsonObject:
-        return self.settings().view(await self._key() is not None)
+        return self.settings().view()
 
     async def configure(self, base_url: str, models: list[str], api_key: str | None) -> api.JsonObject:
         """Set the endpoint (``api_key`` None keeps the kept one, "" removes it)."""
@@ -178,13 +183,16 @@ class SamplingGate:
             await loop.run_in_executor(None, store.put_at, self._key_ref(), api_key)
         elif api_key == "":
             await loop.run_in_executor(None, store.delete, self._key_ref())
-        write_settings(self.home, replace(self.settings(), base_url=base, models=tuple(models)))
+        settings = self.settings()
+        keyed = settings.keyed if api_key is None else bool(api_key)
+        write_settings(self.home, replace(settings, base_url=base, models=tuple(models), keyed=keyed))
         return await self.view()
 
     async def clear(self) -> None:
         """Forget the endpoint and its key; the per-server policies go with it."""
-        store = self._secrets()
-        await asyncio.get_running_loop().run_in_executor(None, store.delete, self._key_ref())
+        if self.settings().keyed:
+            store = self._secrets()
+            await asyncio.get_running_loop().run_in_executor(None, store.delete, self._key_ref())
         with contextlib.suppress(FileNotFoundError):
             settings_path(self.home).unlink()
 
@@ -226,7 +234,7 @@ class SamplingGate:
             body = S.chat_completion_body(request, model, settings.limits)
         except ValueError as exc:
             raise ModelError(str(exc)) from None
-        key = await self._key()
+        key = await self._key() if settings.keyed else None
         answer = await _post(settings.base_url, body, key)
         try:
             return S.read_chat_completion(answer, model)

@@ -102,6 +102,16 @@ def test_the_configured_model_answers_with_approve_sampling(home, model, keyring
     leaked = [p for p in home.rglob("*") if p.is_file() and API_KEY.encode() in p.read_bytes()]
     assert not leaked and API_KEY not in proc.stderr + proc.stdout
 
+    # Set to "auto", the server's requests are answered by the model without asking anyone.
+    policy = hostapp("model", "policy", "ev", "auto", home=home, env=keyring_env)
+    assert policy.returncode == 0 and "without asking" in policy.stdout, policy.stderr
+    proc, evs = sample(home, env=keyring_env)
+    assert proc.returncode == 0, proc.stderr
+    assert [e for e in evs if e["event"] == "sampling"] == []  # nobody was asked
+    assert "model reply to: " in evs[-1]["result"]["content"][0]["text"] and len(model.requests()) == 2
+    unknown = hostapp("model", "policy", "nosuch", "auto", home=home, env=keyring_env)
+    assert unknown.returncode != 0 and "nosuch" in unknown.stderr
+
     cleared = hostapp("model", "clear", home=home, env=keyring_env)
     assert cleared.returncode == 0, cleared.stderr
     assert json.loads(hostapp("model", "show", "--json", home=home, env=keyring_env).stdout)["api_key"] is False
