@@ -88,6 +88,20 @@ async def test_a_declined_request_is_the_error_the_specification_names(isolated_
     assert "declined" in final.result["structuredContent"]["error"]
 
 
+async def test_declined_as_an_input_request_the_call_ends_cancelled(isolated_home, lab, recorder, real_keyring):
+    """2026-07-28: an input response cannot carry a refusal, so declining ends the call."""
+    recorder.answers = [{"action": "decline"}]
+    engine = await run_engine(isolated_home, recorder)
+    try:
+        await engine.add_server(lab_server(lab))
+        await engine.connected("lab")
+        final = await call(engine, "ask_model", {})
+    finally:
+        await engine.stop()
+    assert final.status == api.CANCELLED and final.result is None, (final.result, final.error)
+    assert len(recorder.questions) == 1
+
+
 async def test_the_model_drafts_and_the_person_sends_it(isolated_home, lab, recorder, real_keyring, model):
     engine = await run_engine(isolated_home, recorder)
     recorder.answers = []  # answered below, after the model's draft
