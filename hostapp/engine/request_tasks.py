@@ -25,8 +25,6 @@ from typing import Any
 from hostapp.protocol.eras import RELATED_TASK_META_KEY
 from hostapp.protocol.jsonrpc import INVALID_PARAMS, RpcError
 
-#: The methods of a client's tasks that a server may call.
-TASK_METHODS = frozenset({"tasks/get", "tasks/result", "tasks/list", "tasks/cancel"})
 #: The longest a finished task is kept for its ``tasks/result`` (the server's ``ttl``, at most this).
 MAX_TTL_MS = 3_600_000
 #: How often the server is told to poll ``tasks/get``.

@@ -215,9 +215,6 @@ class SamplingGate:
                                            "times in a minute; hostapp refuses the rest until the minute is over")
         return request
 
-    def shown_text(self, server: str, params: dict[str, Any]) -> str:
-        return S.plain_text(S.describe_request(params), server, self.settings().limits)
-
     def auto_approved(self, server: str) -> bool:
         settings = self.settings()
         return settings.configured and server in settings.auto_approve

@@ -24,8 +24,6 @@ from typing import Any
 
 from hostapp.protocol.jsonrpc import INVALID_PARAMS, RpcError
 
-METHOD = "sampling/createMessage"
-
 #: The error a client answers when the person refuses a sampling request (the
 #: specification's example: ``{"code": -1, "message": "User rejected sampling request"}``).
 USER_REJECTED = -1
