@@ -12,15 +12,18 @@ people script against them.
     hostapp servers login NAME | hostapp servers logout NAME
     hostapp tools SERVER [--timeout S] [--json]
     hostapp skills SERVER [--json] | hostapp skills SERVER NAME [--json]
-    hostapp call SERVER TOOL [--args JSON] [--answers FILE] [--unanswered decline|wait] [--timeout S] [--json]
+    hostapp call SERVER TOOL [--args JSON] [--answers FILE] [--unanswered decline|wait] [--approve-sampling]
+        [--timeout S] [--json]
     hostapp follow OP [--json] | hostapp ops [--status S[,S...]] [--server NAME] [--limit N] [--json]
     hostapp resume [--wait] [--answers FILE] [--json] | hostapp cancel OP [--timeout S]
+    hostapp model set --base-url URL --model NAME [--model NAME ...] [--api-key-stdin] | hostapp model show [--json]
+    hostapp model clear | hostapp model policy SERVER ask|auto
     hostapp agent [status|stop] | hostapp autostart enable|disable|status
     hostapp conformance-client URL
     hostapp lab serve (--http PORT | --stdio) [...]
 
 With ``--json`` a call prints one JSON object per line: a first ``started`` line with the
-operation's id, then progress, status, elicitation and log events, then a last ``result``
+operation's id, then progress, status, elicitation, sampling and log events, then a last ``result``
 or ``error`` line. Exit status 0 on a result (an ``isError`` result too), 1 on an error, 2
 on bad usage, 130 when Ctrl+C let go of the call (it goes on in the background) or
 cancelled it.
@@ -105,6 +108,12 @@ CANCEL_ON_INTERRUPT_HELP = ("Ctrl+C cancels the operation (by default it lets go
 UNANSWERED_HELP = ("a question with no scripted answer left: decline it (the default), or wait: "
                    "leave it open, to be answered later by 'hostapp resume --answers' or in the window")
 
+ANSWERS_HELP = ('JSON list of answers, used in order: {"action":"accept","content":{...}} or {"action":"decline"} '
+                'for a question, {"reply":"TEXT"} for a sampling request')
+
+APPROVE_SAMPLING_HELP = ("let the configured model ('hostapp model set') answer the sampling requests of the "
+                         "operations followed, without asking")
+
 
 # -- parser ---------------------------------------------------------------------------
 
@@ -185,8 +194,9 @@ def build_parser() -> argparse.ArgumentParser:
     call.add_argument("server")
     call.add_argument("tool")
     call.add_argument("--args", help="the tool's arguments as a JSON object")
-    call.add_argument("--answers", metavar="FILE", help="JSON list of elicitation answers, used in order")
+    call.add_argument("--answers", metavar="FILE", help=ANSWERS_HELP)
     call.add_argument("--unanswered", choices=("decline", "wait"), default="decline", help=UNANSWERED_HELP)
+    call.add_argument("--approve-sampling", action="store_true", help=APPROVE_SAMPLING_HELP)
     call.add_argument("--json", action="store_true", help="one JSON event per line")
     call.add_argument("--timeout", "--connect-timeout", type=float, default=DEFAULT_TIMEOUT, metavar="S",
                       help=CALL_TIMEOUT_HELP)
@@ -196,8 +206,9 @@ def build_parser() -> argparse.ArgumentParser:
     follow = sub.add_parser("follow", help="follow an operation already started to its end (as call does)")
     follow.add_argument("op", help="the operation's id (call prints it first; 'hostapp ops' lists them)")
     follow.add_argument("--json", action="store_true", help="one JSON event per line")
-    follow.add_argument("--answers", metavar="FILE", help="JSON list of elicitation answers, used in order")
+    follow.add_argument("--answers", metavar="FILE", help=ANSWERS_HELP)
     follow.add_argument("--unanswered", choices=("decline", "wait"), default="decline", help=UNANSWERED_HELP)
+    follow.add_argument("--approve-sampling", action="store_true", help=APPROVE_SAMPLING_HELP)
     follow.add_argument("--cancel-on-interrupt", action="store_true", help=CANCEL_ON_INTERRUPT_HELP)
     follow.set_defaults(func=_command("cmd_follow"))
 
@@ -215,8 +226,9 @@ def build_parser() -> argparse.ArgumentParser:
     resume = sub.add_parser("resume", help="resume and poll every unfinished operation")
     resume.add_argument("--wait", action="store_true", help="follow each until it ends")
     resume.add_argument("--json", action="store_true")
-    resume.add_argument("--answers", metavar="FILE", help="JSON list of elicitation answers, used in order")
+    resume.add_argument("--answers", metavar="FILE", help=ANSWERS_HELP)
     resume.add_argument("--unanswered", choices=("decline", "wait"), default="decline", help=UNANSWERED_HELP)
+    resume.add_argument("--approve-sampling", action="store_true", help=APPROVE_SAMPLING_HELP)
     resume.add_argument("--settle", type=float, default=2.0, help=argparse.SUPPRESS)
     resume.set_defaults(func=_command("cmd_resume"))
 
@@ -225,6 +237,28 @@ def build_parser() -> argparse.ArgumentParser:
     cancel.add_argument("--timeout", type=float, default=60.0, metavar="S",
                         help="how long to wait for the operation to end, in seconds (default %(default)g)")
     cancel.set_defaults(func=_command("cmd_cancel"))
+
+    model = sub.add_parser("model", help="the language model that answers servers' sampling requests")
+    msub = model.add_subparsers(dest="model_command", required=True)
+    mset = msub.add_parser("set", help="set the OpenAI-compatible chat-completions endpoint")
+    mset.add_argument("--base-url", required=True, metavar="URL",
+                      help="the API's base URL, e.g. https://api.openai.com/v1 or http://127.0.0.1:11434/v1")
+    mset.add_argument("--model", action="append", required=True, metavar="NAME",
+                      help="a model name (repeatable: the first is the default, a server's hints choose among them)")
+    mset.add_argument("--api-key-stdin", action="store_true",
+                      help="read the API key from a line of standard input (kept in the OS keyring)")
+    mset.add_argument("--no-api-key", action="store_true", help="remove a kept API key (a local model needs none)")
+    mset.set_defaults(func=_command("cmd_model_set"))
+    mshow = msub.add_parser("show", help="the endpoint, the models, the limits and the servers approved")
+    mshow.add_argument("--json", action="store_true")
+    mshow.set_defaults(func=_command("cmd_model_show"))
+    mclear = msub.add_parser("clear", help="forget the endpoint and its API key")
+    mclear.set_defaults(func=_command("cmd_model_clear"))
+    mpolicy = msub.add_parser("policy", help="ask for each sampling request of a server (ask, the default), or "
+                                             "let the model answer them (auto)")
+    mpolicy.add_argument("server")
+    mpolicy.add_argument("policy", choices=("ask", "auto"))
+    mpolicy.set_defaults(func=_command("cmd_model_policy"))
 
     conf = sub.add_parser("conformance-client", help="client for the official MCP conformance suite")
     conf.add_argument("url")

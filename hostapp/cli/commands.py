@@ -45,17 +45,21 @@ T = TypeVar("T")
 
 
 def load_answers(path: str | None) -> list[JsonObject]:
+    """The scripted answers of ``--answers FILE``: a question's ``{"action": ...}``, or a
+    sampling request's ``{"reply": TEXT}`` (read as ``{"action": "accept", "reply": TEXT}``)."""
     if not path:
         return []
     try:
         data = json.loads(Path(path).read_text())
     except (OSError, ValueError) as exc:
         raise UsageError(f"cannot read answers from {path}: {exc}") from None
-    if not isinstance(data, list) or not all(isinstance(a, dict) and a.get("action") in ("accept", "decline", "cancel")
-                                            for a in data):
+    if not isinstance(data, list) or not all(
+            isinstance(a, dict) and (a.get("action") in ("accept", "decline", "cancel")
+                                     or (set(a) == {"reply"} and isinstance(a["reply"], str)))
+            for a in data):
         raise UsageError(f"{path} must hold a JSON list of answers like "
-                         '{"action":"accept","content":{...}} or {"action":"decline"}')
-    return data
+                         '{"action":"accept","content":{...}}, {"action":"decline"} or {"reply":"TEXT"}')
+    return [{"action": "accept", **a} if set(a) == {"reply"} else a for a in data]
 
 
 def parse_pairs(pairs: list[str] | None, what: str) -> dict[str, str]:
@@ -337,7 +341,8 @@ async def cmd_call(args: argparse.Namespace) -> int:
     if not isinstance(arguments, dict):
         raise UsageError("--args must be a JSON object")
     printer = EventPrinter(args.json)
-    follower = CallFollower(lambda _op: printer, load_answers(args.answers), args.unanswered)
+    follower = CallFollower(lambda _op: printer, load_answers(args.answers), args.unanswered,
+                            approve_sampling=args.approve_sampling)
     follower.follow = set()
     async with following(follower, args) as engine:
         follower.engine = engine
@@ -429,7 +434,8 @@ async def cmd_follow(args: argparse.Namespace) -> int:
     """Follow an operation already started (by ``call``, the window, anyone) to its end,
     printing what ``call`` prints, with its exit statuses."""
     printer = EventPrinter(args.json)
-    follower = CallFollower(lambda _op: printer, load_answers(args.answers), args.unanswered)
+    follower = CallFollower(lambda _op: printer, load_answers(args.answers), args.unanswered,
+                            approve_sampling=args.approve_sampling)
     follower.follow = set()
     async with following(follower, args) as engine:
         follower.engine = engine
@@ -470,7 +476,8 @@ async def cmd_resume(args: argparse.Namespace) -> int:
             printers[op_id] = EventPrinter(args.json, operation_id=op_id, live=args.wait)
         return printers[op_id]
 
-    follower = CallFollower(printer_for, load_answers(args.answers), args.unanswered)
+    follower = CallFollower(printer_for, load_answers(args.answers), args.unanswered,
+                            approve_sampling=args.approve_sampling)
     follower.follow = set()
     async with following(follower, args) as engine:
         follower.engine = engine
@@ -568,3 +575,61 @@ def cmd_lab(argv: list[str]) -> int:
     from hostapp.lab.server import main as lab_main
 
     return lab_main(argv)
+
+
+# -- the model that answers sampling requests ------------------------------------------------
+
+async def cmd_model_set(args: argparse.Namespace) -> int:
+    if args.api_key_stdin and args.no_api_key:
+        raise UsageError("--api-key-stdin and --no-api-key contradict each other")
+    key: str | None = None
+    if args.api_key_stdin:
+        key = sys.stdin.readline().rstrip("\r\n")
+        if not key:
+            raise UsageError("--api-key-stdin: no API key on standard input")
+    elif args.no_api_key:
+        key = ""
+    async with config_engine() as engine:
+        settings = await engine.set_model(args.base_url, list(args.model), key)
+    _print_model(settings)
+    return EXIT_OK
+
+
+async def cmd_model_show(args: argparse.Namespace) -> int:
+    async with config_engine() as engine:
+        settings = await engine.model_settings()
+    if args.json:
+        print(json_text(settings))
+    else:
+        _print_model(settings)
+    return EXIT_OK
+
+
+async def cmd_model_clear(args: argparse.Namespace) -> int:
+    async with config_engine() as engine:
+        await engine.clear_model()
+    print("no model: servers' sampling requests are answered by you alone")
+    return EXIT_OK
+
+
+async def cmd_model_policy(args: argparse.Namespace) -> int:
+    async with config_engine() as engine:
+        cfg = await configured_server(engine, args.server)
+        await engine.set_sampling_policy(cfg.name, args.policy)
+    print(f"{cfg.name}: " + ("the model answers its sampling requests without asking" if args.policy == "auto"
+                             else "each sampling request is shown to you"))
+    return EXIT_OK
+
+
+def _print_model(settings: JsonObject) -> None:
+    if not settings.get("base_url"):
+        print("no model is configured ('hostapp model set --base-url URL --model NAME')")
+        return
+    limits = settings.get("limits") or {}
+    echo(f"endpoint: {plain(settings['base_url'])}/chat/completions")
+    echo(f"models:   {', '.join(plain(m) for m in settings.get('models') or [])}")
+    print(f"API key:  {'kept in the OS keyring' if settings.get('api_key') else 'none'}")
+    print(f"limits:   {limits.get('max_tokens')} tokens a reply, {limits.get('max_chars')} characters a request, "
+          f"{limits.get('per_minute')} requests a minute per server")
+    auto = settings.get("auto_approve") or []
+    echo(f"answers without asking for: {', '.join(plain(s) for s in auto) if auto else 'no server'}")

@@ -84,6 +84,10 @@ class EventPrinter:
             where = f" {f['url']}" if f.get("url") else ""
             answer = f.get("answer") or ("left open" if f.get("pending") else "none")
             return f"{prefix}the server asks ({f['mode']}): {f.get('message', '')}{where} -> {answer}"
+        if event == "sampling":
+            answer = f.get("answer") or ("left open" if f.get("pending") else "none")
+            by = f" ({f['model']})" if f.get("model") else ""
+            return f"{prefix}the server asks for a model's message: {f.get('message', '')} -> {answer}{by}"
         if event == "log":
             return f"{prefix}log [{f.get('level', 'info')}] {f.get('data')}"
         if event == "result":
@@ -127,9 +131,11 @@ class CallFollower:
     answers their questions from the scripted answers."""
 
     def __init__(self, printer_for: Callable[[str | None], EventPrinter], answers: list[JsonObject],
-                 unanswered: str = "decline"):
+                 unanswered: str = "decline", *, approve_sampling: bool = False):
         self.printer_for = printer_for
         self.answers = list(answers)
+        #: Let the configured model answer sampling requests with no scripted reply left.
+        self.approve_sampling = approve_sampling
         #: What to do with a question when no scripted answer is left: "decline" it, or
         #: "wait": leave it open (answered later by ``hostapp resume --answers`` or the window).
         self.unanswered = unanswered
@@ -214,6 +220,9 @@ class CallFollower:
         self._asked.add(request.id)
         if request.operation_id in self.heard:
             self.heard[request.operation_id].set()
+        if request.mode == "sampling":
+            self._sampling_requested(request)
+            return
         fields: dict[str, Any] = {"mode": request.mode, "message": request.message}
         if request.mode == "url":
             fields["url"] = request.params.get("url")
@@ -231,11 +240,57 @@ class CallFollower:
             answer = checked or {"action": "decline"}
         fields["answer"] = answer.get("action")
         self.printer_for(request.operation_id).emit("elicitation", **fields)
+        self._send(request, answer)
+
+    def _send(self, request: InputRequest, answer: JsonObject) -> None:
         assert self.engine is not None
         # Listener calls return at once; the answer goes to the engine as its own request.
-        task = asyncio.ensure_future(self.engine.answer_input(request.id, answer))
-        self._answering.add(task)
-        task.add_done_callback(self._answered)
+        self._track(asyncio.ensure_future(self.engine.answer_input(request.id, answer)))
+
+    def _track(self, task: asyncio.Future[None]) -> None:
+        self._answering.add(task)  # type: ignore[arg-type]
+        task.add_done_callback(self._answered)  # type: ignore[arg-type]
+
+    def _sampling_requested(self, request: InputRequest) -> None:
+        """A sampling request: answered by the next scripted ``{"reply": ...}`` (or decline),
+        else by the configured model with ``--approve-sampling``, else left open or
+        declined as a question is."""
+        emit = self.printer_for(request.operation_id).emit
+        if self.answers and ("reply" in self.answers[0] or self.answers[0].get("action") != "accept"):
+            answer = self.answers.pop(0)
+            emit("sampling", message=request.message, answer="reply" if "reply" in answer else answer.get("action"))
+            self._send(request, answer)
+            return
+        if self.approve_sampling:
+            self._track(asyncio.ensure_future(self._model_answers(request)))
+            return
+        if self.answers:  # a form's answer, where a reply was wanted: it does not fit
+            self.answers.pop(0)
+            echo(f"hostapp: the answer scripted for {request.server}'s sampling request has no \"reply\"; "
+                 "it is not sent", file=sys.stderr)
+        if self.unanswered == "wait":
+            emit("sampling", message=request.message, answer=None, pending=True)
+            return
+        emit("sampling", message=request.message, answer="decline")
+        self._send(request, {"action": "decline"})
+
+    async def _model_answers(self, request: InputRequest) -> None:
+        assert self.engine is not None
+        emit = self.printer_for(request.operation_id).emit
+        try:
+            draft = await self.engine.draft_reply(request.id)
+        except EngineError as exc:
+            echo(f"hostapp: the model did not answer {request.server}'s sampling request: {exc}", file=sys.stderr)
+            if self.unanswered == "wait":
+                emit("sampling", message=request.message, answer=None, pending=True)
+                return
+            emit("sampling", message=request.message, answer="decline")
+            await self.engine.answer_input(request.id, {"action": "decline"})
+            return
+        emit("sampling", message=request.message, answer="model", model=draft.get("model"))
+        await self.engine.answer_input(request.id, {"action": "accept", "reply": draft.get("text", ""),
+                                                    "model": draft.get("model"),
+                                                    "stopReason": draft.get("stopReason")})
 
     def _answered(self, task: asyncio.Task[None]) -> None:
         self._answering.discard(task)

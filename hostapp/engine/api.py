@@ -198,14 +198,16 @@ class ServerView:
 
 @dataclass(frozen=True, slots=True)
 class InputRequest:
-    """A question a server asks on behalf of an operation (form or URL elicitation)."""
+    """A question a server asks on behalf of an operation (form or URL elicitation), or
+    a sampling request (``mode`` "sampling": answered ``{"action": "accept", "reply": TEXT}``
+    or ``{"action": "decline"}``; its ``message`` is the last message's first line)."""
 
     id: str                    # unique per question
     operation_id: str | None   # None when the question belongs to no known operation
     server: str
-    mode: str                  # "form" | "url"
+    mode: str                  # "form" | "url" | "sampling"
     message: str
-    params: JsonObject         # the elicitation params as the server sent them
+    params: JsonObject         # the elicitation (or sampling) params as the server sent them
 
 
 # -- errors the clients catch ---------------------------------------------------------
@@ -422,6 +424,29 @@ class EngineApi(Protocol):
 
     async def open_questions(self) -> list[InputRequest]: ...
 
+    async def draft_reply(self, request_id: str) -> JsonObject:
+        """The configured model's reply to the open sampling request ``request_id``, for the
+        person to review before answering: ``{"text", "model", "stopReason"}``. Nothing goes
+        to the server. :class:`InvalidRequest` for a question that is not a sampling request."""
+
+    # the model that answers sampling requests
+    async def model_settings(self) -> JsonObject:
+        """The model endpoint: ``base_url``, ``models``, ``api_key`` (whether one is kept in
+        the keyring, never the key), ``auto_approve`` (servers whose sampling requests the
+        model answers without asking) and ``limits``."""
+
+    async def set_model(self, base_url: str, models: list[str], api_key: str | None = None) -> JsonObject:
+        """Set the OpenAI-compatible endpoint and its model names (the first is the default;
+        a request's model hints choose among them); ``api_key`` goes to the keyring (None
+        keeps the kept one, "" removes it). The settings as :meth:`model_settings` gives them."""
+
+    async def clear_model(self) -> None:
+        """Forget the model endpoint, its key and the per-server sampling policies."""
+
+    async def set_sampling_policy(self, server: str, policy: str) -> None:
+        """``"ask"`` (the default: the person sees each sampling request of ``server``) or
+        ``"auto"`` (the configured model answers them without asking)."""
+
     # MCP Apps: a tool's view (see docs/mcp-apps.md)
     async def read_app_view(self, server: str, uri: str) -> JsonObject:
         """The checked ``ui://`` view resource ``uri`` of ``server``: ``uri``, ``html``, ``csp``
@@ -548,6 +573,21 @@ class ForwardingEngine(ABC):
 
     async def open_questions(self) -> list[InputRequest]:
         return await self.forward("open_questions", {})
+
+    async def draft_reply(self, request_id: str) -> JsonObject:
+        return await self.forward("draft_reply", {"request_id": request_id})
+
+    async def model_settings(self) -> JsonObject:
+        return await self.forward("model_settings", {})
+
+    async def set_model(self, base_url: str, models: list[str], api_key: str | None = None) -> JsonObject:
+        return await self.forward("set_model", {"base_url": base_url, "models": models, "api_key": api_key})
+
+    async def clear_model(self) -> None:
+        await self.forward("clear_model", {})
+
+    async def set_sampling_policy(self, server: str, policy: str) -> None:
+        await self.forward("set_sampling_policy", {"server": server, "policy": policy})
 
     async def read_app_view(self, server: str, uri: str) -> JsonObject:
         return await self.forward("read_app_view", {"server": server, "uri": uri})

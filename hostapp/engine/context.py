@@ -210,9 +210,10 @@ class EngineContext:
     # -- the person ----------------------------------------------------------------------
 
     async def ask_person(self, runner: OperationRunner, params: dict[str, Any], *,
-                         qid: str | None = None) -> dict[str, Any]:
+                         qid: str | None = None, method: str = "elicitation/create") -> dict[str, Any]:
         self.liveness.asked(runner)
-        return await self.questions.ask(params, operation_id=runner.id, server=runner.server, qid=qid)
+        return await self.questions.ask(params, operation_id=runner.id, server=runner.server, qid=qid,
+                                        method=method)
 
     def withdraw_question(self, qid: str) -> None:
         self.questions.withdraw(qid)

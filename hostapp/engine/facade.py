@@ -226,6 +226,22 @@ class LocalEngine:
     async def open_questions(self) -> list[InputRequest]:
         return self._engine.open_questions()
 
+    async def draft_reply(self, request_id: str) -> JsonObject:
+        return await _call(self._engine.draft_reply(request_id), api.NoSuchOperation)
+
+    # the model
+    async def model_settings(self) -> JsonObject:
+        return await _call(self._engine.model_settings())
+
+    async def set_model(self, base_url: str, models: list[str], api_key: str | None = None) -> JsonObject:
+        return await _call(self._engine.set_model(base_url, models, api_key))
+
+    async def clear_model(self) -> None:
+        await _call(self._engine.clear_model())
+
+    async def set_sampling_policy(self, server: str, policy: str) -> None:
+        _sync(self._engine.set_sampling_policy, server, policy)
+
     # MCP Apps
     async def read_app_view(self, server: str, uri: str) -> JsonObject:
         return await _call(self._engine.read_app_view(server, uri))

@@ -1,6 +1,7 @@
 """A server's question kept across a restart of the host.
 
-Under a 2025-11-25 task the server sends its question (elicitation) once, on the
+Under a 2025-11-25 task the server sends its question (elicitation, or a sampling
+request, kept the same way with its ``method``) once, on the
 ``tasks/result`` stream, and waits for the answer. A host that stopped before the person
 answered lost the question, and the server waited for an answer that never came (the
 TypeScript SDK gives up after 60 s and goes on without it). So, for the mechanisms in
@@ -25,6 +26,7 @@ from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any, Protocol
 
 from hostapp.engine.operation import QUESTION_KEEPING_MECHANISMS
+from hostapp.engine.questions import ELICITATION
 from hostapp.protocol.jsonrpc import RequestId, RpcError
 from hostapp.store.status import OperationStatus
 
@@ -47,7 +49,7 @@ class QuestionContext(Protocol):
     def journal(self) -> OperationJournal: ...
 
     async def ask_person(self, runner: Any, params: dict[str, Any], *,
-                         qid: str | None = None) -> dict[str, Any]: ...
+                         qid: str | None = None, method: str = ...) -> dict[str, Any]: ...
 
     def withdraw_question(self, qid: str) -> None: ...
 
@@ -105,7 +107,7 @@ class KeptQuestion:
         self._again: tuple[Any, asyncio.Future[dict[str, Any]]] | None = None
         self._asked_again: str | None = None  # the id it is shown under, while shown
 
-    async def keep(self, ctx: RequestContext, params: dict[str, Any]) -> bool:
+    async def keep(self, ctx: RequestContext, params: dict[str, Any], method: str = ELICITATION) -> bool:
         """A question came for the operation. Keep it if it would be lost with the host
         otherwise and can be answered after a restart: it came in the session the handle
         is bound to, and the handle is kept (in the keyring). True if kept.
@@ -125,7 +127,10 @@ class KeptQuestion:
         if (runner.mech.name not in QUESTION_KEEPING_MECHANISMS or ctx.request_id is None or expected is None
                 or asked_in != expected or not runner.record.resumable or runner.context.stopping):
             return False
-        await self._write({"id": ctx.request_id, "params": _without_meta(params)})
+        question: dict[str, Any] = {"id": ctx.request_id, "params": _without_meta(params)}
+        if method != ELICITATION:
+            question["method"] = method  # (a question journaled before sampling has none)
+        await self._write(question)
         return True
 
     def same_question(self, params: dict[str, Any]) -> asyncio.Future[dict[str, Any]] | None:
@@ -158,10 +163,11 @@ class KeptQuestion:
             self._from_journal = False
             question = self.runner.record.open_question or {}
             self._again = again = (question.get("params"), asyncio.get_running_loop().create_future())
-            self.runner.spawn(self._ask_again(session, question.get("id"), again))
+            method = question.get("method") or ELICITATION
+            self.runner.spawn(self._ask_again(session, question.get("id"), again, method))
 
     async def _ask_again(self, session: ClientSession | None, rid: Any,
-                         again: tuple[Any, asyncio.Future[dict[str, Any]]]) -> None:
+                         again: tuple[Any, asyncio.Future[dict[str, Any]]], method: str) -> None:
         runner = self.runner
         params, shared = again
         if session is None or not isinstance(rid, (int, str)) or not isinstance(params, dict):
@@ -175,22 +181,29 @@ class KeptQuestion:
             await self.answered(rid)
             return
         self._asked_again = uuid.uuid4().hex[:12]
+        refused: RpcError | None = None
         try:
-            answer = await runner.context.ask_person(runner, params, qid=self._asked_again)
-        except RpcError:
-            answer = {"action": "decline"}  # it cannot be shown (now): said in the timeline
+            answer = await runner.context.ask_person(runner, params, qid=self._asked_again, method=method)
+        except RpcError as exc:
+            # It cannot be shown (now), or (sampling) it was refused: said in the timeline.
+            # A question is declined; a sampling request is answered with the error.
+            answer, refused = {"action": "decline"}, exc if method != ELICITATION else None
         except asyncio.CancelledError:  # the host quits: nobody answers, here or there
             shared.cancel()
             raise
         finally:
             self._asked_again = None
-        shared.set_result(answer)
+        if refused is not None:
+            shared.set_exception(refused)
+            shared.exception()  # (retrieved: the server's copy of the request may never come)
+        else:
+            shared.set_result(answer)
         if runner.done:
             return
         if self._again is not again:
             await self.answered(rid)  # (unless a newer question took its place meanwhile)
             return
-        if await session.answer_earlier_request(rid, answer, "elicitation/create"):
+        if await session.answer_earlier_request(rid, answer, method, error=refused):
             await self.answered(rid)
         await runner.set_status(OperationStatus.RUNNING, "answered")
 

@@ -36,7 +36,6 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 from hostapp.engine import api
@@ -53,11 +52,22 @@ if TYPE_CHECKING:
     from hostapp.store.journal import OperationJournal
 
 
+class ChangesView(Protocol):
+    """How a watch changes what the person is shown (the runner's progress intake)."""
+
+    def change(self, **fields: Any) -> api.OperationView: ...
+
+
 class OperationRunner(Protocol):
     """What a watch needs of an operation's runner (``hostapp.engine.runner``)."""
 
     mech: Mechanism
-    view: api.OperationView
+
+    @property
+    def view(self) -> api.OperationView: ...
+
+    @property
+    def progress(self) -> ChangesView: ...
 
     @property
     def id(self) -> str: ...
@@ -271,7 +281,7 @@ class LivenessWatches:
         runner, ctx = watch.runner, self._context
         log.warning("operation %s stalled: %s", runner.id, message)
         watch.stalled = condition
-        runner.view = replace(runner.view, stalled=message)
+        runner.progress.change(stalled=message)
         data = {"message": message}
         ctx.journal.append_event(runner.id, EVENT_STALLED, data)
         ctx.operation_event(runner.id, EVENT_STALLED, data)
@@ -284,7 +294,7 @@ class LivenessWatches:
         watch.checked.clear()
         if runner.ending:
             return
-        runner.view = replace(runner.view, stalled=None)
+        runner.progress.change(stalled=None)
         data = {"message": "the server showed a sign of life again"}
         ctx.journal.append_event(runner.id, EVENT_STALL_ENDED, data)
         ctx.operation_event(runner.id, EVENT_STALL_ENDED, data)

@@ -59,6 +59,7 @@ from hostapp.engine.operation import (
 )
 from hostapp.engine.outgoing import OutgoingRequests
 from hostapp.engine.progress_intake import ProgressIntake
+from hostapp.engine.questions import PERSON_METHODS, SAMPLING
 from hostapp.engine.session import ClientSession
 from hostapp.mechanisms import actions as A
 from hostapp.mechanisms.base import Mechanism
@@ -433,10 +434,14 @@ class OperationRunner:
         responses: dict[str, Any] = {}
         for key, req in action.requests.items():
             params = (req or {}).get("params") or {}
-            if (req or {}).get("method") == "elicitation/create":
+            method = (req or {}).get("method")
+            if method in PERSON_METHODS:
                 try:
-                    responses[key] = await self.context.ask_person(self, params)
+                    responses[key] = await self.context.ask_person(self, params, method=method)
                 except RpcError:
+                    if method == SAMPLING:  # an input response cannot refuse sampling: the call ends
+                        await self.feed(lambda: self.mech.cancel(now=self.context.clock()))
+                        return
                     responses[key] = {"action": "decline"}  # it could not be shown; said in the timeline
             elif (req or {}).get("method") == "roots/list":
                 responses[key] = {"roots": []}

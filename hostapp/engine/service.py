@@ -54,6 +54,7 @@ from hostapp.engine.operation import mechanism_for, operation_view, survives_a_s
 from hostapp.engine.questions import QuestionDesk
 from hostapp.engine.routing import RequestRouting
 from hostapp.engine.runner import OperationRunner
+from hostapp.engine.sampling import SamplingGate
 from hostapp.engine.session import ClientSession
 from hostapp.engine.supervisor import ServerConnection
 from hostapp.engine.traffic import ServerTraffic
@@ -116,7 +117,9 @@ class Engine:
         self._routing = RequestRouting()
         self._contacts = FirstContactGate()
         self._handles = HandleKeeper(self.home, secrets, lambda kind, message: self.listener.problem(kind, message))
-        self._questions = QuestionDesk(lambda: self.journal, lambda: self.listener)
+        #: Sampling: the model endpoint, the per-server policy and the request bounds.
+        self.sampling = SamplingGate(self.home, lambda: self.secrets)
+        self._questions = QuestionDesk(lambda: self.journal, lambda: self.listener, self.sampling)
         self._context = EngineContext(
             journal=lambda: self.journal, listener=listener or _NullListener(), clock=clock, timing=self.timing,
             handles=self._handles, routing=self._routing, contacts=self._contacts,
@@ -649,6 +652,25 @@ class Engine:
 
     def open_questions(self) -> list[api.InputRequest]:
         return self._questions.open_questions()
+
+    async def draft_reply(self, request_id: str) -> dict[str, str]:
+        return await self._questions.draft_reply(request_id)
+
+    # -- the model that answers sampling requests (hostapp.engine.sampling) --------------
+
+    async def model_settings(self) -> api.JsonObject:
+        return await self.sampling.view()
+
+    async def set_model(self, base_url: str, models: list[str], api_key: str | None = None) -> api.JsonObject:
+        return await self.sampling.configure(base_url, models, api_key)
+
+    async def clear_model(self) -> None:
+        await self.sampling.clear()
+
+    def set_sampling_policy(self, server: str, policy: str) -> None:
+        if self.journal.get_server(server) is None:
+            raise KeyError(f"no server named {server!r}")
+        self.sampling.set_policy(server, policy)
 
     # -- facade additions --
     # Thin entry points for hostapp.engine.api.EngineApi; the substance is in

@@ -104,6 +104,18 @@ class ClientHandlers:
     async def create_message(self, params: dict[str, Any], ctx: RequestContext) -> dict[str, Any]:
         raise RpcError(METHOD_NOT_FOUND, "sampling is not available in this client")
 
+    async def request_as_task(self, method: str, params: dict[str, Any], ctx: RequestContext) -> dict[str, Any]:
+        """A question or sampling request sent as a task (2025-11-25 ``tasks.requests``):
+        the ``CreateTaskResult``. By default it is answered as if sent plainly (allowed to
+        a client that did not declare task-augmented requests)."""
+        plain = {k: v for k, v in params.items() if k != "task"}
+        return await (self.elicit(plain, ctx) if method == "elicitation/create" else self.create_message(plain, ctx))
+
+    async def client_task(self, method: str, params: dict[str, Any], ctx: RequestContext) -> dict[str, Any]:
+        """The server's ``tasks/get``, ``tasks/result``, ``tasks/list`` or ``tasks/cancel``
+        about the client's own tasks."""
+        raise RpcError(METHOD_NOT_FOUND, f"the client does not handle {method}")
+
     async def list_roots(self, ctx: RequestContext) -> dict[str, Any]:
         return {"roots": []}
 
@@ -662,12 +674,15 @@ class ClientSession:
         if await self._send_answer(reply, message.method):
             self.handlers.on_answer_sent(ctx)
 
-    async def answer_earlier_request(self, request_id: RequestId, result: dict[str, Any], method: str) -> bool:
+    async def answer_earlier_request(self, request_id: RequestId, result: dict[str, Any], method: str, *,
+                                     error: RpcError | None = None) -> bool:
         """Answer a request the server sent to an earlier life of the host in this session
-        (a question asked again after a restart); the id counts as taken, so a replay of
-        it is not asked a third time. True once the server has it (or refused it for good)."""
+        (a question asked again after a restart), with ``result`` or, given one, ``error``;
+        the id counts as taken, so a replay of it is not asked a third time. True once the
+        server has it (or refused it for good)."""
         self._taken_before(request_id)
-        return await self._send_answer(Response(request_id, result), method)
+        reply: Message = Response(request_id, result) if error is None else ErrorResponse(request_id, error.to_error())
+        return await self._send_answer(reply, method)
 
     async def _send_answer(self, reply: Message, method: str) -> bool:
         """Send an answer, again after a network failure; False if it was lost."""
@@ -694,12 +709,18 @@ class ClientSession:
     async def _answer(self, method: str, params: dict[str, Any], ctx: RequestContext) -> dict[str, Any]:
         if method == "ping":
             return {}
+        if method in ("elicitation/create", "sampling/createMessage") and "task" in params:
+            if not isinstance(params["task"], dict):
+                raise RpcError(INVALID_PARAMS, "task must be an object")
+            return await self.handlers.request_as_task(method, params, ctx)
         if method == "elicitation/create":
             if not isinstance(params.get("message", ""), str):
                 raise RpcError(INVALID_PARAMS, "elicitation message must be a string")
             return await self.handlers.elicit(params, ctx)
         if method == "sampling/createMessage":
             return await self.handlers.create_message(params, ctx)
+        if method in ("tasks/get", "tasks/result", "tasks/list", "tasks/cancel"):
+            return await self.handlers.client_task(method, params, ctx)
         if method == "roots/list":
             return await self.handlers.list_roots(ctx)
         raise RpcError(METHOD_NOT_FOUND, f"the client does not handle {method}")

@@ -1,7 +1,7 @@
 """What a server sends the host on its own, routed to the operation it is about.
 
 :class:`ServerTraffic` is the :class:`~hostapp.engine.session.ClientHandlers` of one
-connection (or of one adopted earlier session of it): a question (elicitation) goes to
+connection (or of one adopted earlier session of it): a question (elicitation, sampling) goes to
 the person on behalf of the operation whose request it came with, a notification and an
 SSE event id to the operation that sent or claims it, a closed connection to every
 operation in flight on it, a changed tool list to the server's row.
@@ -16,11 +16,13 @@ from dataclasses import replace
 from typing import Any
 
 from hostapp.engine.context import EngineContext
+from hostapp.engine.questions import ELICITATION, SAMPLING
+from hostapp.engine.request_tasks import RequestTasks
 from hostapp.engine.runner import OperationRunner
 from hostapp.engine.session import ClientHandlers, RequestContext
 from hostapp.engine.supervisor import ServerConnection
 from hostapp.mechanisms import actions as A
-from hostapp.protocol.jsonrpc import INTERNAL_ERROR, RequestId, RpcError
+from hostapp.protocol.jsonrpc import INVALID_PARAMS, RequestId, RpcError
 from hostapp.store.status import OperationStatus
 from hostapp.transport.base import SessionExpired, TransportError
 
@@ -40,15 +42,37 @@ class ServerTraffic(ClientHandlers):
         self.scope = scope
         # Questions kept in the journal until their answer is sent: request id -> asker.
         self._kept: dict[RequestId | None, OperationRunner] = {}
+        #: Questions and sampling requests the server sent as tasks (2025-11-25 tasks.requests).
+        self.request_tasks = RequestTasks(context.spawn)
 
     def _owner(self, request_id: RequestId | None) -> OperationRunner | None:
         return self.context.routing.owner(self.conn.name, self.scope, request_id)
 
     async def elicit(self, params: dict[str, Any], ctx: RequestContext) -> dict[str, Any]:
+        return await self._ask_person(ELICITATION, params, ctx)
+
+    async def create_message(self, params: dict[str, Any], ctx: RequestContext) -> dict[str, Any]:
+        return await self._ask_person(SAMPLING, params, ctx)
+
+    async def request_as_task(self, method: str, params: dict[str, Any], ctx: RequestContext) -> dict[str, Any]:
+        """Asked as a task: answered with the task at once, the person asked meanwhile. The
+        request is not kept in the journal (its id was answered, with the task)."""
+        if method == ELICITATION and not isinstance(params.get("message", ""), str):
+            raise RpcError(INVALID_PARAMS, "elicitation message must be a string")
+        plain = {k: v for k, v in params.items() if k != "task"}
+        untied = RequestContext(ctx.session, None, ctx.related_request_id, ctx.related_task_id, method)
+        return self.request_tasks.create(method, params["task"], lambda: self._ask_person(method, plain, untied))
+
+    async def client_task(self, method: str, params: dict[str, Any], ctx: RequestContext) -> dict[str, Any]:
+        return await self.request_tasks.serve(method, params)
+
+    async def _ask_person(self, method: str, params: dict[str, Any], ctx: RequestContext) -> dict[str, Any]:
+        """A question (elicitation) or a sampling request, asked on behalf of the operation
+        it came with: kept in the journal when the server would not send it again."""
         routing = self.context.routing
         runner = self._owner(ctx.related_request_id)
         if runner is None and ctx.related_task_id:
-            runner = routing.claimant(self.conn.name, "elicitation/create", params)
+            runner = routing.claimant(self.conn.name, method, params)
         if runner is None:
             in_flight = routing.in_flight_of(self.conn.name)
             if len(in_flight) == 1:
@@ -57,12 +81,12 @@ class ServerTraffic(ClientHandlers):
             same = runner.kept_question.same_question(params)
             if same is not None:  # asked again from the journal already: the person answers once
                 return await asyncio.shield(same)
-            if await runner.kept_question.keep(ctx, params):  # first: the server asks it only once
+            if await runner.kept_question.keep(ctx, params, method):  # first: the server asks it only once
                 self._kept[ctx.request_id] = runner
             await runner.set_status(OperationStatus.INPUT_REQUIRED, "waiting for your answer")
         try:
             return await self.context.questions.ask(params, operation_id=runner.id if runner else None,
-                                                    server=self.conn.name)
+                                                    server=self.conn.name, method=method)
         finally:
             if runner is not None and not runner.done:
                 await runner.set_status(OperationStatus.RUNNING, "answered")
@@ -71,9 +95,6 @@ class ServerTraffic(ClientHandlers):
         runner = self._kept.pop(ctx.request_id, None)
         if runner is not None:
             self.context.spawn(runner.kept_question.answered(ctx.request_id))
-
-    async def create_message(self, params: dict[str, Any], ctx: RequestContext) -> dict[str, Any]:
-        raise RpcError(INTERNAL_ERROR, "hostapp does not offer sampling: no language model is configured")
 
     def on_log(self, params: dict[str, Any]) -> None:
         self.context.operation_event("", "log", {"server": self.conn.name, **params})

@@ -208,6 +208,7 @@ class LabCore:
         self._required_url_done: dict[str | None, list[str]] = {}
         self._tools: dict[str, ToolHandler] = {
             "ask_form": self._tool_ask_form,
+            "ask_model": self._tool_ask_model,
             "ask_url": self._tool_ask_url,
             "fail": self._tool_fail,
             "lab_stats": self._tool_lab_stats,
@@ -480,14 +481,15 @@ class LabCore:
 
     # ------------------------------------------------------------------ client interaction
     async def elicit(self, call: Call, key: str, params: dict[str, Any],
-                     state: dict[str, Any] | None = None) -> dict[str, Any]:
-        """Ask the client: elicitation/create (handshake era) or input_required (stateless era)."""
+                     state: dict[str, Any] | None = None, method: str = "elicitation/create") -> dict[str, Any]:
+        """Ask the client: ``method`` (elicitation/create, sampling/createMessage) in the
+        handshake era, or as an input request of input_required (stateless era)."""
         if call.era == STATELESS:
             responses = call.params.get("inputResponses") or {}
             if key in responses:
                 return responses[key]
-            raise InputRequired({key: {"method": "elicitation/create", "params": params}}, state)
-        return await self.ask_client(call, "elicitation/create", params)
+            raise InputRequired({key: {"method": method, "params": params}}, state)
+        return await self.ask_client(call, method, params)
 
     async def ask_client(self, call: Call, method: str, params: dict[str, Any]) -> dict[str, Any]:
         request_id = f"lab-{next(self._client_ids)}-{uuid.uuid4().hex[:8]}"
@@ -568,7 +570,7 @@ class LabCore:
             raise RpcError(INVALID_PARAMS, "arguments must be an object")
         if name in catalogue.LONG_TOOLS:
             catalogue.duration(args)  # validate before any work starts
-            if args.get("ask") and name not in catalogue.ASKING_TOOLS:
+            if (args.get("ask") or args.get("sample")) and name not in catalogue.ASKING_TOOLS:
                 raise RpcError(INVALID_PARAMS, f"{name} cannot ask a question: its mechanism has no way to carry "
                                                f"one (ask works with {', '.join(catalogue.ASKING_TOOLS)})")
         self._log(call, "info", f"{name} called")
@@ -638,6 +640,23 @@ class LabCore:
         answer = await self.elicit(call, "form", params)
         return catalogue.text_result(f"ask_form answer: {json.dumps(answer, sort_keys=True)}",
                                      {"action": answer.get("action"), "content": answer.get("content")})
+
+    async def _tool_ask_model(self, call: Call, args: dict[str, Any]) -> Any:
+        self.state.count_execution("ask_model", uuid.uuid4().hex)
+        max_tokens = args.get("max_tokens", 200)
+        if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1:
+            raise RpcError(INVALID_PARAMS, "max_tokens must be a positive integer")
+        params = catalogue.sampling_request(args.get("prompt") or "Say hello to the lab in a few words.", max_tokens)
+        try:
+            answer = await self.elicit(call, "model", params, method="sampling/createMessage")
+        except RpcError as exc:  # refused by the person or the client: the tool says so
+            return catalogue.text_result(f"ask_model: the client did not sample ({exc.message})",
+                                         {"sampled": False, "error": exc.message}, is_error=True)
+        text = catalogue.sampled_text(answer)
+        if text is None:
+            raise RpcError(INVALID_PARAMS, "the client's sampling answer holds no text")
+        return catalogue.text_result(f"ask_model: {text}", {"sampled": True, "text": text,
+                                                            "model": answer.get("model")})
 
     def url_visited(self, elicitation_id: str) -> bool:
         """The consent page was opened: finish that URL elicitation."""
@@ -743,12 +762,18 @@ class LabCore:
     async def _ask_mid_job(self, job: JobRow, step: int) -> JobRow:
         """Pause a task until its question is answered (by tasks/result or tasks/update)."""
         if "question" not in job.extra:
-            question = {"message": f"{job.tool} is half done. Continue?", "mode": "form",
-                        "requestedSchema": {"type": "object", "properties": {
-                            "proceed": {"type": "boolean", "title": "Continue", "default": True}},
-                            "required": ["proceed"]}}
+            if job.args.get("sample"):
+                method = "sampling/createMessage"
+                question = catalogue.sampling_request(f"{job.tool} is half done. Write one line to log for it.")
+            else:
+                method = "elicitation/create"
+                question = {"message": f"{job.tool} is half done. Continue?", "mode": "form",
+                            "requestedSchema": {"type": "object", "properties": {
+                                "proceed": {"type": "boolean", "title": "Continue", "default": True}},
+                                "required": ["proceed"]}}
             self.state.update_job(job.key, status="input_required", status_message="waiting for an answer",
-                                  extra={**job.extra, "question": question, "input_key": "continue"})
+                                  extra={**job.extra, "question": question, "input_key": "continue",
+                                         "input_method": method})
             self._job_finished(job.key)
             mechanism = self._by_job_kind.get(job.mechanism)
             if mechanism is not None:
@@ -790,7 +815,8 @@ class LabCore:
                 return  # deleted meanwhile
             self.send_progress(job.notify_stream, job.progress_token, i, job.steps,
                            job.args.get("message") or f"{job.tool}: step {i}/{job.steps}")
-            if job.args.get("ask") and i == max(1, job.steps // 2) and "answer" not in job.extra:
+            if (job.args.get("ask") or job.args.get("sample")) and i == max(1, job.steps // 2) \
+                    and "answer" not in job.extra:
                 job = await self._ask_mid_job(job, i)
         self._complete(job)
 

@@ -49,6 +49,7 @@ TOOLS_MD = """# The lab's tools
 - `long_mrtr`: asks a question half-way; the question survives a restart.
 - `long_resume_token`, `long_stream`, `long_resumable`, `long_async`: the drafts.
 - `ask_form`, `ask_url`: questions to the person.
+- `ask_model`: asks your model for a message (sampling), for you to write or review.
 - `show_card`: a result drawn by a small app view.
 """
 

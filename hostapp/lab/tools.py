@@ -26,6 +26,8 @@ _DURATION = {
 
 
 _ASK = {"type": "boolean", "default": False, "description": "Ask the person a question half-way."}
+_SAMPLE = {"type": "boolean", "default": False,
+           "description": "Ask the client's language model for a message half-way (sampling) instead."}
 
 
 def _schema(properties: dict[str, Any] | None = None, required: list[str] | None = None) -> dict[str, Any]:
@@ -67,6 +69,15 @@ TOOLS: dict[str, dict[str, Any]] = {
             "wait_seconds": {"type": "number", "default": 60, "minimum": 0,
                              "description": "How long to wait for the URL to be visited after consent."}}),
     },
+    "ask_model": {
+        "description": "Ask the client's language model for a message mid-run and return what it wrote. "
+                       "Uses sampling/createMessage, or an input request of a multi round-trip call in the "
+                       "stateless era.",
+        "inputSchema": _schema({
+            "prompt": {"type": "string", "description": "What the model is asked."},
+            "max_tokens": {"type": "integer", "minimum": 1, "default": 200,
+                           "description": "The most tokens the reply may take."}}),
+    },
     "show_card": SHOW_CARD,
     "fail": {
         "description": "Fail on purpose: tool_error returns isError, rpc_error answers a JSON-RPC error, "
@@ -78,11 +89,11 @@ TOOLS: dict[str, dict[str, Any]] = {
                       "Last-Event-ID replay (handshake era)."),
     "long_task": {**_long("Long work run as a 2025-11-25 task (task-augmented tools/call required). "
                           "With ask, the task turns input_required half-way and asks through tasks/result.",
-                          ask=_ASK),
+                          ask=_ASK, sample=_SAMPLE),
                   "execution": {"taskSupport": "required"}},
     "long_task_ext": _long("Long work run as a task of the io.modelcontextprotocol/tasks extension "
                            "(answers resultType task; the client must opt in). With ask, the task shows "
-                           "inputRequests half-way, answered by tasks/update.", ask=_ASK),
+                           "inputRequests half-way, answered by tasks/update.", ask=_ASK, sample=_SAMPLE),
     "long_mrtr": _long("Long work that asks a question half-way by a multi round-trip request "
                        "(input_required + requestState); the answer may come after a lab restart."),
     "long_resume_token": _long("Long work answered in slices: each partial result carries "
@@ -160,6 +171,24 @@ def duration(args: dict[str, Any]) -> tuple[float, int]:
     if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
         raise ValueError("steps must be a positive integer")
     return float(seconds), steps
+
+
+def sampling_request(prompt: str, max_tokens: int = 200) -> dict[str, Any]:
+    """The lab's ``sampling/createMessage`` params: one user message, a system prompt, the
+    limits and model hints, so that a client shows every part of a request."""
+    return {"messages": [{"role": "user", "content": {"type": "text", "text": prompt}}],
+            "systemPrompt": "You are a helpful assistant. Answer in one short paragraph.",
+            "maxTokens": max_tokens, "temperature": 0.2,
+            "modelPreferences": {"hints": [{"name": "small"}], "speedPriority": 0.8, "costPriority": 0.5}}
+
+
+def sampled_text(answer: Any) -> str | None:
+    """The text of a ``CreateMessageResult`` (None when it holds none)."""
+    content = answer.get("content") if isinstance(answer, dict) else None
+    parts = content if isinstance(content, list) else [content]
+    texts = [p["text"] for p in parts if isinstance(p, dict) and p.get("type") == "text"
+             and isinstance(p.get("text"), str)]
+    return "\n".join(texts) if texts else None
 
 
 def form_schema() -> dict[str, Any]:

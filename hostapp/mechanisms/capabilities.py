@@ -47,23 +47,24 @@ def _era(era: str) -> str:
     return era if era in (HANDSHAKE, STATELESS) else era_of(era)
 
 
-def client_capabilities(era: str, *, task_augmented_elicitation: bool = False) -> dict[str, Any]:
+def client_capabilities(era: str, *, task_augmented_requests: bool = True) -> dict[str, Any]:
     """Everything the client supports, for ``era`` (an era name or a protocol version).
 
-    ``task_augmented_elicitation``: declare that the client runs ``elicitation/create``
-    as a task when asked (2025-11-25 ``tasks.requests``: answer with a CreateTaskResult
-    and serve ``tasks/get``/``tasks/result`` for it). Off until the session can do that;
-    servers then show fewer tools (server-everything hides
-    ``trigger-elicitation-request-async``). Sampling is not declared: the host runs no model.
+    ``task_augmented_requests``: declare that the client runs ``elicitation/create`` and
+    ``sampling/createMessage`` as tasks when asked (2025-11-25 ``tasks.requests``: it
+    answers with a CreateTaskResult and serves ``tasks/get``, ``tasks/result``,
+    ``tasks/list`` and ``tasks/cancel`` for them, :mod:`hostapp.engine.request_tasks`).
+    Sampling is declared without ``context`` and ``tools`` (:mod:`hostapp.protocol.sampling`).
     Streams (draft "Streams") and async tools (SEP-1391) define no client capability.
     """
     capabilities: dict[str, Any] = {"elicitation": {"form": {}, "url": {}}}
+    capabilities["sampling"] = {}  # text only: no "context" (includeContext), no "tools"
     if _era(era) == STATELESS:
         capabilities["extensions"] = {TASKS_EXTENSION: {}}
         return capabilities
     tasks: dict[str, Any] = {"list": {}, "cancel": {}}
-    if task_augmented_elicitation:
-        tasks["requests"] = {"elicitation": {"create": {}}}
+    if task_augmented_requests:
+        tasks["requests"] = {"elicitation": {"create": {}}, "sampling": {"createMessage": {}}}
     capabilities["tasks"] = tasks
     capabilities[RESUMABLE_REQUESTS_CAPABILITY] = {}
     return capabilities

@@ -301,7 +301,8 @@ class UrlElicitationPrompt(ElicitationPromptBase):
 def prompt_for(
     request: InputRequest, operation_title: str | None = None, parent: QWidget | None = None
 ) -> ElicitationPromptBase:
-    """The prompt for a question the engine routed to the person.
+    """The prompt for a question the engine routed to the person (a sampling request's
+    is :class:`hostapp.ui.sampling_dialog.SamplingPrompt`).
 
     Raises ``ElicitationSchemaError`` or ``UrlElicitationError`` (both ``ValueError``) for
     a question that cannot be shown safely; the caller answers the server accordingly.

@@ -1,4 +1,4 @@
-"""Routes the servers' questions to the person, one prompt at a time.
+"""Routes the servers' questions (and sampling requests) to the person, one prompt at a time.
 
 When several operations ask at once, the questions wait in arrival order; a question
 the server withdraws (its operation ended, the URL was completed elsewhere) leaves the
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QObject, Signal
@@ -35,9 +35,11 @@ class ElicitationQueue(QObject):
     promptShown = Signal(object)
 
     def __init__(self, answer: Callable[[str, dict[str, Any]], None],
-                 operation_title: Callable[[str | None], str | None], parent_widget: QWidget | None = None) -> None:
+                 operation_title: Callable[[str | None], str | None], parent_widget: QWidget | None = None,
+                 draft: Callable[[str], Awaitable[dict[str, Any]]] | None = None) -> None:
         super().__init__(parent_widget)
         self._answer = answer
+        self._draft = draft  # the model's reply to a sampling request, for its prompt
         self._title = operation_title
         self._parent_widget = parent_widget
         self._queue: list[InputRequest] = []
@@ -72,9 +74,15 @@ class ElicitationQueue(QObject):
         request = self._queue.pop(0)
         self.current = request
         try:
-            from hostapp.ui.elicitation_dialog import prompt_for
+            prompt: ElicitationPromptBase
+            if request.mode == "sampling":
+                from hostapp.ui.sampling_dialog import SamplingPrompt
 
-            prompt = prompt_for(request, self._title(request.operation_id), self._parent_widget)
+                prompt = SamplingPrompt(request, self._title(request.operation_id), self._draft, self._parent_widget)
+            else:
+                from hostapp.ui.elicitation_dialog import prompt_for
+
+                prompt = prompt_for(request, self._title(request.operation_id), self._parent_widget)
         except ValueError as exc:
             # A question that cannot be shown safely is declined, and the person is told why in the log.
             log.warning("a question from %s cannot be shown: %s", request.server, exc)

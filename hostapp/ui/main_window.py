@@ -137,7 +137,8 @@ class MainWindow(QMainWindow):
         self.details.estimate = self.ops_model.estimate
         self.details.status = self.ops_model.shown_status
         self.details.enable_app_views(engine)
-        self.elicitations = ElicitationQueue(self._answer_question, self._operation_title, self)
+        self.elicitations = ElicitationQueue(self._answer_question, self._operation_title, self,
+                                             draft=lambda request_id: self.engine.draft_reply(request_id))
 
         self._build_actions()
         self._build_layout()

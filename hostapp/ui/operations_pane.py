@@ -61,7 +61,8 @@ from hostapp.ui.result_view import plain_label
 SHOWCASE_TOOLS: dict[str, tuple[tuple[str, str], ...]] = {
     "lab": (("long_task_ext", "a task that survives a restart"), ("ask_form", "a question for you"),
             ("show_card", "an app view")),
-    "lab-http": (("long_sse", "a stream resumed after a break"), ("sleep_with_progress", "live progress")),
+    "lab-http": (("long_sse", "a stream resumed after a break"), ("sleep_with_progress", "live progress"),
+                 ("ask_model", "a message asked of your model")),
 }
 ALL_SERVERS = ""
 #: Column widths in a wide window; in a narrower one they shrink (to 60 %) so that the

@@ -32,8 +32,9 @@ class Session:
         self.sent: list[tuple[Any, dict[str, Any]]] = []
         self.delivered = delivered
 
-    async def answer_earlier_request(self, request_id: Any, result: dict[str, Any], method: str) -> bool:
-        assert method == "elicitation/create"
+    async def answer_earlier_request(self, request_id: Any, result: dict[str, Any], method: str, *,
+                                     error: RpcError | None = None) -> bool:
+        assert method == "elicitation/create" and error is None
         self.sent.append((request_id, result))
         return self.delivered
 
@@ -45,8 +46,9 @@ class Person:
         self.shown: dict[str, asyncio.Future[dict[str, Any]]] = {}
         self.withdrawn: list[str] = []
 
-    async def ask_person(self, runner: Any, params: dict[str, Any], *, qid: str | None = None) -> dict[str, Any]:
-        assert qid is not None and "_meta" not in params
+    async def ask_person(self, runner: Any, params: dict[str, Any], *, qid: str | None = None,
+                         method: str = "elicitation/create") -> dict[str, Any]:
+        assert qid is not None and "_meta" not in params and method == "elicitation/create"
         self.shown[qid] = asyncio.get_running_loop().create_future()
         return await self.shown[qid]
 
@@ -244,8 +246,9 @@ class CompletingSession(Session):
         self.runner = runner
         self.ending: asyncio.Task | None = None
 
-    async def answer_earlier_request(self, request_id: Any, result: dict[str, Any], method: str) -> bool:
-        await super().answer_earlier_request(request_id, result, method)
+    async def answer_earlier_request(self, request_id: Any, result: dict[str, Any], method: str, *,
+                                     error: RpcError | None = None) -> bool:
+        await super().answer_earlier_request(request_id, result, method, error=error)
         assert self.runner is not None
         self.ending = asyncio.get_running_loop().create_task(self.runner.finish(OperationStatus.COMPLETED))
         await asyncio.sleep(0)  # the end is on its way to the journal

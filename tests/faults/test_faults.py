@@ -31,6 +31,7 @@ from __future__ import annotations
 import json
 import secrets
 import socket
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -43,14 +44,17 @@ import pytest
 from hostapp.lab.state import execution_count
 from tests.faults.conftest import TIME_SCALE, scaled_env
 from tests.support.faults import (
+    REPO_ROOT,
     HostCall,
     LabProcess,
     LoopbackProxy,
+    hostapp_env,
     issued_handles,
     journal_rows,
     progress_of,
     run_hostapp,
 )
+from tests.support.model_endpoint import ModelEndpoint
 from tests.support.peers import EVERYTHING, NODE, Peer, require_everything
 from tests.support.waiting import until
 
@@ -427,13 +431,14 @@ def test_without_keyring_a_killed_call_ends_unknown_not_rerun(served: Served, to
 
 
 def _killed_with_its_question_open(home: Path, env: dict[str, str], served: Served, tool: str,
-                                   args: dict[str, Any]) -> HostCall:
+                                   args: dict[str, Any], asked: str = "elicitation") -> HostCall:
     """``hostapp call`` of ``tool`` on ``served``, killed (with the agent) while the
-    server's question waits for the person."""
+    server's question (``asked``: "elicitation", or "sampling" for a sampling request)
+    waits for the person."""
     _configure(home, served, env)
     call = HostCall(home, "-v", "call", "srv", tool, "--json", "--args", json.dumps(args),
                     "--unanswered", "wait", env=env)
-    call.wait_for(lambda events: any(e.get("event") == "elicitation" and e.get("pending") for e in events))
+    call.wait_for(lambda events: any(e.get("event") == asked and e.get("pending") for e in events))
     # The question is kept before the host goes: in the mechanism's state (a multi
     # round-trip request's pending question), or beside a task's (the kept question).
     until(lambda: any(row["status"] == "input_required"
@@ -453,6 +458,47 @@ def _resumed_answering(home: Path, env: dict[str, str], answer: dict[str, Any]) 
 
 
 CONFIRM = {"action": "accept", "content": {"confirm": True}}
+
+
+MODEL_KEY = "sk-fault-test-5b9e1d3c7a2f"
+
+
+@pytest.mark.parametrize("served,tool,mechanism", [
+    # The task's server sends its sampling request once, on tasks/result: the host keeps it.
+    pytest.param("lab_handshake", "long_task", "tasks_2025", id="tasks_2025"),
+    # The task shows it in tasks/get's inputRequests: the host asks it again from there.
+    pytest.param("lab", "long_task_ext", "tasks_extension", id="tasks_extension"),
+], indirect=["served"])
+def test_sampling_request_left_open_is_asked_again_and_answered_once(served: Served, tool: str, mechanism: str,
+                                                                     keyring_home, tmp_path: Path) -> None:
+    """A sampling request waits for the person when the host is killed; the restarted
+    host asks again, the configured model (a real endpoint process) answers it once
+    (``--approve-sampling``), the task completes with the model's text, and the key went
+    out as a bearer token only."""
+    home, env = keyring_home
+    model = ModelEndpoint(tmp_path / "model-requests.jsonl", key=MODEL_KEY).start()
+    try:
+        configured = subprocess.run(
+            [sys.executable, "-m", "hostapp", "model", "set", "--base-url", model.base_url, "--model", "m-small",
+             "--api-key-stdin"], input=MODEL_KEY + "\n", capture_output=True, text=True, timeout=60,
+            cwd=REPO_ROOT, env=hostapp_env(home, env))
+        assert configured.returncode == 0, configured.stderr
+        call = _killed_with_its_question_open(home, env, served, tool, {**LAB_ARGS, "sample": True}, "sampling")
+        assert model.requests() == []  # nobody has answered yet
+        resume = HostCall(home, "-v", "resume", "--wait", "--json", "--approve-sampling", env=env)
+        resume.wait(OUTCOME_TIMEOUT)
+        requests = model.requests()
+    finally:
+        model.stop()
+    ops = json.loads(run_hostapp(home, "ops", "--json", env=env).stdout)
+    detail = f"ops={ops}\nevents={call.events + resume.events}\nstderr:\n{call.stderr}\n{resume.stderr}"
+    assert len(ops) == 1 and ops[0]["mechanism"] == mechanism and ops[0]["status"] == COMPLETED, detail
+    assert [e.get("answer") for e in resume.events if e.get("event") == "sampling"] == ["model"], detail
+    assert len(requests) == 1 and requests[0]["authorization"] == f"Bearer {MODEL_KEY}", detail
+    assert "model reply to: long_" in json.dumps(ops[0]["result"]), detail  # the task got the model's text
+    assert served.executions(tool) == 1, detail
+    leaked = [p for p in home.rglob("*") if p.is_file() and MODEL_KEY.encode() in p.read_bytes()]
+    assert not leaked and MODEL_KEY not in call.stderr + resume.stderr, leaked
 
 
 @pytest.mark.parametrize("fault", ["host_kill", "host_kill_and_server_restart"])

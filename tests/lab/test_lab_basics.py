@@ -54,8 +54,8 @@ def test_stateless_discover_and_tools_list(stateless):
     tools = stateless.request("tools/list").result
     assert tools["resultType"] == "complete"
     by_name = {t["name"]: t for t in tools["tools"]}
-    assert set(by_name) == {"sleep_with_progress", "ask_form", "ask_url", "fail", "long_task_ext", "long_mrtr",
-                            "long_resume_token", "long_async", "lab_stats", "show_card"}
+    assert set(by_name) == {"sleep_with_progress", "ask_form", "ask_url", "ask_model", "fail", "long_task_ext",
+                            "long_mrtr", "long_resume_token", "long_async", "lab_stats", "show_card"}
     assert by_name["long_async"]["invocationMode"] == "async"
     assert all(t["description"] and t["inputSchema"]["type"] == "object" for t in tools["tools"])
 

@@ -35,16 +35,18 @@ EXT_SERVER = {"extensions": {"io.modelcontextprotocol/tasks": {}}}
 def test_handshake_era_declares_everything_it_supports():
     assert client_capabilities("2025-11-25") == {
         "elicitation": {"form": {}, "url": {}},
-        "tasks": {"list": {}, "cancel": {}},
+        "sampling": {},
+        "tasks": {"list": {}, "cancel": {},
+                  "requests": {"elicitation": {"create": {}}, "sampling": {"createMessage": {}}}},
         "resumableRequests": {},
     }
-    assert client_capabilities("handshake", task_augmented_elicitation=True)["tasks"]["requests"] == {
-        "elicitation": {"create": {}}}
+    assert "requests" not in client_capabilities("handshake", task_augmented_requests=False)["tasks"]
 
 
 def test_stateless_era_opts_in_to_the_tasks_extension():
     assert client_capabilities("2026-07-28") == {
         "elicitation": {"form": {}, "url": {}},
+        "sampling": {},
         "extensions": {"io.modelcontextprotocol/tasks": {}},
     }
 
@@ -54,7 +56,8 @@ def test_declared_capabilities_validate_against_the_official_wire_models():
     from mcp_types._v2026_07_28 import ClientCapabilities as Caps2026
 
     caps = Caps2025.model_validate(client_capabilities("handshake"))
-    assert caps.tasks is not None and caps.elicitation is not None
+    assert caps.tasks is not None and caps.elicitation is not None and caps.sampling is not None
+    assert caps.sampling.context is None and caps.sampling.tools is None  # neither is implemented
     assert Caps2026.model_validate(client_capabilities("stateless")).extensions
 
 

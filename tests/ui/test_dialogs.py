@@ -241,3 +241,46 @@ def test_details_keep_counting_the_elapsed_time_of_a_silent_call(qtbot, tmp_path
                           status="completed", created_at=started, updated_at=started, ended_at=started + 70)
     details.update_operation(ended)
     assert "elapsed 1:10" in details.summary.text()
+
+
+SAMPLING = {"messages": [{"role": "user", "content": {"type": "text", "text": "Name a <b>colour</b>"}}],
+            "systemPrompt": "Be brief.", "maxTokens": 50, "modelPreferences": {"hints": [{"name": "small"}]}}
+
+
+def test_a_sampling_request_is_shown_as_plain_text_and_the_model_draft_reviewed(qtbot, qloop):
+    from hostapp.engine.api import EngineError
+
+    answers: list[tuple[str, dict]] = []
+    drafts = iter([EngineError("no model is configured"), {"text": "Blue.", "model": "m-small",
+                                                           "stopReason": "endTurn"}])
+
+    async def draft(request_id: str) -> dict:
+        outcome = next(drafts)
+        if isinstance(outcome, Exception):
+            raise outcome
+        return outcome
+
+    queue = ElicitationQueue(lambda qid, a: answers.append((qid, a)), lambda op: None, draft=draft)
+    shown = []
+    queue.promptShown.connect(shown.append)
+
+    async def scenario():
+        queue.enqueue(InputRequest("s1", "o1", "lab", "sampling", "Name a <b>colour</b>", SAMPLING))
+        prompt = shown[0]
+        await qtbot_wait(prompt.isVisible)
+        text = prompt.request_text.toPlainText()
+        assert "User:\nName a <b>colour</b>" in text and "System prompt:\nBe brief." in text
+        assert "models like small" in text and "at most 50 tokens" in text
+        prompt.accept_button.click()  # nothing written yet: not sent
+        assert answers == [] and "Write a reply" in prompt.status_label.text()
+        prompt.model_button.click()
+        await qtbot_wait(lambda: "did not answer: no model is configured" in prompt.status_label.text())
+        prompt.model_button.click()
+        await qtbot_wait(lambda: prompt.reply_text.toPlainText() == "Blue.")
+        assert "Drafted by m-small" in prompt.status_label.text()
+        prompt.reply_text.setPlainText("Blue, edited.")
+        prompt.accept_button.click()
+        await qtbot_wait(lambda: queue.waiting == 0)
+
+    qloop.run_until_complete(scenario())
+    assert answers == [("s1", {"action": "accept", "reply": "Blue, edited.", "model": "m-small"})]

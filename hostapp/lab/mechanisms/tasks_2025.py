@@ -126,7 +126,12 @@ class Tasks2025(LabMechanism):
             if job.status == "input_required" and "answer" not in job.extra:
                 # The task waits for the person: ask on this tasks/result stream, tagged with the task.
                 question = {**job.extra["question"], "_meta": related}
-                self.core.provide_answer(job.key, await self.core.ask_client(call, "elicitation/create", question))
+                method = job.extra.get("input_method", "elicitation/create")
+                try:
+                    answer = await self.core.ask_client(call, method, question)
+                except RpcError as exc:  # a sampling request refused: the task goes on, saying so
+                    answer = {"refused": exc.message}
+                self.core.provide_answer(job.key, answer)
                 continue
             if job.status not in ("working", "input_required", "submitted"):
                 break

@@ -61,7 +61,8 @@ class TasksExtension(LabMechanism):
         if job.status_message:
             task["statusMessage"] = job.status_message
         if detailed and job.status == "input_required" and "question" in job.extra:
-            task["inputRequests"] = {job.extra["input_key"]: {"method": "elicitation/create",
+            task["inputRequests"] = {job.extra["input_key"]: {"method": job.extra.get("input_method",
+                                                                                        "elicitation/create"),
                                                               "params": job.extra["question"]}}
         elif detailed and job.status == "completed":
             task["result"] = {**job.result, "resultType": "complete"}
