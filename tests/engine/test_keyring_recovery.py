@@ -32,11 +32,13 @@ class FlakyKeyring(InMemoryKeyring):
 
 
 async def handle_committed(engine, op_id: str, timeout: float = DEADLINE) -> object:
-    """The operation's record once its handle is committed (or it is known not resumable)."""
+    """The operation's record once its handle is committed: its state journaled, with a
+    reference to the keyring or (the keyring failing) marked not resumable. Sending the call
+    journals its mechanism, not resumable, before any handle: that row is not the answer."""
     async def committed():
         await engine.journal.flush()
         record = engine.journal.get_operation(op_id)
-        return record if record.mechanism and (record.handle_ref or not record.resumable) else None
+        return record if record.mechanism and record.handle and (record.handle_ref or not record.resumable) else None
 
     return await until_async(committed, timeout, what=f"the handle of {op_id} to be committed", interval=0.05)
 
