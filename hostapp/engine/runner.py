@@ -40,13 +40,13 @@ from hostapp.engine.operation import (
     QUESTION_EXPIRED,
     SESSION_BOUND_MECHANISMS,
     RunnerContext,
+    lost_at_stop,
     mechanism_for,
     operation_view,
     outcome_message,
     progress_in_message,
     server_busy,
     status_of_mark,
-    survives_a_stop,
 )
 from hostapp.engine.session import MAX_INPUT_ROUNDS, ClientSession
 from hostapp.engine.supervisor import session_refused
@@ -296,7 +296,8 @@ class OperationRunner:
                     resumable, ref = False, None
         self.handle_ref = ref
         mechanism = action.state.get("mechanism")
-        self.view = replace(self.view, resumable=survives_a_stop(resumable, mechanism),
+        sent = self.record.jsonrpc_id is not None
+        self.view = replace(self.view, lost_at_stop=lost_at_stop(self.view.status, sent, mechanism, resumable),
                             mechanism=mechanism or self.view.mechanism)
         self.record.mechanism, self.record.resumable = mechanism, resumable
         await ctx.journal.update_operation(self.id, handle=action.state, handle_ref=ref,
@@ -515,7 +516,8 @@ class OperationRunner:
         await ctx.journal.update_operation(self.id, jsonrpc_id=rid, status=OperationStatus.RUNNING,
                                            mechanism=self.record.mechanism)
         self.view = replace(self.view, status=OperationStatus.RUNNING, mechanism=self.record.mechanism,
-                            resumable=survives_a_stop(bool(self.record.resumable), self.record.mechanism))
+                            lost_at_stop=lost_at_stop(OperationStatus.RUNNING, True, self.view.mechanism,
+                                                      bool(self.record.resumable)))
         ctx.changed(self)
         ctx.own_request(self, session, rid)
         await self._request(session, self.mech.method, to_send, rid, original=True)

@@ -154,7 +154,9 @@ class AgentLink(ForwardingEngine):
     # -- the facade ------------------------------------------------------------------
 
     async def forward(self, method: str, arguments: JsonObject) -> Any:
-        """Every engine call goes to the current connection, once there is one."""
+        """Every engine call goes to the current connection, once there is one (the first
+        call connects)."""
+        self.open()
         await self._ready.wait()
         assert self.current is not None
         return await self.current.forward(method, arguments)

@@ -595,6 +595,8 @@ class MainWindow(QMainWindow):
             self.banner.set_message(kind, message)
 
     def _input_requested(self, request: InputRequest) -> None:
+        if self.elicitations.holds(request.id):
+            return
         title = self._operation_title(request.operation_id) or "an operation"
         self.notify("Input needed", f"{request.server} asks for your input about {title}.", detail=request.message)
         self.elicitations.enqueue(request)

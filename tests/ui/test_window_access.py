@@ -32,11 +32,11 @@ def unnamed_controls(root: QWidget) -> list[str]:
 
 
 @pytest.fixture
-def window(qtbot, qloop, isolated_home):
-    from hostapp.app import HostApp
+def window(qtbot, qloop, isolated_home, agents):
+    from hostapp.app import HostApp, agent_link
     from tests.ui.test_window import dispose
 
-    app = HostApp(isolated_home)
+    app = HostApp(isolated_home, agent_link(isolated_home))
     app.window.resize(1280, 800)
     app.window.show()
     try:

@@ -20,10 +20,10 @@ pytestmark = pytest.mark.timeout(180)
 
 
 @pytest.fixture
-def small_host(qtbot, qloop, isolated_home):
-    from hostapp.app import HostApp
+def small_host(qtbot, qloop, isolated_home, agents):
+    from hostapp.app import HostApp, agent_link
 
-    app = HostApp(isolated_home)
+    app = HostApp(isolated_home, agent_link(isolated_home))
     app.window.resize(800, 500)
     app.window.show()
     try:
@@ -393,11 +393,11 @@ def test_start_call_with_a_search_that_matches_nothing_starts_nothing(qtbot, qlo
 def test_the_details_come_back_after_a_small_window_and_a_restart(qtbot, qloop, isolated_home):
     from PySide6.QtCore import QPoint
 
-    from hostapp.app import HostApp
+    from hostapp.app import HostApp, agent_link
     from hostapp.ui.window_parts import DETAILS_MIN
 
     def open_window() -> HostApp:
-        app = HostApp(isolated_home)
+        app = HostApp(isolated_home, agent_link(isolated_home))
         app.window.resize(1280, 800)
         app.window.show()
         qtbot.waitExposed(app.window)
