@@ -565,7 +565,7 @@ class AgentStatus(TypedDict):
 
 
 class LostOperation(TypedDict):
-    """An operation in flight that a stop would end 'unknown', and why."""
+    """An operation in flight that a stop would not leave to be resumed, and why (its view's ``lost_at_stop``)."""
 
     id: str
     server: str
@@ -587,7 +587,8 @@ class AgentControl(Protocol):
         and it says farewell to every client first."""
 
     async def unsurvivable(self) -> list[LostOperation]:
-        """The operations in flight that a stop would end 'unknown', each with the reason."""
+        """The operations in flight that a stop would not leave to be resumed, each with the
+        reason (their views' ``lost_at_stop``)."""
 
     async def carried(self) -> list[str]:
         """The ids of the operations this owner drives now."""

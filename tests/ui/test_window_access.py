@@ -269,7 +269,7 @@ def test_spoken_names_are_the_visible_words_and_start_call_tabs_in_reading_order
     asked = {"message": "Who?", "requestedSchema": {"type": "object", "properties": {}}}
     question = prompt_for(InputRequest(id="q1", operation_id=None, server="lab", mode="form", message="Who?",
                                        params=asked), None, main)
-    others = [ServerDialog(), QuitDialog([], set(), main), question]
+    others = [ServerDialog(), QuitDialog([], main), question]
     for dialog in others:
         qtbot.addWidget(dialog)
         dialog.show()

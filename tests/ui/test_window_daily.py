@@ -106,7 +106,7 @@ def test_first_run_hint_question_later_summary_and_list_tools(small_host, qloop)
         window.elicitations.promptShown.connect(prompts.append)
         form_op = await start_via_dialog(window, "ask_form", {"message": "Which colour?"})
         assert not hint.isVisible()
-        await until(lambda: prompts, what="the prompt")
+        await until(lambda: prompts and prompts[-1].isVisible(), what="the prompt")  # shown, then asking
         prompts[-1].activateWindow()
         prompts[-1].reject()  # what Esc and the close button do
         await until(lambda: window.elicitations.prompt is None, what="the prompt to close")
