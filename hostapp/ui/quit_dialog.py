@@ -50,9 +50,9 @@ class QuitDialog(QDialog):
         n = len(running)
         lay = QVBoxLayout(self)
         lay.addWidget(plain_label(
-            f"{n} operation{'s are' if n != 1 else ' is'} still running. They can keep running in the "
-            "background after the window closes (the hostapp agent carries them; reopen the window to "
-            "see them)."))
+            f"{n} operation{'s are' if n != 1 else ' is'} still running. {'They' if n != 1 else 'It'} can keep "
+            "running in the background after the window closes (the hostapp agent carries "
+            f"{'them' if n != 1 else 'it'}; reopen the window to see {'them' if n != 1 else 'it'})."))
         self.survivor_list = self._section(
             lay, "If you stop everything, these will resume when hostapp starts again:", self.survivors,
             "survivors")
