@@ -87,7 +87,8 @@ class WindowLifecycle(QObject):
         return self.window.tray is not None and QSystemTrayIcon.isSystemTrayAvailable()
 
     def eventFilter(self, watched: QObject, event: QEvent) -> bool:
-        if watched is self.window and event.type() == QEvent.Type.Close and not self.quitting:
+        if (watched is self.window and event.type() == QEvent.Type.Close and not self.quitting
+                and not self.window.closing_for_good):
             event.ignore()
             if self.has_tray():
                 self.hide_to_tray()

@@ -404,6 +404,11 @@ class MainWindow(QMainWindow):
         event.ignore()
         self.quitRequested.emit()
 
+    @property
+    def closing_for_good(self) -> bool:
+        """The window closes for real (:meth:`close_for_good`), not to the tray."""
+        return self._closing
+
     def close_for_good(self) -> None:
         self._closing = True
         self.save_geometry()
