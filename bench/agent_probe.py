@@ -150,7 +150,7 @@ def load(home: Path, operations: int, seconds: float) -> dict[str, Any]:
         agent = Agent(home)
         remote = await agent.connect(None, "window")
         # The built-in lab the first run adds is not part of this load.
-        host = HostApp(home, agent=remote)
+        host = HostApp(home, remote)
         host.settings.setValue(FIRST_RUN_KEY, True)
         host.window.resize(1200, 800)
         host.window.show()

@@ -191,12 +191,14 @@ def measure(home: Path, t0: float, timeout: float) -> dict[str, Any]:
 
     async def scenario() -> dict[str, Any]:
         from hostapp.app import FIRST_RUN_KEY, HostApp
+        from hostapp.engine.facade import LocalEngine
+        from hostapp.engine.service import Engine
 
-        host = HostApp(home)
+        engine = Engine(home)  # in this process: the probe watches its runners
+        host = HostApp(home, LocalEngine(engine))
         host.settings.setValue(FIRST_RUN_KEY, True)
         host.window.show()
         attached: dict[str, float] = {}
-        engine = host.engine
         original_start = engine.start
 
         async def start(**kwargs: Any) -> None:

@@ -1,11 +1,11 @@
-"""The composition root of the desktop app: store, engine and window on one qasync loop.
+"""The composition root of the desktop app: the window, a client of its home's agent, on one qasync loop.
 
 ``python main.py`` and ``hostapp`` without arguments come here. Start-up follows the
 qasync pattern: one qasync event loop over the QApplication (:class:`~hostapp.ui.event_loop.HostEventLoop`,
 which schedules callbacks from one Qt timer), ``run_forever``,
 and both ``sys.excepthook`` and the loop's exception handler installed so that an error
-in a slot or a task is logged and shown instead of killing the window. Quitting stops
-the engine first (every connection closed, the journal flushed), then the loop.
+in a slot or a task is logged and shown instead of killing the window. Quitting leaves
+the agent and its work running, unless the person chose to stop everything; then the loop ends.
 
 On the first launch with an empty home the built-in lab server is configured (on stdio,
 and the same process over HTTP), so a newcomer can start a long call at once and watch it.
@@ -25,10 +25,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from hostapp.engine.api import EngineApi, OperationView
-    from hostapp.engine.service import Engine
+    from hostapp.engine.api import EngineApi
     from hostapp.store.journal import ServerConfig
-    from hostapp.ui.lifecycle import AutostartControl, WindowLifecycle
+    from hostapp.ui.lifecycle import AutostartControl
 
 log = logging.getLogger("hostapp.app")
 
@@ -116,85 +115,60 @@ def tune_garbage_collector() -> None:
 
 
 class HostApp:
-    """Owns the engine, its Qt adapter and the main window for one HOSTAPP_HOME.
+    """Owns the window of one HOSTAPP_HOME, a client of its engine through ``api``.
 
-    States: built → started (engine running, window filled) → stopped.
+    States: built → started (connected, window filled) → stopped.
     """
 
-    def __init__(self, home: Path, *, engine: Engine | None = None, agent: EngineApi | None = None,
-                 autostart: AutostartControl | None = None, show_operation: str | None = None) -> None:
-        """``agent``: the facade of the background agent that owns ``home`` (an
-        :class:`~hostapp.ui.agent_link.AgentLink` in the app); the window is then its client
-        (the agent's engine carries the work, and goes on after the window quits), ✕ hides
-        it to the tray and Quit asks while operations run (:mod:`hostapp.ui.lifecycle`).
-        Without it, the window runs an engine of its own in this process. ``show_operation``:
-        the operation selected once the rows are read."""
+    def __init__(self, home: Path, api: EngineApi, *, autostart: AutostartControl | None = None,
+                 show_operation: str | None = None) -> None:
+        """``api``: the engine's facade. In the app it is the link to the background agent
+        that owns ``home`` (:func:`agent_link`): the agent carries the work, and goes on
+        after the window quits; ✕ hides the window to the tray and Quit asks while
+        operations run (:mod:`hostapp.ui.lifecycle`). ``show_operation``: the operation
+        selected once the rows are read."""
         from PySide6.QtCore import QSettings
 
-        from hostapp.engine.facade import LocalEngine
-        from hostapp.engine.service import Engine
         from hostapp.ui.adapter import EngineSignals
+        from hostapp.ui.agent_link import AgentLink
+        from hostapp.ui.lifecycle import WindowLifecycle
         from hostapp.ui.main_window import MainWindow
 
         tune_garbage_collector()
         self.home = Path(home)
         self.settings = QSettings(str(self.home / "hostapp.ini"), QSettings.Format.IniFormat)
         self.signals = EngineSignals()
-        self.agent = agent
-        self.engine: Engine | None = None
-        if agent is not None:
-            agent.listener = self.signals  # type: ignore[attr-defined]  # a RemoteEngine's listener
-            self.api: EngineApi = agent
-        else:
-            self.engine = engine or Engine(self.home, self.signals)
-            if engine is not None:
-                engine.listener = self.signals
-            self.api = LocalEngine(self.engine)
+        self.api = api
+        api.listener = self.signals  # type: ignore[attr-defined]  # every facade tells one listener
         # The window is a client of the engine: it sees the facade only.
-        self.window = MainWindow(self.api, self.signals, self.settings, self.home)
+        self.window = MainWindow(api, self.signals, self.settings, self.home)
         self.show_operation = show_operation
-        self.lifecycle: WindowLifecycle | None = None
-        if agent is None:
-            self.window.quitRequested.connect(self.request_quit)
-        else:
-            self._become_client(agent, autostart)
+        self.lifecycle = WindowLifecycle(self.window, api, self.settings, autostart=autostart)
+        self.window.quitRequested.connect(self.lifecycle.request_quit)
+        self.lifecycle.quitConfirmed.connect(lambda stop_everything: self.request_quit(stop_everything))
+        if isinstance(api, AgentLink):
+            api.on_change = self.lifecycle.agent_changed
         self.started = False
         self.stopped = asyncio.Event()
         self._stopping: asyncio.Task | None = None
         self.exit_code = 0
         self.stop_loop_on_quit = True  # the loop is the app's (a test keeps its own running)
 
-    def _become_client(self, agent: EngineApi, autostart: AutostartControl | None) -> None:
-        from hostapp.ui.agent_link import AgentLink
-        from hostapp.ui.lifecycle import WindowLifecycle
-
-        self.lifecycle = WindowLifecycle(self.window, agent, self.settings, autostart=autostart,
-                                         survivors=lambda ops: survivors(agent, ops))
-        self.window.quitRequested.connect(self.lifecycle.request_quit)
-        self.lifecycle.quitConfirmed.connect(lambda stop_everything: self.request_quit(stop_everything))
-        if isinstance(agent, AgentLink):
-            agent.on_change = self.lifecycle.agent_changed
-
     async def start(self) -> None:
-        """Show the journal's operations, then start the engine (keyring, connections,
-        resumption) and show the servers.
+        """Show the engine's operations, start it (the agent link connects, starting the
+        agent when none runs), show the questions it has open, then its servers.
 
-        The rows come first: reading the keyring and connecting take a while with many
-        operations, and until then the window shows each as the journal left it.
+        The rows come first: an engine that starts in this process (a bench's) reads the
+        keyring and connects for a while with many operations, and until then the window
+        shows each as the journal left it.
         """
-        from hostapp.ui.agent_link import AgentLink
-
-        if isinstance(self.api, AgentLink):
-            self.api.open()  # connects, starting the agent when none runs; waits for nothing
         try:
             await self.window.load_operations()
-            if self.show_operation and self.lifecycle is not None:
+            if self.show_operation:
                 await self.lifecycle.show_operation(self.show_operation)
-            if self.engine is not None:
-                await self.engine.start()
-            else:  # the agent's questions asked before the window came
-                for question in await self.api.open_questions():
-                    self.signals.input_requested(question)
+            await self.api.start()
+            for question in await self.api.open_questions():  # asked before the window came
+                self.signals.input_requested(question)
         except Exception as exc:
             log.exception("the engine could not start")
             self.window.show_error(f"hostapp could not open its journal in {self.home}: {exc}")
@@ -214,16 +188,14 @@ class HostApp:
                                                                  stop_everything=stop_everything))
 
     async def shutdown(self, *, stop_loop: bool = True, stop_everything: bool = False) -> None:
-        """Close every connection, flush the journal, save the window, end the loop.
+        """Leave the engine (the agent's work goes on), save the window, end the loop.
         ``stop_everything``: the agent stops too (its journal flushed, its servers closed)."""
-        if self.lifecycle is not None:
-            self.lifecycle.quitting = True
+        self.lifecycle.quitting = True
         try:
             stop_owner = getattr(self.api, "stop_owner", None)
             if stop_everything and stop_owner is not None:
                 await stop_owner()
-            if self.started or self.engine is None:
-                await self.api.stop()  # the agent's work goes on; an own engine stops
+            await self.api.stop()
         except Exception:
             log.exception("stopping the engine failed")
             self.exit_code = 1
@@ -233,20 +205,6 @@ class HostApp:
             self.stopped.set()
             if stop_loop:
                 asyncio.get_running_loop().stop()
-
-
-async def survivors(api: EngineApi, running: list[OperationView]) -> set[str]:
-    """Which of the ``running`` operations survive their agent's stop: those carried by a
-    mechanism that can resume them (a task, a stream, a resume token…). A plain request
-    cannot (it ends "unknown"), nor can one never sent (it ends "never sent")."""
-    from hostapp.mechanisms.direct import DirectRequest
-
-    wanted = {op.id for op in running}
-    # The journal lists the operations in flight first: these rows are the running ones.
-    rows = await api.operation_rows(limit=len(running) + 100)
-    mechanisms = {row["id"]: row.get("mechanism") for row in rows if row.get("id") in wanted}
-    return {op.id for op in running if op.resumable and op.id in mechanisms
-            and mechanisms[op.id] not in (None, DirectRequest.name)}
 
 
 class LoginEntry:
@@ -358,9 +316,8 @@ def main(argv: list[str] | None = None) -> int:
     asyncio.set_event_loop(loop)
     host_ref: list[HostApp] = []
     install_error_handlers(loop, host_ref)
-    host = HostApp(home, agent=agent_link(home), autostart=LoginEntry(), show_operation=args.show_operation)
+    host = HostApp(home, agent_link(home), autostart=LoginEntry(), show_operation=args.show_operation)
     host_ref.append(host)
-    assert host.lifecycle is not None  # the window is the agent's client
     lifecycle = host.lifecycle
     instance.showRequested.connect(lambda op_id: lifecycle.bring_forward(op_id or None))
     app.aboutToQuit.connect(host.signals.flush)

@@ -13,9 +13,11 @@ The layers, bottom to top (a layer may import itself, the ones it names, and the
   transport (it plugs into the HTTP transport). None of the three imports another
   otherwise (today transport and mechanisms import only protocol, auth only store).
 - ``engine``: everything above.
+- ``presentation``, what both clients say of an operation (durations, time left, status
+  words, whether it survives a stop): the facade, ``hostapp.engine.api``, only.
 - the top: ``app`` (the composition root) and ``conformance*`` (the conformance client,
   the auth scenarios among it) may import every layer below; ``ui`` and ``cli`` only the
-  facade, ``hostapp.engine.api``, and ``hostapp.protocol``; besides, the cli starts the
+  facade, ``hostapp.engine.api``, ``hostapp.presentation`` and ``hostapp.protocol``; besides, the cli starts the
   window (``hostapp.app``), the lab server (``hostapp.lab.server``) and the conformance
   client (``hostapp.conformance``). ``__main__`` and ``main.py`` are entry points.
 - ``lab``, the reference server: protocol only (and the OS file lock, ``oslock``).
@@ -55,6 +57,7 @@ CLI = "hostapp.cli"
 APP = "hostapp.app"
 CONFORMANCE = "hostapp.conformance"
 AGENT = "hostapp.agent"
+PRESENTATION = "hostapp.presentation"
 CONSTANTS = "hostapp"  # hostapp/__init__.py: version and client name, importing nothing
 OSLOCK = "hostapp.oslock"  # the OS's exclusive file lock, importing nothing of hostapp
 
@@ -76,6 +79,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
     APP: ("hostapp.app", "hostapp.app.*"),
     CONFORMANCE: ("hostapp.conformance*",),
     AGENT: ("hostapp.agent", "hostapp.agent.*"),
+    PRESENTATION: ("hostapp.presentation",),
     "entry points": ("hostapp.__main__", "main"),
 }
 
@@ -91,10 +95,13 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     ENGINE: BELOW_THE_ENGINE,
     LAB: (PROTOCOL, OSLOCK),
     # The window and the command line are written against the facade only.
-    UI: ("hostapp.engine.api", PROTOCOL),
+    UI: ("hostapp.engine.api", PRESENTATION, PROTOCOL),
+    # What both clients say of an operation, from its view.
+    PRESENTATION: ("hostapp.engine.api",),
     # ... and the engine package itself for its factory, open_engine (not its modules).
     # ... and the agent (the owner of the home), whose client the command line is.
-    CLI: ("hostapp.engine.api", "hostapp.engine", PROTOCOL, APP, AGENT, "hostapp.lab.server", CONFORMANCE),
+    CLI: ("hostapp.engine.api", "hostapp.engine", PRESENTATION, PROTOCOL, APP, AGENT, "hostapp.lab.server",
+          CONFORMANCE),
     APP: (*BELOW_THE_ENGINE, ENGINE, UI, AGENT),
     CONFORMANCE: (*BELOW_THE_ENGINE, ENGINE),
     # The owner of a home: runs the engine and serves its facade to the window and the CLI.

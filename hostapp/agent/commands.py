@@ -159,12 +159,12 @@ async def cmd_agent_stop(args: argparse.Namespace) -> int:
         print("not running")
         return EXIT_OK
     try:
-        # The owner knows what carries each operation: those with nothing that can resume
-        # them (a plain request, a handle the keyring could not keep) end 'unknown'.
+        # The owner knows what carries each operation (each view's lost_at_stop): those with
+        # nothing that can resume them end now, each says why (the window's quit dialog lists
+        # the same).
         lost = await engine.control.unsurvivable()
         if lost and not args.yes:
-            print(f"{len(lost)} operation(s) cannot be resumed and would end 'unknown' if the agent stops now:",
-                  file=sys.stderr)
+            print(f"{len(lost)} operation(s) would not survive if the agent stops now:", file=sys.stderr)
             for op in lost:  # a tool's name is a server's words
                 print(terminal_safe(f"  {op['id']}  {op['server']}/{op['tool']}  {op['status']}  ({op['why']})"),
                       file=sys.stderr)

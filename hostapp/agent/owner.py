@@ -151,15 +151,12 @@ class Owner(api.AgentControl):
         return sorted(self._engine.runners)
 
     async def unsurvivable(self) -> list[api.LostOperation]:
-        """The operations in flight that a stop would end 'unknown', each with the reason:
-        nothing can resume them when the owner starts again."""
+        """The operations in flight that a stop would not leave to be resumed, each with the
+        reason (its view's ``lost_at_stop``): a call sent ends 'unknown' now, one never sent
+        ends 'never sent' at the next start."""
         await self.endpoint.ready.wait()
-        lost: list[api.LostOperation] = []
-        for op in await self.engine.unfinished_operations():
-            why = self._engine.why_lost_at_stop(op.id)
-            if why is not None:
-                lost.append({"id": op.id, "server": op.server, "tool": op.tool, "status": op.status, "why": why})
-        return lost
+        return [{"id": op.id, "server": op.server, "tool": op.tool, "status": op.status, "why": op.lost_at_stop}
+                for op in await self.engine.unfinished_operations() if op.lost_at_stop is not None]
 
     async def stop(self) -> dict[str, Any]:
         """Stop, asked by a client: what cannot survive the stop ends now, with the reason,

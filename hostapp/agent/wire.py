@@ -150,6 +150,10 @@ def encode(value: Any, _depth: int = 0) -> Any:
     if _depth >= MAX_DEPTH and isinstance(value, (dict, list, tuple, set, frozenset)):
         return jsonrpc.CUT_MARKER
     deeper = _depth + 1
+    if isinstance(value, api.OperationView):
+        # ``resumable``: what clients before ``lost_at_stop`` read instead (docs/agent-wire.md).
+        fields = {f.name: encode(getattr(value, f.name), deeper) for f in dataclasses.fields(value)}
+        return {**fields, "resumable": value.lost_at_stop is None}
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {f.name: encode(getattr(value, f.name), deeper) for f in dataclasses.fields(value)}
     if isinstance(value, (list, tuple)):
@@ -200,7 +204,22 @@ def _same(data: Any) -> Any:
     return data
 
 
-operation_view = _from_fields(api.OperationView)
+_operation_view_fields = _from_fields(api.OperationView)
+
+#: What an operation in flight says of a stop when its agent is older than ``lost_at_stop``
+#: and said it could not be resumed (its ``resumable``).
+OLDER_AGENT_LOST = "the agent says nothing can resume it"
+
+
+def operation_view(data: Any) -> api.OperationView:
+    """An ``OperationView``; from an agent before ``lost_at_stop``, that field from its
+    ``resumable``."""
+    view: api.OperationView = _operation_view_fields(data)
+    if "lost_at_stop" not in data and data.get("resumable") is False and view.in_flight:
+        return dataclasses.replace(view, lost_at_stop=OLDER_AGENT_LOST)
+    return view
+
+
 server_view = _from_fields(api.ServerView)
 input_request = _from_fields(api.InputRequest)
 server_config = _from_fields(api.ServerConfig)

@@ -2,8 +2,10 @@
 filters by status and by server.
 
 The table shows when each operation started ("2 min ago"), how long it ran, its progress
-as a percentage, its status in words ("needs your input") and its latest message; the
-JSON is the journal's rows as before, only the filters applied.
+as a percentage, its status in words ("needs your input"), whether it would survive a stop
+of the agent ("lost if hostapp stops", "resumable (task)") and its latest message, in the
+window's words (:mod:`hostapp.presentation`); the JSON is the journal's rows as before,
+only the filters applied.
 """
 
 from __future__ import annotations
@@ -18,18 +20,7 @@ from hostapp.cli import text
 from hostapp.cli.exits import UsageError
 from hostapp.cli.table import render_table
 from hostapp.engine.api import IN_FLIGHT, TERMINAL, EngineApi, JsonObject, OperationStatus, OperationView
-
-#: Status words a person reads.
-STATUS_WORDS: dict[str, str] = {
-    OperationStatus.PENDING: "starting",
-    OperationStatus.RUNNING: "running",
-    OperationStatus.INPUT_REQUIRED: "needs your input",
-    OperationStatus.COMPLETED: "completed",
-    OperationStatus.FAILED: "failed",
-    OperationStatus.CANCELLED: "cancelled",
-    OperationStatus.EXPIRED: "expired",
-    OperationStatus.UNKNOWN: "unknown",
-}
+from hostapp.presentation import PAUSED, STATUS_WORDS, ago, at_stop_words, duration, status_word
 
 #: What ``--status`` accepts besides the journal's own values and the words above.
 STATUS_ALIASES: dict[str, frozenset[str]] = {
@@ -39,13 +30,13 @@ STATUS_ALIASES: dict[str, frozenset[str]] = {
     "finished": frozenset(TERMINAL),
 }
 
-HEADERS = ("ID", "STARTED", "DURATION", "SERVER", "TOOL", "STATUS", "PROGRESS", "MESSAGE")
+HEADERS = ("ID", "STARTED", "DURATION", "SERVER", "TOOL", "STATUS", "PROGRESS", "IF STOPPED", "MESSAGE")
 MESSAGE = HEADERS.index("MESSAGE")
 RIGHT = frozenset({HEADERS.index("DURATION"), HEADERS.index("PROGRESS")})
 #: Never cut: what a person types next (the id) and reads first (the status, the progress).
 KEEP = frozenset({HEADERS.index("ID"), HEADERS.index("STATUS"), HEADERS.index("PROGRESS")})
 #: Left out, in this order, when a terminal is too narrow for every column.
-DROP = tuple(HEADERS.index(h) for h in ("MESSAGE", "DURATION", "SERVER", "STARTED"))
+DROP = tuple(HEADERS.index(h) for h in ("IF STOPPED", "MESSAGE", "DURATION", "SERVER", "STARTED"))
 NO_PROGRESS = "—"
 
 
@@ -101,16 +92,6 @@ async def matching_rows(engine: EngineApi, statuses: set[str] | None, servers: s
         asked *= 4
 
 
-#: The status word of an operation in flight that no agent carries now (the window says "Paused").
-PAUSED = "paused"
-
-
-def status_word(op: OperationView, paused: bool = False) -> str:
-    if paused and op.status in IN_FLIGHT:
-        return PAUSED
-    return STATUS_WORDS.get(op.status, text.plain(op.status))
-
-
 async def paused_ids(engine: EngineApi, ops: list[OperationView]) -> set[str]:
     """The operations of ``ops`` in flight in the journal that nobody carries now: all of
     them when no agent runs (the journal was read in this process), else those the agent
@@ -145,10 +126,10 @@ def message_of(op: OperationView) -> str:
 
 def row_of(op: OperationView, now: float, paused: bool = False) -> list[str]:
     end = op.ended_at if op.ended_at is not None else now
-    started = text.ago(op.created_at, now) if op.created_at else "?"
-    took = text.duration(end - op.created_at) if op.created_at else "?"
-    return [op.id, started, took, text.plain(op.server), text.plain(op.tool or op.method), status_word(op, paused),
-            progress_text(op), message_of(op)]
+    started = ago(op.created_at, now) if op.created_at else "?"
+    took = duration(end - op.created_at) if op.created_at else "?"
+    return [op.id, started, took, text.plain(op.server), text.plain(op.tool or op.method),
+            text.plain(status_word(op.status, paused=paused)), progress_text(op), at_stop_words(op), message_of(op)]
 
 
 def table_lines(ops: list[OperationView], now: float, cells: int | None,

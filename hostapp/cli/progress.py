@@ -3,9 +3,9 @@
 On a terminal (:class:`LiveView`): one live line per followed operation, redrawn in place
 by a :class:`LiveBoard` — a bar and the percentage when the server gave a total, a spinner
 otherwise, the server's latest message, the elapsed time and, from the rate so far, the
-time left. Every other line (a question, a log line, a result, something on stderr) is
-written above the live lines: they are cleared, the line printed, and they are drawn
-again. A finished operation's last line stays in the scrollback.
+time left, in the window's words (:mod:`hostapp.presentation`). Every other line (a
+question, a log line, a result, something on stderr) is written above the live lines: they
+are cleared, the line printed, and they are drawn again. A finished operation's last line stays in the scrollback.
 
 Anywhere else (:class:`PlainView`): the short lines of before, one per event, except that
 progress is throttled to one line per meaningful change a second (the last one before
@@ -18,18 +18,17 @@ import asyncio
 import atexit
 import contextlib
 import logging
-import math
 import os
 import shutil
 import sys
 import time
-from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 from hostapp.cli import text
 from hostapp.engine.api import TERMINAL, OperationView
+from hostapp.presentation import Pace, clock, status_word, time_left
 
 Clock = Callable[[], float]
 
@@ -39,19 +38,11 @@ TICK = 0.125
 MIN_REDRAW = 0.05
 #: Without a terminal, at most one progress line a second per operation.
 PLAIN_INTERVAL = 1.0
-#: The rate behind "time left" is measured over the progress of the last this many seconds.
-RATE_WINDOW = 20.0
-#: Between two pieces of news the time left counts down; silent this many times the usual
-#: gap between them (and at least STALL_SECONDS), the operation is stalled and it grows.
-STALL_FACTOR = 3.0
-STALL_SECONDS = 10.0
 BAR_CELLS = (20, 10, 6)
 #: A shorter bar, or none, before a message cut to fewer cells than this.
 MESSAGE_CELLS = 12
 
 _SGR = {"bar": "32", "percent": "1", "dim": "2", "ask": "33", "bad": "31", "good": "32"}
-_STATUS_WORD = {"pending": "starting", "input_required": "needs your input", "completed": "completed",
-                "failed": "failed", "cancelled": "cancelled", "expired": "expired", "unknown": "outcome unknown"}
 _STATUS_STYLE = {"input_required": "ask", "completed": "good", "failed": "bad", "expired": "bad", "unknown": "bad"}
 
 
@@ -82,15 +73,14 @@ class Track:
     message: str | None = None
     ended: float | None = None
     status_message: bool = False  # the message came with the status, and goes with it
-    samples: deque[tuple[float, float]] = field(default_factory=lambda: deque(maxlen=256))
+    pace: Pace = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.pace = Pace(since=self.started)  # measured from the start until a second piece of news
 
     def note_progress(self, progress: float, total: float | None, now: float) -> None:
-        if self.samples and progress < self.samples[-1][1]:
-            self.samples.clear()  # went back (a new phase, a restarted count): a new rate
         self.progress, self.total = progress, total
-        self.samples.append((now, progress))
-        while len(self.samples) > 2 and now - self.samples[0][0] > RATE_WINDOW:
-            self.samples.popleft()
+        self.pace.note(progress, now)
 
     @property
     def fraction(self) -> float | None:
@@ -102,18 +92,10 @@ class Track:
         return (self.ended if self.ended is not None else now) - self.started
 
     def remaining(self, now: float) -> float | None:
-        """Seconds left at the rate of the recent progress; None without a total or a rate."""
-        if self.fraction is None or self.total is None or self.progress is None or len(self.samples) < 2:
-            return None
-        (t0, p0), (t1, p1) = self.samples[0], self.samples[-1]
-        if t1 <= t0 or p1 <= p0 or self.progress >= self.total:
-            return None
-        quiet = now - t1
-        if quiet > max(STALL_SECONDS, STALL_FACTOR * (t1 - t0) / (len(self.samples) - 1)):
-            # Stalled: measured up to now, the rate falls and the time left grows while nothing comes.
-            return (self.total - self.progress) / ((p1 - p0) / (now - t0))
-        rate = (p1 - p0) / (t1 - t0)
-        return max(0.0, (self.total - self.progress) / rate - quiet)
+        """Seconds left at the rate of the recent progress (:class:`~hostapp.presentation.Pace`,
+        the window's estimate); None without a total or a rate."""
+        estimate = self.pace.estimate(self.progress, self.total, now)
+        return None if estimate is None else estimate.seconds_left
 
 
 def render(track: Track, cells: int, now: float, frame: int = 0, colour: bool = False,
@@ -125,7 +107,7 @@ def render(track: Track, cells: int, now: float, frame: int = 0, colour: bool = 
     else:
         mark = (glyphs.spinner[frame % len(glyphs.spinner)], "bar")
     fraction = track.fraction
-    word = _STATUS_WORD.get(track.status) if track.status != "running" else None
+    word = status_word(track.status) if track.status != "running" else None
     remaining = None if ended else track.remaining(now)
     message = text.plain(track.message) if track.message else ""
 
@@ -142,9 +124,9 @@ def render(track: Track, cells: int, now: float, frame: int = 0, colour: bool = 
             out += [(" ", ""), (f"{track.progress:g}", "percent")]
         if word:
             out += [(" · ", "dim"), (word, _STATUS_STYLE.get(track.status, ""))]
-        out += [(" · ", "dim"), (text.clock(track.elapsed(now)), "")]
+        out += [(" · ", "dim"), (clock(track.elapsed(now)), "")]
         if with_left and remaining is not None:
-            out += [(" · ", "dim"), (f"~{text.clock(math.ceil(remaining))} left", "")]
+            out += [(" · ", "dim"), (time_left(remaining), "")]
         return out
 
     # Narrower: the bar shortens, then the message goes, then the bar, the time left, the label.
@@ -212,6 +194,8 @@ class LiveBoard:
         track = self.track(key, label)
         if status is not None and status != track.status:
             track.status = status
+            if status == "input_required":
+                track.pace = Pace()  # the time spent on the question is no measure of the rate
             if track.status_message:  # "waiting for your answer" is over once answered
                 track.message, track.status_message = None, False
         if progress is not None:
@@ -226,6 +210,7 @@ class LiveBoard:
         """A line for an operation that began ``age`` seconds ago, as the journal left it."""
         track = self.track(key, label)
         track.started = self.clock() - max(0.0, age)
+        track.pace = Pace()  # its life so far may hold a pause: the rate waits for news seen here
         track.status, track.message = status, message
         track.status_message = status == "input_required"
         if progress is not None:

@@ -1,6 +1,7 @@
 """Text for a terminal: server text made plain, widths in terminal cells, truncation with
-an ellipsis, and times as people read them. Shared by the live progress lines
-(:mod:`hostapp.cli.progress`) and the tables (:mod:`hostapp.cli.table`)."""
+an ellipsis. Shared by the live progress lines (:mod:`hostapp.cli.progress`) and the tables
+(:mod:`hostapp.cli.table`); times and status words are the window's too
+(:mod:`hostapp.presentation`)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,6 @@ import json
 import os
 import re
 import sys
-import time
 import unicodedata
 from typing import TextIO
 
@@ -81,59 +81,6 @@ def pad(text: str, cells: int, right: bool = False) -> str:
     """``text`` padded with spaces to ``cells`` cells (on the left when ``right``)."""
     fill = " " * max(0, cells - width(text))
     return fill + text if right else text + fill
-
-
-def clock(seconds: float) -> str:
-    """An elapsed time as a clock: ``0:07``, ``12:34``, ``1:02:03``, ``3 d 4 h``."""
-    seconds = max(0, int(seconds))
-    days, rest = divmod(seconds, 86400)
-    hours, rest = divmod(rest, 3600)
-    minutes, secs = divmod(rest, 60)
-    if days:
-        return f"{days} d {hours} h"
-    if hours:
-        return f"{hours}:{minutes:02d}:{secs:02d}"
-    return f"{minutes}:{secs:02d}"
-
-
-def duration(seconds: float) -> str:
-    """A duration in words: ``0.4 s``, ``12 s``, ``3 min 5 s``, ``2 h 10 min``, ``3 d 4 h``."""
-    seconds = max(0.0, seconds)
-    if seconds < 1:
-        return f"{seconds:.1f} s"
-    whole = int(seconds)
-    days, rest = divmod(whole, 86400)
-    hours, rest = divmod(rest, 3600)
-    minutes, secs = divmod(rest, 60)
-    if days:
-        return f"{days} d {hours} h" if hours else f"{days} d"
-    if hours:
-        return f"{hours} h {minutes} min" if minutes else f"{hours} h"
-    if minutes:
-        return f"{minutes} min {secs} s" if secs and minutes < 10 else f"{minutes} min"
-    return f"{secs} s"
-
-
-def ago(then: float, now: float) -> str:
-    """How long ago ``then`` was (seconds since the epoch): ``just now``, ``40 s ago``,
-    ``2 min ago``, ``3 h ago``, ``yesterday``, ``5 days ago``, then the date."""
-    delta = now - then
-    if delta < 0:
-        return "in the future"  # another machine's clock, or this one's set back
-    if delta < 5:
-        return "just now"
-    if delta < 60:
-        return f"{int(delta)} s ago"
-    if delta < 3600:
-        return f"{int(delta // 60)} min ago"
-    if delta < 86400:
-        return f"{int(delta // 3600)} h ago"
-    days = int(delta // 86400)
-    if days == 1:
-        return "yesterday"
-    if days < 30:
-        return f"{days} days ago"
-    return time.strftime("%Y-%m-%d", time.localtime(then))
 
 
 def colour_wanted(stream: TextIO) -> bool:

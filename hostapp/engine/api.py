@@ -142,15 +142,20 @@ class OperationView:
     needs_input: bool = False
     result: JsonObject | None = None
     error: JsonObject | None = None
-    resumable: bool = True
     #: How the call is carried (a mechanism's name, e.g. "tasks_extension", "direct"), once
-    #: the engine chose it; None before. Lets a client say whether it survives a restart.
+    #: the engine chose it; None before. Lets a client name what would resume it.
     mechanism: str | None = None
     #: Why the host thinks the operation stalled, while it does (None: it does not): no
     #: sign of life for longer than its server's own hints allow, or input required with
     #: no question asked, each still so after the host checked. It goes on; a sign of life
     #: clears this (hostapp.engine.liveness).
     stalled: str | None = None
+    #: Whether it survives a stop of the host that carries it, read while it is in flight:
+    #: None when a restart resumes it, else why it would not, in plain words ("a plain
+    #: request: nothing can resume it"). Decided by the engine, which knows what its journal
+    #: and keyring hold (:func:`hostapp.engine.operation.lost_at_stop`); every client reads
+    #: it (:attr:`survives_stop`).
+    lost_at_stop: str | None = None
 
     @property
     def in_flight(self) -> bool:
@@ -162,6 +167,11 @@ class OperationView:
         if self.total and self.progress is not None and self.total > 0:
             return max(0.0, min(1.0, self.progress / self.total))
         return None
+
+    @property
+    def survives_stop(self) -> bool:
+        """In flight, and a stop of its host now would leave it to be resumed."""
+        return self.in_flight and self.lost_at_stop is None
 
 
 @dataclass(frozen=True, slots=True)
@@ -612,7 +622,7 @@ class AgentStatus(TypedDict):
 
 
 class LostOperation(TypedDict):
-    """An operation in flight that a stop would end 'unknown', and why."""
+    """An operation in flight that a stop would not leave to be resumed, and why (its view's ``lost_at_stop``)."""
 
     id: str
     server: str
@@ -634,7 +644,8 @@ class AgentControl(Protocol):
         and it says farewell to every client first."""
 
     async def unsurvivable(self) -> list[LostOperation]:
-        """The operations in flight that a stop would end 'unknown', each with the reason."""
+        """The operations in flight that a stop would not leave to be resumed, each with the
+        reason (their views' ``lost_at_stop``)."""
 
     async def carried(self) -> list[str]:
         """The ids of the operations this agent drives now."""

@@ -107,6 +107,15 @@ class LocalEngine:
     def __init__(self, engine: Engine) -> None:
         self._engine = engine
 
+    @property
+    def listener(self) -> api.EngineListener:
+        """Who hears what the engine does (set by a client that shows it)."""
+        return self._engine.listener
+
+    @listener.setter
+    def listener(self, listener: api.EngineListener) -> None:
+        self._engine.listener = listener
+
     # lifecycle
     async def start(self, *, resume: bool = True, only: frozenset[str] | None = None) -> None:
         await _call(self._engine.start(resume=resume, only=None if only is None else set(only)))

@@ -163,13 +163,27 @@ def outcome_message(status: str, result: dict[str, Any] | None, error: dict[str,
     return None
 
 
-def survives_a_stop(handle_kept: bool, mechanism: str | None) -> bool:
-    """Whether an operation in flight would carry on after its host stopped: its handle
-    reached the keyring (``handle_kept``, the journal's ``resumable``) and its mechanism
-    can resume. A plain request (``direct``, no carrier adopted) cannot: its outcome would
-    be unknown. Before any mechanism is journaled the call was never sent, and a stop
-    ends it as "never sent" (it did not run), so it counts as kept."""
-    return handle_kept and mechanism != "direct"
+#: Why a stop would end an operation instead of resuming it (:func:`lost_at_stop`).
+LOST_UNSENT = "not sent yet: it would end without running"
+LOST_PLAIN_REQUEST = "a plain request: nothing can resume it"
+LOST_HANDLE_NOT_KEPT = "its handle could not be kept in the keyring"
+
+
+def lost_at_stop(status: str, sent: bool, handle_mechanism: str | None, handle_kept: bool) -> str | None:
+    """Why an operation would not survive a stop of its host now, in plain words; None
+    when it would (or it has ended). A restart resumes an operation from its mechanism's
+    last committed state (``handle_mechanism``: the mechanism that state names, None
+    before any commit) with its handle in the keyring (``handle_kept``, the journal's
+    ``resumable``). Nothing resumes a call never sent (the next start ends it "never
+    sent": it did not run), nor a plain request, nor a call whose server has not yet
+    answered with the handle that would resume it: its outcome would be unknown."""
+    if status in TERMINAL:
+        return None
+    if handle_mechanism in (None, "direct"):
+        return LOST_PLAIN_REQUEST if sent else LOST_UNSENT
+    if not handle_kept:
+        return LOST_HANDLE_NOT_KEPT
+    return None
 
 
 def operation_view(record: OperationRecord) -> api.OperationView:
@@ -184,7 +198,9 @@ def operation_view(record: OperationRecord) -> api.OperationView:
         created_at=record.created_at, updated_at=record.updated_at,
         ended_at=record.updated_at if record.status in TERMINAL else None,
         needs_input=record.status == OperationStatus.INPUT_REQUIRED, result=record.result, error=record.error,
-        resumable=survives_a_stop(bool(record.resumable), record.mechanism), mechanism=record.mechanism)
+        mechanism=record.mechanism,
+        lost_at_stop=lost_at_stop(record.status, record.jsonrpc_id is not None, (record.handle or {}).get("mechanism"),
+                                  bool(record.resumable)))
 
 
 def mechanism_for(conn: ServerConnection, tool: str | None) -> Mechanism:

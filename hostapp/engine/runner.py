@@ -51,11 +51,11 @@ from hostapp.engine.operation import (
     QUESTION_EXPIRED,
     SESSION_BOUND_MECHANISMS,
     RunnerContext,
+    lost_at_stop,
     mechanism_for,
     operation_view,
     outcome_message,
     status_of_mark,
-    survives_a_stop,
 )
 from hostapp.engine.outgoing import OutgoingRequests
 from hostapp.engine.progress_intake import ProgressIntake
@@ -284,7 +284,8 @@ class OperationRunner:
         mechanism = action.state.get("mechanism")
 
         async def point_at(ref: str | None, resumable: bool) -> None:
-            self.progress.change(resumable=survives_a_stop(resumable, mechanism),
+            sent = self.record.jsonrpc_id is not None
+            self.progress.change(lost_at_stop=lost_at_stop(self.view.status, sent, mechanism, resumable),
                                  mechanism=mechanism or self.view.mechanism)
             self.record.mechanism, self.record.resumable = mechanism, resumable
             await self.context.journal.update_operation(self.id, handle=action.state, handle_ref=ref,
@@ -425,7 +426,8 @@ class OperationRunner:
         await ctx.journal.update_operation(self.id, jsonrpc_id=rid, status=OperationStatus.RUNNING,
                                            mechanism=self.record.mechanism)
         self.progress.change(status=OperationStatus.RUNNING, mechanism=self.record.mechanism,
-                             resumable=survives_a_stop(bool(self.record.resumable), self.record.mechanism))
+                             lost_at_stop=lost_at_stop(OperationStatus.RUNNING, True, self.view.mechanism,
+                                                       bool(self.record.resumable)))
         ctx.changed(self)
         await self.requests.send_call(session, self.mech.method, to_send, rid)
 

@@ -50,7 +50,7 @@ from hostapp.engine.handles import (
     off_loop,
     unwrap_secret,
 )
-from hostapp.engine.operation import mechanism_for, operation_view, survives_a_stop
+from hostapp.engine.operation import mechanism_for, operation_view
 from hostapp.engine.questions import QuestionDesk
 from hostapp.engine.routing import RequestRouting
 from hostapp.engine.runner import OperationRunner
@@ -238,21 +238,6 @@ class Engine:
             self.listener.operation_changed(view)
         return kept
 
-    def why_lost_at_stop(self, op_id: str) -> str | None:
-        """Why the operation would not survive a stop of this host now, in plain words;
-        None when it would (its mechanism's last committed state, with its handle in the
-        keyring, is what a restart resumes from)."""
-        record = self.journal.get_operation(op_id)
-        if record is None or record.status in TERMINAL:
-            return None
-        if (record.handle or {}).get("mechanism") in (None, "direct"):
-            if record.jsonrpc_id is None:
-                return "not sent yet: it would end without running"
-            return "a plain request: nothing can resume it"
-        if not survives_a_stop(bool(record.resumable), record.mechanism):
-            return "its handle could not be kept in the keyring"
-        return None
-
     async def end_what_cannot_survive(self, reason: str) -> list[tuple[api.OperationView, str]]:
         """Before a clean stop: end each operation in flight that the stop would leave
         with nothing to resume it, now and with the reason, instead of leaving it
@@ -263,7 +248,7 @@ class Engine:
         for runner in list(self.runners.values()):
             if runner.done or runner.record.jsonrpc_id is None:
                 continue
-            why = self.why_lost_at_stop(runner.id)
+            why = runner.view.lost_at_stop
             if why is None:
                 continue
             lost: list[A.Action] = [A.Unknown(f"{reason} while the request was in flight ({why}); "

@@ -96,7 +96,7 @@ class AgentLink(ForwardingEngine):
 
     def open(self) -> None:
         """Connect in the background (and again after each loss) until :meth:`stop`."""
-        if self._running is None:
+        if self._running is None and not self._stopping:
             self._running = asyncio.ensure_future(self._run())
 
     async def wait_link(self, timeout: float | None = None) -> None:
@@ -154,7 +154,11 @@ class AgentLink(ForwardingEngine):
     # -- the facade ------------------------------------------------------------------
 
     async def forward(self, method: str, arguments: JsonObject) -> Any:
-        """Every engine call goes to the current connection, once there is one."""
+        """Every engine call goes to the current connection, once there is one (the first
+        call connects)."""
+        if self._stopping:
+            raise EngineError("the window has left the background agent")
+        self.open()
         await self._ready.wait()
         assert self.current is not None
         return await self.current.forward(method, arguments)

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import asyncio
 
-from PySide6.QtWidgets import QDialog
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QDialog, QMessageBox, QWidget
 
 
 async def run_dialog(dialog: QDialog, *, modal: bool = True) -> int:
@@ -28,3 +29,15 @@ async def run_dialog(dialog: QDialog, *, modal: bool = True) -> int:
         return await future
     finally:
         dialog.finished.disconnect(finished)
+
+
+def plain_question(name: str, icon: QMessageBox.Icon, title: str, text: str,
+                   buttons: QMessageBox.StandardButton, default: QMessageBox.StandardButton,
+                   parent: QWidget | None) -> QMessageBox:
+    """A question whose text is plain text (what a server or a view wrote never formats it),
+    with ``default`` the button Enter presses; named ``name`` for tests and tools."""
+    box = QMessageBox(icon, title, text, buttons, parent)
+    box.setTextFormat(Qt.TextFormat.PlainText)
+    box.setDefaultButton(default)
+    box.setObjectName(name)
+    return box

@@ -23,17 +23,19 @@ from PySide6.QtWidgets import (
 
 from hostapp.engine import api
 from hostapp.engine.api import OperationView
-from hostapp.ui.accessible import name_as_shown
-from hostapp.ui.operations_model import (
-    MECHANISM_TEXT,
-    STATUS_TEXT,
-    elapsed_of,
-    format_elapsed,
-    shown_fraction,
-    status_text,
-    survives_text,
+from hostapp.presentation import (
+    SURVIVES_BY,
+    Estimate,
+    at_stop_words,
+    capitalized,
+    clock,
+    format_rate,
+    rough,
+    status_word,
+    time_left,
 )
-from hostapp.ui.progress_estimate import Estimate, format_duration, format_rate
+from hostapp.ui.accessible import name_as_shown
+from hostapp.ui.operations_model import elapsed_of, shown_fraction, status_text
 from hostapp.ui.result_view import ResultView, plain_label, plain_tooltip
 
 #: Most timeline lines kept for one operation (a chatty server must not eat the memory).
@@ -47,7 +49,7 @@ def describe_event(kind: str, data: dict[str, Any]) -> str:
     """One line for the timeline."""
     if kind == "status":
         to = data.get("to") or data.get("status") or ""
-        text = STATUS_TEXT.get(str(to), str(to).replace("_", " "))
+        text = capitalized(status_word(str(to)))
         return text + (f": {data['message']}" if data.get("message") else "")
     if kind == "progress":
         progress, total = data.get("progress"), data.get("total")
@@ -59,7 +61,7 @@ def describe_event(kind: str, data: dict[str, Any]) -> str:
     if kind == "partial_result":
         return partial_text(data.get("result"))
     if kind == api.EVENT_RESUMED:
-        how = MECHANISM_TEXT.get(str(data.get("mechanism") or ""), "")
+        how = SURVIVES_BY.get(str(data.get("mechanism") or ""), "")
         return str(data.get("message") or "resumed") + (f" — {how}" if how else "")
     if kind == "input_requested":
         return f"asked for input ({data.get('mode', 'form')}): {data.get('message', '')}"
@@ -237,16 +239,16 @@ class OperationDetails(QWidget):
         fraction = shown_fraction(op)
         if fraction is not None:
             parts.append(f"{fraction * 100:.0f}%")
-        parts.append(f"elapsed {format_elapsed(elapsed_of(op))}")
+        parts.append(f"elapsed {clock(elapsed_of(op))}")
         estimate = self.estimate(op)
         if estimate is not None:
             if estimate.stalled:
-                parts.append(f"no news for {format_duration(time.time() - op.updated_at)}")
+                parts.append(f"no news for {rough(time.time() - op.updated_at)}")
             parts.append(format_rate(estimate.rate, op.total))
-            parts.append(f"about {format_duration(estimate.seconds_left)} left")
+            parts.append(time_left(estimate.seconds_left))
         elif op.in_flight and fraction is None and op.status != api.OperationStatus.INPUT_REQUIRED:
             parts.append("the server reports no share of the work done")
-        survives = survives_text(op)
+        survives = at_stop_words(op)
         if survives:
             parts.append(survives)
         if op.arguments:

@@ -53,7 +53,13 @@ class ElicitationQueue(QObject):
     def waiting(self) -> int:
         return len(self._queue) + len(self.later) + (1 if self.current is not None else 0)
 
+    def holds(self, request_id: str) -> bool:
+        """The question is shown, queued or kept for later already."""
+        return any(r.id == request_id for r in (*self._queue, *self.later, *filter(None, [self.current])))
+
     def enqueue(self, request: InputRequest) -> None:
+        if self.holds(request.id):  # asked again (read at a start that had told it already)
+            return
         self._queue.append(request)
         self.waitingChanged.emit(self.waiting)
         self._show_next()

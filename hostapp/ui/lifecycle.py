@@ -21,14 +21,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Protocol
 
 from PySide6.QtCore import QEvent, QObject, QSettings, Qt, Signal
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QSystemTrayIcon
 
-from hostapp.engine.api import EngineApi, EngineError, OperationView
+from hostapp.engine.api import EngineApi, EngineError
 from hostapp.ui.agent_link import LOST, RECONNECTED, RESUMED, STOPPED, UNAVAILABLE, AgentLink
 from hostapp.ui.async_dialog import run_dialog
 from hostapp.ui.quit_dialog import KEEP, STOP, QuitDialog
@@ -64,12 +63,8 @@ class WindowLifecycle(QObject):
     noteShown = Signal(str)
 
     def __init__(self, window: MainWindow, engine: EngineApi, settings: QSettings, *,
-                 autostart: AutostartControl | None = None,
-                 survivors: Callable[[list[OperationView]], Awaitable[set[str]]] | None = None) -> None:
-        """``survivors``: which running operations (ids) can resume after the agent stops;
-        without it, those the facade calls resumable."""
+                 autostart: AutostartControl | None = None) -> None:
         super().__init__(window)
-        self.survivors = survivors
         self.window = window
         self.engine = engine
         self.settings = settings
@@ -92,7 +87,8 @@ class WindowLifecycle(QObject):
         return self.window.tray is not None and QSystemTrayIcon.isSystemTrayAvailable()
 
     def eventFilter(self, watched: QObject, event: QEvent) -> bool:
-        if watched is self.window and event.type() == QEvent.Type.Close and not self.quitting:
+        if (watched is self.window and event.type() == QEvent.Type.Close and not self.quitting
+                and not self.window.closing_for_good):
             event.ignore()
             if self.has_tray():
                 self.hide_to_tray()
@@ -135,11 +131,7 @@ class WindowLifecycle(QObject):
         if not running:
             self._confirm(False)
             return
-        try:
-            lasting = await self.survivors(running) if self.survivors else {op.id for op in running if op.resumable}
-        except EngineError:
-            lasting = set()
-        dialog = QuitDialog(running, lasting, self.window if self.window.isVisible() else None)
+        dialog = QuitDialog(running, self.window if self.window.isVisible() else None)
         self.quit_dialog = dialog
         try:
             await run_dialog(dialog)

@@ -405,6 +405,11 @@ class MainWindow(QMainWindow):
         event.ignore()
         self.quitRequested.emit()
 
+    @property
+    def closing_for_good(self) -> bool:
+        """The window closes for real (:meth:`close_for_good`), not to the tray."""
+        return self._closing
+
     def close_for_good(self) -> None:
         self._closing = True
         self.save_geometry()
@@ -596,6 +601,8 @@ class MainWindow(QMainWindow):
             self.banner.set_message(kind, message)
 
     def _input_requested(self, request: InputRequest) -> None:
+        if self.elicitations.holds(request.id):
+            return
         title = self._operation_title(request.operation_id) or "an operation"
         self.notify("Input needed", f"{request.server} asks for your input about {title}.", detail=request.message)
         self.elicitations.enqueue(request)

@@ -22,8 +22,18 @@ from PySide6.QtWidgets import QApplication, QStyle
 
 from hostapp.engine import api
 from hostapp.engine.api import OperationView
+from hostapp.presentation import (
+    STALL_FACTOR,
+    Estimate,
+    ProgressEstimator,
+    at_stop_why,
+    at_stop_words,
+    capitalized,
+    clock,
+    rough,
+    status_word,
+)
 from hostapp.ui.flat_table_model import TOP_LEVEL, FlatTableModel
-from hostapp.ui.progress_estimate import STALL_FACTOR, Estimate, ProgressEstimator, format_duration
 from hostapp.ui.result_view import plain_tooltip
 
 log = logging.getLogger(__name__)
@@ -43,48 +53,6 @@ TOOL, SERVER, PROGRESS, MESSAGE, STATUS, ELAPSED, SURVIVES = range(7)
 #: The message of a call whose server needs the person to sign in first.
 WAITING_FOR_SIGN_IN = "waiting for sign-in"
 HEADERS = ("Tool", "Server", "Progress", "Latest message", "Status", "Elapsed", "If hostapp stops")
-
-#: Whether a call outlives hostapp, by the way it is carried, in plain words.
-MECHANISM_TEXT: dict[str, str] = {
-    "async_tool": "resumable (async tool)",
-    "tasks_extension": "resumable (task)",
-    "tasks_2025": "resumable (task)",
-    "resumable_requests": "resumable (resume token)",
-    "streams": "resumable (stream)",
-    "resume_token": "resumable between parts",
-    "mrtr": "only its question survives",
-    "http_resumption": "resumable while the server keeps it",
-    "direct": "lost if hostapp stops",
-}
-#: Longer explanations of the same, for the cell's tooltip.
-MECHANISM_TIPS: dict[str, str] = {
-    "async_tool": "An asynchronous tool call: hostapp made its token before sending it, so after a restart it "
-                  "asks the server how the call went.",
-    "tasks_extension": "The server runs it as a task: after a restart hostapp asks for the task by its id.",
-    "tasks_2025": "The server runs it as a task: after a restart hostapp asks for the task by its id.",
-    "resumable_requests": "The server gave a resume token: hostapp resumes the request with it, within the "
-                          "time the server keeps it.",
-    "streams": "The answer comes on a stream the server keeps: hostapp resumes the stream, within the time "
-               "the server keeps it.",
-    "resume_token": "The result comes in parts, each with a token for the next: a restart loses at most the "
-                    "part under way.",
-    "mrtr": "A plain request: if hostapp stops, only a question the server asked survives.",
-    "http_resumption": "The answer streams over HTTP: hostapp picks the stream up again only while the server "
-                       "keeps its events and session.",
-    "direct": "A plain request: if hostapp stops before the answer, its outcome is unknown.",
-}
-
-#: Status words a person reads.
-STATUS_TEXT: dict[str, str] = {
-    api.OperationStatus.PENDING: "Starting",
-    api.OperationStatus.RUNNING: "Running",
-    api.OperationStatus.INPUT_REQUIRED: "Needs your input",
-    api.OperationStatus.COMPLETED: "Completed",
-    api.OperationStatus.FAILED: "Failed",
-    api.OperationStatus.CANCELLED: "Cancelled",
-    api.OperationStatus.EXPIRED: "Expired",
-    api.OperationStatus.UNKNOWN: "Outcome unknown",
-}
 
 #: Filter name -> (label, statuses it shows; None = all).
 FILTERS: dict[str, tuple[str, frozenset[str] | None]] = {
@@ -106,22 +74,9 @@ class OperationSource(Protocol):
     def count_operations(self, statuses: set[str] | None = None) -> Awaitable[int]: ...
 
 
-def format_elapsed(seconds: float) -> str:
-    """``0:07``, ``12:34``, ``1:02:03``, ``3 d 4 h``: short and sortable by eye."""
-    seconds = max(0, int(seconds))
-    days, rest = divmod(seconds, 86400)
-    hours, rest = divmod(rest, 3600)
-    minutes, secs = divmod(rest, 60)
-    if days:
-        return f"{days} d {hours} h"
-    if hours:
-        return f"{hours}:{minutes:02d}:{secs:02d}"
-    return f"{minutes}:{secs:02d}"
-
-
 def status_text(op: OperationView) -> str:
     """The status in words (whether it would survive a stop is its own column)."""
-    return STATUS_TEXT.get(op.status, op.status)
+    return capitalized(status_word(op.status))
 
 
 def shown_fraction(op: OperationView) -> float | None:
@@ -130,19 +85,6 @@ def shown_fraction(op: OperationView) -> float | None:
     if op.status == api.OperationStatus.COMPLETED:
         return 1.0
     return op.fraction
-
-
-def survives_text(op: OperationView) -> str:
-    """Whether the call outlives hostapp, in plain words (empty once it ended)."""
-    if not op.in_flight:
-        return ""
-    if op.mechanism == "direct":
-        return MECHANISM_TEXT["direct"]
-    if not op.resumable:  # its handle could not be kept: the keyring failed
-        return "lost if hostapp stops (keyring)"
-    if op.mechanism is None:
-        return "not sent yet"
-    return MECHANISM_TEXT.get(op.mechanism, op.mechanism)
 
 
 #: Seconds without any news from the server after which a working call says so.
@@ -434,8 +376,8 @@ class OperationTableModel(FlatTableModel):
         if role == SortRole:
             return self._sort_key(op, col)
         if role == Qt.ItemDataRole.ToolTipRole:
-            if col == SURVIVES and op.mechanism:
-                return plain_tooltip(MECHANISM_TIPS.get(op.mechanism, op.mechanism))
+            if col == SURVIVES and op.in_flight:
+                return plain_tooltip(at_stop_why(op))
             if col == MESSAGE and op.in_flight and op.stalled:
                 return plain_tooltip(f"Stalled: {op.stalled}")
             if col == MESSAGE and op.message:
@@ -467,9 +409,9 @@ class OperationTableModel(FlatTableModel):
         """The status in words as the window shows it: "Paused" while no agent carries
         the work (why: in the status cell's tooltip); "Stalled" while the engine finds it
         stalled (why: in the message)."""
-        if self._paused is not None and op.in_flight:
-            return "Paused"
-        return "Stalled" if op.in_flight and op.stalled else status_text(op)
+        if self._paused is None and op.in_flight and op.stalled:
+            return "Stalled"
+        return capitalized(status_word(op.status, paused=self._paused is not None))
 
     def set_paused(self, why: str | None) -> None:
         """No agent carries the work (``why``, a few words: "agent stopped"), or one does
@@ -507,14 +449,14 @@ class OperationTableModel(FlatTableModel):
             text = (op.message or "").replace("\n", " ")
             quiet = quiet_for(op, usual_gap=self.estimator.usual_gap(op))
             if quiet is not None:
-                text += (" · " if text else "") + f"no news for {format_duration(quiet)}"
+                text += (" · " if text else "") + f"no news for {rough(quiet)}"
             return text
         if col == STATUS:
             return self.shown_status(op)
         if col == ELAPSED:
-            return format_elapsed(elapsed_of(op))
+            return clock(elapsed_of(op))
         if col == SURVIVES:
-            return survives_text(op)
+            return at_stop_words(op)
         return ""
 
     def _sort_key(self, op: OperationView, col: int) -> Any:

@@ -15,8 +15,8 @@ from PySide6.QtGui import QPainter
 from PySide6.QtWidgets import QApplication, QStyle, QStyledItemDelegate, QStyleOptionProgressBar, QStyleOptionViewItem
 
 from hostapp.engine import api
+from hostapp.presentation import time_left
 from hostapp.ui.operations_model import EstimateRole, OperationRole, shown_fraction
-from hostapp.ui.progress_estimate import format_duration
 
 #: Width of the sliding chunk of an indeterminate bar, as a share of the bar.
 CHUNK_SHARE = 0.3
@@ -65,7 +65,7 @@ class ProgressDelegate(QStyledItemDelegate):
             bar.text = f"{fraction * 100:.0f}%"
             estimate = index.data(EstimateRole)
             if estimate is not None:
-                bar.text += f" · {format_duration(estimate.seconds_left)} left"
+                bar.text += f" · {time_left(estimate.seconds_left)}"
         else:
             bar.progress, bar.text = 0, ""
         style.drawControl(QStyle.ControlElement.CE_ProgressBar, bar, painter, widget)

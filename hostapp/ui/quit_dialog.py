@@ -3,7 +3,8 @@
 The background agent carries the work, so quitting the window alone loses nothing: that is
 the default. Stopping everything stops the agent too; the dialog says beforehand which of
 the running operations survive that (their mechanism can resume them when the agent
-starts again) and which do not (they would end "Outcome unknown").
+starts again) and which do not, each with why (the engine decides: the view's
+``lost_at_stop``).
 """
 
 from __future__ import annotations
@@ -27,35 +28,36 @@ KEEP, STOP = "keep", "stop"
 
 def describe(op: OperationView) -> str:
     what = f"{op.tool or op.method} on {op.server}"
+    if op.lost_at_stop is not None:
+        return f"{what} — {op.lost_at_stop}"
     return f"{what} — {op.message}" if op.message else what
 
 
 class QuitDialog(QDialog):
-    """Lists the running operations by whether they survive the agent's stop (``survivors``:
-    the ids of those whose mechanism can resume them).
+    """Lists the running operations by whether they survive the agent's stop (each view says).
 
     ``choice`` is :data:`KEEP`, :data:`STOP`, or None (cancelled).
     """
 
-    def __init__(self, running: list[OperationView], survivors: set[str], parent: QWidget | None = None) -> None:
+    def __init__(self, running: list[OperationView], parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setObjectName("quitDialog")
         self.setWindowTitle("Quit hostapp")
         self.setMinimumWidth(self.fontMetrics().averageCharWidth() * 80)
         self.choice: str | None = None
-        self.survivors = [op for op in running if op.id in survivors]
-        self.lost = [op for op in running if op.id not in survivors]
+        self.survivors = [op for op in running if op.survives_stop]
+        self.lost = [op for op in running if not op.survives_stop]
         n = len(running)
         lay = QVBoxLayout(self)
         lay.addWidget(plain_label(
-            f"{n} operation{'s are' if n != 1 else ' is'} still running. They can keep running in the "
-            "background after the window closes (the hostapp agent carries them; reopen the window to "
-            "see them)."))
+            f"{n} operation{'s are' if n != 1 else ' is'} still running. {'They' if n != 1 else 'It'} can keep "
+            "running in the background after the window closes (the hostapp agent carries "
+            f"{'them' if n != 1 else 'it'}; reopen the window to see {'them' if n != 1 else 'it'})."))
         self.survivor_list = self._section(
             lay, "If you stop everything, these will resume when hostapp starts again:", self.survivors,
             "survivors")
         self.lost_list = self._section(
-            lay, "If you stop everything, these cannot resume and will end with an unknown outcome:",
+            lay, "If you stop everything, these cannot resume, and end (each says why):",
             self.lost, "lost")
         buttons = QDialogButtonBox()
         self.keep_button = QPushButton("&Keep running in the background")

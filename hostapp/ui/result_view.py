@@ -42,7 +42,7 @@ from PySide6.QtWidgets import (
 )
 
 from hostapp.protocol.tool_results import content_blocks, text_of
-from hostapp.ui.async_dialog import run_dialog
+from hostapp.ui.async_dialog import plain_question, run_dialog
 
 #: Largest width an image is shown at (it is scaled down, never up).
 MAX_IMAGE_WIDTH = 640
@@ -317,11 +317,10 @@ class ResultView(QScrollArea):
         done(path)
 
     async def _replace(self, path: Path) -> bool:
-        box = QMessageBox(QMessageBox.Icon.Warning, "Replace the file?", f"{path} exists already. Replace it?",
-                          QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No, self)
-        box.setTextFormat(Qt.TextFormat.PlainText)
-        box.setDefaultButton(QMessageBox.StandardButton.No)
-        box.setObjectName("replaceAttachment")
+        box = plain_question("replaceAttachment", QMessageBox.Icon.Warning, "Replace the file?",
+                             f"{path} exists already. Replace it?",
+                             QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No,
+                             QMessageBox.StandardButton.No, self)
         self.replace_box = box
         try:
             return await run_dialog(box) == QMessageBox.StandardButton.Yes.value

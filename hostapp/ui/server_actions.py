@@ -18,7 +18,7 @@ from PySide6.QtWidgets import QMessageBox, QWidget
 
 from hostapp.engine.api import IN_FLIGHT, EngineApi, OperationStatus, OperationView, ServerView
 from hostapp.protocol.shown_text import reveal_reordering
-from hostapp.ui.async_dialog import run_dialog
+from hostapp.ui.async_dialog import plain_question, run_dialog
 from hostapp.ui.config_import import ImportedServer
 from hostapp.ui.server_dialog import ImportDialog, ServerDialog, ServerSettings
 from hostapp.ui.servers_model import ServerTableModel
@@ -207,14 +207,12 @@ class ServerActions(QObject):
         target = QUrl(url)
         if target.scheme().lower() not in ("http", "https") or not target.host():
             raise ValueError(f"the sign-in address for {name} is not a web address; it was not opened")
-        box = QMessageBox(QMessageBox.Icon.Question, f"Sign in to {name}",
-                          f"To sign in to {name}, hostapp opens this address in your browser. "
-                          f"It is on {target.host(QUrl.ComponentFormattingOption.FullyEncoded)}:\n\n"
-                          f"{reveal_reordering(url)}",
-                          QMessageBox.StandardButton.Open | QMessageBox.StandardButton.Cancel, self._parent)
-        box.setTextFormat(Qt.TextFormat.PlainText)
-        box.setDefaultButton(QMessageBox.StandardButton.Open)
-        box.setObjectName("signInAddress")
+        box = plain_question("signInAddress", QMessageBox.Icon.Question, f"Sign in to {name}",
+                             f"To sign in to {name}, hostapp opens this address in your browser. "
+                             f"It is on {target.host(QUrl.ComponentFormattingOption.FullyEncoded)}:\n\n"
+                             f"{reveal_reordering(url)}",
+                             QMessageBox.StandardButton.Open | QMessageBox.StandardButton.Cancel,
+                             QMessageBox.StandardButton.Open, self._parent)
         self.confirm_box = box
         try:
             return await run_dialog(box) == QMessageBox.StandardButton.Open.value

@@ -183,7 +183,13 @@ class DetailsGiveWay(QObject):
             sizes[1] += sizes[2]
             sizes[2] = 0
         spare = sizes[1] - self.wanted()
-        if sizes[2] == 0 and not self.hidden_by_person and spare >= DETAILS_MIN:
+        if 0 < sizes[2] < self.details_height and spare > 0:
+            # Squeezed (a banner took the height): the details take back what the operations
+            # do not need, so their timeline and result show more than a sliver.
+            grow = min(spare, self.details_height - sizes[2], max(0, (sizes[1] - sizes[2]) // 2))
+            sizes[1] -= grow
+            sizes[2] += grow
+        elif sizes[2] == 0 and not self.hidden_by_person and spare >= DETAILS_MIN:
             # Room again: the details come back, as high as they were if there is room for it
             # (the operations stay the larger pane).
             sizes[2] = min(spare, self.details_height, sizes[1] // 2)

@@ -103,3 +103,29 @@ async def test_hellos_answer_is_the_documented_one(isolated_home: Path):
         writer.close()
     assert set(answer["result"]) == documented
     assert {"version", "min_version", "client", "pid", "key", "since"} == params
+
+
+def test_the_operation_view_table_is_its_fields():
+    from hostapp.engine.api import OperationView
+
+    rows = _table(_sections()["Views"][""])
+    documented = {name.strip().strip("`") for row in rows for name in row[0].split(",")}
+    assert documented == {f.name for f in dataclasses.fields(OperationView)} | {"resumable"}
+
+
+def test_an_operation_view_says_whether_it_survives_a_stop_to_clients_old_and_new():
+    from hostapp.engine.api import OperationStatus, OperationView
+
+    lost = OperationView("op-1", "lab", "t", "tools/call", {}, OperationStatus.RUNNING, mechanism="direct",
+                         lost_at_stop="a plain request: nothing can resume it")
+    kept = dataclasses.replace(lost, mechanism="tasks_extension", lost_at_stop=None)
+    for view in (lost, kept):
+        data = json.loads(json.dumps(wire.encode(view)))
+        assert data["resumable"] is view.survives_stop  # what a client before the field reads
+        assert wire.operation_view(data) == view
+    # From an agent before the field: its "resumable" says it.
+    older = {k: v for k, v in wire.encode(lost).items() if k != "lost_at_stop"}
+    assert wire.operation_view(older).lost_at_stop == wire.OLDER_AGENT_LOST
+    assert wire.operation_view({**older, "resumable": True}).lost_at_stop is None
+    ended = {**older, "status": OperationStatus.COMPLETED}
+    assert wire.operation_view(ended).lost_at_stop is None

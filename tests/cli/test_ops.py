@@ -14,6 +14,7 @@ from hostapp.cli import text
 from hostapp.cli.exits import UsageError
 from hostapp.cli.ops import HEADERS, parse_statuses, table_lines
 from hostapp.engine.api import OperationView
+from hostapp.presentation import ago, duration
 from tests.support.peers import hostapp
 
 NOW = 1_800_000_000.0
@@ -27,37 +28,43 @@ def op(id_: str, status: str, age: float, took: float | None = None, **kw) -> Op
 
 
 def test_relative_times_and_durations_read_as_words():
-    assert [text.ago(NOW - s, NOW) for s in (2, 42, 125, 3 * 3600 + 5, 36 * 3600, 5 * 86400)] == [
+    assert [ago(NOW - s, NOW) for s in (2, 42, 125, 3 * 3600 + 5, 36 * 3600, 5 * 86400)] == [
         "just now", "42 s ago", "2 min ago", "3 h ago", "yesterday", "5 days ago"]
-    assert text.ago(NOW - 40 * 86400, NOW).count("-") == 2  # a date, past a month
-    assert [text.duration(s) for s in (0.4, 12, 185, 1800, 7800, 3 * 86400 + 4 * 3600)] == [
+    assert ago(NOW - 40 * 86400, NOW).count("-") == 2  # a date, past a month
+    assert [duration(s) for s in (0.4, 12, 185, 1800, 7800, 3 * 86400 + 4 * 3600)] == [
         "0.4 s", "12 s", "3 min 5 s", "30 min", "2 h 10 min", "3 d 4 h"]
 
 
 def test_the_table_has_a_header_words_percentages_and_aligned_columns():
     ops = [
-        op("a1b2c3d4e5f6", "running", age=130, progress=3, total=12, message="step 3/12"),
-        op("0123456789ab", "input_required", age=40, progress=1, total=2, message="waiting for your answer"),
+        op("a1b2c3d4e5f6", "running", age=130, progress=3, total=12, message="step 3/12", mechanism="direct",
+           lost_at_stop="a plain request: nothing can resume it"),
+        op("0123456789ab", "input_required", age=40, progress=1, total=2, message="waiting for your answer",
+           mechanism="tasks_extension"),
         op("ffffeeeedddd", "completed", age=3 * 3600, took=95, progress=10, total=10, tool="sleep_with_progress"),
         op("999988887777", "failed", age=86400 * 2, took=0.5, error={"code": -1, "message": "boom\nat line 2"}),
         op("555544443333", "unknown", age=7, took=4, server="remote-server"),
         op("111122223333", "cancelled", age=600, took=61, progress=4),
     ]
     lines = table_lines(ops, NOW, cells=200)
-    assert lines[0].split() == list(HEADERS)
+    assert lines[0].split() == " ".join(HEADERS).split()
     rows = {line.split()[0]: line for line in lines[1:]}
     assert rows["a1b2c3d4e5f6"].split("  ")[:1] == ["a1b2c3d4e5f6"]
     for needle, row in [("2 min ago", "a1b2c3d4e5f6"), ("2 min 10 s", "a1b2c3d4e5f6"), ("running", "a1b2c3d4e5f6"),
                         ("25%", "a1b2c3d4e5f6"), ("needs your input", "0123456789ab"), ("50%", "0123456789ab"),
                         ("3 h ago", "ffffeeeedddd"), ("1 min 35 s", "ffffeeeedddd"), ("100%", "ffffeeeedddd"),
                         ("failed", "999988887777"), ("2 days ago", "999988887777"), ("boom at line 2", "999988887777"),
-                        ("unknown", "555544443333"), ("cancelled", "111122223333"), ("—", "111122223333")]:
+                        ("outcome unknown", "555544443333"), ("cancelled", "111122223333"), ("—", "111122223333"),
+                        # whether it survives a stop, as the window says it
+                        ("lost if hostapp stops", "a1b2c3d4e5f6"), ("resumable (task)", "0123456789ab")]:
         assert needle in rows[row], (needle, rows[row])
     # Aligned: every column begins where its header does.
     for header in ("STARTED", "SERVER", "TOOL", "STATUS", "MESSAGE"):
         column = lines[0].index(header)
         assert all(line[column - 2:column] == "  " and line[column] != " " for line in lines[1:]
                    if len(line) > column), header
+    column = lines[0].index("IF STOPPED")  # said of the two in flight only
+    assert [line[column:column + 1].strip() != "" for line in lines[1:]] == [True, True, False, False, False, False]
     assert "input_required" not in "\n".join(lines)
 
 
@@ -100,7 +107,7 @@ def test_ops_prints_a_table_and_filters_by_status_and_server(isolated_home):
                    home=home).returncode == 0
 
     table = hostapp("ops", home=home, env={"COLUMNS": "150"}).stdout.splitlines()
-    assert table[0].split() == list(HEADERS)
+    assert table[0].split() == " ".join(HEADERS).split()
     assert len(table) == 4 and all("just now" in line or " s ago" in line for line in table[1:])
     assert all(line.rstrip().endswith(("steps in 0 s", "(JSON-RPC error)")) for line in table[1:]), table
 

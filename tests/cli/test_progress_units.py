@@ -62,7 +62,7 @@ def track(label: str | None = None, message: str | None = None) -> Track:
 
 def test_the_line_shows_bar_percent_elapsed_time_left_and_message():
     line = render(track(message="copying files"), 100, now=6.0)
-    assert line == "⠋ [██████░░░░░░░░░░░░░░]  30% · 0:06 · ~0:14 left · copying files"
+    assert line == "⠋ [██████░░░░░░░░░░░░░░]  30% · 0:06 · ~14 s left · copying files"
 
 
 def test_time_left_comes_from_the_recent_rate():
@@ -137,7 +137,8 @@ def test_the_board_keeps_one_line_per_operation_and_prints_above_them():
     b.write_above("the server asks (form): Continue? -> decline")
     assert term.lines() == [
         "the server asks (form): Continue? -> decline",
-        "⠋ op-a [██████████░░░░░░░░░░]  50% · 0:01 · half",
+        # half done a second after it began: as the window, the time left from its start
+        "⠋ op-a [██████████░░░░░░░░░░]  50% · 0:01 · ~1 s left · half",
         "⠋ op-b [█████░░░░░░░░░░░░░░░]  25% · 0:01 · step 1/4",
     ]
     clock.now += 1
@@ -151,8 +152,8 @@ def test_the_board_keeps_one_line_per_operation_and_prints_above_them():
         "result of b",
         "? op-a [██████████░░░░░░░░░░]  50% · needs your input · 0:02 · waiting for your answer",
     ]
-    b.update("a", "op-a", status="running")  # answered: the status's message goes with it
-    assert term.lines()[-1] == "⠋ op-a [██████████░░░░░░░░░░]  50% · 0:02"
+    b.update("a", "op-a", status="running")  # answered: the status's message goes with it,
+    assert term.lines()[-1] == "⠋ op-a [██████████░░░░░░░░░░]  50% · 0:02"  # the time asked no measure
     b.finish("a", "op-a", "failed")
     assert term.lines()[-1] == "✗ op-a [██████████░░░░░░░░░░]  50% · failed · 0:02"
     assert not b.tracks

@@ -206,7 +206,7 @@ async def test_no_keyring_means_not_resumable_and_says_so(isolated_home, lab):
         await engine.connected("lab")
         op = await engine.start_call("lab", "long_task", {"seconds": 1, "steps": 2})
         final = await finished(engine, op.id)
-        assert final.status == api.COMPLETED and final.resumable is False
+        assert final.status == api.COMPLETED and engine.journal.get_operation(op.id).resumable is False
     finally:
         await engine.stop()
 
@@ -311,8 +311,24 @@ async def test_an_operation_says_whether_it_survives_a_stop(isolated_home, lab, 
         await engine.connected("lab")
         op = await engine.start_call("lab", tool, {"seconds": 4, "steps": 4})
         view = await _in_flight_with_mechanism(engine, op.id)
-        assert view.resumable is survives, (view, engine.journal.get_operation(op.id).mechanism)
-        assert [o.resumable for o in await engine.unfinished_operations() if o.id == op.id] == [survives]
+        assert view.survives_stop is survives, (view, engine.journal.get_operation(op.id).mechanism)
+        # The journal's view says the same as the live one, why included.
+        [journaled] = [o for o in await engine.unfinished_operations() if o.id == op.id]
+        assert journaled.lost_at_stop == view.lost_at_stop
+        assert (view.lost_at_stop is None) is survives
         await engine.cancel(op.id)
     finally:
         await engine.stop()
+
+
+def test_what_a_stop_would_end_is_decided_from_what_the_journal_and_keyring_hold():
+    from hostapp.engine.operation import LOST_HANDLE_NOT_KEPT, LOST_PLAIN_REQUEST, LOST_UNSENT, lost_at_stop
+
+    running = api.OperationStatus.RUNNING
+    assert lost_at_stop(api.OperationStatus.PENDING, False, None, True) == LOST_UNSENT  # it would not run
+    assert lost_at_stop(running, True, None, True) == LOST_PLAIN_REQUEST  # sent, no handle back yet
+    assert lost_at_stop(running, True, "direct", True) == LOST_PLAIN_REQUEST
+    assert lost_at_stop(running, True, "tasks_extension", False) == LOST_HANDLE_NOT_KEPT
+    assert lost_at_stop(running, True, "tasks_extension", True) is None
+    assert lost_at_stop(api.OperationStatus.PENDING, False, "async_tool", True) is None  # its token made first
+    assert lost_at_stop(api.OperationStatus.COMPLETED, True, "direct", True) is None  # ended: nothing to lose

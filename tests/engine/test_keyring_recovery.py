@@ -56,7 +56,7 @@ async def test_a_failed_handle_write_is_tried_again(isolated_home, lab, recorder
         assert backend.failures == 0 and backend.writes >= 2
         assert engine.keyring_problem is None and not recorder.problems
         final = await finished(engine, op.id)
-        assert final.status == api.COMPLETED and final.resumable
+        assert final.status == api.COMPLETED and engine.journal.get_operation(op.id).resumable
     finally:
         await engine.stop()
 

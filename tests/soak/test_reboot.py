@@ -147,7 +147,7 @@ def test_after_a_reboot_the_login_entry_finishes_everything_without_the_window(
         from hostapp.app import HostApp
 
         remote = qloop.run_until_complete(RemoteEngine.connect(endpoint_path(agents.home), client="window"))
-        host = HostApp(agents.home, agent=remote)
+        host = HostApp(agents.home, remote)
         qtbot.addWidget(host.window)
         qloop.run_until_complete(host.start())
         try:

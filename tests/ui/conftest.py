@@ -66,3 +66,16 @@ def qloop(qapp, request):
         asyncio.set_event_loop(None)
         loop.close()
         gc.collect()
+
+
+
+@pytest.fixture(autouse=True)
+def agent_environment(real_keyring, monkeypatch):
+    """A window started on the test's home starts its agent itself (detached), as the app
+    does, with this process's environment: give it the tests' keyring and this source tree.
+    Agents left on a test's home are stopped after it (the root conftest)."""
+    import sys
+
+    for key, value in real_keyring.env.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in sys.path if p))

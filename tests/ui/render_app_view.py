@@ -48,7 +48,7 @@ def main() -> int:
     prepare_process()
     from PySide6.QtWidgets import QApplication
 
-    from hostapp.app import HostApp, blocking_call_executor
+    from hostapp.app import HostApp, agent_link, blocking_call_executor
     from hostapp.ui.event_loop import HostEventLoop
 
     app = QApplication([sys.argv[0]])
@@ -56,14 +56,14 @@ def main() -> int:
     loop = HostEventLoop(app, already_running=False)
     loop.set_default_executor(blocking_call_executor())
     asyncio.set_event_loop(loop)
-    host = HostApp(home)
+    host = HostApp(home, agent_link(home))
     host.window.resize(1280, 800)
     host.window.move(0, 0)
     host.window.show()
     try:
         loop.run_until_complete(scene(host, out))
     finally:
-        loop.run_until_complete(host.shutdown(stop_loop=False))
+        loop.run_until_complete(host.shutdown(stop_loop=False, stop_everything=True))  # its agent too
     print(out)
     return 0
 

@@ -38,7 +38,7 @@ async def scene(host, out: Path) -> None:
     from hostapp.engine import api
     from hostapp.ui.theme import apply_color_scheme
 
-    window, engine = host.window, host.engine
+    window, engine = host.window, host.api
     await host.start()
     await until(lambda: window.servers_model.rowCount() and window.servers_model.server(0).state == api.CONNECTED)
     app = QApplication.instance()
@@ -83,7 +83,7 @@ async def scene(host, out: Path) -> None:
     apply_color_scheme(app, "light")
     window.elicitations.close_all()
     del waiting
-    await host.shutdown(stop_loop=False)
+    await host.shutdown(stop_loop=False, stop_everything=True)  # its agent too
 
 
 def main(argv: list[str]) -> int:
@@ -96,7 +96,7 @@ def main(argv: list[str]) -> int:
     import qasync
     from PySide6.QtWidgets import QApplication
 
-    from hostapp.app import HostApp, blocking_call_executor
+    from hostapp.app import HostApp, agent_link, blocking_call_executor
     from hostapp.ui.theme import apply_color_scheme
 
     app = QApplication([sys.argv[0]])
@@ -111,7 +111,7 @@ def main(argv: list[str]) -> int:
     with contextlib.ExitStack() as stack:
         if not missing_programs():  # a working keyring, as on a desktop
             stack.enter_context(private_keyring(home / "keyring"))
-        host = HostApp(home)
+        host = HostApp(home, agent_link(home))
         host.window.resize(1280, 800)
         host.window.show()
         loop.run_until_complete(scene(host, out))

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from hostapp.agent.lock import HomeLock
-from hostapp.app import HostApp, install_error_handlers, lab_command
+from hostapp.app import HostApp, agent_link, install_error_handlers, lab_command
 from tests.support.agents import Agents
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -49,7 +49,7 @@ def test_the_first_run_configures_one_lab_process_behind_two_doors(tmp_path):
 
 def test_uncaught_errors_are_shown_not_fatal(qtbot, qloop, isolated_home, monkeypatch):
     monkeypatch.setattr(sys, "excepthook", sys.excepthook)
-    host = HostApp(isolated_home)
+    host = HostApp(isolated_home, agent_link(isolated_home))
     qtbot.addWidget(host.window)
     install_error_handlers(qloop, [host])
 
@@ -83,7 +83,7 @@ def test_the_app_collects_garbage_in_a_larger_young_generation(qtbot, isolated_h
     before = gc.get_threshold()
     gc.set_threshold(700, 10, 10)  # CPython's defaults
     try:
-        host = HostApp(isolated_home)
+        host = HostApp(isolated_home, agent_link(isolated_home))
         qtbot.addWidget(host.window)
         assert gc.get_threshold() == GC_THRESHOLDS
         assert GC_THRESHOLDS[0] > 700 and gc.isenabled()

@@ -53,7 +53,7 @@ def first_run(qtbot, qloop, agents: Agents) -> list[str]:
     configured. The window then quits, which leaves the owner running."""
     agents.start("--idle-exit", "600")
     qloop.run_until_complete(qloop.run_until_complete(agents.connect()).close())
-    host = HostApp(agents.home, agent=agent_link(agents.home))  # a client of the owner just started
+    host = HostApp(agents.home, agent_link(agents.home))  # a client of the owner just started
     host.stop_loop_on_quit = False
     qtbot.addWidget(host.window)
     qloop.run_until_complete(host.start())

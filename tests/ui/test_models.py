@@ -20,7 +20,6 @@ from hostapp.ui.operations_model import (
     STATUS,
     OperationRole,
     OperationTableModel,
-    format_elapsed,
 )
 from hostapp.ui.progress_delegate import ProgressDelegate
 from hostapp.ui.servers_model import STATUS as SERVER_STATUS
@@ -132,14 +131,6 @@ def test_adapter_delivers_status_before_question(qtbot):
     signals.operation_changed(op(1, api.INPUT_REQUIRED))
     signals.input_requested(api.InputRequest("q1", "op1", "lab", "form", "Who?", {}))
     assert seen == [("ops", api.INPUT_REQUIRED), ("ask", "q1")]
-
-
-def test_elapsed_format():
-    assert format_elapsed(7) == "0:07"
-    assert format_elapsed(754) == "12:34"
-    assert format_elapsed(3723) == "1:02:03"
-    assert format_elapsed(3 * 86400 + 4 * 3600) == "3 d 4 h"
-    assert format_elapsed(-5) == "0:00"
 
 
 def test_servers_model(qtmodeltester):

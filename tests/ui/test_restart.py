@@ -11,7 +11,8 @@ Over HTTP these two tools send the host no progress notifications (the lab repor
 progress only on a stream the call itself owns), so "under way" is judged by status: in
 flight before the restart, shown in flight again by the new window, then completed.
 
-1. the window is closed cleanly (Quit), a new window on the same home takes over;
+1. the window is closed cleanly (Quit > Stop everything: its agent stops too), a new window
+   on the same home takes over (with a new agent);
 2. the window runs in its own process (``main.py``), a client of the background agent it
    starts; the window and the agent are SIGKILLed mid-call (a crash of everything), and a
    new window on the same home takes over.
@@ -34,7 +35,7 @@ import pytest
 pytest.importorskip("hostapp.store.journal", reason="the journal is needed for the window's engine")
 
 from hostapp.agent.lock import HomeLock
-from hostapp.app import HostApp
+from hostapp.app import HostApp, agent_link
 from hostapp.engine import api
 from hostapp.lab.state import execution_count
 from tests.support.faults import REPO_ROOT, LabProcess, run_hostapp
@@ -69,7 +70,7 @@ def configure(home: Path, lab: LabProcess, env: dict[str, str]) -> None:
 def finish_in_new_window(home: Path, op_ids: list[str]) -> dict[str, api.OperationView]:
     """Open a new window on ``home``; it must show ``op_ids`` still under way, then
     finished. Returns their last views."""
-    host = HostApp(home)
+    host = HostApp(home, agent_link(home))
     host.window.show()
 
     async def scenario():
@@ -104,7 +105,7 @@ async def resumed_in_journal(host: HostApp, op_id: str, timeout: float = 30.0) -
     """Wait until the journal holds the operation's "resumed" event (events are batched)."""
     loop = asyncio.get_running_loop()
     end = loop.time() + timeout
-    while not any(e["kind"] == api.EVENT_RESUMED for e in await host.engine.events(op_id)):
+    while not any(e["kind"] == api.EVENT_RESUMED for e in await host.api.events(op_id)):
         assert loop.time() < end, f"no resumed event for {op_id}"
         await asyncio.sleep(0.05)
 
@@ -123,21 +124,25 @@ def assert_finished_once(outcome: dict[str, api.OperationView], lab: LabProcess)
         assert execution_count(lab.state_file, tool) == 1, f"{tool} was started again"
 
 
-def test_closed_window_is_resumed_by_the_next(qtbot, qloop, isolated_home, lab, real_keyring):
+def test_closed_window_is_resumed_by_the_next(qtbot, qloop, isolated_home, lab, real_keyring, agents):
+    from hostapp.store.journal import OperationJournal
+    from hostapp.store.paths import journal_path
+
     configure(isolated_home, lab, real_keyring.env)
-    first = HostApp(isolated_home)
+    first = HostApp(isolated_home, agent_link(isolated_home))
     first.window.show()
 
     async def start_calls():
         await first.start()
-        await first.engine.connected(SERVER)
-        ids = [(await first.engine.start_call(SERVER, tool, args)).id for tool, args in CALLS.items()]
-        runners = [first.engine.runners[op_id] for op_id in ids]
-        await until(lambda: all(r.handle_ref is not None for r in runners), what="the handles to be committed")
+        await first.api.wait_connected(SERVER, 60)
+        ids = [(await first.api.start_call(SERVER, tool, args)).id for tool, args in CALLS.items()]
+        with OperationJournal(journal_path(isolated_home)) as journal:  # the agent's journal, read beside it
+            await until(lambda: all(journal.get_operation(op_id).handle_ref for op_id in ids),
+                        what="the handles to be committed")
         await asyncio.sleep(UNDER_WAY_SECONDS)
         assert all(op_of(first.window, op_id).in_flight for op_id in ids), "the calls ended before the restart"
-        # What Quit does, without ending this test's event loop.
-        await first.shutdown(stop_loop=False)
+        # What Quit > Stop everything does, without ending this test's event loop.
+        await first.shutdown(stop_loop=False, stop_everything=True)
         return ids
 
     ids = qloop.run_until_complete(start_calls())
@@ -174,7 +179,8 @@ DRIVER = textwrap.dedent("""
 """)
 
 
-def test_killed_window_process_is_resumed_by_the_next(qtbot, qloop, isolated_home, lab, real_keyring, tmp_path):
+def test_killed_window_process_is_resumed_by_the_next(qtbot, qloop, isolated_home, lab, real_keyring, agents,
+                                                     tmp_path):
     configure(isolated_home, lab, real_keyring.env)
     script = tmp_path / "drive_window.py"
     script.write_text(DRIVER.format(server=SERVER, main=str(REPO_ROOT / "main.py"), under_way=UNDER_WAY_SECONDS))

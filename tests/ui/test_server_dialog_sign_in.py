@@ -30,7 +30,8 @@ def basic(client_id: str, secret: str) -> str:
     return "Basic " + base64.b64encode(f"{client_id}:{secret}".encode()).decode()
 
 
-def test_the_server_dialog_edits_sign_in_settings_with_secrets_in_the_keyring(qtbot, qloop, isolated_home, tmp_path):
+def test_the_server_dialog_edits_sign_in_settings_with_secrets_in_the_keyring(qtbot, qloop, isolated_home, tmp_path,
+                                                                              agents):
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric import ec
 
@@ -74,6 +75,7 @@ def test_the_server_dialog_edits_sign_in_settings_with_secrets_in_the_keyring(qt
 
         async def scenario():
             from hostapp.auth import TokenStore
+            from hostapp.store.secrets import SecretStore
 
             await host.start()
             # Added with the client credentials grant, a secret and DPoP; tested first.
@@ -91,7 +93,7 @@ def test_the_server_dialog_edits_sign_in_settings_with_secrets_in_the_keyring(qt
             assert dialog.check_label.text().startswith("✓ Connected (peer)"), dialog.check_label.text()
             [tested] = peer.requests_to("/token")
             assert tested.headers["authorization"] == basic("machine", SECRET)  # the secret typed, unsaved
-            store = TokenStore(host.engine.secrets)
+            store = TokenStore(SecretStore(host.home))  # the agent's keyring, read beside it
             assert store.credential_names("svc") == [] and not store.signed_in("svc")  # nothing kept
             assert await host.api.server_configs() == []
             await save(dialog)

@@ -1,4 +1,5 @@
-"""The real window against the real lab server (a stdio subprocess) through the real engine.
+"""The real window against the real lab server (a stdio subprocess), as the app wires it:
+a client of the home's background agent, which it starts itself.
 
 A newcomer's path: first launch configures the lab, then start a call and watch its bar
 move, answer a form, decline a URL, cancel a long call, read a result; finally quit
@@ -17,7 +18,7 @@ from PySide6.QtWidgets import QLineEdit, QPlainTextEdit
 
 pytest.importorskip("hostapp.store.journal", reason="the journal is needed for the window's engine")
 
-from hostapp.app import FIRST_RUN_KEY, LAB_HTTP_SERVER_NAME, LAB_SERVER_NAME, HostApp
+from hostapp.app import FIRST_RUN_KEY, LAB_HTTP_SERVER_NAME, LAB_SERVER_NAME, HostApp, agent_link
 from hostapp.engine import api
 from hostapp.ui.operations_model import PROGRESS
 from tests.support.waiting import until_async as until
@@ -57,8 +58,11 @@ def result_texts(window) -> list[str]:
 
 @contextlib.contextmanager
 def shown_host(qloop, home):
-    """The app on ``home`` with its window shown at 1280x800; shut down and deleted after."""
-    app = HostApp(home)
+    """The app on ``home`` with its window shown at 1280x800, the agent's client as in the
+    app (the agent is started on demand; the ``agents`` fixture gives it the tests' keyring
+    and stops it at the end); shut down and deleted after."""
+    app = HostApp(home, agent_link(home))
+    app.stop_loop_on_quit = False
     app.window.resize(1280, 800)
     app.window.show()
     try:
@@ -70,7 +74,7 @@ def shown_host(qloop, home):
 
 
 @pytest.fixture
-def host(qtbot, qloop, isolated_home):
+def host(qtbot, qloop, isolated_home, agents):
     with shown_host(qloop, isolated_home) as app:
         yield app
 
@@ -83,7 +87,7 @@ def test_newcomer_session(host, qloop, isolated_home):
     async def scenario():
         await host.start()
         # First launch: the lab is configured and connects on its own.
-        assert [s.name for s in host.engine.servers()] == [LAB_SERVER_NAME, LAB_HTTP_SERVER_NAME]
+        assert [s.name for s in await host.api.servers()] == [LAB_SERVER_NAME, LAB_HTTP_SERVER_NAME]
         await until(lambda: window.servers_model.rowCount() == 2
                     and all(window.servers_model.server(i).state == api.CONNECTED for i in range(2)),
                     what="the lab to connect, on stdio and over HTTP")
@@ -194,21 +198,15 @@ def test_results_are_saved_and_copied(host, qloop, tmp_path):
     assert "finished 1 steps" in QGuiApplication.clipboard().text()
 
 
-def test_keyring_unavailable_is_a_banner(host, qloop):
-    import keyring
-    from keyring.backends import fail
-
-    saved = keyring.get_keyring()
-    keyring.set_keyring(fail.Keyring())
-    try:
-        qloop.run_until_complete(host.start())
-        assert "Keyring unavailable" in (host.window.banner.message("keyring") or "")
-        assert host.window.banner.isVisible()
-        qloop.run_until_complete(until(lambda: host.window.servers_model.rowCount()
-                                       and host.window.servers_model.server(0).state == api.CONNECTED))
-        qloop.run_until_complete(host.shutdown(stop_loop=False))
-    finally:
-        keyring.set_keyring(saved)
+def test_keyring_unavailable_is_a_banner(host, qloop, monkeypatch):
+    monkeypatch.setenv("PYTHON_KEYRING_BACKEND", "keyring.backends.fail.Keyring")  # the agent's keyring
+    qloop.run_until_complete(host.start())
+    qloop.run_until_complete(until(lambda: "Keyring unavailable" in (host.window.banner.message("keyring") or ""),
+                                   what="the keyring banner"))
+    assert host.window.banner.isVisible()
+    qloop.run_until_complete(until(lambda: host.window.servers_model.rowCount()
+                                   and host.window.servers_model.server(0).state == api.CONNECTED))
+    qloop.run_until_complete(host.shutdown(stop_loop=False))
 
 
 def test_secret_header_goes_to_the_keyring_and_offline_server_is_a_banner(host, qloop, tmp_path):
@@ -273,7 +271,7 @@ def test_import_servers_from_another_client(host, qloop, tmp_path):
         dialog.import_button.click()
         assert await task == 1
         await until(lambda: window.servers_model.row_of("lab-copy") is not None)
-        servers = host.engine.journal.list_servers()
+        servers = await host.api.server_configs()
         await host.shutdown(stop_loop=False)
         return servers
 
@@ -281,33 +279,29 @@ def test_import_servers_from_another_client(host, qloop, tmp_path):
     assert names["lab-copy"].env == {"LAB_MODE": "quiet"} and names["lab-copy"].command == "python3"
 
 
-def test_operation_in_flight_is_shown_again_after_a_restart(qtbot, qloop, isolated_home):
-    """Quit while a call runs; the next start shows it (resumed or, if it cannot be known, as such)."""
-    first = HostApp(isolated_home)
-    first.window.show()
+def test_operation_in_flight_is_shown_again_after_a_restart(qtbot, qloop, isolated_home, agents):
+    """Stop everything while a call runs; the next start shows it (resumed or, if it cannot be
+    known, as such)."""
+    with shown_host(qloop, isolated_home) as first:
+        async def before():
+            await first.start()
+            op = await first.api.start_call("lab", "sleep_with_progress", {"seconds": 3, "steps": 6})
+            await until(lambda: ((op_of(first.window, op.id) or op).progress or 0) > 0, what="progress")
+            await first.shutdown(stop_loop=False, stop_everything=True)  # Quit > Stop everything
+            return op.id
 
-    async def before():
-        await first.start()
-        op = await first.engine.start_call("lab", "sleep_with_progress", {"seconds": 3, "steps": 6})
-        await until(lambda: (first.engine.runners[op.id].view.progress or 0) > 0, what="progress")
-        await first.shutdown(stop_loop=False)
-        return op.id
+        op_id = qloop.run_until_complete(before())
 
-    op_id = qloop.run_until_complete(before())
-    dispose(first.window)
-    second = HostApp(isolated_home)
-    second.window.show()
+    with shown_host(qloop, isolated_home) as second:  # a new agent
+        async def after():
+            await second.start()
+            await until(lambda: second.window.ops_model.row_of(op_id) is not None, what="the operation")
+            await until(lambda: op_of(second.window, op_id).status in api.TERMINAL, timeout=60, what="its outcome")
+            outcome = op_of(second.window, op_id)
+            await second.shutdown(stop_loop=False)
+            return outcome
 
-    async def after():
-        await second.start()
-        await until(lambda: second.window.ops_model.row_of(op_id) is not None, what="the operation")
-        await until(lambda: op_of(second.window, op_id).status in api.TERMINAL, timeout=60, what="its outcome")
-        outcome = op_of(second.window, op_id)
-        await second.shutdown(stop_loop=False)
-        return outcome
-
-    outcome = qloop.run_until_complete(after())
-    dispose(second.window)
+        outcome = qloop.run_until_complete(after())
     # A plain call on a stdio server died with the server process: its outcome cannot be known,
     # and it is shown as such (never re-sent); re-running it is the person's choice.
     assert outcome.status in (api.COMPLETED, api.UNKNOWN)
@@ -315,12 +309,11 @@ def test_operation_in_flight_is_shown_again_after_a_restart(qtbot, qloop, isolat
         assert "finished 6 steps" in outcome.result["content"][0]["text"]
 
 
-def test_history_of_100000_operations_is_paged_from_the_journal(qtbot, qloop, isolated_home, qtmodeltester):
+def test_history_of_100000_operations_is_paged_from_the_journal(qtbot, qloop, isolated_home, agents, qtmodeltester):
     """The window reads one page of a large history, and the next page on scrolling."""
     import sqlite3
     import time as clock
 
-    from hostapp.engine.service import Engine
     from hostapp.store.journal import OperationJournal, OperationRecord
     from hostapp.store.paths import journal_path
     from hostapp.ui.operations_model import PAGE_SIZE
@@ -346,7 +339,7 @@ def test_history_of_100000_operations_is_paged_from_the_journal(qtbot, qloop, is
     db.commit()
     db.close()
 
-    host = HostApp(isolated_home, engine=Engine(isolated_home, connect=False))
+    host = HostApp(isolated_home, agent_link(isolated_home))
     host.window.show()
 
     async def scenario():
@@ -368,6 +361,7 @@ def test_history_of_100000_operations_is_paged_from_the_journal(qtbot, qloop, is
 
 
 def test_edit_server_keeps_its_secret_and_reconnects(host, qloop, tmp_path):
+    from hostapp.store.secrets import SecretStore
     from tests.support.keyring_daemon import missing_programs, private_keyring
 
     if missing_programs():
@@ -386,13 +380,13 @@ def test_edit_server_keeps_its_secret_and_reconnects(host, qloop, tmp_path):
     async def scenario():
         await host.start()
         await edit(lambda d: d.env_table.add_row("LAB_TOKEN", "t0ken-value", True))
-        first = host.engine.journal.get_server("lab")
+        first = await host.api.server_config("lab")
         assert set(first.secret_env) == {"LAB_TOKEN"} and not first.env
         # Editing something else keeps the secret without typing it again.
         await edit(lambda d: d.env_table.add_row("LAB_MODE", "quiet", False))
-        second = host.engine.journal.get_server("lab")
+        second = await host.api.server_config("lab")
         assert second.env == {"LAB_MODE": "quiet"}
-        assert host.engine.secrets.get(second.secret_env["LAB_TOKEN"]) == "t0ken-value"
+        assert SecretStore(host.home).get(second.secret_env["LAB_TOKEN"]) == "t0ken-value"  # the agent's keyring
         await until(lambda: window.servers_model.server(window.servers_model.row_of("lab")).state == api.CONNECTED,
                     what="the edited server to connect")
         await host.shutdown(stop_loop=False)

@@ -32,11 +32,11 @@ def unnamed_controls(root: QWidget) -> list[str]:
 
 
 @pytest.fixture
-def window(qtbot, qloop, isolated_home):
-    from hostapp.app import HostApp
+def window(qtbot, qloop, isolated_home, agents):
+    from hostapp.app import HostApp, agent_link
     from tests.ui.test_window import dispose
 
-    app = HostApp(isolated_home)
+    app = HostApp(isolated_home, agent_link(isolated_home))
     app.window.resize(1280, 800)
     app.window.show()
     try:
@@ -269,7 +269,7 @@ def test_spoken_names_are_the_visible_words_and_start_call_tabs_in_reading_order
     asked = {"message": "Who?", "requestedSchema": {"type": "object", "properties": {}}}
     question = prompt_for(InputRequest(id="q1", operation_id=None, server="lab", mode="form", message="Who?",
                                        params=asked), None, main)
-    others = [ServerDialog(), QuitDialog([], set(), main), question]
+    others = [ServerDialog(), QuitDialog([], main), question]
     for dialog in others:
         qtbot.addWidget(dialog)
         dialog.show()

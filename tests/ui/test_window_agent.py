@@ -21,7 +21,7 @@ def test_the_window_shows_the_agents_work_live_and_leaves_it_running(qtbot, qloo
     owner = agents.start("--idle-exit", "600")
 
     remote = qloop.run_until_complete(agents.connect())
-    host = HostApp(agents.home, agent=remote)
+    host = HostApp(agents.home, remote)
     qtbot.addWidget(host.window)
     qloop.run_until_complete(host.start())
     # The first run configured the built-in lab, in the agent.
@@ -56,7 +56,7 @@ def test_servers_removed_or_changed_from_the_command_line_change_in_an_open_wind
     agents.start("--idle-exit", "600")
 
     remote = qloop.run_until_complete(agents.connect())
-    host = HostApp(agents.home, agent=remote)
+    host = HostApp(agents.home, remote)
     qtbot.addWidget(host.window)
     qloop.run_until_complete(host.start())
     servers = host.window.servers_model

@@ -20,10 +20,10 @@ pytestmark = pytest.mark.timeout(180)
 
 
 @pytest.fixture
-def small_host(qtbot, qloop, isolated_home):
-    from hostapp.app import HostApp
+def small_host(qtbot, qloop, isolated_home, agents):
+    from hostapp.app import HostApp, agent_link
 
-    app = HostApp(isolated_home)
+    app = HostApp(isolated_home, agent_link(isolated_home))
     app.window.resize(800, 500)
     app.window.show()
     try:
@@ -106,7 +106,7 @@ def test_first_run_hint_question_later_summary_and_list_tools(small_host, qloop)
         window.elicitations.promptShown.connect(prompts.append)
         form_op = await start_via_dialog(window, "ask_form", {"message": "Which colour?"})
         assert not hint.isVisible()
-        await until(lambda: prompts, what="the prompt")
+        await until(lambda: prompts and prompts[-1].isVisible(), what="the prompt")  # shown, then asking
         prompts[-1].activateWindow()
         prompts[-1].reject()  # what Esc and the close button do
         await until(lambda: window.elicitations.prompt is None, what="the prompt to close")
@@ -393,11 +393,11 @@ def test_start_call_with_a_search_that_matches_nothing_starts_nothing(qtbot, qlo
 def test_the_details_come_back_after_a_small_window_and_a_restart(qtbot, qloop, isolated_home):
     from PySide6.QtCore import QPoint
 
-    from hostapp.app import HostApp
+    from hostapp.app import HostApp, agent_link
     from hostapp.ui.window_parts import DETAILS_MIN
 
     def open_window() -> HostApp:
-        app = HostApp(isolated_home)
+        app = HostApp(isolated_home, agent_link(isolated_home))
         app.window.resize(1280, 800)
         app.window.show()
         qtbot.waitExposed(app.window)

@@ -13,7 +13,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -30,20 +30,8 @@ from hostapp.ui.main_window import app_icon
 from hostapp.ui.operations_model import PROGRESS, STATUS, EstimateRole
 from hostapp.ui.quit_dialog import QuitDialog
 from hostapp.ui.single_instance import SingleInstance
-from tests.support.agents import Agents, agents_fixture
-from tests.support.keyring_daemon import KeyringDaemon
+from tests.support.agents import Agents
 from tests.support.waiting import DEADLINE, run_until
-
-
-@pytest.fixture
-def agents(isolated_home: Path, real_keyring: KeyringDaemon, monkeypatch: pytest.MonkeyPatch) -> Iterator[Agents]:
-    # The window starts its agent itself (detached), with this process's environment.
-    fixture = agents_fixture(isolated_home, real_keyring)
-    made = next(fixture)
-    for key in ("PYTHONPATH", *real_keyring.env):
-        monkeypatch.setenv(key, made.env[key])
-    yield made
-    next(fixture, None)  # kills every agent left on the home
 
 
 def wait(qloop, predicate: Callable[[], object], timeout: float = DEADLINE, what: str = "the condition") -> None:
@@ -53,7 +41,7 @@ def wait(qloop, predicate: Callable[[], object], timeout: float = DEADLINE, what
 
 
 def open_window(qtbot, qloop, home: Path, **kw) -> HostApp:
-    host = HostApp(home, agent=agent_link(home), **kw)
+    host = HostApp(home, agent_link(home), **kw)
     host.stop_loop_on_quit = False
     qtbot.addWidget(host.window)
     host.window.show()
@@ -233,7 +221,7 @@ def test_a_broken_connection_to_a_living_agent_catches_up_without_reading_again(
         connections.append(since)
         return await connect_or_spawn(agents.home, client="window", since=since)
 
-    host = HostApp(agents.home, agent=AgentLink(connect))
+    host = HostApp(agents.home, AgentLink(connect))
     host.stop_loop_on_quit = False
     qtbot.addWidget(host.window)
     host.window.show()
@@ -324,6 +312,7 @@ def test_quit_lists_survivors_and_stop_everything_stops_the_work(qtbot, qloop, a
         assert [op.id for op in dialog.lost] == [plain.id]
         assert dialog.survivor_list.item(0).text().startswith("long_async on lab")
         assert dialog.lost_list.item(0).text().startswith("sleep_with_progress on lab")
+        assert dialog.lost_list.item(0).text().endswith("a plain request: nothing can resume it")  # the why
         assert dialog.keep_button.isDefault()
         dialog.stop_button.click()
         wait(qloop, host.stopped.is_set, 60, "the window to quit")

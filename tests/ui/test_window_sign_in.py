@@ -54,7 +54,7 @@ def oauth_server():
 
 
 @pytest.fixture
-def host(qtbot, qloop, isolated_home, tmp_path):
+def host(qtbot, qloop, isolated_home, tmp_path, agents):
     with private_keyring(tmp_path / "keyring"):
         # Not a first launch: no built-in lab, only the protected server.
         settings = QSettings(str(isolated_home / "hostapp.ini"), QSettings.Format.IniFormat)
@@ -85,7 +85,7 @@ def test_sign_in_from_the_window_then_the_waiting_call_runs(host, qloop, oauth_s
 
     async def scenario():
         await host.start()
-        await host.engine.add_server(ServerConfig(name=SERVER, transport="http", url=oauth_server.mcp_url))
+        await host.api.add_server(ServerConfig(name=SERVER, transport="http", url=oauth_server.mcp_url))
         await until(lambda: server_view(window) is not None and server_view(window).state == api.NEEDS_SIGN_IN,
                     what="the server to need sign-in")
         row = window.servers_model.row_of(SERVER)
@@ -100,7 +100,7 @@ def test_sign_in_from_the_window_then_the_waiting_call_runs(host, qloop, oauth_s
 
         # A call on it is accepted and waits (the engine waits for the next connection):
         # it neither fails nor ends before the sign-in.
-        starting = asyncio.ensure_future(host.engine.start_call(SERVER, "slow", {}))
+        starting = asyncio.ensure_future(host.api.start_call(SERVER, "slow", {}))
         await asyncio.sleep(0.5)
         assert not starting.done() or starting.result().in_flight, starting
         assert not oauth_server.stats().get("authorization_code")
@@ -165,7 +165,7 @@ def test_after_sign_out_a_new_call_waits_for_sign_in(host, qloop, oauth_server, 
 
     async def scenario():
         await host.start()
-        await host.engine.add_server(ServerConfig(name=SERVER, transport="http", url=oauth_server.mcp_url))
+        await host.api.add_server(ServerConfig(name=SERVER, transport="http", url=oauth_server.mcp_url))
         await until(lambda: SERVER in window._needs_sign_in, what="the server to need sign-in")
         window.servers_table.selectRow(window.servers_model.row_of(SERVER))
         await until(window.sign_in_action.isEnabled, what="Sign in to be offered")
@@ -175,7 +175,7 @@ def test_after_sign_out_a_new_call_waits_for_sign_in(host, qloop, oauth_server, 
 
         window.sign_out_action.trigger()
         await until(lambda: server_view(window).state == api.NEEDS_SIGN_IN, what="the sign-out")
-        op = await asyncio.wait_for(host.engine.start_call(SERVER, "whoami", {}), 10)
+        op = await asyncio.wait_for(host.api.start_call(SERVER, "whoami", {}), 10)
         await until(lambda: op_of(window, op.id) is not None, what="the call in the window")
         row = window.ops_model.row_of(op.id)
         assert window.ops_model.data(window.ops_model.index(row, MESSAGE)) == WAITING_FOR_SIGN_IN

@@ -27,7 +27,7 @@ from hostapp.protocol.apps import ViewResource, find_tool, tool_ui
 from hostapp.protocol.shown_text import reveal_reordering
 from hostapp.ui.apps import unavailable_reason
 from hostapp.ui.apps.bridge import AppBridge, ConsentBook
-from hostapp.ui.async_dialog import run_dialog
+from hostapp.ui.async_dialog import plain_question, run_dialog
 
 log = logging.getLogger(__name__)
 
@@ -212,14 +212,12 @@ class AppViews(QObject):
     async def _open_link(self, url: str) -> bool:
         target = QUrl(url)
         # Reordering characters shown as code points: "invoice-\u202efdp.exe" does not pass for a PDF.
-        box = QMessageBox(QMessageBox.Icon.Question, "Open a link from the view?",
-                          f"The view asks to open this address on "
-                          f"{target.host(QUrl.ComponentFormattingOption.FullyEncoded)} in your browser:\n\n"
-                          f"{reveal_reordering(url)}",
-                          QMessageBox.StandardButton.Open | QMessageBox.StandardButton.Cancel, self._window)
-        box.setTextFormat(Qt.TextFormat.PlainText)
-        box.setDefaultButton(QMessageBox.StandardButton.Cancel)
-        box.setObjectName("appOpenLink")
+        box = plain_question("appOpenLink", QMessageBox.Icon.Question, "Open a link from the view?",
+                             f"The view asks to open this address on "
+                             f"{target.host(QUrl.ComponentFormattingOption.FullyEncoded)} in your browser:\n\n"
+                             f"{reveal_reordering(url)}",
+                             QMessageBox.StandardButton.Open | QMessageBox.StandardButton.Cancel,
+                             QMessageBox.StandardButton.Cancel, self._window)
         if await run_dialog(box) != QMessageBox.StandardButton.Open.value:
             return False
         return QDesktopServices.openUrl(QUrl(url))
