@@ -202,7 +202,18 @@ def cold(t0: float, home: Path) -> dict[str, Any]:
     return run_in_qt(scenario)
 
 
-def load(home: Path, operations: int, history: int, seconds: float) -> dict[str, Any]:
+async def start_calls(start: Callable[[], Any], operations: int, bulk: int) -> list[str]:
+    """Start ``operations`` calls, ``bulk`` at a time (1: one after another), as a person's
+    script or a batch of calls would; returns their ids in order."""
+    ids: list[str] = []
+    while len(ids) < operations:
+        views = await asyncio.gather(*(start() for _ in range(min(bulk, operations - len(ids)))))
+        ids += [view.id for view in views]
+    return ids
+
+
+def load(home: Path, operations: int, history: int, seconds: float, interval: float = PROGRESS_INTERVAL,
+         bulk: int = 1) -> dict[str, Any]:
     from hostapp.app import FIRST_RUN_KEY
     from hostapp.store.journal import OperationJournal, ServerConfig
     from hostapp.store.paths import journal_path
@@ -235,14 +246,14 @@ def load(home: Path, operations: int, history: int, seconds: float) -> dict[str,
         engine.listener = counting_listener = host.signals
         counting_listener.operation_changed = counting  # type: ignore[method-assign]
         # Long enough to stay in flight through the whole measurement.
-        steps = int(seconds / PROGRESS_INTERVAL) * 4 + 100
+        steps = int(seconds / interval) * 4 + 100
         started_at = time.perf_counter()
-        ids = [(await engine.start_call("flood", "flood", {"count": steps, "interval": PROGRESS_INTERVAL})).id
-               for _ in range(operations)]
+        ids = await start_calls(lambda: engine.start_call("flood", "flood", {"count": steps, "interval": interval}),
+                                operations, bulk)
         start_seconds = time.perf_counter() - started_at
         while any(engine.runners[i].view.progress is None for i in ids if i in engine.runners):
             await asyncio.sleep(0.05)
-        await asyncio.sleep(2 * PROGRESS_INTERVAL)
+        await asyncio.sleep(2 * interval)
         lag = LagMeter()
         paints = PaintCounter(host.window.ops_table.viewport())
         shown_before, cpu_before, wall_before = shown, time.process_time(), time.perf_counter()
@@ -256,7 +267,7 @@ def load(home: Path, operations: int, history: int, seconds: float) -> dict[str,
             "cpu_percent": 100 * (time.process_time() - cpu_before) / wall,
             "updates_per_s": (shown - shown_before) / wall,
             "in_flight": sum(1 for i in ids if i in engine.runners and not engine.runners[i].done),
-            "history": history, "start_calls_s": start_seconds,
+            "history": history, "start_calls_s": start_seconds, "interval_s": interval,
             "table_rows": host.window.ops_model.rowCount(), "table_total": host.window.ops_model.total,
             **memory(),
         }
@@ -274,6 +285,9 @@ def main() -> None:
     parser.add_argument("--operations", type=int, default=1000)
     parser.add_argument("--history", type=int, default=100_000)
     parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--interval", type=float, default=PROGRESS_INTERVAL,
+                        help="seconds between two progress notifications of one operation")
+    parser.add_argument("--bulk", type=int, default=1, help="calls started at once")
     args = parser.parse_args()
     t0 = args.t0 or time.time()
     if args.mode == "bare":
@@ -282,7 +296,8 @@ def main() -> None:
         home = args.home
         assert home is not None, "--home is required"
         os.environ["HOSTAPP_HOME"] = str(home)
-        result = cold(t0, home) if args.mode == "cold" else load(home, args.operations, args.history, args.seconds)
+        result = cold(t0, home) if args.mode == "cold" else load(home, args.operations, args.history, args.seconds,
+                                                                     args.interval, args.bulk)
     print(json.dumps({"mode": args.mode, **result}), flush=True)
 
 

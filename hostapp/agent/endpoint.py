@@ -441,6 +441,14 @@ class _EventLog:
         return [line for s, line in self._kept.items() if s > seq]
 
 
+#: Methods answered from the journal while the engine still starts (reads its keyring,
+#: connects, resumes): a window opened after a restart lists what the journal holds, each
+#: operation with its last known status and progress, at once; the engine's views replace
+#: those rows as it attaches each operation (the same ids: no row twice). Every other
+#: method waits for :attr:`AgentEndpoint.ready`.
+READ_BEFORE_START = frozenset({"operations", "count_operations"})
+
+
 class AgentEndpoint:
     """Serves an :class:`~hostapp.engine.api.EngineApi` on its endpoint; implements
     :class:`~hostapp.engine.api.EngineListener` to forward what the engine tells.
@@ -456,7 +464,8 @@ class AgentEndpoint:
                  versions: tuple[int, int] = (wire.MIN_VERSION, wire.VERSION), limits: Limits = Limits()) -> None:
         self.engine = engine  # may be set after construction: the engine is made with its listener
         #: Set once the engine has started: requests wait for it (a client may connect while
-        #: the owner still resumes what it found in the journal).
+        #: the owner still resumes what it found in the journal), but for the journal's reads
+        #: (:data:`READ_BEFORE_START`).
         self.ready = asyncio.Event()
         self.control = control
         self.path = path
@@ -659,7 +668,8 @@ class AgentEndpoint:
             return
         try:
             kwargs = wire.decode_arguments(method, message.get("params"))
-            await self.ready.wait()
+            if method not in READ_BEFORE_START:
+                await self.ready.wait()
             result = await getattr(self.engine, method)(**kwargs)
         except api.EngineError as exc:
             client.send({"jsonrpc": "2.0", "id": rid, "error": wire.encode_error(exc)})

@@ -175,6 +175,9 @@ class OperationTableModel(FlatTableModel):
 
     loadingChanged = Signal(bool)
     totalChanged = Signal(int)
+    #: Time passed: the elapsed times and indeterminate bars of the rows in flight moved.
+    #: A view repaints the rows it shows (:meth:`refresh_live_rows`); no row's data changed.
+    liveCellsAged = Signal()
 
     headers = HEADERS
 
@@ -191,6 +194,9 @@ class OperationTableModel(FlatTableModel):
         self._history_exhausted = True
         self._loading = False
         self._generation = 0  # a reload makes older page reads stale
+        # While the journal is read, the changes that arrive (the newest of each operation):
+        # applied again over what the read brings, which may be older than they are.
+        self._arrived: dict[str, OperationView] | None = None
         self._total = 0
         self._tasks: set[asyncio.Task] = set()
         # Servers that need the person to sign in: their calls in flight wait for it.
@@ -199,7 +205,9 @@ class OperationTableModel(FlatTableModel):
         #: Whether the journal was read once: until then an empty table means "not read yet".
         self.loaded = False
         self.estimator = ProgressEstimator()
-        # Elapsed times and indeterminate bars move without any engine event.
+        # Elapsed times and indeterminate bars move without any engine event: the views
+        # repaint the rows they show (a dataChanged over every row in flight made the
+        # filter proxy run its Python filterAcceptsRow on each, 5 times a second).
         self._tick = QTimer(self)
         self._tick.setInterval(200)
         self._tick.timeout.connect(self._refresh_live_cells)
@@ -227,12 +235,17 @@ class OperationTableModel(FlatTableModel):
         self._generation += 1
         generation = self._generation
         self._set_loading(True)
+        self._arrived = {}
         try:
             live_statuses = self._statuses(api.IN_FLIGHT)
             done_statuses = self._statuses(api.TERMINAL)
             live = await self._source.operations(live_statuses, limit=10_000) if live_statuses else []
             history = await self._source.operations(done_statuses, limit=PAGE_SIZE) if done_statuses else []
             total = await self._source.count_operations(self._statuses(api.IN_FLIGHT | api.TERMINAL))
+        except BaseException:
+            if generation == self._generation:
+                self._arrived = None
+            raise
         finally:
             if generation == self._generation:
                 self._set_loading(False)
@@ -248,6 +261,9 @@ class OperationTableModel(FlatTableModel):
         self.loaded = True
         self.endResetModel()
         self._set_total(total)
+        arrived, self._arrived = self._arrived or {}, None
+        for op in arrived.values():
+            self._set_total(self._total + self._apply_one(op))
         self._update_tick()
 
     def canFetchMore(self, parent: QModelIndex | QPersistentModelIndex = TOP_LEVEL) -> bool:
@@ -312,9 +328,12 @@ class OperationTableModel(FlatTableModel):
     def apply_changes(self, ops: list[OperationView]) -> None:
         """Fold a batch of changed operations into the rows (one signal per touched row)."""
         added = 0
+        arrived = self._arrived
         for op in ops:
             self.estimator.observe(op)
             added += self._apply_one(op)
+            if arrived is not None:
+                arrived[op.id] = op
         if added:
             self._set_total(self._total + added)
         self._update_tick()
@@ -391,7 +410,18 @@ class OperationTableModel(FlatTableModel):
 
     def _refresh_live_cells(self) -> None:
         if self._live:
-            self.dataChanged.emit(self.index(0, PROGRESS), self.index(len(self._live) - 1, SURVIVES))
+            self.liveCellsAged.emit()
+
+    def refresh_live_rows(self, rows: Iterable[int]) -> None:
+        """The cells that move with time (progress to the last column) of those ``rows``
+        that are in flight may show something new: one dataChanged per run of adjacent rows."""
+        live = sorted({row for row in rows if 0 <= row < len(self._live)})
+        start = 0
+        for i in range(1, len(live) + 1):
+            if i == len(live) or live[i] != live[i - 1] + 1:
+                if live:
+                    self.dataChanged.emit(self.index(live[start], PROGRESS), self.index(live[i - 1], SURVIVES))
+                start = i
 
     # -- lookup -------------------------------------------------------------------------
 

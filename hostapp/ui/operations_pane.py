@@ -250,6 +250,7 @@ class OperationsPane(QGroupBox):
             sig.connect(self._refresh)
         self.model.loadingChanged.connect(lambda _on: self._refresh())
         self.model.modelReset.connect(self._refresh)
+        self.model.liveCellsAged.connect(self.repaint_live_rows)
         self._refresh()
 
     # -- what the pane shows ------------------------------------------------------------
@@ -347,6 +348,23 @@ class OperationsPane(QGroupBox):
         if not self._fitting and column != MESSAGE and self.table.horizontalHeader().sectionsClickable() \
                 and self.table.isVisible() and QApplication.mouseButtons() != Qt.MouseButton.NoButton:
             self.columns_set_by_person = True
+
+    def shown_rows(self) -> range:
+        """The view's rows on screen now (empty when the table is hidden)."""
+        table = self.table
+        if not table.isVisible() or not self.proxy.rowCount():
+            return range(0)
+        first = table.rowAt(0)
+        if first < 0:
+            return range(0)
+        last = table.rowAt(table.viewport().height() - 1)
+        return range(first, (self.proxy.rowCount() if last < 0 else last + 1))
+
+    def repaint_live_rows(self) -> None:
+        """Time passed: only the rows on screen are told (elapsed times are computed when
+        a cell is painted), so the cost does not grow with the operations in flight."""
+        proxy = self.proxy
+        self.model.refresh_live_rows(proxy.mapToSource(proxy.index(row, 0)).row() for row in self.shown_rows())
 
     # -- rows and operations ---------------------------------------------------------------
 
