@@ -6,15 +6,17 @@ from __future__ import annotations
 
 import asyncio
 import random
+from collections.abc import Callable
 from pathlib import Path
 
 from PySide6.QtCore import QSettings, Qt
 
 from hostapp.engine import api
 from hostapp.engine.api import OperationView
-from hostapp.ui.operations_model import ELAPSED, PROGRESS, SURVIVES, OperationTableModel
+from hostapp.ui.operations_model import ELAPSED, PROGRESS, SURVIVES, OperationRole, OperationTableModel
 from hostapp.ui.operations_pane import OperationsPane
 from hostapp.ui.window_parts import Summary
+from tests.support.waiting import until_async
 from tests.ui.test_models import ListSource, op
 
 STATUSES = (api.PENDING, api.RUNNING, api.INPUT_REQUIRED, api.COMPLETED, api.FAILED, api.CANCELLED, api.UNKNOWN)
@@ -120,3 +122,120 @@ def test_changes_that_arrive_while_the_journal_is_read_are_kept(qloop, qtmodelte
     assert model.total == 4
     model.apply_changes([op(1, api.RUNNING, progress=60.0, total=100.0)])  # the reload is over
     assert model.operation(model.row_of("op1")).progress == 60.0
+
+
+# -- the history, bounded ---------------------------------------------------------------------
+
+def _journal_history(home: Path, rows: int):
+    """The engine's facade over a real journal of ``rows`` finished operations (no server,
+    not started: the history is read from the journal)."""
+    from bench.window_probe import seed_history
+    from hostapp.engine.facade import LocalEngine
+    from hostapp.engine.service import Engine
+
+    seed_history(home, rows)
+    return LocalEngine(Engine(home))
+
+
+def _age(op_id: str) -> int:
+    """The place of a seeded operation in the history, newest (the template) first."""
+    return 0 if op_id == "template" else int(op_id[1:])
+
+
+def _history_ids(model: OperationTableModel) -> list[str]:
+    return [model.operation(r).id for r in range(model.live_count, model.rowCount())]
+
+
+def test_the_history_held_is_bounded_and_read_again_by_key(qloop, isolated_home):
+    import shiboken6
+    from PySide6.QtTest import QAbstractItemModelTester
+
+    from hostapp.ui.operations_model import HISTORY_KEPT, PAGE_SIZE
+
+    rows = HISTORY_KEPT * 2 + PAGE_SIZE // 2
+    model = OperationTableModel(_journal_history(isolated_home, rows))
+    seen: list[str] = []
+    held_most = 0
+
+    def inserted(_parent: object, first: int, last: int) -> None:
+        nonlocal held_most
+        seen.extend(model.operation(r).id for r in range(first, last + 1))
+        held_most = max(held_most, model.rowCount() - model.live_count)
+
+    async def scenario() -> None:
+        qloop_model_tester = QAbstractItemModelTester(model)  # Qt's checks of every change
+        model.modelReset.connect(lambda: seen.extend(_history_ids(model)))
+        model.rowsInserted.connect(inserted)
+        # Qt's tester fetches more at every change, as an eager view would: down to the end.
+        await model.reload()
+        newest = _history_ids(model)[0]
+        await until_async(lambda: not model.canFetchMore() and not model._loading, timeout=180,
+                          what="the whole history paged")
+        assert len(seen) == rows and seen == sorted(seen, key=_age)  # every row once, in order
+        assert held_most <= HISTORY_KEPT + PAGE_SIZE  # a page comes before the excess goes
+        assert model.rowCount() - model.live_count <= HISTORY_KEPT
+        assert model.history_cut_above and _history_ids(model)[-1] == seen[-1]
+        assert model.total == rows
+        shiboken6.delete(qloop_model_tester)  # it would page down again as the model pages up
+        # Back up: the rows let go are read again above, those at the bottom let go.
+        while model.history_cut_above:
+            await model.fetch_newer_page()
+            held = _history_ids(model)
+            assert len(held) <= HISTORY_KEPT and held == sorted(held, key=_age)
+        assert _history_ids(model)[0] == newest and model.canFetchMore()
+
+    qloop.run_until_complete(scenario())
+
+
+def test_rows_on_screen_are_never_let_go(qloop, isolated_home):
+    from hostapp.ui.operations_model import HISTORY_KEPT, PAGE_SIZE
+
+    model = OperationTableModel(_journal_history(isolated_home, HISTORY_KEPT + 3 * PAGE_SIZE))
+    qloop.run_until_complete(model.reload())
+    model.rows_on_screen = lambda: [model.live_count + 3]  # the view shows the top of the history
+    while model.canFetchMore():
+        qloop.run_until_complete(model.fetch_next_page())
+    assert not model.history_cut_above and model.rowCount() == HISTORY_KEPT + 3 * PAGE_SIZE
+
+
+def test_scrolling_a_long_history_down_and_back_up_in_the_window(qloop, qtbot, tmp_path, isolated_home):
+    from hostapp.ui.operations_model import HISTORY_KEPT
+
+    rows = HISTORY_KEPT * 2
+    model = OperationTableModel(_journal_history(isolated_home, rows))
+    qloop.run_until_complete(model.reload())
+    pane = _pane(tmp_path, qtbot, model)
+    bar = pane.table.verticalScrollBar()
+    newest = _history_ids(model)[0]
+
+    def settle() -> None:
+        qloop.run_until_complete(asyncio.sleep(0.01))
+
+    def scrolled_to(end: Callable[[], int], done: Callable[[], bool]) -> Callable[[], bool]:
+        def step() -> bool:
+            if done():
+                return True
+            if not model._loading:
+                bar.setValue(end())
+            return False
+        return step
+
+    # Down to the end of the history, as a person dragging the scroll bar to the bottom.
+    qloop.run_until_complete(until_async(
+        scrolled_to(bar.maximum, lambda: not model.canFetchMore() and not model._loading), timeout=180,
+        what="the end of the history"))
+    assert model.history_cut_above
+    assert model.rowCount() - model.live_count <= HISTORY_KEPT
+    bar.setValue(bar.maximum())
+    settle()
+    last_shown = pane.table.indexAt(pane.table.viewport().rect().bottomLeft()).data(OperationRole)
+    assert last_shown is not None and last_shown.id == "h%07d" % (rows - 1)  # the oldest
+    top = pane._top_operation()
+    # And up again: the rows let go come back, page by page, to the newest.
+    qloop.run_until_complete(until_async(
+        scrolled_to(bar.minimum, lambda: not model.history_cut_above and not model._loading), timeout=180,
+        what="the top of the history"))
+    assert not model.history_cut_above
+    bar.setValue(bar.minimum())
+    settle()
+    assert pane._top_operation() == newest and top != newest
