@@ -277,9 +277,110 @@ def load(home: Path, operations: int, history: int, seconds: float, interval: fl
     return run_in_qt(scenario)
 
 
+def history(home: Path, rows: int, pages: int, through_agent: bool) -> dict[str, Any]:
+    """The window over a journal of ``rows`` finished operations, scrolled down ``pages``
+    pages as a person dragging the scroll bar to its end, then back up to the top: each
+    page's time (from the scroll to its rows in the table), the event loop's lag meanwhile,
+    and memory. ``through_agent``: the window as the agent's client (the product's path)."""
+    from hostapp.app import FIRST_RUN_KEY
+    from hostapp.store.paths import journal_path
+
+    seeding = time.perf_counter()
+    seed_history(home, rows)
+    seed_seconds = time.perf_counter() - seeding
+
+    async def scenario(app: Any) -> dict[str, Any]:
+        from hostapp.app import HostApp
+
+        agent = remote = None
+        if through_agent:
+            from bench.agent_probe import Agent
+
+            agent = Agent(home)
+            remote = await agent.connect(None, "window")
+        host = HostApp(home, agent=remote) if remote is not None else HostApp(home)
+        host.settings.setValue(FIRST_RUN_KEY, True)
+        host.window.resize(1200, 800)
+        host.window.show()
+        await host.start()
+        model, bar = host.window.ops_model, host.window.ops_table.verticalScrollBar()
+        arrived = asyncio.Event()
+        model.rowsInserted.connect(lambda *_a: arrived.set())
+        lag = LagMeter()
+        lag.start()
+        page_ms: list[float] = []
+        peak_rows = 0
+
+        async def one_page(to_end: Callable[[], int], more: Callable[[], bool], off: int) -> bool:
+            nonlocal peak_rows
+            while model._loading:
+                await asyncio.sleep(0.001)
+            if not more():
+                return False
+            arrived.clear()
+            started = time.perf_counter()
+            bar.setValue(to_end())
+            if not model._loading and not arrived.is_set():
+                bar.setValue(to_end() + off)  # already at the end: scroll off it and back
+                bar.setValue(to_end())
+            deadline = time.perf_counter() + 30
+            while not arrived.is_set() and (model._loading or more()):  # (the last read may bring none)
+                if time.perf_counter() > deadline:
+                    raise TimeoutError("no page came")
+                await asyncio.sleep(0.0005)
+            if not arrived.is_set():
+                return False
+            page_ms.append((time.perf_counter() - started) * 1000)
+            peak_rows = max(peak_rows, model.rowCount())
+            return True
+
+        for _ in range(pages):
+            if not await one_page(bar.maximum, model.canFetchMore, -1):
+                break
+        down = len(page_ms)
+        while await one_page(bar.minimum, lambda: model.history_cut_above, 1):
+            pass
+        lag.stop()
+        ordered = sorted(page_ms) or [0.0]
+        result = {
+            "rows": rows, "pages_down": down, "pages_up": len(page_ms) - down,
+            "page_p50_ms": ordered[len(ordered) // 2], "page_p99_ms": ordered[min(len(ordered) - 1,
+                                                                                  int(0.99 * len(ordered)))],
+            "page_max_ms": ordered[-1], **lag.summary(), "peak_table_rows": peak_rows,
+            "top_is_newest": model.operation(0) is not None and model.operation(0).id == "template",
+            **memory(),
+        }
+        await host.shutdown(stop_loop=False)
+        if agent is not None:
+            stopper = await agent.connect(None, "bench")
+            await agent.stop(stopper)
+        return result
+
+    result = run_in_qt(scenario)
+    # One page by key and one by offset, deep in the history, from the journal file alone.
+    db = sqlite3.connect(journal_path(home))
+    deep = rows - 10_000
+    key = db.execute("SELECT created_at, id FROM operations ORDER BY created_at DESC, id DESC LIMIT 1 OFFSET ?",
+                     (deep,)).fetchone()
+    timings = {}
+    for name, sql, args in (
+            ("by_key", "SELECT * FROM operations WHERE status IN ('completed', 'failed', 'cancelled', 'expired', "
+                       "'unknown') AND (created_at, id) < (?, ?) ORDER BY created_at DESC, id DESC LIMIT 200", key),
+            ("by_offset", "SELECT * FROM operations WHERE status IN ('completed', 'failed', 'cancelled', "
+                          "'expired', 'unknown') ORDER BY created_at DESC, id DESC LIMIT 200 OFFSET ?", (deep,))):
+        runs = []
+        for _ in range(3):
+            started = time.perf_counter()
+            db.execute(sql, args).fetchall()
+            runs.append((time.perf_counter() - started) * 1000)
+        timings[f"deep_page_{name}_ms"] = min(runs)
+    db.close()
+    return {**result, **timings, "deep_row": deep, "seeded_s": seed_seconds}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description="one probe of the window benchmarks")
-    parser.add_argument("mode", choices=["bare", "cold", "load"])
+    parser.add_argument("mode", choices=["bare", "cold", "load", "history"])
     parser.add_argument("--t0", type=float, default=None)
     parser.add_argument("--home", type=Path)
     parser.add_argument("--operations", type=int, default=1000)
@@ -288,6 +389,8 @@ def main() -> None:
     parser.add_argument("--interval", type=float, default=PROGRESS_INTERVAL,
                         help="seconds between two progress notifications of one operation")
     parser.add_argument("--bulk", type=int, default=1, help="calls started at once")
+    parser.add_argument("--pages", type=int, default=500, help="history: pages scrolled down, then back up")
+    parser.add_argument("--agent", action="store_true", help="history: the window as the agent's client")
     args = parser.parse_args()
     t0 = args.t0 or time.time()
     if args.mode == "bare":
@@ -296,8 +399,11 @@ def main() -> None:
         home = args.home
         assert home is not None, "--home is required"
         os.environ["HOSTAPP_HOME"] = str(home)
-        result = cold(t0, home) if args.mode == "cold" else load(home, args.operations, args.history, args.seconds,
-                                                                     args.interval, args.bulk)
+        if args.mode == "history":
+            result = history(home, args.history, args.pages, args.agent)
+        else:
+            result = cold(t0, home) if args.mode == "cold" else load(home, args.operations, args.history,
+                                                                     args.seconds, args.interval, args.bulk)
     print(json.dumps({"mode": args.mode, **result}), flush=True)
 
 

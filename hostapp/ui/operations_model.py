@@ -313,8 +313,8 @@ class OperationTableModel(FlatTableModel):
                 edge = self._history[-1] if older else self._history[0]
                 key = (edge.created_at, edge.id)
                 try:
-                    page = await self._source.operations(statuses, limit=PAGE_SIZE,
-                                                         **({"before": key} if older else {"after": key}))
+                    page = await self._source.operations(statuses, limit=PAGE_SIZE, before=key if older else None,
+                                                         after=None if older else key)
                 except api.EngineError:
                     if not older or self._history_cut_above:
                         raise

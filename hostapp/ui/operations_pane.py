@@ -45,12 +45,12 @@ from hostapp.ui.operations_model import (
     ELAPSED,
     FILTERS,
     MESSAGE,
+    PAGE_SIZE,
     PROGRESS,
     SERVER,
     STATUS,
     SURVIVES,
     TOOL,
-    PAGE_SIZE,
     OperationRole,
     OperationTableModel,
     SortRole,
@@ -302,6 +302,8 @@ class OperationsPane(QGroupBox):
         self._refresh()
 
     def cleared_count(self) -> int:
+        if self.proxy.cleared_before is None:
+            return 0  # (counted at every row that comes or goes: nothing to walk when none is)
         return sum(1 for op in self._source_ops() if self.proxy.is_cleared(op))
 
     def _source_ops(self) -> list[OperationView]:

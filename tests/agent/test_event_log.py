@@ -13,7 +13,7 @@ def test_each_operations_latest_change_is_kept_and_the_oldest_pushed_out():
     latest: dict[str, int] = {}
     for i in range(3_000):
         op = f"op{(i * 7) % 250}"
-        seq, _line = log.add({"kind": "operation_changed", "op": {"id": op, "n": i}}, change_of=op)
+        log.add({"kind": "operation_changed", "op": {"id": op, "n": i}}, change_of=op)
         latest[op] = i
     log.add({"kind": "problem", "problem": "x", "message": "y"})
     replay = log.since(log.stream, log._lost_through)

@@ -229,7 +229,7 @@ def test_scrolling_a_long_history_down_and_back_up_in_the_window(qloop, qtbot, t
     bar.setValue(bar.maximum())
     settle()
     last_shown = pane.table.indexAt(pane.table.viewport().rect().bottomLeft()).data(OperationRole)
-    assert last_shown is not None and last_shown.id == "h%07d" % (rows - 1)  # the oldest
+    assert last_shown is not None and last_shown.id == f"h{rows - 1:07d}"  # the oldest
     top = pane._top_operation()
     # And up again: the rows let go come back, page by page, to the newest.
     qloop.run_until_complete(until_async(
