@@ -425,16 +425,17 @@ def run_all(sizes: Any, raw: dict[str, Any], python: Callable[..., str]) -> list
     from bench.__main__ import Row
 
     with tempfile.TemporaryDirectory(prefix="bench-window-") as home:
+        pace = ["--interval", str(sizes.window_interval), "--bulk", str(sizes.window_bulk)]
         loaded = _probe(python, "load", "--home", home, "--operations", str(sizes.window_operations),
-                        "--history", str(sizes.history), "--seconds", str(sizes.window_seconds))
+                        "--history", str(sizes.history), "--seconds", str(sizes.window_seconds), *pace)
     bare_qt = _probe(python, "bare")
     with tempfile.TemporaryDirectory(prefix="bench-window-agent-") as home:
         # The same load with the engine in the agent and the window its client (bench/agent_probe.py).
         out = python("-m", "bench.agent_probe", "load", "--home", home, "--operations", str(sizes.window_operations),
-                     "--seconds", str(sizes.window_seconds))
+                     "--seconds", str(sizes.window_seconds), *pace)
         agent = json.loads(out.strip().splitlines()[-1])
     raw["window"] = {"load": loaded, "bare": bare_qt, "agent_load": agent}
-    ops = f"{sizes.window_operations:,} in flight at 10 updates/s each"
+    ops = f"{sizes.window_operations:,} in flight at {1 / sizes.window_interval:g} updates/s each"
     return [
         Row("window", f"event loop lag p50 ({ops})", loaded["lag_p50_ms"], "ms"),
         Row("window", "event loop lag p99", loaded["lag_p99_ms"], "ms", None, None, "< 16 ms",
