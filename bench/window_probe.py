@@ -246,7 +246,9 @@ def load(home: Path, operations: int, history: int, seconds: float, interval: fl
         engine.listener = counting_listener = host.signals
         counting_listener.operation_changed = counting  # type: ignore[method-assign]
         # Long enough to stay in flight through the whole measurement.
-        steps = int(seconds / interval) * 4 + 100
+        # In flight through the whole measurement, however long starting them all takes
+        # (they end when the probe stops).
+        steps = int((4 * seconds + 600) / interval)
         started_at = time.perf_counter()
         ids = await start_calls(lambda: engine.start_call("flood", "flood", {"count": steps, "interval": interval}),
                                 operations, bulk)
