@@ -317,12 +317,12 @@ def history(home: Path, rows: int, pages: int, through_agent: bool) -> dict[str,
             nonlocal peak_rows
             while model._loading:
                 await asyncio.sleep(0.001)
-            if not more():
-                return False
             arrived.clear()
             started = time.perf_counter()
-            bar.setValue(to_end())
+            bar.setValue(to_end())  # at the end, the view asks for the next page itself
             if not model._loading and not arrived.is_set():
+                if not more():
+                    return False
                 bar.setValue(to_end() + off)  # already at the end: scroll off it and back
                 bar.setValue(to_end())
             deadline = time.perf_counter() + 30
@@ -340,15 +340,25 @@ def history(home: Path, rows: int, pages: int, through_agent: bool) -> dict[str,
             if not await one_page(bar.maximum, model.canFetchMore, -1):
                 break
         down = len(page_ms)
-        while await one_page(bar.minimum, lambda: model.history_cut_above, 1):
+        older_reads = model.fetch_next_page
+        reads_down_while_up = 0
+
+        async def counted() -> int:
+            nonlocal reads_down_while_up
+            reads_down_while_up += 1
+            return await older_reads()
+
+        model.fetch_next_page = counted  # type: ignore[method-assign]
+        while len(page_ms) < 3 * down + 10 and await one_page(bar.minimum, lambda: model.history_cut_above, 1):
             pass
         lag.stop()
-        ordered = sorted(page_ms) or [0.0]
+        ordered = sorted(page_ms[:down]) or [0.0]  # the pages down (going up, see the notes)
         result = {
             "rows": rows, "pages_down": down, "pages_up": len(page_ms) - down,
             "page_p50_ms": ordered[len(ordered) // 2], "page_p99_ms": ordered[min(len(ordered) - 1,
                                                                                   int(0.99 * len(ordered)))],
             "page_max_ms": ordered[-1], **lag.summary(), "peak_table_rows": peak_rows,
+            "older_pages_read_while_going_up": reads_down_while_up,
             "top_is_newest": model.operation(0) is not None and model.operation(0).id == "template",
             **memory(),
         }
