@@ -50,6 +50,10 @@ class Sizes:
     window_seconds: float
     history: int
     resume: tuple[int, ...]
+    #: Seconds between two progress notifications of one operation in the window's load,
+    #: and how many of its calls are started at once.
+    window_interval: float = 0.1
+    window_bulk: int = 1
 
 
 FULL = Sizes(notifications=200_000, journal_notifications=50_000, window_operations=1_000, window_seconds=10.0,
@@ -346,11 +350,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--output", type=Path, help="where to write the JSON (default bench/results/<time>.json)")
     parser.add_argument("--resume", type=int, action="append", metavar="N",
                         help="journal sizes for the resume benchmark (default 1,000 and 10,000)")
+    parser.add_argument("--window-operations", type=int, metavar="N",
+                        help="operations in flight in the window's load (default 1,000)")
+    parser.add_argument("--window-interval", type=float, default=0.1, metavar="SECONDS",
+                        help="seconds between two updates of one operation in the window's load (default 0.1)")
+    parser.add_argument("--window-bulk", type=int, default=1, metavar="N",
+                        help="calls of the window's load started at once (default 1)")
     parser.add_argument("--markdown", type=Path, help="also write the table as Markdown here (bench/RESULTS.md)")
     args = parser.parse_args(argv)
     sizes = SMOKE if args.smoke else FULL
     if args.resume:
         sizes = replace(sizes, resume=tuple(args.resume))
+    if args.window_operations:
+        sizes = replace(sizes, window_operations=args.window_operations)
+    sizes = replace(sizes, window_interval=args.window_interval, window_bulk=args.window_bulk)
     raw: dict[str, Any] = {}
     rows: list[Row] = []
     started = time.perf_counter()

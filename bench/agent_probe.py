@@ -139,8 +139,8 @@ async def intake(transport: str, url: str | None, count: int, home: Path) -> dic
             "max_views_in_a_second": listener.busiest_second()}
 
 
-def load(home: Path, operations: int, seconds: float) -> dict[str, Any]:
-    from bench.window_probe import PROGRESS_INTERVAL, LagMeter, PaintCounter, memory, run_in_qt
+def load(home: Path, operations: int, seconds: float, interval: float = 0.1, bulk: int = 1) -> dict[str, Any]:
+    from bench.window_probe import LagMeter, PaintCounter, memory, run_in_qt, start_calls
     from hostapp.app import FIRST_RUN_KEY
     from hostapp.engine import api
 
@@ -170,14 +170,16 @@ def load(home: Path, operations: int, seconds: float) -> dict[str, Any]:
             forward(op)
 
         host.signals.operation_changed = counting  # type: ignore[method-assign]
-        steps = int(seconds / PROGRESS_INTERVAL) * 4 + 100
+        # In flight through the whole measurement, however long starting them all takes
+        # (they end when the probe stops).
+        steps = int((4 * seconds + 600) / interval)
         started_at = time.perf_counter()
-        ids = [(await remote.start_call("flood", "flood", {"count": steps, "interval": PROGRESS_INTERVAL})).id
-               for _ in range(operations)]
+        ids = await start_calls(lambda: remote.start_call("flood", "flood", {"count": steps, "interval": interval}),
+                                operations, bulk)
         start_seconds = time.perf_counter() - started_at
         while any(progress.get(i) is None for i in ids):
             await asyncio.sleep(0.05)
-        await asyncio.sleep(2 * PROGRESS_INTERVAL)
+        await asyncio.sleep(2 * interval)
         lag = LagMeter()
         paints = PaintCounter(host.window.ops_table.viewport())
         shown_before, cpu_before, wall_before = shown, time.process_time(), time.perf_counter()
@@ -192,12 +194,14 @@ def load(home: Path, operations: int, seconds: float) -> dict[str, Any]:
             "cpu_percent": 100 * (time.process_time() - cpu_before) / wall,
             "agent_cpu_percent": 100 * (agent.cpu_seconds() - agent_before) / wall,
             "updates_per_s": (shown - shown_before) / wall,
-            "start_calls_s": start_seconds,
+            "start_calls_s": start_seconds, "interval_s": interval,
+            "in_flight": sum(1 for i in ids if host.window.ops_model.row_of(i) is not None
+                             and host.window.ops_model.row_of(i) < host.window.ops_model.live_count),
             "table_rows": host.window.ops_model.rowCount(),
             **memory(),
         }
-        for op_id in ids:
-            await remote.cancel(op_id)
+        # The window leaves first; stopping the agent ends the calls (one by one, each
+        # cancel would move its row in the window: minutes at 10,000).
         await host.shutdown(stop_loop=False)
         stopper = await agent.connect(None, "bench")
         await agent.stop(stopper)
@@ -296,6 +300,9 @@ def main() -> None:
     parser.add_argument("--home", type=Path)
     parser.add_argument("--operations", type=int, default=1000)
     parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--interval", type=float, default=0.1,
+                        help="seconds between two progress notifications of one operation (load)")
+    parser.add_argument("--bulk", type=int, default=1, help="calls started at once (load)")
     parser.add_argument("--t0", type=float)
     parser.add_argument("--timeout", type=float, default=60.0)
     args = parser.parse_args()
@@ -307,7 +314,7 @@ def main() -> None:
         elif args.mode == "resume":
             result = asyncio.run(resume(home, args.t0 or time.time(), args.timeout))
         else:
-            result = {"mode": "agent-load", **load(home, args.operations, args.seconds)}
+            result = {"mode": "agent-load", **load(home, args.operations, args.seconds, args.interval, args.bulk)}
     print(json.dumps(result), flush=True)
 
 

@@ -205,7 +205,18 @@ def cold(t0: float, home: Path) -> dict[str, Any]:
     return run_in_qt(scenario)
 
 
-def load(home: Path, operations: int, history: int, seconds: float) -> dict[str, Any]:
+async def start_calls(start: Callable[[], Any], operations: int, bulk: int) -> list[str]:
+    """Start ``operations`` calls, ``bulk`` at a time (1: one after another), as a person's
+    script or a batch of calls would; returns their ids in order."""
+    ids: list[str] = []
+    while len(ids) < operations:
+        views = await asyncio.gather(*(start() for _ in range(min(bulk, operations - len(ids)))))
+        ids += [view.id for view in views]
+    return ids
+
+
+def load(home: Path, operations: int, history: int, seconds: float, interval: float = PROGRESS_INTERVAL,
+         bulk: int = 1) -> dict[str, Any]:
     from hostapp.app import FIRST_RUN_KEY
     from hostapp.store.journal import OperationJournal, ServerConfig
     from hostapp.store.paths import journal_path
@@ -240,14 +251,16 @@ def load(home: Path, operations: int, history: int, seconds: float) -> dict[str,
         engine.listener = counting_listener = host.signals
         counting_listener.operation_changed = counting  # type: ignore[method-assign]
         # Long enough to stay in flight through the whole measurement.
-        steps = int(seconds / PROGRESS_INTERVAL) * 4 + 100
+        # In flight through the whole measurement, however long starting them all takes
+        # (they end when the probe stops).
+        steps = int((4 * seconds + 600) / interval)
         started_at = time.perf_counter()
-        ids = [(await engine.start_call("flood", "flood", {"count": steps, "interval": PROGRESS_INTERVAL})).id
-               for _ in range(operations)]
+        ids = await start_calls(lambda: engine.start_call("flood", "flood", {"count": steps, "interval": interval}),
+                                operations, bulk)
         start_seconds = time.perf_counter() - started_at
         while any(engine.runners[i].view.progress is None for i in ids if i in engine.runners):
             await asyncio.sleep(0.05)
-        await asyncio.sleep(2 * PROGRESS_INTERVAL)
+        await asyncio.sleep(2 * interval)
         lag = LagMeter()
         paints = PaintCounter(host.window.ops_table.viewport())
         shown_before, cpu_before, wall_before = shown, time.process_time(), time.perf_counter()
@@ -261,7 +274,7 @@ def load(home: Path, operations: int, history: int, seconds: float) -> dict[str,
             "cpu_percent": 100 * (time.process_time() - cpu_before) / wall,
             "updates_per_s": (shown - shown_before) / wall,
             "in_flight": sum(1 for i in ids if i in engine.runners and not engine.runners[i].done),
-            "history": history, "start_calls_s": start_seconds,
+            "history": history, "start_calls_s": start_seconds, "interval_s": interval,
             "table_rows": host.window.ops_model.rowCount(), "table_total": host.window.ops_model.total,
             **memory(),
         }
@@ -271,14 +284,130 @@ def load(home: Path, operations: int, history: int, seconds: float) -> dict[str,
     return run_in_qt(scenario)
 
 
+def history(home: Path, rows: int, pages: int, through_agent: bool) -> dict[str, Any]:
+    """The window over a journal of ``rows`` finished operations, scrolled down ``pages``
+    pages as a person dragging the scroll bar to its end, then back up to the top: each
+    page's time (from the scroll to its rows in the table), the event loop's lag meanwhile,
+    and memory. ``through_agent``: the window as the agent's client (the product's path)."""
+    from hostapp.app import FIRST_RUN_KEY
+    from hostapp.store.paths import journal_path
+
+    seeding = time.perf_counter()
+    seed_history(home, rows)
+    seed_seconds = time.perf_counter() - seeding
+
+    async def scenario(app: Any) -> dict[str, Any]:
+        from hostapp.app import HostApp
+
+        agent = remote = None
+        if through_agent:
+            from bench.agent_probe import Agent
+
+            agent = Agent(home)
+            remote = await agent.connect(None, "window")
+        host = HostApp(home, agent=remote) if remote is not None else HostApp(home)
+        host.settings.setValue(FIRST_RUN_KEY, True)
+        host.window.resize(1200, 800)
+        host.window.show()
+        await host.start()
+        model, bar = host.window.ops_model, host.window.ops_table.verticalScrollBar()
+        arrived = asyncio.Event()
+        model.rowsInserted.connect(lambda *_a: arrived.set())
+        lag = LagMeter()
+        lag.start()
+        page_ms: list[float] = []
+        peak_rows = 0
+
+        async def one_page(to_end: Callable[[], int], more: Callable[[], bool], off: int) -> bool:
+            nonlocal peak_rows
+            while model._loading:
+                await asyncio.sleep(0.001)
+            arrived.clear()
+            started = time.perf_counter()
+            bar.setValue(to_end())  # at the end, the view asks for the next page itself
+            if not model._loading and not arrived.is_set():
+                if not more():
+                    return False
+                bar.setValue(to_end() + off)  # already at the end: scroll off it and back
+                bar.setValue(to_end())
+            deadline = time.perf_counter() + 30
+            while not arrived.is_set() and (model._loading or more()):  # (the last read may bring none)
+                if time.perf_counter() > deadline:
+                    raise TimeoutError("no page came")
+                await asyncio.sleep(0.0005)
+            if not arrived.is_set():
+                return False
+            page_ms.append((time.perf_counter() - started) * 1000)
+            peak_rows = max(peak_rows, model.rowCount())
+            return True
+
+        for _ in range(pages):
+            if not await one_page(bar.maximum, model.canFetchMore, -1):
+                break
+        down = len(page_ms)
+        older_reads = model.fetch_next_page
+        reads_down_while_up = 0
+
+        async def counted() -> int:
+            nonlocal reads_down_while_up
+            reads_down_while_up += 1
+            return await older_reads()
+
+        model.fetch_next_page = counted  # type: ignore[method-assign]
+        while len(page_ms) < 3 * down + 10 and await one_page(bar.minimum, lambda: model.history_cut_above, 1):
+            pass
+        lag.stop()
+        ordered = sorted(page_ms[:down]) or [0.0]  # the pages down (going up, see the notes)
+        result = {
+            "rows": rows, "pages_down": down, "pages_up": len(page_ms) - down,
+            "page_p50_ms": ordered[len(ordered) // 2], "page_p99_ms": ordered[min(len(ordered) - 1,
+                                                                                  int(0.99 * len(ordered)))],
+            "page_max_ms": ordered[-1], **lag.summary(), "peak_table_rows": peak_rows,
+            "older_pages_read_while_going_up": reads_down_while_up,
+            "top_is_newest": model.operation(0) is not None and model.operation(0).id == "template",
+            **memory(),
+        }
+        await host.shutdown(stop_loop=False)
+        if agent is not None:
+            stopper = await agent.connect(None, "bench")
+            await agent.stop(stopper)
+        return result
+
+    result = run_in_qt(scenario)
+    # One page by key and one by offset, deep in the history, from the journal file alone.
+    db = sqlite3.connect(journal_path(home))
+    deep = rows - 10_000
+    key = db.execute("SELECT created_at, id FROM operations ORDER BY created_at DESC, id DESC LIMIT 1 OFFSET ?",
+                     (deep,)).fetchone()
+    timings = {}
+    for name, sql, args in (
+            ("by_key", "SELECT * FROM operations WHERE status IN ('completed', 'failed', 'cancelled', 'expired', "
+                       "'unknown') AND (created_at, id) < (?, ?) ORDER BY created_at DESC, id DESC LIMIT 200", key),
+            ("by_offset", "SELECT * FROM operations WHERE status IN ('completed', 'failed', 'cancelled', "
+                          "'expired', 'unknown') ORDER BY created_at DESC, id DESC LIMIT 200 OFFSET ?", (deep,))):
+        runs = []
+        for _ in range(3):
+            started = time.perf_counter()
+            db.execute(sql, args).fetchall()
+            runs.append((time.perf_counter() - started) * 1000)
+        timings[f"deep_page_{name}_ms"] = min(runs)
+    db.close()
+    return {**result, **timings, "deep_row": deep, "seeded_s": seed_seconds}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description="one probe of the window benchmarks")
-    parser.add_argument("mode", choices=["bare", "cold", "load"])
+    parser.add_argument("mode", choices=["bare", "cold", "load", "history"])
     parser.add_argument("--t0", type=float, default=None)
     parser.add_argument("--home", type=Path)
     parser.add_argument("--operations", type=int, default=1000)
     parser.add_argument("--history", type=int, default=100_000)
     parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--interval", type=float, default=PROGRESS_INTERVAL,
+                        help="seconds between two progress notifications of one operation")
+    parser.add_argument("--bulk", type=int, default=1, help="calls started at once")
+    parser.add_argument("--pages", type=int, default=500, help="history: pages scrolled down, then back up")
+    parser.add_argument("--agent", action="store_true", help="history: the window as the agent's client")
     args = parser.parse_args()
     t0 = args.t0 or time.time()
     if args.mode == "bare":
@@ -287,7 +416,11 @@ def main() -> None:
         home = args.home
         assert home is not None, "--home is required"
         os.environ["HOSTAPP_HOME"] = str(home)
-        result = cold(t0, home) if args.mode == "cold" else load(home, args.operations, args.history, args.seconds)
+        if args.mode == "history":
+            result = history(home, args.history, args.pages, args.agent)
+        else:
+            result = cold(t0, home) if args.mode == "cold" else load(home, args.operations, args.history,
+                                                                     args.seconds, args.interval, args.bulk)
     print(json.dumps({"mode": args.mode, **result}), flush=True)
 
 
@@ -309,16 +442,17 @@ def run_all(sizes: Any, raw: dict[str, Any], python: Callable[..., str]) -> list
     from bench.__main__ import Row
 
     with tempfile.TemporaryDirectory(prefix="bench-window-") as home:
+        pace = ["--interval", str(sizes.window_interval), "--bulk", str(sizes.window_bulk)]
         loaded = _probe(python, "load", "--home", home, "--operations", str(sizes.window_operations),
-                        "--history", str(sizes.history), "--seconds", str(sizes.window_seconds))
+                        "--history", str(sizes.history), "--seconds", str(sizes.window_seconds), *pace)
     bare_qt = _probe(python, "bare")
     with tempfile.TemporaryDirectory(prefix="bench-window-agent-") as home:
         # The same load with the engine in the agent and the window its client (bench/agent_probe.py).
         out = python("-m", "bench.agent_probe", "load", "--home", home, "--operations", str(sizes.window_operations),
-                     "--seconds", str(sizes.window_seconds))
+                     "--seconds", str(sizes.window_seconds), *pace)
         agent = json.loads(out.strip().splitlines()[-1])
     raw["window"] = {"load": loaded, "bare": bare_qt, "agent_load": agent}
-    ops = f"{sizes.window_operations:,} in flight at 10 updates/s each"
+    ops = f"{sizes.window_operations:,} in flight at {1 / sizes.window_interval:g} updates/s each"
     return [
         Row("window", f"event loop lag p50 ({ops})", loaded["lag_p50_ms"], "ms"),
         Row("window", "event loop lag p99", loaded["lag_p99_ms"], "ms", None, None, "< 16 ms",

@@ -17,6 +17,7 @@ import logging
 import os
 import subprocess
 import threading
+import time
 import typing
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,9 @@ from hostapp.agent import wire
 from hostapp.engine import api
 
 log = logging.getLogger(__name__)
+
+#: How long the client decodes what the agent sent before it lets its event loop run.
+READ_SLICE = 0.004
 
 
 class AgentGone(api.EngineError):
@@ -208,11 +212,20 @@ class RemoteEngine(api.ForwardingEngine):
     # -- the wire ---------------------------------------------------------------------
 
     async def _read(self) -> None:
+        # A line already buffered is returned without a pause: a burst of thousands of
+        # views would be decoded and handed on in one turn of the event loop (the window's
+        # timers, input and paints waiting behind it). Every READ_SLICE seconds of it the
+        # reader lets the loop run.
+        clock = time.perf_counter
+        slice_end = clock() + READ_SLICE
         try:
             while True:
                 line = await self._reader.readline()
                 if not line:
                     break
+                if clock() >= slice_end:
+                    await asyncio.sleep(0)
+                    slice_end = clock() + READ_SLICE
                 try:
                     message = wire.loads(line)
                 except wire.WireError as exc:

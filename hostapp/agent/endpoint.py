@@ -410,6 +410,9 @@ class _EventLog:
         self._kept: collections.OrderedDict[int, bytes] = collections.OrderedDict()
         self._bytes = 0
         self._change_of: dict[str, int] = {}  # operation id -> seq of its change in the log
+        # ...and back: with thousands of operations changing, a scan of _change_of for each
+        # event pushed out of the log made every event cost as much as the operations.
+        self._op_of: dict[int, str] = {}
         self._lost_through = 0  # the newest seq pushed out by the bounds
 
     def add(self, params: dict[str, Any], *, change_of: str | None = None) -> tuple[int, bytes]:
@@ -421,15 +424,18 @@ class _EventLog:
             previous = self._change_of.pop(change_of, None)
             if previous is not None:
                 self._bytes -= len(self._kept.pop(previous))
+                del self._op_of[previous]
             self._change_of[change_of] = seq
+            self._op_of[seq] = change_of
         self._kept[seq] = line
         self._bytes += len(line)
         while len(self._kept) > self.limits.replay_events or self._bytes > self.limits.replay_bytes:
             old, old_line = self._kept.popitem(last=False)
             self._bytes -= len(old_line)
             self._lost_through = old
-            if self._change_of and old in self._change_of.values():
-                self._change_of = {op: s for op, s in self._change_of.items() if s != old}
+            op = self._op_of.pop(old, None)
+            if op is not None:
+                del self._change_of[op]
         return seq, line
 
     def since(self, stream: Any, seq: Any) -> list[bytes] | None:
@@ -439,6 +445,14 @@ class _EventLog:
                 or not self._lost_through <= seq <= self.seq:
             return None
         return [line for s, line in self._kept.items() if s > seq]
+
+
+#: Methods answered from the journal while the engine still starts (reads its keyring,
+#: connects, resumes): a window opened after a restart lists what the journal holds, each
+#: operation with its last known status and progress, at once; the engine's views replace
+#: those rows as it attaches each operation (the same ids: no row twice). Every other
+#: method waits for :attr:`AgentEndpoint.ready`.
+READ_BEFORE_START = frozenset({"operations", "count_operations"})
 
 
 class AgentEndpoint:
@@ -456,7 +470,8 @@ class AgentEndpoint:
                  versions: tuple[int, int] = (wire.MIN_VERSION, wire.VERSION), limits: Limits = Limits()) -> None:
         self.engine = engine  # may be set after construction: the engine is made with its listener
         #: Set once the engine has started: requests wait for it (a client may connect while
-        #: the owner still resumes what it found in the journal).
+        #: the owner still resumes what it found in the journal), but for the journal's reads
+        #: (:data:`READ_BEFORE_START`).
         self.ready = asyncio.Event()
         self.control = control
         self.path = path
@@ -659,7 +674,8 @@ class AgentEndpoint:
             return
         try:
             kwargs = wire.decode_arguments(method, message.get("params"))
-            await self.ready.wait()
+            if method not in READ_BEFORE_START:
+                await self.ready.wait()
             result = await getattr(self.engine, method)(**kwargs)
         except api.EngineError as exc:
             client.send({"jsonrpc": "2.0", "id": rid, "error": wire.encode_error(exc)})

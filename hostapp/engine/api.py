@@ -411,8 +411,12 @@ class EngineApi(Protocol):
     async def operation(self, op_id: str) -> OperationView | None: ...
 
     async def operations(self, statuses: set[str] | None = None, limit: int = 200,
-                         offset: int = 0) -> list[OperationView]:
-        """Newest first; ``statuses`` filters."""
+                         offset: int = 0, before: tuple[float, str] | None = None,
+                         after: tuple[float, str] | None = None) -> list[OperationView]:
+        """Newest first; ``statuses`` filters. A page by key: ``before`` (or ``after``) an
+        operation's ``(created_at, id)``, the next ``limit`` older (or newer) ones, newest
+        first either way; only with ``statuses`` all finished or all in flight. Reading
+        by key costs the same at any depth of the history, where ``offset`` grows with it."""
 
     async def count_operations(self, statuses: set[str] | None = None) -> int: ...
 
@@ -560,8 +564,10 @@ class ForwardingEngine(ABC):
         return await self.forward("operation", {"op_id": op_id})
 
     async def operations(self, statuses: set[str] | None = None, limit: int = 200,
-                         offset: int = 0) -> list[OperationView]:
-        return await self.forward("operations", {"statuses": statuses, "limit": limit, "offset": offset})
+                         offset: int = 0, before: tuple[float, str] | None = None,
+                         after: tuple[float, str] | None = None) -> list[OperationView]:
+        keys = {k: v for k, v in (("before", before), ("after", after)) if v is not None}
+        return await self.forward("operations", {"statuses": statuses, "limit": limit, "offset": offset, **keys})
 
     async def count_operations(self, statuses: set[str] | None = None) -> int:
         return await self.forward("count_operations", {"statuses": statuses})

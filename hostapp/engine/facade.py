@@ -210,8 +210,9 @@ class LocalEngine:
         return await _call(self._engine.operation(op_id))
 
     async def operations(self, statuses: set[str] | None = None, limit: int = 200,
-                         offset: int = 0) -> list[OperationView]:
-        return await _call(self._engine.operations(statuses, limit, offset))
+                         offset: int = 0, before: tuple[float, str] | None = None,
+                         after: tuple[float, str] | None = None) -> list[OperationView]:
+        return await _call(self._engine.operations(statuses, limit, offset, before, after))
 
     async def count_operations(self, statuses: set[str] | None = None) -> int:
         return await _call(self._engine.count_operations(statuses))

@@ -598,8 +598,10 @@ class Engine:
         return await off_loop(functools.partial(fn, *args, **kwargs))
 
     async def operations(self, statuses: set[str] | None = None, limit: int = 200,
-                         offset: int = 0) -> list[api.OperationView]:
-        records = await self._read(self.journal.list_operations, statuses=statuses, limit=limit, offset=offset)
+                         offset: int = 0, before: tuple[float, str] | None = None,
+                         after: tuple[float, str] | None = None) -> list[api.OperationView]:
+        records = await self._read(self.journal.list_operations, statuses=statuses, limit=limit, offset=offset,
+                                   before=before, after=after)
         views = []
         for r in records:
             live = self.runners.get(r.id)

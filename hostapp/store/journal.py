@@ -582,20 +582,41 @@ class OperationJournal:
         return None if row is None else _row_to_operation(row)
 
     def list_operations(
-        self, statuses: Iterable[str] | None = None, limit: int = 200, offset: int = 0
+        self, statuses: Iterable[str] | None = None, limit: int = 200, offset: int = 0,
+        before: Sequence[Any] | None = None, after: Sequence[Any] | None = None,
     ) -> list[OperationRecord]:
-        """A page of operations: those in flight first, then the newest first."""
+        """A page of operations: those in flight first, then the newest first.
+
+        ``before`` / ``after``: a page by key, the ``limit`` operations just older / newer
+        than the one whose ``(created_at, id)`` is given (newest first either way), for
+        ``statuses`` all terminal or all in flight. The status index
+        ``(status, created_at, id)`` answers it at any depth of a million rows in well under
+        a millisecond; an ``offset`` there walks every row above it (1.7 s at 990,000)."""
         where, params = _status_filter(statuses)
+        one_section = bool(params) and (set(params) <= TERMINAL or set(params) <= IN_FLIGHT)
         order = "in_flight DESC, created_at DESC, id DESC"
-        if params and (set(params) <= TERMINAL or set(params) <= IN_FLIGHT):
+        if one_section:
             # in_flight is the same for every row here; leaving it out lets a one-status
             # page come straight from the status index instead of sorting the history.
             order = "created_at DESC, id DESC"
+        key = before if before is not None else after
+        if key is None:
+            rows = self._read_all(
+                f"SELECT * FROM operations {where} ORDER BY {order} LIMIT ? OFFSET ?",
+                (*params, int(limit), int(offset)),
+            )
+            return [_row_to_operation(row) for row in rows]
+        if not one_section or (before is not None and after is not None) or offset:
+            raise ValueError("a page by key needs statuses all finished or all in flight, one key and no offset")
+        created_at, op_id = float(key[0]), str(key[1])
+        older = before is not None
         rows = self._read_all(
-            f"SELECT * FROM operations {where} ORDER BY {order} LIMIT ? OFFSET ?",
-            (*params, int(limit), int(offset)),
+            f"SELECT * FROM operations {where} AND (created_at, id) {'<' if older else '>'} (?, ?) "
+            f"ORDER BY created_at {'DESC' if older else 'ASC'}, id {'DESC' if older else 'ASC'} LIMIT ?",
+            (*params, created_at, op_id, int(limit)),
         )
-        return [_row_to_operation(row) for row in rows]
+        records = [_row_to_operation(row) for row in rows]
+        return records if older else records[::-1]
 
     def count_operations(self, statuses: Iterable[str] | None = None) -> int:
         where, params = _status_filter(statuses)

@@ -4,7 +4,10 @@ Shape follows qutebrowser's downloads model: the engine (through
 :class:`~hostapp.ui.adapter.EngineSignals`) pushes batches of changed operations, and this
 thin model maps them to row signals. In-flight operations are few and all kept; finished
 ones can number in the hundreds of thousands, so they are read a page at a time from the
-journal as the view scrolls (``canFetchMore``/``fetchMore``), never all at once.
+journal as the view scrolls (``canFetchMore``/``fetchMore``), never all at once, by key
+(the last row's ``(created_at, id)``: the same cost at any depth), and at most
+:data:`HISTORY_KEPT` of them are held: the rows far above are let go as the view goes down,
+and read again (:meth:`OperationTableModel.fetch_newer_page`) as it comes back up.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ import asyncio
 import itertools
 import logging
 import time
-from collections.abc import Awaitable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, Protocol
 
 from PySide6.QtCore import QModelIndex, QPersistentModelIndex, Qt, QTimer, Signal
@@ -40,6 +43,10 @@ log = logging.getLogger(__name__)
 
 #: How many finished operations one journal read brings.
 PAGE_SIZE = 200
+#: How many finished operations the model holds at most: scrolled further, it lets go of
+#: the rows at the other end (off screen) and reads them again when they are scrolled back
+#: to, so a history of a million rows costs the memory of these.
+HISTORY_KEPT = 10 * PAGE_SIZE
 
 #: The role that carries the whole :class:`OperationView` of a row (for the delegate and the details).
 OperationRole = Qt.ItemDataRole.UserRole + 1
@@ -69,7 +76,8 @@ class OperationSource(Protocol):
     """Where the model reads operations: the engine's facade (``EngineApi`` has these)."""
 
     def operations(self, statuses: set[str] | None = None, limit: int = 200,
-                   offset: int = 0) -> Awaitable[list[OperationView]]: ...
+                   offset: int = 0, before: tuple[float, str] | None = None,
+                   after: tuple[float, str] | None = None) -> Awaitable[list[OperationView]]: ...
 
     def count_operations(self, statuses: set[str] | None = None) -> Awaitable[int]: ...
 
@@ -117,6 +125,9 @@ class OperationTableModel(FlatTableModel):
 
     loadingChanged = Signal(bool)
     totalChanged = Signal(int)
+    #: Time passed: the elapsed times and indeterminate bars of the rows in flight moved.
+    #: A view repaints the rows it shows (:meth:`refresh_live_rows`); no row's data changed.
+    liveCellsAged = Signal()
 
     headers = HEADERS
 
@@ -131,8 +142,16 @@ class OperationTableModel(FlatTableModel):
         # thousands of rows in flight a scan per lookup made a batch quadratic).
         self._row_index: dict[str, int] | None = None
         self._history_exhausted = True
+        # Finished rows newer than the first one held were let go (read again by key).
+        self._history_cut_above = False
+        self._by_key = True  # False with an agent too old to read by key: by offset, all kept
+        #: The model's rows on screen now (set by the view's pane): never let go.
+        self.rows_on_screen: Callable[[], Iterable[int]] = lambda: ()
         self._loading = False
         self._generation = 0  # a reload makes older page reads stale
+        # While the journal is read, the changes that arrive (the newest of each operation):
+        # applied again over what the read brings, which may be older than they are.
+        self._arrived: dict[str, OperationView] | None = None
         self._total = 0
         self._tasks: set[asyncio.Task] = set()
         # Servers that need the person to sign in: their calls in flight wait for it.
@@ -141,7 +160,9 @@ class OperationTableModel(FlatTableModel):
         #: Whether the journal was read once: until then an empty table means "not read yet".
         self.loaded = False
         self.estimator = ProgressEstimator()
-        # Elapsed times and indeterminate bars move without any engine event.
+        # Elapsed times and indeterminate bars move without any engine event: the views
+        # repaint the rows they show (a dataChanged over every row in flight made the
+        # filter proxy run its Python filterAcceptsRow on each, 5 times a second).
         self._tick = QTimer(self)
         self._tick.setInterval(200)
         self._tick.timeout.connect(self._refresh_live_cells)
@@ -169,12 +190,17 @@ class OperationTableModel(FlatTableModel):
         self._generation += 1
         generation = self._generation
         self._set_loading(True)
+        self._arrived = {}
         try:
             live_statuses = self._statuses(api.IN_FLIGHT)
             done_statuses = self._statuses(api.TERMINAL)
             live = await self._source.operations(live_statuses, limit=10_000) if live_statuses else []
             history = await self._source.operations(done_statuses, limit=PAGE_SIZE) if done_statuses else []
             total = await self._source.count_operations(self._statuses(api.IN_FLIGHT | api.TERMINAL))
+        except BaseException:
+            if generation == self._generation:
+                self._arrived = None
+            raise
         finally:
             if generation == self._generation:
                 self._set_loading(False)
@@ -187,9 +213,13 @@ class OperationTableModel(FlatTableModel):
         self._known = seen | {op.id for op in self._history}
         self._row_index = None
         self._history_exhausted = len(history) < PAGE_SIZE or not done_statuses
+        self._history_cut_above = False
         self.loaded = True
         self.endResetModel()
         self._set_total(total)
+        arrived, self._arrived = self._arrived or {}, None
+        for op in arrived.values():
+            self._set_total(self._total + self._apply_one(op))
         self._update_tick()
 
     def canFetchMore(self, parent: QModelIndex | QPersistentModelIndex = TOP_LEVEL) -> bool:
@@ -207,21 +237,53 @@ class OperationTableModel(FlatTableModel):
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def fetch_next_page(self) -> int:
-        """Append the next page of finished operations; returns how many rows were added."""
+    @property
+    def history_cut_above(self) -> bool:
+        """Whether newer finished rows than the first one held were let go."""
+        return self._history_cut_above
+
+    async def _read_page(self, older: bool) -> list[OperationView] | None:
+        """The next page below (``older``) or above the finished rows held; None when the
+        read failed or was overtaken by a reload."""
         generation = self._generation
+        statuses = self._statuses(api.TERMINAL)
         self._set_loading(True)
         try:
-            page = await self._source.operations(self._statuses(api.TERMINAL), limit=PAGE_SIZE,
-                                                 offset=len(self._history))
+            if not self._history:
+                page = await self._source.operations(statuses, limit=PAGE_SIZE) if older else []
+            elif self._by_key:
+                edge = self._history[-1] if older else self._history[0]
+                key = (edge.created_at, edge.id)
+                try:
+                    page = await self._source.operations(statuses, limit=PAGE_SIZE, before=key if older else None,
+                                                         after=None if older else key)
+                except api.EngineError:
+                    if not older or self._history_cut_above:
+                        raise
+                    # An agent older than reading by key: by offset, every row kept.
+                    log.info("the agent reads no page by key: paging the history by offset")
+                    self._by_key = False
+                    page = await self._source.operations(statuses, limit=PAGE_SIZE, offset=len(self._history))
+            else:
+                page = await self._source.operations(statuses, limit=PAGE_SIZE, offset=len(self._history))
         except Exception:
             log.exception("reading a page of operations failed")
-            page = []
-            self._history_exhausted = True
+            if generation == self._generation:
+                if older:
+                    self._history_exhausted = True
+                else:
+                    self._history_cut_above = False
+            return None
         finally:
             if generation == self._generation:
                 self._set_loading(False)
-        if generation != self._generation:
+        return page if generation == self._generation else None
+
+    async def fetch_next_page(self) -> int:
+        """Append the next page of finished operations; returns how many rows were added.
+        Past :data:`HISTORY_KEPT`, the rows at the top of the history are let go."""
+        page = await self._read_page(older=True)
+        if page is None:
             return 0
         if len(page) < PAGE_SIZE:
             self._history_exhausted = True
@@ -233,7 +295,53 @@ class OperationTableModel(FlatTableModel):
             self._known.update(op.id for op in fresh)
             self._row_index = None
             self.endInsertRows()
+            if self._by_key:
+                self._let_go(above=True)
         return len(fresh)
+
+    async def fetch_newer_page(self) -> int:
+        """Read again the page of finished operations just above those held (let go as
+        the view went down); past :data:`HISTORY_KEPT`, the rows at the bottom are let go.
+        Returns how many rows were added."""
+        if not self._history_cut_above or self._loading:
+            return 0
+        page = await self._read_page(older=False)
+        if page is None:
+            return 0
+        if len(page) < PAGE_SIZE:
+            self._history_cut_above = False
+        fresh = [op for op in page if op.id not in self._known]
+        if fresh:
+            first = len(self._live)
+            self.beginInsertRows(QModelIndex(), first, first + len(fresh) - 1)
+            self._history[:0] = fresh
+            self._known.update(op.id for op in fresh)
+            self._row_index = None
+            self.endInsertRows()
+            self._let_go(above=False)
+        return len(fresh)
+
+    def _let_go(self, *, above: bool) -> None:
+        """Hold at most :data:`HISTORY_KEPT` finished rows: let go of the excess at the
+        top (``above``) or at the bottom, unless one of them is on screen."""
+        excess = len(self._history) - HISTORY_KEPT
+        if excess <= 0:
+            return
+        live = len(self._live)
+        first = live if above else live + len(self._history) - excess
+        last = first + excess - 1
+        if any(first <= row <= last for row in self.rows_on_screen()):
+            return
+        self.beginRemoveRows(QModelIndex(), first, last)
+        if above:
+            gone, self._history = self._history[:excess], self._history[excess:]
+            self._history_cut_above = True
+        else:
+            gone, self._history = self._history[-excess:], self._history[:-excess]
+            self._history_exhausted = False
+        self._known.difference_update(op.id for op in gone)
+        self._row_index = None
+        self.endRemoveRows()
 
     def _set_loading(self, loading: bool) -> None:
         if loading != self._loading:
@@ -254,9 +362,12 @@ class OperationTableModel(FlatTableModel):
     def apply_changes(self, ops: list[OperationView]) -> None:
         """Fold a batch of changed operations into the rows (one signal per touched row)."""
         added = 0
+        arrived = self._arrived
         for op in ops:
             self.estimator.observe(op)
             added += self._apply_one(op)
+            if arrived is not None:
+                arrived[op.id] = op
         if added:
             self._set_total(self._total + added)
         self._update_tick()
@@ -268,13 +379,17 @@ class OperationTableModel(FlatTableModel):
                 return 0
             if op.in_flight:
                 self._insert(0, op, live=True)
-            else:
+            elif not self._history_cut_above:
                 self._insert(len(self._live), op, live=False)
+            # (else it belongs among the rows let go above: read with them when scrolled to)
             return 1
         was_live = row < len(self._live)
         if not self.matches(op):
             self._remove(row)
             return -1
+        if was_live and not op.in_flight and self._history_cut_above:
+            self._remove(row)  # its place is among the finished rows let go above
+            return 0
         if was_live == op.in_flight:
             self._row_list(row)[self._list_pos(row)] = op
             self.emit_row_changed(row)
@@ -333,7 +448,18 @@ class OperationTableModel(FlatTableModel):
 
     def _refresh_live_cells(self) -> None:
         if self._live:
-            self.dataChanged.emit(self.index(0, PROGRESS), self.index(len(self._live) - 1, SURVIVES))
+            self.liveCellsAged.emit()
+
+    def refresh_live_rows(self, rows: Iterable[int]) -> None:
+        """The cells that move with time (progress to the last column) of those ``rows``
+        that are in flight may show something new: one dataChanged per run of adjacent rows."""
+        live = sorted({row for row in rows if 0 <= row < len(self._live)})
+        start = 0
+        for i in range(1, len(live) + 1):
+            if i == len(live) or live[i] != live[i - 1] + 1:
+                if live:
+                    self.dataChanged.emit(self.index(live[start], PROGRESS), self.index(live[i - 1], SURVIVES))
+                start = i
 
     # -- lookup -------------------------------------------------------------------------
 

@@ -9,6 +9,7 @@ them back (the time of the last clearing is kept in the settings).
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 
 from PySide6.QtCore import (
@@ -17,6 +18,7 @@ from PySide6.QtCore import (
     QModelIndex,
     QObject,
     QPersistentModelIndex,
+    QPoint,
     QSettings,
     QSortFilterProxyModel,
     Qt,
@@ -43,6 +45,7 @@ from hostapp.ui.operations_model import (
     ELAPSED,
     FILTERS,
     MESSAGE,
+    PAGE_SIZE,
     PROGRESS,
     SERVER,
     STATUS,
@@ -251,6 +254,18 @@ class OperationsPane(QGroupBox):
             sig.connect(self._refresh)
         self.model.loadingChanged.connect(lambda _on: self._refresh())
         self.model.modelReset.connect(self._refresh)
+        self.model.liveCellsAged.connect(self.repaint_live_rows)
+        # The model holds a bounded stretch of the history: it never lets go of the rows on
+        # screen, the rows let go above are read again as the view comes back up, and the
+        # row at the top of the view stays there when rows come or go elsewhere.
+        self.model.rows_on_screen = self.source_rows_on_screen
+        self._anchor: str | None = None
+        self._reading_newer: asyncio.Task[int] | None = None
+        self.model.rowsAboutToBeRemoved.connect(self._hold_top_row)
+        self.model.rowsAboutToBeInserted.connect(self._hold_top_row)
+        self.model.rowsRemoved.connect(self._keep_top_row)
+        self.model.rowsInserted.connect(self._keep_top_row)
+        self.table.verticalScrollBar().valueChanged.connect(self._maybe_read_newer)
         self._refresh()
 
     # -- what the pane shows ------------------------------------------------------------
@@ -288,6 +303,8 @@ class OperationsPane(QGroupBox):
         self._refresh()
 
     def cleared_count(self) -> int:
+        if self.proxy.cleared_before is None:
+            return 0  # (counted at every row that comes or goes: nothing to walk when none is)
         return sum(1 for op in self._source_ops() if self.proxy.is_cleared(op))
 
     def _source_ops(self) -> list[OperationView]:
@@ -348,6 +365,57 @@ class OperationsPane(QGroupBox):
         if not self._fitting and column != MESSAGE and self.table.horizontalHeader().sectionsClickable() \
                 and self.table.isVisible() and QApplication.mouseButtons() != Qt.MouseButton.NoButton:
             self.columns_set_by_person = True
+
+    def shown_rows(self) -> range:
+        """The view's rows on screen now (empty when the table is hidden)."""
+        table = self.table
+        if not table.isVisible() or not self.proxy.rowCount():
+            return range(0)
+        first = table.rowAt(0)
+        if first < 0:
+            return range(0)
+        last = table.rowAt(table.viewport().height() - 1)
+        return range(first, (self.proxy.rowCount() if last < 0 else last + 1))
+
+    def source_rows_on_screen(self) -> list[int]:
+        proxy = self.proxy
+        return [proxy.mapToSource(proxy.index(row, 0)).row() for row in self.shown_rows()]
+
+    def _top_operation(self) -> str | None:
+        index = self.table.indexAt(QPoint(0, 0))
+        op = index.data(OperationRole) if index.isValid() else None
+        return op.id if op is not None else None
+
+    def _hold_top_row(self, _parent: QModelIndex, first: int, _last: int) -> None:
+        # Only the history's rows (those the model lets go and reads again); the rows in
+        # flight come and go at the top as they always did.
+        if first >= self.model.live_count and self.table.isVisible():
+            self._anchor = self._top_operation()
+
+    def _keep_top_row(self, *_args: object) -> None:
+        anchor, self._anchor = self._anchor, None
+        if anchor is None or self._top_operation() == anchor:
+            return
+        row = self.row_of(anchor)
+        if row is not None:
+            self.table.scrollTo(self.proxy.index(row, 0), QAbstractItemView.ScrollHint.PositionAtTop)
+
+    def _maybe_read_newer(self, _value: int) -> None:
+        """Near the top of the history held, with rows let go above it: read them again."""
+        if not self.model.history_cut_above or (self._reading_newer is not None and not self._reading_newer.done()):
+            return
+        rows = self.source_rows_on_screen()
+        if rows and min(rows) < self.model.live_count + PAGE_SIZE // 2:
+            try:
+                self._reading_newer = asyncio.get_running_loop().create_task(self.model.fetch_newer_page())
+            except RuntimeError:
+                pass  # no event loop: nothing can be read now
+
+    def repaint_live_rows(self) -> None:
+        """Time passed: only the rows on screen are told (elapsed times are computed when
+        a cell is painted), so the cost does not grow with the operations in flight."""
+        proxy = self.proxy
+        self.model.refresh_live_rows(proxy.mapToSource(proxy.index(row, 0)).row() for row in self.shown_rows())
 
     # -- rows and operations ---------------------------------------------------------------
 

@@ -34,17 +34,22 @@ class Summary:
 
     def __init__(self) -> None:
         self._status: dict[str, str] = {}
+        # Kept as the changes come (a count over every status at each batch cost ~9 % of
+        # the window with 10,000 in flight).
+        self._needs = 0
 
     def update(self, ops: Iterable[OperationView]) -> None:
+        needs = OperationStatus.INPUT_REQUIRED
         for op in ops:
+            before = self._status.pop(op.id, None) if not op.in_flight else self._status.get(op.id)
             if op.in_flight:
                 self._status[op.id] = op.status
-            else:
-                self._status.pop(op.id, None)
+                self._needs += (op.status == needs) - (before == needs)
+            elif before == needs:
+                self._needs -= 1
 
     def counts(self) -> tuple[int, int]:
-        needs = sum(1 for s in self._status.values() if s == OperationStatus.INPUT_REQUIRED)
-        return len(self._status) - needs, needs
+        return len(self._status) - self._needs, self._needs
 
     def text(self) -> str:
         running, needs = self.counts()

@@ -33,9 +33,14 @@ class ListSource:
         self.ops = ops
         self.reads: list[tuple[int, int]] = []
 
-    async def operations(self, statuses=None, limit=200, offset=0):
-        self.reads.append((limit, offset))
-        chosen = [o for o in sorted(self.ops, key=lambda o: -o.created_at) if statuses is None or o.status in statuses]
+    async def operations(self, statuses=None, limit=200, offset=0, before=None, after=None):
+        self.reads.append((limit, offset) if before is None and after is None else (limit, before or after))
+        chosen = [o for o in sorted(self.ops, key=lambda o: (o.created_at, o.id), reverse=True)
+                  if statuses is None or o.status in statuses]
+        if before is not None:
+            chosen = [o for o in chosen if (o.created_at, o.id) < tuple(before)]
+        if after is not None:
+            chosen = [o for o in chosen if (o.created_at, o.id) > tuple(after)][-limit:]
         return chosen[offset:offset + limit]
 
     async def count_operations(self, statuses=None):
@@ -76,7 +81,8 @@ def test_history_is_paged_not_loaded_at_once(qloop, qtmodeltester):
     added = qloop.run_until_complete(model.fetch_next_page())
     assert added == PAGE_SIZE and model.rowCount() == 2 * PAGE_SIZE
     assert all(limit <= 10_000 for limit, _ in source.reads)
-    assert source.reads[-1] == (PAGE_SIZE, PAGE_SIZE)
+    last = model.operation(PAGE_SIZE - 1)
+    assert source.reads[-1] == (PAGE_SIZE, (last.created_at, last.id))  # by key, not by offset
     qtmodeltester.check(model)
 
 

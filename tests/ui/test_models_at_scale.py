@@ -1,0 +1,241 @@
+"""The window's bookkeeping with thousands of operations in flight: counts kept as the
+changes come, time passing repainting only the rows on screen, and changes that arrive
+while the journal is read kept over what the read brings."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Callable
+from pathlib import Path
+
+from PySide6.QtCore import QSettings, Qt
+
+from hostapp.engine import api
+from hostapp.engine.api import OperationView
+from hostapp.ui.operations_model import ELAPSED, PROGRESS, SURVIVES, OperationRole, OperationTableModel
+from hostapp.ui.operations_pane import OperationsPane
+from hostapp.ui.window_parts import Summary
+from tests.support.waiting import until_async
+from tests.ui.test_models import ListSource, op
+
+STATUSES = (api.PENDING, api.RUNNING, api.INPUT_REQUIRED, api.COMPLETED, api.FAILED, api.CANCELLED, api.UNKNOWN)
+
+
+def test_summary_counts_kept_as_changes_come_match_a_count_of_every_status():
+    summary = Summary()
+    latest: dict[str, str] = {}
+    rng = random.Random(26)
+    for _ in range(300):
+        batch = [op(rng.randrange(40), rng.choice(STATUSES)) for _ in range(rng.randrange(1, 12))]
+        summary.update(batch)
+        for view in batch:
+            latest[view.id] = view.status
+        in_flight = [s for s in latest.values() if s in api.IN_FLIGHT]
+        needs = sum(1 for s in in_flight if s == api.INPUT_REQUIRED)
+        assert summary.counts() == (len(in_flight) - needs, needs)
+    summary.update([op(i, api.COMPLETED) for i in range(40)])
+    assert summary.counts() == (0, 0) and summary.text() == ""
+
+
+def _pane(tmp_path: Path, qtbot, model: OperationTableModel) -> OperationsPane:
+    pane = OperationsPane(model, QSettings(str(tmp_path / "settings.ini"), QSettings.Format.IniFormat))
+    qtbot.addWidget(pane)
+    pane.resize(900, 400)
+    pane.show()
+    qtbot.waitExposed(pane)
+    return pane
+
+
+def _told(model: OperationTableModel) -> list[tuple[int, int, int, int]]:
+    told: list[tuple[int, int, int, int]] = []
+    model.dataChanged.connect(lambda a, b, _roles=(): told.append((a.row(), b.row(), a.column(), b.column())))
+    return told
+
+
+def test_time_passing_repaints_only_the_rows_on_screen(qloop, qtbot, tmp_path):
+    live = [op(i, api.RUNNING, progress=float(i % 100), total=100.0) for i in range(5_000)]
+    model = OperationTableModel(ListSource(live + [op(10_000 + i) for i in range(50)]))
+    qloop.run_until_complete(model.reload())
+    pane = _pane(tmp_path, qtbot, model)
+    told = _told(model)
+    with qtbot.waitSignal(model.liveCellsAged, timeout=5_000):
+        pass  # the model's clock: the pane tells the rows it shows, and only them
+    shown = pane.shown_rows()
+    assert 3 <= len(shown) < 100
+    rows = {row for first, last, _, _ in told for row in range(first, last + 1)}
+    assert rows == {pane.proxy.mapToSource(pane.proxy.index(r, 0)).row() for r in shown}
+    assert all((left, right) == (PROGRESS, SURVIVES) for *_, left, right in told)
+    assert len(told) == 1  # adjacent rows: one signal
+
+    # Sorted by elapsed time and scrolled down: the rows on screen are far apart in the
+    # model; only they are told, each run of adjacent ones once.
+    pane.table.sortByColumn(ELAPSED, Qt.SortOrder.AscendingOrder)
+    pane.table.scrollToBottom()
+    told.clear()
+    pane.repaint_live_rows()
+    shown = pane.shown_rows()
+    expected = {pane.proxy.mapToSource(pane.proxy.index(r, 0)).row() for r in shown}
+    rows = {row for first, last, _, _ in told for row in range(first, last + 1)}
+    assert rows == {r for r in expected if r < model.live_count}
+    assert len(rows) < 100
+
+    pane.hide()
+    told.clear()
+    pane.repaint_live_rows()
+    assert told == []  # a hidden window repaints nothing
+
+
+class HeldSource(ListSource):
+    """Reads that wait until the test lets them answer, with what the list held when asked."""
+
+    def __init__(self, ops: list[OperationView]):
+        super().__init__(ops)
+        self.go_on = asyncio.Event()
+
+    async def operations(self, statuses=None, limit=200, offset=0):
+        answer = await super().operations(statuses, limit, offset)
+        await self.go_on.wait()
+        return answer
+
+
+def test_changes_that_arrive_while_the_journal_is_read_are_kept(qloop, qtmodeltester):
+    """A restarted agent answers the list from its journal while its engine attaches the
+    operations: the engine's views, arriving before the list, win over the journal's rows;
+    no row appears twice."""
+    journal = [op(1, api.RUNNING, progress=10.0, total=100.0), op(2, api.RUNNING), op(3)]
+    source = HeldSource(journal)
+    model = OperationTableModel(source)
+    reading = qloop.create_task(model.reload())
+    qloop.run_until_complete(asyncio.sleep(0))
+    model.apply_changes([op(1, api.RUNNING, progress=55.0, total=100.0, message="attached"),
+                         op(2, api.COMPLETED), op(4, api.RUNNING)])
+    source.go_on.set()
+    qloop.run_until_complete(reading)
+    qtmodeltester.check(model)
+    rows = [model.operation(r) for r in range(model.rowCount())]
+    assert sorted(o.id for o in rows) == ["op1", "op2", "op3", "op4"]
+    by_id = {o.id: o for o in rows}
+    assert (by_id["op1"].progress, by_id["op1"].message) == (55.0, "attached")
+    assert by_id["op2"].status == api.COMPLETED and model.row_of("op2") >= model.live_count
+    assert model.live_count == 2  # op4 and op1
+    assert model.total == 4
+    model.apply_changes([op(1, api.RUNNING, progress=60.0, total=100.0)])  # the reload is over
+    assert model.operation(model.row_of("op1")).progress == 60.0
+
+
+# -- the history, bounded ---------------------------------------------------------------------
+
+def _journal_history(home: Path, rows: int):
+    """The engine's facade over a real journal of ``rows`` finished operations (no server,
+    not started: the history is read from the journal)."""
+    from bench.window_probe import seed_history
+    from hostapp.engine.facade import LocalEngine
+    from hostapp.engine.service import Engine
+
+    seed_history(home, rows)
+    return LocalEngine(Engine(home))
+
+
+def _age(op_id: str) -> int:
+    """The place of a seeded operation in the history, newest (the template) first."""
+    return 0 if op_id == "template" else int(op_id[1:])
+
+
+def _history_ids(model: OperationTableModel) -> list[str]:
+    return [model.operation(r).id for r in range(model.live_count, model.rowCount())]
+
+
+def test_the_history_held_is_bounded_and_read_again_by_key(qloop, isolated_home):
+    import shiboken6
+    from PySide6.QtTest import QAbstractItemModelTester
+
+    from hostapp.ui.operations_model import HISTORY_KEPT, PAGE_SIZE
+
+    rows = HISTORY_KEPT * 2 + PAGE_SIZE // 2
+    model = OperationTableModel(_journal_history(isolated_home, rows))
+    seen: list[str] = []
+    held_most = 0
+
+    def inserted(_parent: object, first: int, last: int) -> None:
+        nonlocal held_most
+        seen.extend(model.operation(r).id for r in range(first, last + 1))
+        held_most = max(held_most, model.rowCount() - model.live_count)
+
+    async def scenario() -> None:
+        qloop_model_tester = QAbstractItemModelTester(model)  # Qt's checks of every change
+        model.modelReset.connect(lambda: seen.extend(_history_ids(model)))
+        model.rowsInserted.connect(inserted)
+        # Qt's tester fetches more at every change, as an eager view would: down to the end.
+        await model.reload()
+        newest = _history_ids(model)[0]
+        await until_async(lambda: not model.canFetchMore() and not model._loading, timeout=180,
+                          what="the whole history paged")
+        assert len(seen) == rows and seen == sorted(seen, key=_age)  # every row once, in order
+        assert held_most <= HISTORY_KEPT + PAGE_SIZE  # a page comes before the excess goes
+        assert model.rowCount() - model.live_count <= HISTORY_KEPT
+        assert model.history_cut_above and _history_ids(model)[-1] == seen[-1]
+        assert model.total == rows
+        shiboken6.delete(qloop_model_tester)  # it would page down again as the model pages up
+        # Back up: the rows let go are read again above, those at the bottom let go.
+        while model.history_cut_above:
+            await model.fetch_newer_page()
+            held = _history_ids(model)
+            assert len(held) <= HISTORY_KEPT and held == sorted(held, key=_age)
+        assert _history_ids(model)[0] == newest and model.canFetchMore()
+
+    qloop.run_until_complete(scenario())
+
+
+def test_rows_on_screen_are_never_let_go(qloop, isolated_home):
+    from hostapp.ui.operations_model import HISTORY_KEPT, PAGE_SIZE
+
+    model = OperationTableModel(_journal_history(isolated_home, HISTORY_KEPT + 3 * PAGE_SIZE))
+    qloop.run_until_complete(model.reload())
+    model.rows_on_screen = lambda: [model.live_count + 3]  # the view shows the top of the history
+    while model.canFetchMore():
+        qloop.run_until_complete(model.fetch_next_page())
+    assert not model.history_cut_above and model.rowCount() == HISTORY_KEPT + 3 * PAGE_SIZE
+
+
+def test_scrolling_a_long_history_down_and_back_up_in_the_window(qloop, qtbot, tmp_path, isolated_home):
+    from hostapp.ui.operations_model import HISTORY_KEPT
+
+    rows = HISTORY_KEPT * 2
+    model = OperationTableModel(_journal_history(isolated_home, rows))
+    qloop.run_until_complete(model.reload())
+    pane = _pane(tmp_path, qtbot, model)
+    bar = pane.table.verticalScrollBar()
+    newest = _history_ids(model)[0]
+
+    def settle() -> None:
+        qloop.run_until_complete(asyncio.sleep(0.01))
+
+    def scrolled_to(end: Callable[[], int], done: Callable[[], bool]) -> Callable[[], bool]:
+        def step() -> bool:
+            if done():
+                return True
+            if not model._loading:
+                bar.setValue(end())
+            return False
+        return step
+
+    # Down to the end of the history, as a person dragging the scroll bar to the bottom.
+    qloop.run_until_complete(until_async(
+        scrolled_to(bar.maximum, lambda: not model.canFetchMore() and not model._loading), timeout=180,
+        what="the end of the history"))
+    assert model.history_cut_above
+    assert model.rowCount() - model.live_count <= HISTORY_KEPT
+    bar.setValue(bar.maximum())
+    settle()
+    last_shown = pane.table.indexAt(pane.table.viewport().rect().bottomLeft()).data(OperationRole)
+    assert last_shown is not None and last_shown.id == f"h{rows - 1:07d}"  # the oldest
+    top = pane._top_operation()
+    # And up again: the rows let go come back, page by page, to the newest.
+    qloop.run_until_complete(until_async(
+        scrolled_to(bar.minimum, lambda: not model.history_cut_above and not model._loading), timeout=180,
+        what="the top of the history"))
+    assert not model.history_cut_above
+    bar.setValue(bar.minimum())
+    settle()
+    assert pane._top_operation() == newest and top != newest
