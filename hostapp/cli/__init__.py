@@ -8,6 +8,8 @@ people script against them.
     hostapp servers add NAME --command CMD [--arg=A ...] [--env K=V ...] [--secret-env K=V ...]
     hostapp servers add NAME --url URL --grant GRANT --client-id ID [--client-secret-stdin |
         --private-key PEM_FILE | --assertion-file FILE] [--scope S] [--dpop]
+    hostapp servers add NAME ... [--root DIR ...]
+    hostapp servers update NAME (--root DIR ... | --no-roots)
     hostapp servers list [--json] | hostapp servers remove NAME
     hostapp servers login NAME | hostapp servers logout NAME
     hostapp tools SERVER [--timeout S] [--json]
@@ -102,6 +104,9 @@ CALL_TIMEOUT_HELP = (TIMEOUT_HELP + ", the call's first sign of life (its result
 CANCEL_ON_INTERRUPT_HELP = ("Ctrl+C cancels the operation (by default it lets go of it: the operation goes on in "
                             "the background, and a second Ctrl+C within 2 s cancels it)")
 
+ROOT_HELP = ("a folder the server is told it may work in (an MCP root; repeatable): sent as a file:// URI "
+             "when the server asks (roots/list)")
+
 UNANSWERED_HELP = ("a question with no scripted answer left: decline it (the default), or wait: "
                    "leave it open, to be answered later by 'hostapp resume --answers' or in the window")
 
@@ -155,7 +160,14 @@ def build_parser() -> argparse.ArgumentParser:
                      help="a file holding the workload's identity JWT, read at each sign-in (jwt_bearer)")
     add.add_argument("--scope", help="the OAuth scope to ask for")
     add.add_argument("--dpop", action="store_true", help="ask for DPoP-bound tokens (RFC 9449)")
+    add.add_argument("--root", action="append", metavar="DIR", help=ROOT_HELP)
     add.set_defaults(func=_command("cmd_servers_add"), command_line=None)
+    update = ssub.add_parser("update", help="change a server's roots (its connection stays up)")
+    update.add_argument("name")
+    update.add_argument("--root", action="append", metavar="DIR",
+                        help="the folders the server is given, in place of those it had (repeatable)")
+    update.add_argument("--no-roots", action="store_true", help="give the server no folders")
+    update.set_defaults(func=_command("cmd_servers_update"))
     lst = ssub.add_parser("list", help="list configured servers")
     lst.add_argument("--json", action="store_true")
     lst.set_defaults(func=_command("cmd_servers_list"))

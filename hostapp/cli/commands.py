@@ -35,6 +35,7 @@ from hostapp.engine.api import (
 )
 from hostapp.protocol.eras import era_of
 from hostapp.protocol.jsonrpc import ProtocolError
+from hostapp.protocol.roots import normalize_roots
 from hostapp.protocol.schema_form import argument_problems
 
 if TYPE_CHECKING:
@@ -108,6 +109,7 @@ async def cmd_servers_add(args: argparse.Namespace) -> int:
             args=command_args,
             env=parse_pairs(args.env, "--env"),
             protocol_version=args.protocol_version,
+            roots=root_folders(args.root),
         )
         if args.protocol_version:
             try:
@@ -121,6 +123,31 @@ async def cmd_servers_add(args: argparse.Namespace) -> int:
         except ValueError as exc:
             raise UsageError(str(exc)) from None
     print(f"added {cfg.name} ({cfg.transport}: {cfg.url or cfg.command})")
+    return EXIT_OK
+
+
+def root_folders(paths: list[str] | None) -> list[str]:
+    """The folders of ``--root`` options, absolute and resolved here (the agent's current
+    folder is not the command's); a path that is not a folder is a usage error."""
+    try:
+        return normalize_roots(paths or [])
+    except ValueError as exc:
+        raise UsageError(f"--root: {exc}") from None
+
+
+async def cmd_servers_update(args: argparse.Namespace) -> int:
+    """Change a server's roots; a live connection tells the server (roots/list_changed)."""
+    if bool(args.root) == bool(args.no_roots):
+        raise UsageError("give the server's folders with --root DIR (repeatable), or --no-roots to clear them")
+    roots = [] if args.no_roots else root_folders(args.root)
+    async with config_engine() as engine:
+        cfg = await configured_server(engine, args.name)
+        cfg.roots = roots
+        await engine.update_server(cfg)
+    if roots:
+        echo(f"{plain(cfg.name)}: roots " + ", ".join(plain(r) for r in roots))
+    else:
+        echo(f"{plain(cfg.name)}: no roots")
     return EXIT_OK
 
 
@@ -199,6 +226,7 @@ def server_summary(cfg: ServerConfig) -> dict[str, Any]:
         "headers": sorted([*(cfg.headers or {}), *(cfg.secret_headers or {})]),
         "env": sorted([*(cfg.env or {}), *(cfg.secret_env or {})]),
         "auth": cfg.auth,
+        "roots": list(cfg.roots or []),
     }
 
 

@@ -21,6 +21,7 @@ from hostapp.engine.routing import RequestRouting
 from hostapp.engine.session import ClientSession
 from hostapp.engine.supervisor import ServerConnection
 from hostapp.protocol.jsonrpc import RequestId
+from hostapp.protocol.roots import roots_result
 from hostapp.protocol.timing import Timing
 
 if TYPE_CHECKING:
@@ -120,6 +121,10 @@ class EngineContext:
     def connection(self, server: str) -> ServerConnection:
         """The supervised connection of ``server`` (supervised from now on if it was not)."""
         return self._connection(server)
+
+    def roots_of(self, server: str) -> dict[str, Any]:
+        """The answer to ``roots/list`` for ``server``: its folders as configured now."""
+        return roots_result(self._connection(server).cfg.roots)
 
     # -- background work ------------------------------------------------------------
 

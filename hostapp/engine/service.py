@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from hostapp import mechanisms
-from hostapp.engine import accounts, api, diagnostics, skills
+from hostapp.engine import accounts, api, diagnostics, server_settings, skills
 from hostapp.engine.context import EngineContext
 from hostapp.engine.first_contact import FirstContactGate
 from hostapp.engine.handles import (
@@ -384,15 +384,23 @@ class Engine:
 
         ``cfg.secret_headers``/``secret_env`` hold the references kept unchanged; ``secrets``
         the new values for the keyring. References no longer used are deleted afterwards.
+        A change of roots alone keeps the connection (:mod:`hostapp.engine.server_settings`).
         """
         old = self.journal.get_server(cfg.name)
         if old is None:
             raise KeyError(f"no server named {cfg.name!r}")
+        if not any((secrets or {}).values()) and server_settings.only_live_changes(old, cfg):
+            # Its roots alone: the live connection takes them and tells the server.
+            live = self.journal.update_server(cfg.name, roots=cfg.roots)
+            conn = self.connections.get(cfg.name)
+            if conn is not None:
+                await server_settings.apply_live(conn, live, old)
+            return
         await self._store_server_secrets(cfg, secrets or {})
         self.journal.update_server(
             cfg.name, transport=cfg.transport, url=cfg.url, headers=cfg.headers, secret_headers=cfg.secret_headers,
             command=cfg.command, args=cfg.args, env=cfg.env, secret_env=cfg.secret_env, enabled=cfg.enabled,
-            protocol_version=cfg.protocol_version, auth=cfg.auth)
+            protocol_version=cfg.protocol_version, auth=cfg.auth, roots=cfg.roots)
         credentials = dict((secrets or {}).get("credentials") or {})
         await accounts.store_credentials(self, cfg.name, credentials)
         if old.transport == "http" and (credentials or old.auth != cfg.auth):

@@ -4,7 +4,8 @@
 connection (or of one adopted earlier session of it): a question (elicitation) goes to
 the person on behalf of the operation whose request it came with, a notification and an
 SSE event id to the operation that sent or claims it, a closed connection to every
-operation in flight on it, a changed tool list to the server's row.
+operation in flight on it, a changed tool list to the server's row; ``roots/list`` is
+answered with the server's configured folders.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from hostapp.engine.session import ClientHandlers, RequestContext
 from hostapp.engine.supervisor import ServerConnection
 from hostapp.mechanisms import actions as A
 from hostapp.protocol.jsonrpc import INTERNAL_ERROR, RequestId, RpcError
+from hostapp.protocol.roots import roots_result
 from hostapp.store.status import OperationStatus
 from hostapp.transport.base import SessionExpired, TransportError
 
@@ -71,6 +73,10 @@ class ServerTraffic(ClientHandlers):
         runner = self._kept.pop(ctx.request_id, None)
         if runner is not None:
             self.context.spawn(runner.kept_question.answered(ctx.request_id))
+
+    async def list_roots(self, ctx: RequestContext) -> dict[str, Any]:
+        """The server's folders as the configuration holds them now (:mod:`hostapp.protocol.roots`)."""
+        return await asyncio.to_thread(roots_result, list(self.conn.cfg.roots))
 
     async def create_message(self, params: dict[str, Any], ctx: RequestContext) -> dict[str, Any]:
         raise RpcError(INTERNAL_ERROR, "hostapp does not offer sampling: no language model is configured")

@@ -55,9 +55,10 @@ def client_capabilities(era: str, *, task_augmented_elicitation: bool = False) -
     and serve ``tasks/get``/``tasks/result`` for it). Off until the session can do that;
     servers then show fewer tools (server-everything hides
     ``trigger-elicitation-request-async``). Sampling is not declared: the host runs no model.
+    Roots are (each server's folders, :mod:`hostapp.protocol.roots`), with ``listChanged``.
     Streams (draft "Streams") and async tools (SEP-1391) define no client capability.
     """
-    capabilities: dict[str, Any] = {"elicitation": {"form": {}, "url": {}}}
+    capabilities: dict[str, Any] = {"elicitation": {"form": {}, "url": {}}, "roots": {"listChanged": True}}
     if _era(era) == STATELESS:
         capabilities["extensions"] = {TASKS_EXTENSION: {}}
         return capabilities

@@ -19,6 +19,8 @@ class ServerConfig:
     reference of the ``Mcp-Session-Id``, when it last answered). ``auth`` is how an HTTP
     server signs in, as ``hostapp.auth.settings.AuthSettings.to_dict()`` gives it (None:
     the default interactive sign-in); its secrets live in the keyring, never here.
+    ``roots`` are the folders the person gave the server (MCP roots: absolute, resolved
+    paths, answered to ``roots/list`` as ``file://`` URIs).
     """
 
     name: str
@@ -35,3 +37,4 @@ class ServerConfig:
     session_ref: str | None = None
     last_seen: float | None = None
     auth: dict[str, Any] | None = None
+    roots: list[str] = field(default_factory=list)

@@ -1,0 +1,47 @@
+"""A server built with the official `mcp` Python SDK that uses the client half of MCP:
+it asks the client for its roots, run as a real process by the tests.
+
+Usage: ``python sdk_client_features_server.py [PORT]``: Streamable HTTP on PORT, stdio
+without one. Tool ``client_roots`` asks the client for its roots and returns each as
+``NAME <URI>``, one a line: in the handshake era with a ``roots/list`` request mid-call
+(the SDK's ``list_roots``), in the 2026-07-28 era with a ``roots/list`` input request
+(multi round-trip), read from the retried call's ``inputResponses``.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from mcp.server.mcpserver import Context, MCPServer
+from mcp_types import CallToolResult, InputRequiredResult, ListRootsRequest, TextContent
+
+server = MCPServer("sdk-client-features-peer")
+
+
+def _lines(roots: list[Any]) -> str:
+    def field(root: Any, name: str) -> Any:
+        return root.get(name) if isinstance(root, dict) else getattr(root, name, None)
+
+    return "\n".join(f"{field(r, 'name')} <{field(r, 'uri')}>" for r in roots) or "no roots"
+
+
+@server.tool()
+async def client_roots(ctx: Context) -> CallToolResult | InputRequiredResult:
+    """The roots the client gives, asked now."""
+    if ctx.protocol_version == "2026-07-28":
+        answer = (ctx.input_responses or {}).get("roots")
+        if answer is None:
+            return InputRequiredResult(input_requests={"roots": ListRootsRequest()})
+        roots = answer.get("roots", []) if isinstance(answer, dict) else answer.roots
+        text = "stateless: " + _lines(roots)
+    else:
+        text = "handshake: " + _lines((await ctx.session.list_roots()).roots)
+    return CallToolResult(content=[TextContent(text=text)])
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1:
+        server.run("streamable-http", host="127.0.0.1", port=int(sys.argv[1]))
+    else:
+        server.run("stdio")
