@@ -14,6 +14,8 @@ people script against them.
     hostapp servers login NAME | hostapp servers logout NAME
     hostapp tools SERVER [--timeout S] [--json]
     hostapp skills SERVER [--json] | hostapp skills SERVER NAME [--json]
+    hostapp resources SERVER [--json] | hostapp resources SERVER read URI [--output FILE] [--json]
+    hostapp resources SERVER watch URI [--json]
     hostapp call SERVER TOOL [--args JSON] [--answers FILE] [--unanswered decline|wait] [--timeout S] [--json]
     hostapp follow OP [--json] | hostapp ops [--status S[,S...]] [--server NAME] [--limit N] [--json]
     hostapp resume [--wait] [--answers FILE] [--json] | hostapp cancel OP [--timeout S]
@@ -104,6 +106,13 @@ CALL_TIMEOUT_HELP = (TIMEOUT_HELP + ", the call's first sign of life (its result
 CANCEL_ON_INTERRUPT_HELP = ("Ctrl+C cancels the operation (by default it lets go of it: the operation goes on in "
                             "the background, and a second Ctrl+C within 2 s cancels it)")
 
+RESOURCES_EPILOG = """\
+  hostapp resources ev                               the resources and templates of ev
+  hostapp resources ev read demo://resource/static/document/architecture.md
+  hostapp resources ev read demo://resource/dynamic/blob/1 --output blob.bin
+  hostapp resources ev watch demo://resource/dynamic/text/1   (Ctrl+C ends it)
+"""
+
 ROOT_HELP = ("a folder the server is told it may work in (an MCP root; repeatable): sent as a file:// URI "
              "when the server asks (roots/list)")
 
@@ -192,6 +201,18 @@ def build_parser() -> argparse.ArgumentParser:
     skills.add_argument("name", nargs="?", help="the skill to load (its name or URI)")
     skills.add_argument("--json", action="store_true")
     skills.set_defaults(func=_command("cmd_skills"))
+
+    resources = sub.add_parser("resources", help="list a server's resources, read one, or watch one for changes",
+                               epilog=RESOURCES_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    resources.add_argument("server")
+    resources.add_argument("action", nargs="?", choices=("read", "watch"),
+                           help="read URI (print it, or save it with --output), or watch URI (print each change "
+                                "until Ctrl+C); without: list the resources and templates")
+    resources.add_argument("uri", nargs="?")
+    resources.add_argument("--output", metavar="FILE", help="with read: write the contents to FILE (a binary "
+                                                           "resource is written only this way)")
+    resources.add_argument("--json", action="store_true")
+    resources.set_defaults(func=_command("cmd_resources"))
 
     call = sub.add_parser("call", help="call a tool and follow it to its result")
     call.add_argument("server")

@@ -342,6 +342,126 @@ async def cmd_skills(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+async def cmd_resources(args: argparse.Namespace) -> int:
+    """A server's resources: listed, one read (text printed as plain text, anything to a
+    file with --output), or one watched for changes until Ctrl+C."""
+    if args.action is not None and not args.uri:
+        raise UsageError(f"{args.action} needs the resource's URI")
+    if args.output and args.action != "read":
+        raise UsageError("--output goes with read")
+    if args.action == "watch":
+        return await watch_resource(args)
+    async with config_engine() as engine:
+        cfg = await configured_server(engine, args.server)
+        if args.action is None:
+            listing = await engine.list_resources(cfg.name)
+        else:
+            read = await engine.read_resource(cfg.name, args.uri)
+    if args.action is None:
+        if args.json:
+            print(json_text(listing))
+            return EXIT_OK
+        if not listing["resources"] and not listing["templates"]:
+            echo(f"{plain(cfg.name)} lists no resources")
+        for entry in listing["resources"]:
+            echo(plain(resource_line(entry)))
+        for entry in listing["templates"]:
+            echo(plain(f"template: {resource_line(entry)}"))
+        return EXIT_OK
+    return write_contents(read["contents"], args)
+
+
+def resource_line(entry: JsonObject) -> str:
+    from hostapp.protocol.resources import describe
+
+    return describe(entry)
+
+
+def write_contents(contents: list[JsonObject], args: argparse.Namespace) -> int:
+    """Print what ``resources read`` got (text as plain text; a binary content only said),
+    or write it all to ``--output`` (0600, the bytes as sent)."""
+    from hostapp.protocol.resources import ResourceError, blob_bytes
+
+    if args.json:
+        print(json_text({"contents": contents}))
+        return EXIT_OK
+    if args.output:
+        try:
+            data = b"".join(blob_bytes(item) for item in contents)
+        except ResourceError as exc:
+            raise EngineError(str(exc)) from None
+        try:
+            write_private_file(Path(args.output), data)
+        except OSError as exc:
+            raise UsageError(f"--output: cannot write {args.output}: {exc.strerror or exc}") from None
+        echo(f"wrote {len(data):,} bytes to {args.output}", file=sys.stderr)
+        return EXIT_OK
+    for item in contents:
+        if "text" in item:
+            text = str(item["text"])
+            echo(text, end="" if text.endswith("\n") else "\n")
+        else:
+            size = len(str(item.get("blob", ""))) * 3 // 4
+            echo(f"{plain(item['uri'])}: binary ({plain(item.get('mimeType') or 'no type')}, about {size:,} bytes); "
+                 "save it with --output FILE", file=sys.stderr)
+    return EXIT_OK
+
+
+def write_private_file(path: Path, data: bytes) -> None:
+    """Write ``data`` readable and writable by this user only (a resource may be private)."""
+    import os
+
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.write(fd, data)
+    finally:
+        os.close(fd)
+
+
+class _ResourceUpdates:
+    """The listener of ``resources … watch``: the updates of one resource, in a queue."""
+
+    def __init__(self, server: str, uri: str) -> None:
+        self.server, self.uri = server, uri
+        self.updates: asyncio.Queue[JsonObject] = asyncio.Queue()
+
+    def operation_event(self, op_id: str, kind: str, data: JsonObject) -> None:
+        if kind == "resource_updated" and data.get("server") == self.server and data.get("uri") == self.uri:
+            self.updates.put_nowait(data)
+
+    def operation_changed(self, op: api.OperationView) -> None: ...
+    def server_changed(self, server: api.ServerView) -> None: ...
+    def input_requested(self, request: api.InputRequest) -> None: ...
+    def input_withdrawn(self, request_id: str) -> None: ...
+    def server_removed(self, name: str) -> None: ...
+    def problem(self, kind: str, message: str) -> None: ...
+
+
+async def watch_resource(args: argparse.Namespace) -> int:
+    """Subscribe through the agent and print a line per change until Ctrl+C (or the agent goes)."""
+    import time
+
+    listener = _ResourceUpdates(args.server, args.uri)
+    async with owner_engine(listener, verbose=bool(getattr(args, "verbose", False))) as engine:
+        cfg = await configured_server(engine, args.server)
+        await engine.watch_resource(cfg.name, args.uri)
+        try:
+            if args.json:
+                print(json_text({"event": "watching", "server": cfg.name, "uri": args.uri}), flush=True)
+            else:
+                echo(f"watching {plain(args.uri)} on {plain(cfg.name)} (Ctrl+C ends it)", file=sys.stderr, flush=True)
+            while True:
+                update = await listener.updates.get()
+                at = time.strftime("%H:%M:%S")
+                if args.json:
+                    print(json_text({"event": "updated", "at": time.time(), **update}), flush=True)
+                else:
+                    echo(f"{at} updated {plain(update['uri'])}", flush=True)
+        finally:
+            with contextlib.suppress(EngineError, AgentGone, TimeoutError):
+                await asyncio.wait_for(engine.unwatch_resource(cfg.name, args.uri), 5)
+
+
 def following(follower: CallFollower, args: argparse.Namespace) -> contextlib.AbstractAsyncContextManager[EngineApi]:
     """The owner's engine, telling ``follower`` what happens (started when none runs)."""
     return owner_engine(follower, verbose=bool(getattr(args, "verbose", False)))

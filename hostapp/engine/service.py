@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from hostapp import mechanisms
-from hostapp.engine import accounts, api, diagnostics, server_settings, skills
+from hostapp.engine import accounts, api, diagnostics, resources, server_settings, skills
 from hostapp.engine.context import EngineContext
 from hostapp.engine.first_contact import FirstContactGate
 from hostapp.engine.handles import (
@@ -119,6 +119,8 @@ class Engine:
             questions=self._questions, connection=self._connection)
         self._started = False
         self._sign_ins: accounts.SignIns | None = None
+        #: The resources clients watch, subscribed on each server's live connection.
+        self.resource_watches = resources.ResourceWatches()
         from hostapp.engine.apps import ViewCallBudget
 
         #: How many calls each MCP App view may still make.
@@ -426,6 +428,7 @@ class Engine:
         conn = self.connections.pop(name, None)
         if conn is not None:
             await conn.stop()
+        self.resource_watches.forget(name)
         cfg = self.journal.get_server(name)
         if cfg is None:
             return
@@ -502,6 +505,8 @@ class Engine:
         return conn, session
 
     async def _on_ready(self, conn: ServerConnection, session: ClientSession) -> None:
+        if self.resource_watches.uris(conn.name):  # a subscription holds for its session only
+            self._context.spawn(self.resource_watches.resubscribe(conn.name, session))
         # A session kept across a break of the network may still carry requests that never
         # broke (a stream resumed by the transport itself): their operations go on as they are.
         still_waiting = self._routing.still_answering(conn.name, session)
@@ -721,6 +726,19 @@ class Engine:
 
     async def load_skill(self, name: str, skill: str) -> dict[str, Any]:
         return await skills.load_server_skill(self, name, skill)
+
+    # resources: browsed, read and watched on request (hostapp/engine/resources.py)
+    async def list_resources(self, name: str) -> dict[str, Any]:
+        return await resources.list_resources(self, name)
+
+    async def read_resource(self, name: str, uri: str) -> dict[str, Any]:
+        return await resources.read_resource(self, name, uri)
+
+    async def watch_resource(self, name: str, uri: str) -> None:
+        await self.resource_watches.watch(self, name, uri)
+
+    async def unwatch_resource(self, name: str, uri: str) -> None:
+        await self.resource_watches.unwatch(self, name, uri)
 
     # MCP Apps (hostapp/engine/apps.py)
     async def read_app_view(self, server: str, uri: str) -> dict[str, Any]:

@@ -22,6 +22,8 @@ from hostapp.engine.session import ClientHandlers, RequestContext
 from hostapp.engine.supervisor import ServerConnection
 from hostapp.mechanisms import actions as A
 from hostapp.protocol.jsonrpc import INTERNAL_ERROR, RequestId, RpcError
+from hostapp.protocol.resources import LIST_CHANGED as RESOURCES_CHANGED
+from hostapp.protocol.resources import UPDATED as RESOURCE_UPDATED
 from hostapp.protocol.roots import roots_result
 from hostapp.store.status import OperationStatus
 from hostapp.transport.base import SessionExpired, TransportError
@@ -87,6 +89,8 @@ class ServerTraffic(ClientHandlers):
     def on_list_changed(self, method: str) -> None:
         if method == "notifications/tools/list_changed":
             self.context.spawn(self.refresh_tools())
+        elif method == RESOURCES_CHANGED:
+            self.context.operation_event("", "resources_changed", {"server": self.conn.name})
 
     async def refresh_tools(self) -> None:
         """Ask the server for its tools again and show them."""
@@ -105,6 +109,9 @@ class ServerTraffic(ClientHandlers):
         ctx = self.context
         if method == "notifications/elicitation/complete":
             ctx.questions.elicitation_complete(params.get("elicitationId"))
+            return
+        if method == RESOURCE_UPDATED and isinstance(params.get("uri"), str):
+            ctx.operation_event("", "resource_updated", {"server": self.conn.name, "uri": params["uri"]})
             return
         runner = self._owner(related) or ctx.routing.claimant(self.conn.name, method, params)
         if runner is None and method == "notifications/requests/resumePolicy":

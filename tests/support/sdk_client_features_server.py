@@ -6,6 +6,10 @@ without one. Tool ``client_roots`` asks the client for its roots and returns eac
 ``NAME <URI>``, one a line: in the handshake era with a ``roots/list`` request mid-call
 (the SDK's ``list_roots``), in the 2026-07-28 era with a ``roots/list`` input request
 (multi round-trip), read from the retried call's ``inputResponses``.
+
+Resources: ``text://hostile`` is text a terminal or a rich-text widget would act on
+(:data:`HOSTILE_TEXT`: HTML, ANSI colour, an OSC 8 link, a carriage return), and
+``bin://bytes`` is every byte value once (:data:`BINARY`), served as a blob.
 """
 
 from __future__ import annotations
@@ -17,6 +21,20 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import CallToolResult, InputRequiredResult, ListRootsRequest, TextContent
 
 server = MCPServer("sdk-client-features-peer")
+
+HOSTILE_TEXT = ("<b>bold</b> <script>alert(1)</script> <a href='http://evil.example'>link</a>\n"
+                "\x1b[31mred\x1b[0m \x1b]8;;http://evil.example\x07osc8\x1b]8;;\x07 over\rwritten\n")
+BINARY = bytes(range(256))
+
+
+@server.resource("text://hostile", name="hostile", mime_type="text/html")
+def hostile() -> str:
+    return HOSTILE_TEXT
+
+
+@server.resource("bin://bytes", name="bytes", mime_type="application/octet-stream")
+def every_byte() -> bytes:
+    return BINARY
 
 
 def _lines(roots: list[Any]) -> str:
