@@ -9,7 +9,8 @@ people script against them.
     hostapp servers add NAME --url URL --grant GRANT --client-id ID [--client-secret-stdin |
         --private-key PEM_FILE | --assertion-file FILE] [--scope S] [--dpop]
     hostapp servers add NAME ... [--root DIR ...]
-    hostapp servers update NAME (--root DIR ... | --no-roots)
+    hostapp servers update NAME [--root DIR ... | --no-roots] [--log-level L|default]
+    hostapp logs SERVER [--follow] [--limit N] [--json]
     hostapp servers list [--json] | hostapp servers remove NAME
     hostapp servers login NAME | hostapp servers logout NAME
     hostapp tools SERVER [--timeout S] [--json]
@@ -116,6 +117,11 @@ RESOURCES_EPILOG = """\
 ROOT_HELP = ("a folder the server is told it may work in (an MCP root; repeatable): sent as a file:// URI "
              "when the server asks (roots/list)")
 
+#: The MCP log levels, least severe first (hostapp.store.server_config.LOG_LEVELS, not
+#: imported: the parser loads no engine module).
+LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
+LOG_LEVEL_HELP = "the least severe log messages the server is asked to send (logging/setLevel)"
+
 UNANSWERED_HELP = ("a question with no scripted answer left: decline it (the default), or wait: "
                    "leave it open, to be answered later by 'hostapp resume --answers' or in the window")
 
@@ -170,12 +176,15 @@ def build_parser() -> argparse.ArgumentParser:
     add.add_argument("--scope", help="the OAuth scope to ask for")
     add.add_argument("--dpop", action="store_true", help="ask for DPoP-bound tokens (RFC 9449)")
     add.add_argument("--root", action="append", metavar="DIR", help=ROOT_HELP)
+    add.add_argument("--log-level", choices=LOG_LEVELS, help=LOG_LEVEL_HELP)
     add.set_defaults(func=_command("cmd_servers_add"), command_line=None)
-    update = ssub.add_parser("update", help="change a server's roots (its connection stays up)")
+    update = ssub.add_parser("update", help="change a server's roots or log level (its connection stays up)")
     update.add_argument("name")
     update.add_argument("--root", action="append", metavar="DIR",
                         help="the folders the server is given, in place of those it had (repeatable)")
     update.add_argument("--no-roots", action="store_true", help="give the server no folders")
+    update.add_argument("--log-level", choices=(*LOG_LEVELS, "default"),
+                        help=LOG_LEVEL_HELP + "; default: leave it to the server (from its next connection)")
     update.set_defaults(func=_command("cmd_servers_update"))
     lst = ssub.add_parser("list", help="list configured servers")
     lst.add_argument("--json", action="store_true")
@@ -213,6 +222,13 @@ def build_parser() -> argparse.ArgumentParser:
                                                            "resource is written only this way)")
     resources.add_argument("--json", action="store_true")
     resources.set_defaults(func=_command("cmd_resources"))
+
+    logs = sub.add_parser("logs", help="what a server logged to the host (kept by the agent while it runs)")
+    logs.add_argument("server")
+    logs.add_argument("--follow", "-f", action="store_true", help="then print each new message until Ctrl+C")
+    logs.add_argument("--limit", type=int, default=200, metavar="N", help="the last N messages (default %(default)s)")
+    logs.add_argument("--json", action="store_true", help="one JSON object per message")
+    logs.set_defaults(func=_command("cmd_logs"))
 
     call = sub.add_parser("call", help="call a tool and follow it to its result")
     call.add_argument("server")

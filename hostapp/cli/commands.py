@@ -110,6 +110,7 @@ async def cmd_servers_add(args: argparse.Namespace) -> int:
             env=parse_pairs(args.env, "--env"),
             protocol_version=args.protocol_version,
             roots=root_folders(args.root),
+            log_level=args.log_level,
         )
         if args.protocol_version:
             try:
@@ -136,18 +137,24 @@ def root_folders(paths: list[str] | None) -> list[str]:
 
 
 async def cmd_servers_update(args: argparse.Namespace) -> int:
-    """Change a server's roots; a live connection tells the server (roots/list_changed)."""
-    if bool(args.root) == bool(args.no_roots):
-        raise UsageError("give the server's folders with --root DIR (repeatable), or --no-roots to clear them")
-    roots = [] if args.no_roots else root_folders(args.root)
+    """Change a server's roots or log level; a live connection tells the server
+    (roots/list_changed, logging/setLevel) and stays up."""
+    if args.root and args.no_roots:
+        raise UsageError("give the server's folders with --root DIR (repeatable), or --no-roots, not both")
+    if not (args.root or args.no_roots or args.log_level):
+        raise UsageError("say what changes: --root DIR (repeatable) or --no-roots, --log-level LEVEL")
+    roots = [] if args.no_roots else root_folders(args.root) if args.root else None
     async with config_engine() as engine:
         cfg = await configured_server(engine, args.name)
-        cfg.roots = roots
+        if roots is not None:
+            cfg.roots = roots
+        if args.log_level:
+            cfg.log_level = None if args.log_level == "default" else args.log_level
         await engine.update_server(cfg)
-    if roots:
-        echo(f"{plain(cfg.name)}: roots " + ", ".join(plain(r) for r in roots))
-    else:
-        echo(f"{plain(cfg.name)}: no roots")
+    if roots is not None:
+        echo(f"{plain(cfg.name)}: " + ("roots " + ", ".join(plain(r) for r in roots) if roots else "no roots"))
+    if args.log_level:
+        echo(f"{plain(cfg.name)}: log level {cfg.log_level or 'the server default'}")
     return EXIT_OK
 
 
@@ -227,6 +234,7 @@ def server_summary(cfg: ServerConfig) -> dict[str, Any]:
         "env": sorted([*(cfg.env or {}), *(cfg.secret_env or {})]),
         "auth": cfg.auth,
         "roots": list(cfg.roots or []),
+        "log_level": cfg.log_level,
     }
 
 
@@ -460,6 +468,76 @@ async def watch_resource(args: argparse.Namespace) -> int:
         finally:
             with contextlib.suppress(EngineError, AgentGone, TimeoutError):
                 await asyncio.wait_for(engine.unwatch_resource(cfg.name, args.uri), 5)
+
+
+class _ServerLogLines:
+    """The listener of ``logs --follow``: one server's new log messages, in a queue."""
+
+    def __init__(self, server: str) -> None:
+        self.server = server
+        self.lines: asyncio.Queue[JsonObject] = asyncio.Queue()
+
+    def operation_event(self, op_id: str, kind: str, data: JsonObject) -> None:
+        if kind == "log" and data.get("server") == self.server:
+            self.lines.put_nowait({k: v for k, v in data.items() if k != "server"})
+
+    def operation_changed(self, op: api.OperationView) -> None: ...
+    def server_changed(self, server: api.ServerView) -> None: ...
+    def input_requested(self, request: api.InputRequest) -> None: ...
+    def input_withdrawn(self, request_id: str) -> None: ...
+    def server_removed(self, name: str) -> None: ...
+    def problem(self, kind: str, message: str) -> None: ...
+
+
+def print_log_entry(entry: JsonObject, as_json: bool) -> None:
+    import time
+
+    from hostapp.engine.server_logs import log_line
+
+    if as_json:
+        print(json_text(entry), flush=True)
+    else:
+        at = entry.get("at")
+        when = time.strftime("%H:%M:%S", time.localtime(at)) if isinstance(at, (int, float)) else "--:--:--"
+        echo(f"{when} {plain(log_line(entry))}", flush=True)
+
+
+async def cmd_logs(args: argparse.Namespace) -> int:
+    """What a server logged to the host, as the agent kept it; with --follow, then each new
+    message until Ctrl+C. The agent keeps them in memory while it runs."""
+    from hostapp.agent.commands import agent_engine
+
+    listener = _ServerLogLines(args.server)
+    if args.follow:
+        context: contextlib.AbstractAsyncContextManager[EngineApi] = owner_engine(
+            listener, verbose=bool(getattr(args, "verbose", False)))
+    else:
+        running = await agent_engine()
+        if running is None:
+            echo("no agent runs: server logs are kept by the agent while it runs (none to show); "
+                 "'hostapp logs SERVER --follow' starts it", file=sys.stderr)
+            return EXIT_OK
+        context = _closing(running)
+    async with context as engine:
+        cfg = await configured_server(engine, args.server)
+        kept = await engine.server_log(cfg.name, args.limit)
+        for entry in kept:
+            print_log_entry(entry, args.json)
+        if not args.follow:
+            return EXIT_OK
+        last = kept[-1]["at"] if kept else float("-inf")
+        while True:
+            entry = await listener.lines.get()
+            if entry.get("at", float("inf")) > last:  # not one printed from what was kept
+                print_log_entry(entry, args.json)
+
+
+@contextlib.asynccontextmanager
+async def _closing(engine: EngineApi) -> Any:
+    try:
+        yield engine
+    finally:
+        await engine.stop()
 
 
 def following(follower: CallFollower, args: argparse.Namespace) -> contextlib.AbstractAsyncContextManager[EngineApi]:

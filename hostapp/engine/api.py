@@ -379,6 +379,12 @@ class EngineApi(Protocol):
     async def unwatch_resource(self, server: str, uri: str) -> None:
         """One watcher of ``uri`` fewer; after the last the server is told (unsubscribe)."""
 
+    async def server_log(self, server: str, limit: int = 200) -> list[JsonObject]:
+        """The last ``limit`` messages ``server`` logged to the host while the engine ran
+        (``notifications/message``), oldest first: ``{"at", "level", "logger", "data"}``
+        (server text). New ones come as the listener's ``operation_event("", "log", ...)``
+        with ``server`` added. Its ``ServerConfig.log_level`` is what it is asked to send."""
+
     async def begin_sign_in(self, server: str, timeout: float | None = None) -> str:
         """Start signing in to an HTTP server; the authorization URL for the browser."""
 
@@ -515,6 +521,9 @@ class ForwardingEngine(ABC):
 
     async def unwatch_resource(self, server: str, uri: str) -> None:
         await self.forward("unwatch_resource", {"server": server, "uri": uri})
+
+    async def server_log(self, server: str, limit: int = 200) -> list[JsonObject]:
+        return await self.forward("server_log", {"server": server, "limit": limit})
 
     async def begin_sign_in(self, server: str, timeout: float | None = None) -> str:
         return await self.forward("begin_sign_in", {"server": server, "timeout": timeout})

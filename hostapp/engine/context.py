@@ -18,6 +18,7 @@ from hostapp.engine.first_contact import FirstContactGate
 from hostapp.engine.handles import HandleKeeper
 from hostapp.engine.questions import QuestionDesk
 from hostapp.engine.routing import RequestRouting
+from hostapp.engine.server_logs import ServerLogs
 from hostapp.engine.session import ClientSession
 from hostapp.engine.supervisor import ServerConnection
 from hostapp.protocol.jsonrpc import RequestId
@@ -113,6 +114,8 @@ class EngineContext:
         self.stopping = False
         self._tasks: set[asyncio.Task[Any]] = set()
         self.progress = ProgressPublisher(self)
+        #: What each server logged to the host lately (in memory: see the module).
+        self.server_logs = ServerLogs()
 
     @property
     def journal(self) -> OperationJournal:

@@ -242,6 +242,9 @@ class LocalEngine:
     async def unwatch_resource(self, server: str, uri: str) -> None:
         await _call(self._engine.unwatch_resource(server, uri))
 
+    async def server_log(self, server: str, limit: int = 200) -> list[JsonObject]:
+        return await _call(self._engine.server_log(server, limit))
+
     # MCP Apps
     async def read_app_view(self, server: str, uri: str) -> JsonObject:
         return await _call(self._engine.read_app_view(server, uri))

@@ -84,7 +84,8 @@ class ServerTraffic(ClientHandlers):
         raise RpcError(INTERNAL_ERROR, "hostapp does not offer sampling: no language model is configured")
 
     def on_log(self, params: dict[str, Any]) -> None:
-        self.context.operation_event("", "log", {"server": self.conn.name, **params})
+        entry = self.context.server_logs.add(self.conn.name, params, self.context.clock())
+        self.context.operation_event("", "log", {"server": self.conn.name, **entry})
 
     def on_list_changed(self, method: str) -> None:
         if method == "notifications/tools/list_changed":

@@ -55,7 +55,7 @@ from hostapp.store.journal_schema import (
 from hostapp.store.journal_writer import JournalStats, JournalWriter
 from hostapp.store.paths import private_file
 from hostapp.store.secrets import is_secret_ref
-from hostapp.store.server_config import ServerConfig
+from hostapp.store.server_config import LOG_LEVELS, ServerConfig
 from hostapp.store.status import (
     IN_FLIGHT,
     TERMINAL,
@@ -227,6 +227,8 @@ def _validate_server(config: ServerConfig) -> None:
     if not isinstance(config.roots, list) or not all(
             isinstance(root, str) and os.path.isabs(root) and "\x00" not in root for root in config.roots):
         raise ValueError(f"server {config.name!r}: roots must be a list of absolute folder paths")
+    if config.log_level is not None and config.log_level not in LOG_LEVELS:
+        raise ValueError(f"server {config.name!r}: log_level must be one of {', '.join(LOG_LEVELS)}")
     if config.auth is not None and not isinstance(config.auth, dict):
         raise ValueError(f"server {config.name!r}: auth must be a JSON object of sign-in settings")
     if config.session_ref is not None and not is_secret_ref(config.session_ref):

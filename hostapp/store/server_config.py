@@ -10,6 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+#: The log levels of MCP (RFC 5424's, least severe first).
+LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
+
 
 @dataclass
 class ServerConfig:
@@ -20,7 +23,9 @@ class ServerConfig:
     server signs in, as ``hostapp.auth.settings.AuthSettings.to_dict()`` gives it (None:
     the default interactive sign-in); its secrets live in the keyring, never here.
     ``roots`` are the folders the person gave the server (MCP roots: absolute, resolved
-    paths, answered to ``roots/list`` as ``file://`` URIs).
+    paths, answered to ``roots/list`` as ``file://`` URIs). ``log_level`` is the least
+    severe log message the server is asked to send (``logging/setLevel``; None: the
+    server's own default).
     """
 
     name: str
@@ -38,3 +43,4 @@ class ServerConfig:
     last_seen: float | None = None
     auth: dict[str, Any] | None = None
     roots: list[str] = field(default_factory=list)
+    log_level: str | None = None
