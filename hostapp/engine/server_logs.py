@@ -8,6 +8,7 @@ which outlives every window and command: ``hostapp logs SERVER`` and the window'
 view read them from there, then follow the ``log`` events as they come. A message is
 kept as the server sent it (``level``, ``logger``, ``data``), with the time it arrived:
 server text, shown as plain text. Each message is cut to :data:`MAX_DATA_CHARS` of JSON.
+A message below the server's configured level is dropped here too (:func:`below_level`).
 """
 
 from __future__ import annotations
@@ -26,6 +27,15 @@ MAX_DATA_CHARS = 16_384
 SET_LEVEL_METHOD = "logging/setLevel"
 #: The 2026-07-28 era has no session to set a level on: each request names it in ``_meta``.
 LOG_LEVEL_META = "io.modelcontextprotocol/logLevel"
+
+
+def below_level(level: Any, least: str | None) -> bool:
+    """Is a message of ``level`` less severe than ``least`` (the level the server was asked
+    for)? Such a message is not kept: servers are to filter by ``logging/setLevel``, but
+    some leave it to their application. An unknown level is kept (shown as info)."""
+    if least is None or level not in LOG_LEVELS or least not in LOG_LEVELS:
+        return False
+    return LOG_LEVELS.index(level) < LOG_LEVELS.index(least)
 
 
 def log_entry(params: dict[str, Any], at: float) -> dict[str, Any]:

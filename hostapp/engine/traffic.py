@@ -18,6 +18,7 @@ from typing import Any
 
 from hostapp.engine.context import EngineContext
 from hostapp.engine.runner import OperationRunner
+from hostapp.engine.server_logs import below_level
 from hostapp.engine.session import ClientHandlers, RequestContext
 from hostapp.engine.supervisor import ServerConnection
 from hostapp.mechanisms import actions as A
@@ -84,6 +85,8 @@ class ServerTraffic(ClientHandlers):
         raise RpcError(INTERNAL_ERROR, "hostapp does not offer sampling: no language model is configured")
 
     def on_log(self, params: dict[str, Any]) -> None:
+        if below_level(params.get("level"), self.conn.cfg.log_level):
+            return  # a server that sends what it was not asked for (some leave it to their application)
         entry = self.context.server_logs.add(self.conn.name, params, self.context.clock())
         self.context.operation_event("", "log", {"server": self.conn.name, **entry})
 

@@ -94,3 +94,30 @@ def test_logs_without_an_agent_say_where_they_are_kept(isolated_home):
     assert proc.returncode == 0 and proc.stdout == "" and "kept by the agent while it runs" in proc.stderr
     bad = hostapp("servers", "add", "x", "--url", "http://127.0.0.1:9/mcp", "--log-level", "loud", home=isolated_home)
     assert bad.returncode == 2 and "invalid choice" in bad.stderr
+
+
+@pytest.mark.parametrize("pin", [["--protocol-version", "2025-11-25"], []], ids=["handshake", "stateless"])
+def test_the_sdk_server_sends_the_levels_asked_for_in_either_era(isolated_home, agents, pin):
+    """2026-07-28: the SDK sends only what each request's _meta asks for; 2025-11-25: it
+    leaves filtering to its application and sends every level, and the host keeps only
+    those asked for."""
+    from tests.support.peers import start_sdk_client_features_server
+
+    peer = start_sdk_client_features_server()
+    try:
+        added = hostapp("servers", "add", "sdk", "--url", peer.url, "--log-level", "error", *pin, home=isolated_home)
+        assert added.returncode == 0, added.stderr
+        agents.start("--idle-exit", "600")
+        called = hostapp("call", "sdk", "log_each_level", home=isolated_home)
+        assert called.returncode == 0, called.stderr
+
+        def levels() -> list[str]:
+            proc = hostapp("logs", "sdk", "--json", home=isolated_home)
+            return [json.loads(line)["level"] for line in proc.stdout.splitlines()]
+
+        until(lambda: len(levels()) >= 4, what="the messages at error and above")
+        assert levels() == ["error", "critical", "alert", "emergency"]
+        text = hostapp("logs", "sdk", home=isolated_home).stdout
+        assert "error     levels: a error message" in text
+    finally:
+        peer.stop()

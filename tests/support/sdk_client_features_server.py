@@ -9,7 +9,9 @@ without one. Tool ``client_roots`` asks the client for its roots and returns eac
 
 Resources: ``text://hostile`` is text a terminal or a rich-text widget would act on
 (:data:`HOSTILE_TEXT`: HTML, ANSI colour, an OSC 8 link, a carriage return), and
-``bin://bytes`` is every byte value once (:data:`BINARY`), served as a blob.
+``bin://bytes`` is every byte value once (:data:`BINARY`), served as a blob. Tool
+``log_each_level`` logs one message at each MCP level (the SDK sends those the client's
+level allows: ``logging/setLevel``, or the request's ``_meta`` in the 2026-07-28 era).
 """
 
 from __future__ import annotations
@@ -56,6 +58,14 @@ async def client_roots(ctx: Context) -> CallToolResult | InputRequiredResult:
     else:
         text = "handshake: " + _lines((await ctx.session.list_roots()).roots)
     return CallToolResult(content=[TextContent(text=text)])
+
+
+@server.tool()
+async def log_each_level(ctx: Context) -> str:
+    """Log one message at each level, least severe first."""
+    for level in ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"):
+        await ctx.log(level, f"a {level} message", logger_name="levels")
+    return "logged"
 
 
 if __name__ == "__main__":
