@@ -492,7 +492,7 @@ class _ServerLogLines:
 def print_log_entry(entry: JsonObject, as_json: bool) -> None:
     import time
 
-    from hostapp.engine.server_logs import log_line
+    from hostapp.protocol.server_log import log_line
 
     if as_json:
         print(json_text(entry), flush=True)

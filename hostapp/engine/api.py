@@ -24,12 +24,13 @@ from typing import Any, Protocol, TypedDict
 # The definition of a server a client passes in: the journal keeps it, but its class is
 # in a module of its own, so that a client (a CLI command, the window) does not import
 # the journal's SQLite and keyring libraries to read one.
-from hostapp.store.server_config import ServerConfig
+from hostapp.store.server_config import LOG_LEVELS, ServerConfig
 from hostapp.store.status import IN_FLIGHT, TERMINAL, OperationStatus
 
 __all__ = [
     "EVENT_RESUMED",
     "IN_FLIGHT",
+    "LOG_LEVELS",
     "TERMINAL",
     "AgentControl",
     "AgentStatus",

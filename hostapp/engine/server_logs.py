@@ -54,15 +54,6 @@ def log_entry(params: dict[str, Any], at: float) -> dict[str, Any]:
             "logger": logger if isinstance(logger, str) else None, "data": data}
 
 
-def log_line(entry: dict[str, Any]) -> str:
-    """A message on one line for a person: level, logger, data (a string as it is, anything
-    else as JSON). The time is the caller's to add, in the person's clock."""
-    data = entry.get("data")
-    text = data if isinstance(data, str) else json.dumps(data, ensure_ascii=False)
-    logger = f" {entry['logger']}:" if entry.get("logger") else ""
-    return f"{entry.get('level', 'info'):<9}{logger} {text}"
-
-
 class ServerLogs:
     """The last messages of each server."""
 

@@ -76,6 +76,7 @@ from hostapp.ui.window_parts import DETAILS_HEIGHT, OUTCOME_NOTICES, TITLE, Summ
 if TYPE_CHECKING:
     from hostapp.ui.call_dialog import StartCallDialog
     from hostapp.ui.resources_dialog import ResourcesDialog
+    from hostapp.ui.server_log_dialog import ServerLogDialog
     from hostapp.ui.skills_dialog import SkillsDialog
 
 log = logging.getLogger(__name__)
@@ -119,6 +120,7 @@ class MainWindow(QMainWindow):
         self.call_dialog: StartCallDialog | None = None
         self.skills_dialog: SkillsDialog | None = None
         self.resources_dialog: ResourcesDialog | None = None
+        self.log_dialog: ServerLogDialog | None = None
         # Servers whose last attempt was refused for want of sign-in. Kept while they retry
         # (connecting…), so that the Sign in button does not come and go with each attempt.
         self._needs_sign_in: set[str] = set()
@@ -204,6 +206,8 @@ class MainWindow(QMainWindow):
         self.resources_action = self._action("Re&sources…", self.show_resources,
                                              tip="The resources the selected server offers; read one, "
                                              "or watch it for changes")
+        self.log_action = self._action("&Log…", self.show_log,
+                                       tip="What the selected server logged, and the level it is asked for")
         self.import_action = self._action("&Import servers…", self.server_actions.import_servers, "Ctrl+I",
                                           tip="Import servers from Claude Desktop, VS Code or Cursor")
         self.quit_action = self._action("&Quit", self.quitRequested.emit, QKeySequence.StandardKey.Quit,
@@ -232,6 +236,7 @@ class MainWindow(QMainWindow):
         server_menu.addSeparator()
         server_menu.addAction(self.skills_action)
         server_menu.addAction(self.resources_action)
+        server_menu.addAction(self.log_action)
         op_menu = menu.addMenu("&Operation")
         for a in (self.start_action, self.cancel_action, self.rerun_action, self.copy_action, self.save_action):
             op_menu.addAction(a)
@@ -359,7 +364,7 @@ class MainWindow(QMainWindow):
     def _servers_menu(self, pos: QPoint) -> None:
         menu = QMenu(self)
         for a in (self.edit_server_action, self.reconnect_action, self.stop_retrying_action, self.sign_in_action,
-                  self.sign_out_action, self.skills_action, self.resources_action,
+                  self.sign_out_action, self.skills_action, self.resources_action, self.log_action,
                   self.remove_server_action):
             menu.addAction(a)
         menu.popup(self.servers_table.viewport().mapToGlobal(pos))
@@ -528,6 +533,8 @@ class MainWindow(QMainWindow):
     def _operation_event(self, op_id: str, kind: str, data: JsonObject) -> None:
         if self.details.op is not None and op_id == self.details.op.id:
             self.details.add_event(kind, data)
+        if kind == "log" and not op_id and self.log_dialog is not None:
+            self.log_dialog.log_event(data)
         if kind == "resource_updated" and self.resources_dialog is not None:
             self.resources_dialog.resource_updated(str(data.get("server")), str(data.get("uri")))
 
@@ -676,7 +683,7 @@ class MainWindow(QMainWindow):
         self.copy_action.setEnabled(outcome)
         self.save_action.setEnabled(outcome)
         self.start_action.setEnabled(bool(self.servers_model.rowCount()))
-        for a in (self.edit_server_action, self.remove_server_action, self.reconnect_action):
+        for a in (self.edit_server_action, self.remove_server_action, self.reconnect_action, self.log_action):
             a.setEnabled(server is not None)
         # Skills need a server that is there and declared the extension (SEP-2640).
         offers_skills = server is not None and server.state == ServerState.CONNECTED \
@@ -776,6 +783,22 @@ class MainWindow(QMainWindow):
             await run_dialog(dialog)
         finally:
             self.resources_dialog = None
+            dialog.deleteLater()
+
+    def show_log(self) -> None:
+        server = self.selected_server()
+        if server is not None:
+            self.run(self._show_log(server.name), "show the server's log")
+
+    async def _show_log(self, server: str) -> None:
+        from hostapp.ui.server_log_dialog import ServerLogDialog
+
+        dialog = ServerLogDialog(server, self.engine, self)
+        self.log_dialog = dialog
+        try:
+            await run_dialog(dialog)
+        finally:
+            self.log_dialog = None
             dialog.deleteLater()
 
     def cancel_selected(self) -> None:

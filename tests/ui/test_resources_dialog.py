@@ -1,6 +1,7 @@
-"""The Resources… dialog and a result's resource link, over a real engine in this process
-and real servers: server-everything (a listing with templates, subscriptions it pushes
-updates for) and the `mcp` SDK (HTML and terminal escapes, every byte value)."""
+"""The Resources… and Log… dialogs and a result's resource link, over a real engine in
+this process and real servers: server-everything (a listing with templates, subscriptions
+it pushes updates for, log messages at a level) and the `mcp` SDK (HTML and terminal
+escapes, every byte value)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from hostapp.engine import open_engine
 from hostapp.engine.api import ServerConfig
 from hostapp.ui.resources_dialog import ResourcesDialog
 from hostapp.ui.result_view import ResultView
+from hostapp.ui.server_log_dialog import ServerLogDialog
 from tests.support.peers import start_everything_http, start_sdk_client_features_server
 from tests.support.sdk_client_features_server import BINARY, HOSTILE_TEXT
 from tests.support.waiting import until_async as until
@@ -40,10 +42,13 @@ class ToTheDialog:
     """The engine's listener: a resource's change goes to the open dialog, as the window does."""
 
     dialog: ResourcesDialog | None = None
+    log: ServerLogDialog | None = None
 
     def operation_event(self, op_id: str, kind: str, data: dict) -> None:
         if kind == "resource_updated" and self.dialog is not None:
             self.dialog.resource_updated(data["server"], data["uri"])
+        if kind == "log" and self.log is not None:
+            self.log.log_event(data)
 
     def __getattr__(self, name: str):
         return lambda *args, **kwargs: None
@@ -58,8 +63,10 @@ def engine(qloop, isolated_home, real_keyring, everything_http, sdk_server):
 
     async def start() -> None:
         await engine.start()
-        await engine.add_server(ServerConfig(name="ev", transport="http", url=everything_http.url))
+        await engine.add_server(ServerConfig(name="ev", transport="http", url=everything_http.url, log_level="info"))
         await engine.add_server(ServerConfig(name="sdk", transport="http", url=sdk_server.url))
+        await engine.wait_connected("ev")
+        await engine.wait_connected("sdk")
 
     qloop.run_until_complete(start())
     yield engine
@@ -139,5 +146,30 @@ def test_a_resource_link_in_a_result_opens_in_the_result_view(qtbot, qloop, engi
         await until(lambda: not [b for b in view.findChildren(QPushButton) if b.text() == "Open"],
                     what="the earlier result's widgets to go")
         assert "text://hostile" in "".join(label.text() for label in view.findChildren(QLabel))
+
+    qloop.run_until_complete(scenario())
+
+
+def test_the_log_view_shows_what_the_server_logs_as_it_comes_and_sets_its_level(qtbot, qloop, engine):
+    async def scenario() -> None:
+        await engine.watch_resource("ev", DOC)  # server-everything logs each subscription at info
+        await until(lambda: engine._engine.context.server_logs.entries("ev"), what="a first message")
+        dialog = ServerLogDialog("ev", engine)
+        LISTENER.log = dialog
+        qtbot.addWidget(dialog)
+        dialog.show()
+        await until(lambda: "Subscribe Resource request for URI: " + DOC in dialog.text.toPlainText(),
+                    what="the kept message")
+        assert dialog.level.currentData() == "info" and "info" in dialog.text.toPlainText()
+        other = "demo://resource/static/document/features.md"
+        await engine.watch_resource("ev", other)
+        await until(lambda: other in dialog.text.toPlainText(), what="a new message, as it comes")
+        assert dialog.text.toPlainText().count(DOC) == 1  # each once
+
+        dialog.level.setCurrentIndex(dialog.level.findData("error"))
+        await until(lambda: engine._engine.journal.get_server("ev").log_level == "error", what="the level saved")
+        assert engine._engine.connections["ev"].session.log_level == "error"  # on the live session
+        LISTENER.log = None
+        dialog.reject()
 
     qloop.run_until_complete(scenario())
