@@ -74,6 +74,8 @@ class ServerSettings:
     protocol_version: str | None = None
     #: The folders the server is given (MCP roots): absolute, resolved paths.
     roots: list[str] = field(default_factory=list)
+    #: The log level the server is asked for (set in its Log… view; the dialog keeps it).
+    log_level: str | None = None
 
     def to_config(self) -> ServerConfig:
         """The server's definition for the engine (secret references are filled in by the engine)."""
@@ -81,6 +83,7 @@ class ServerSettings:
                                 secret_headers=dict(self.kept_secrets["headers"]), command=self.command,
                                 args=list(self.args), env=dict(self.env), secret_env=dict(self.kept_secrets["env"]),
                                 protocol_version=self.protocol_version, roots=list(self.roots),
+                                log_level=self.log_level,
                                 auth=dict(self.auth) if self.auth and self.transport == "http" else None)
 
     @classmethod
@@ -354,7 +357,7 @@ class ServerDialog(QDialog):
         transport = self.transport.currentData()
         out = ServerSettings(name=name, transport=transport,
                              protocol_version=self._existing.protocol_version if self._existing else None,
-                             roots=self.roots())
+                             roots=self.roots(), log_level=self._existing.log_level if self._existing else None)
         if transport == "stdio":
             out.command = self.command_edit.text().strip()
             if not out.command:

@@ -248,7 +248,8 @@ def test_server_dialog_keeps_the_folders_given_to_the_server(qtbot, tmp_path):
     kept, chosen = tmp_path / "kept", tmp_path / "chosen one"
     kept.mkdir()
     chosen.mkdir()
-    existing = api.ServerConfig(name="files", transport="stdio", command="server", roots=[str(kept)])
+    existing = api.ServerConfig(name="files", transport="stdio", command="server", roots=[str(kept)],
+                                log_level="warning")
     dialog = ServerDialog(existing=existing)
     qtbot.addWidget(dialog)
     assert dialog.roots() == [str(kept)]
@@ -266,3 +267,4 @@ def test_server_dialog_keeps_the_folders_given_to_the_server(qtbot, tmp_path):
     dialog._try_accept()
     assert dialog.result_settings is not None and dialog.result_settings.roots == [str(chosen)]
     assert dialog.result_settings.to_config().roots == [str(chosen)]
+    assert dialog.result_settings.to_config().log_level == "warning"  # kept, though the dialog does not show it
