@@ -35,6 +35,7 @@ from hostapp.engine.api import (
 )
 from hostapp.protocol.eras import era_of
 from hostapp.protocol.jsonrpc import ProtocolError
+from hostapp.protocol.resources import describe
 from hostapp.protocol.roots import normalize_roots
 from hostapp.protocol.schema_form import argument_problems
 
@@ -372,17 +373,11 @@ async def cmd_resources(args: argparse.Namespace) -> int:
         if not listing["resources"] and not listing["templates"]:
             echo(f"{plain(cfg.name)} lists no resources")
         for entry in listing["resources"]:
-            echo(plain(resource_line(entry)))
+            echo(plain(describe(entry)))
         for entry in listing["templates"]:
-            echo(plain(f"template: {resource_line(entry)}"))
+            echo(plain(f"template: {describe(entry)}"))
         return EXIT_OK
     return write_contents(read["contents"], args)
-
-
-def resource_line(entry: JsonObject) -> str:
-    from hostapp.protocol.resources import describe
-
-    return describe(entry)
 
 
 def write_contents(contents: list[JsonObject], args: argparse.Namespace) -> int:
@@ -445,6 +440,27 @@ class _ResourceUpdates:
     def problem(self, kind: str, message: str) -> None: ...
 
 
+async def next_or_gone(queue: asyncio.Queue[JsonObject], engine: EngineApi) -> JsonObject | None:
+    """The next item of ``queue``, or None once the agent's connection closed (it stopped)."""
+    wait_closed = getattr(engine, "wait_closed", None)
+    if wait_closed is None:
+        return await queue.get()
+    item = asyncio.ensure_future(queue.get())
+    gone = asyncio.ensure_future(wait_closed())
+    try:
+        await asyncio.wait((item, gone), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        gone.cancel()
+        if not item.done():
+            item.cancel()
+    return item.result() if item.done() and not item.cancelled() else None
+
+
+def agent_stopped(what: str) -> int:
+    echo(f"hostapp: the agent stopped; {what} ended", file=sys.stderr)
+    return EXIT_ERROR
+
+
 async def watch_resource(args: argparse.Namespace) -> int:
     """Subscribe through the agent and print a line per change until Ctrl+C (or the agent goes)."""
     import time
@@ -459,7 +475,9 @@ async def watch_resource(args: argparse.Namespace) -> int:
             else:
                 echo(f"watching {plain(args.uri)} on {plain(cfg.name)} (Ctrl+C ends it)", file=sys.stderr, flush=True)
             while True:
-                update = await listener.updates.get()
+                update = await next_or_gone(listener.updates, engine)
+                if update is None:
+                    return agent_stopped("the watch")
                 at = time.strftime("%H:%M:%S")
                 if args.json:
                     print(json_text({"event": "updated", "at": time.time(), **update}), flush=True)
@@ -527,9 +545,11 @@ async def cmd_logs(args: argparse.Namespace) -> int:
             return EXIT_OK
         last = kept[-1]["at"] if kept else float("-inf")
         while True:
-            entry = await listener.lines.get()
-            if entry.get("at", float("inf")) > last:  # not one printed from what was kept
-                print_log_entry(entry, args.json)
+            new = await next_or_gone(listener.lines, engine)
+            if new is None:
+                return agent_stopped("following the log")
+            if new.get("at", float("inf")) > last:  # not one printed from what was kept
+                print_log_entry(new, args.json)
 
 
 @contextlib.asynccontextmanager

@@ -358,7 +358,8 @@ class ResultView(QScrollArea):
         if self.read_resource is not None and self._server and isinstance(uri, str) and uri:
             # Read from the server that gave the link, when the person asks: never before.
             open_button = QPushButton("Open")
-            open_button.setAccessibleName("Read the linked resource from the server")
+            open_button.setAccessibleName("Open")
+            open_button.setAccessibleDescription("Read the linked resource from the server")
             row = QHBoxLayout()
             row.addWidget(open_button)
             row.addStretch(1)
@@ -396,7 +397,8 @@ class ResultView(QScrollArea):
             row = QHBoxLayout()
             status = plain_label(f"binary, {len(data):,} bytes")
             save = QPushButton("Save…")
-            save.setAccessibleName("Save the resource to a file")
+            save.setAccessibleName("Save…")
+            save.setAccessibleDescription("Save the resource to a file")
             row.addWidget(status, 1)
             row.addWidget(save)
             lay.addLayout(row)

@@ -88,6 +88,14 @@ def test_the_level_is_set_on_the_live_connection_and_the_messages_are_kept_and_f
     follow.interrupt()
     assert sum("Subscribe Resource request for URI: " + DOCS + "features.md" in line for line in follow.lines) == 1
 
+    # a follow ends, saying so, when the agent stops
+    follow = Running(isolated_home, "logs", "ev", "--follow")
+    until(lambda: len(follow.lines) >= len(entries), what="the kept messages to be printed")
+    stopped = hostapp("agent", "stop", "--yes", home=isolated_home)
+    assert stopped.returncode == 0, stopped.stderr
+    _out, err = follow.proc.communicate(timeout=60)
+    assert follow.proc.returncode == 1 and "the agent stopped; following the log ended" in err
+
 
 def test_logs_without_an_agent_say_where_they_are_kept(isolated_home):
     proc = hostapp("logs", "ev", home=isolated_home)
