@@ -8,10 +8,15 @@ people script against them.
     hostapp servers add NAME --command CMD [--arg=A ...] [--env K=V ...] [--secret-env K=V ...]
     hostapp servers add NAME --url URL --grant GRANT --client-id ID [--client-secret-stdin |
         --private-key PEM_FILE | --assertion-file FILE] [--scope S] [--dpop]
+    hostapp servers add NAME ... [--root DIR ...]
+    hostapp servers update NAME [--root DIR ... | --no-roots] [--log-level L|default]
+    hostapp logs SERVER [--follow] [--limit N] [--json]
     hostapp servers list [--json] | hostapp servers remove NAME
     hostapp servers login NAME | hostapp servers logout NAME
     hostapp tools SERVER [--timeout S] [--json]
     hostapp skills SERVER [--json] | hostapp skills SERVER NAME [--json]
+    hostapp resources SERVER [--json] | hostapp resources SERVER read URI [--output FILE] [--json]
+    hostapp resources SERVER watch URI [--json]
     hostapp call SERVER TOOL [--args JSON] [--answers FILE] [--unanswered decline|wait] [--approve-sampling]
         [--timeout S] [--json]
     hostapp follow OP [--json] | hostapp ops [--status S[,S...]] [--server NAME] [--limit N] [--json]
@@ -105,6 +110,21 @@ CALL_TIMEOUT_HELP = (TIMEOUT_HELP + ", the call's first sign of life (its result
 CANCEL_ON_INTERRUPT_HELP = ("Ctrl+C cancels the operation (by default it lets go of it: the operation goes on in "
                             "the background, and a second Ctrl+C within 2 s cancels it)")
 
+RESOURCES_EPILOG = """\
+  hostapp resources ev                               the resources and templates of ev
+  hostapp resources ev read demo://resource/static/document/architecture.md
+  hostapp resources ev read demo://resource/dynamic/blob/1 --output blob.bin
+  hostapp resources ev watch demo://resource/dynamic/text/1   (Ctrl+C ends it)
+"""
+
+ROOT_HELP = ("a folder the server is told it may work in (an MCP root; repeatable): sent as a file:// URI "
+             "when the server asks (roots/list)")
+
+#: The MCP log levels, least severe first (hostapp.store.server_config.LOG_LEVELS, not
+#: imported: the parser loads no engine module).
+LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
+LOG_LEVEL_HELP = "the least severe log messages the server is asked to send (logging/setLevel)"
+
 UNANSWERED_HELP = ("a question with no scripted answer left: decline it (the default), or wait: "
                    "leave it open, to be answered later by 'hostapp resume --answers' or in the window")
 
@@ -164,7 +184,17 @@ def build_parser() -> argparse.ArgumentParser:
                      help="a file holding the workload's identity JWT, read at each sign-in (jwt_bearer)")
     add.add_argument("--scope", help="the OAuth scope to ask for")
     add.add_argument("--dpop", action="store_true", help="ask for DPoP-bound tokens (RFC 9449)")
+    add.add_argument("--root", action="append", metavar="DIR", help=ROOT_HELP)
+    add.add_argument("--log-level", choices=LOG_LEVELS, help=LOG_LEVEL_HELP)
     add.set_defaults(func=_command("cmd_servers_add"), command_line=None)
+    update = ssub.add_parser("update", help="change a server's roots or log level (its connection stays up)")
+    update.add_argument("name")
+    update.add_argument("--root", action="append", metavar="DIR",
+                        help="the folders the server is given, in place of those it had (repeatable)")
+    update.add_argument("--no-roots", action="store_true", help="give the server no folders")
+    update.add_argument("--log-level", choices=(*LOG_LEVELS, "default"),
+                        help=LOG_LEVEL_HELP + "; default: leave it to the server (from its next connection)")
+    update.set_defaults(func=_command("cmd_servers_update"))
     lst = ssub.add_parser("list", help="list configured servers")
     lst.add_argument("--json", action="store_true")
     lst.set_defaults(func=_command("cmd_servers_list"))
@@ -189,6 +219,25 @@ def build_parser() -> argparse.ArgumentParser:
     skills.add_argument("name", nargs="?", help="the skill to load (its name or URI)")
     skills.add_argument("--json", action="store_true")
     skills.set_defaults(func=_command("cmd_skills"))
+
+    resources = sub.add_parser("resources", help="list a server's resources, read one, or watch one for changes",
+                               epilog=RESOURCES_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    resources.add_argument("server")
+    resources.add_argument("action", nargs="?", choices=("read", "watch"),
+                           help="read URI (print it, or save it with --output), or watch URI (print each change "
+                                "until Ctrl+C); without: list the resources and templates")
+    resources.add_argument("uri", nargs="?")
+    resources.add_argument("--output", metavar="FILE", help="with read: write the contents to FILE (a binary "
+                                                           "resource is written only this way)")
+    resources.add_argument("--json", action="store_true")
+    resources.set_defaults(func=_command("cmd_resources"))
+
+    logs = sub.add_parser("logs", help="what a server logged to the host (kept by the agent while it runs)")
+    logs.add_argument("server")
+    logs.add_argument("--follow", "-f", action="store_true", help="then print each new message until Ctrl+C")
+    logs.add_argument("--limit", type=int, default=200, metavar="N", help="the last N messages (default %(default)s)")
+    logs.add_argument("--json", action="store_true", help="one JSON object per message")
+    logs.set_defaults(func=_command("cmd_logs"))
 
     call = sub.add_parser("call", help="call a tool and follow it to its result")
     call.add_argument("server")

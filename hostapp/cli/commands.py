@@ -35,6 +35,8 @@ from hostapp.engine.api import (
 )
 from hostapp.protocol.eras import era_of
 from hostapp.protocol.jsonrpc import ProtocolError
+from hostapp.protocol.resources import describe
+from hostapp.protocol.roots import normalize_roots
 from hostapp.protocol.schema_form import argument_problems
 
 if TYPE_CHECKING:
@@ -112,6 +114,8 @@ async def cmd_servers_add(args: argparse.Namespace) -> int:
             args=command_args,
             env=parse_pairs(args.env, "--env"),
             protocol_version=args.protocol_version,
+            roots=root_folders(args.root),
+            log_level=args.log_level,
         )
         if args.protocol_version:
             try:
@@ -125,6 +129,37 @@ async def cmd_servers_add(args: argparse.Namespace) -> int:
         except ValueError as exc:
             raise UsageError(str(exc)) from None
     print(f"added {cfg.name} ({cfg.transport}: {cfg.url or cfg.command})")
+    return EXIT_OK
+
+
+def root_folders(paths: list[str] | None) -> list[str]:
+    """The folders of ``--root`` options, absolute and resolved here (the agent's current
+    folder is not the command's); a path that is not a folder is a usage error."""
+    try:
+        return normalize_roots(paths or [])
+    except ValueError as exc:
+        raise UsageError(f"--root: {exc}") from None
+
+
+async def cmd_servers_update(args: argparse.Namespace) -> int:
+    """Change a server's roots or log level; a live connection tells the server
+    (roots/list_changed, logging/setLevel) and stays up."""
+    if args.root and args.no_roots:
+        raise UsageError("give the server's folders with --root DIR (repeatable), or --no-roots, not both")
+    if not (args.root or args.no_roots or args.log_level):
+        raise UsageError("say what changes: --root DIR (repeatable) or --no-roots, --log-level LEVEL")
+    roots = [] if args.no_roots else root_folders(args.root) if args.root else None
+    async with config_engine() as engine:
+        cfg = await configured_server(engine, args.name)
+        if roots is not None:
+            cfg.roots = roots
+        if args.log_level:
+            cfg.log_level = None if args.log_level == "default" else args.log_level
+        await engine.update_server(cfg)
+    if roots is not None:
+        echo(f"{plain(cfg.name)}: " + ("roots " + ", ".join(plain(r) for r in roots) if roots else "no roots"))
+    if args.log_level:
+        echo(f"{plain(cfg.name)}: log level {cfg.log_level or 'the server default'}")
     return EXIT_OK
 
 
@@ -203,6 +238,8 @@ def server_summary(cfg: ServerConfig) -> dict[str, Any]:
         "headers": sorted([*(cfg.headers or {}), *(cfg.secret_headers or {})]),
         "env": sorted([*(cfg.env or {}), *(cfg.secret_env or {})]),
         "auth": cfg.auth,
+        "roots": list(cfg.roots or []),
+        "log_level": cfg.log_level,
     }
 
 
@@ -316,6 +353,215 @@ async def cmd_skills(args: argparse.Namespace) -> int:
     echo(f"-- {plain(skill['name'])}: {len(skill['files'])} file(s) verified (size, digest, frontmatter)"
          + (f"; also: {', '.join(others)}" if others else ""), file=sys.stderr)
     return EXIT_OK
+
+
+async def cmd_resources(args: argparse.Namespace) -> int:
+    """A server's resources: listed, one read (text printed as plain text, anything to a
+    file with --output), or one watched for changes until Ctrl+C."""
+    if args.action is not None and not args.uri:
+        raise UsageError(f"{args.action} needs the resource's URI")
+    if args.output and args.action != "read":
+        raise UsageError("--output goes with read")
+    if args.action == "watch":
+        return await watch_resource(args)
+    async with config_engine() as engine:
+        cfg = await configured_server(engine, args.server)
+        if args.action is None:
+            listing = await engine.list_resources(cfg.name)
+        else:
+            read = await engine.read_resource(cfg.name, args.uri)
+    if args.action is None:
+        if args.json:
+            print(json_text(listing))
+            return EXIT_OK
+        if not listing["resources"] and not listing["templates"]:
+            echo(f"{plain(cfg.name)} lists no resources")
+        for entry in listing["resources"]:
+            echo(plain(describe(entry)))
+        for entry in listing["templates"]:
+            echo(plain(f"template: {describe(entry)}"))
+        return EXIT_OK
+    return write_contents(read["contents"], args)
+
+
+def write_contents(contents: list[JsonObject], args: argparse.Namespace) -> int:
+    """Print what ``resources read`` got (text as plain text; a binary content only said),
+    or write it all to ``--output`` (0600, the bytes as sent)."""
+    from hostapp.protocol.resources import ResourceError, blob_bytes
+
+    if args.json:
+        print(json_text({"contents": contents}))
+        return EXIT_OK
+    if args.output:
+        try:
+            data = b"".join(blob_bytes(item) for item in contents)
+        except ResourceError as exc:
+            raise EngineError(str(exc)) from None
+        try:
+            write_private_file(Path(args.output), data)
+        except OSError as exc:
+            raise UsageError(f"--output: cannot write {args.output}: {exc.strerror or exc}") from None
+        echo(f"wrote {len(data):,} bytes to {args.output}", file=sys.stderr)
+        return EXIT_OK
+    for item in contents:
+        if "text" in item:
+            text = str(item["text"])
+            echo(text, end="" if text.endswith("\n") else "\n")
+        else:
+            size = len(str(item.get("blob", ""))) * 3 // 4
+            echo(f"{plain(item['uri'])}: binary ({plain(item.get('mimeType') or 'no type')}, about {size:,} bytes); "
+                 "save it with --output FILE", file=sys.stderr)
+    return EXIT_OK
+
+
+def write_private_file(path: Path, data: bytes) -> None:
+    """Write ``data`` readable and writable by this user only (a resource may be private)."""
+    import os
+
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.write(fd, data)
+    finally:
+        os.close(fd)
+
+
+class _ResourceUpdates:
+    """The listener of ``resources … watch``: the updates of one resource, in a queue."""
+
+    def __init__(self, server: str, uri: str) -> None:
+        self.server, self.uri = server, uri
+        self.updates: asyncio.Queue[JsonObject] = asyncio.Queue()
+
+    def operation_event(self, op_id: str, kind: str, data: JsonObject) -> None:
+        if kind == "resource_updated" and data.get("server") == self.server and data.get("uri") == self.uri:
+            self.updates.put_nowait(data)
+
+    def operation_changed(self, op: api.OperationView) -> None: ...
+    def server_changed(self, server: api.ServerView) -> None: ...
+    def input_requested(self, request: api.InputRequest) -> None: ...
+    def input_withdrawn(self, request_id: str) -> None: ...
+    def server_removed(self, name: str) -> None: ...
+    def problem(self, kind: str, message: str) -> None: ...
+
+
+async def next_or_gone(queue: asyncio.Queue[JsonObject], engine: EngineApi) -> JsonObject | None:
+    """The next item of ``queue``, or None once the agent's connection closed (it stopped)."""
+    wait_closed = getattr(engine, "wait_closed", None)
+    if wait_closed is None:
+        return await queue.get()
+    item = asyncio.ensure_future(queue.get())
+    gone = asyncio.ensure_future(wait_closed())
+    try:
+        await asyncio.wait((item, gone), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        gone.cancel()
+        if not item.done():
+            item.cancel()
+    return item.result() if item.done() and not item.cancelled() else None
+
+
+def agent_stopped(what: str) -> int:
+    echo(f"hostapp: the agent stopped; {what} ended", file=sys.stderr)
+    return EXIT_ERROR
+
+
+async def watch_resource(args: argparse.Namespace) -> int:
+    """Subscribe through the agent and print a line per change until Ctrl+C (or the agent goes)."""
+    import time
+
+    listener = _ResourceUpdates(args.server, args.uri)
+    async with owner_engine(listener, verbose=bool(getattr(args, "verbose", False))) as engine:
+        cfg = await configured_server(engine, args.server)
+        await engine.watch_resource(cfg.name, args.uri)
+        try:
+            if args.json:
+                print(json_text({"event": "watching", "server": cfg.name, "uri": args.uri}), flush=True)
+            else:
+                echo(f"watching {plain(args.uri)} on {plain(cfg.name)} (Ctrl+C ends it)", file=sys.stderr, flush=True)
+            while True:
+                update = await next_or_gone(listener.updates, engine)
+                if update is None:
+                    return agent_stopped("the watch")
+                at = time.strftime("%H:%M:%S")
+                if args.json:
+                    print(json_text({"event": "updated", "at": time.time(), **update}), flush=True)
+                else:
+                    echo(f"{at} updated {plain(update['uri'])}", flush=True)
+        finally:
+            with contextlib.suppress(EngineError, AgentGone, TimeoutError):
+                await asyncio.wait_for(engine.unwatch_resource(cfg.name, args.uri), 5)
+
+
+class _ServerLogLines:
+    """The listener of ``logs --follow``: one server's new log messages, in a queue."""
+
+    def __init__(self, server: str) -> None:
+        self.server = server
+        self.lines: asyncio.Queue[JsonObject] = asyncio.Queue()
+
+    def operation_event(self, op_id: str, kind: str, data: JsonObject) -> None:
+        if kind == "log" and data.get("server") == self.server:
+            self.lines.put_nowait({k: v for k, v in data.items() if k != "server"})
+
+    def operation_changed(self, op: api.OperationView) -> None: ...
+    def server_changed(self, server: api.ServerView) -> None: ...
+    def input_requested(self, request: api.InputRequest) -> None: ...
+    def input_withdrawn(self, request_id: str) -> None: ...
+    def server_removed(self, name: str) -> None: ...
+    def problem(self, kind: str, message: str) -> None: ...
+
+
+def print_log_entry(entry: JsonObject, as_json: bool) -> None:
+    import time
+
+    from hostapp.protocol.server_log import log_line
+
+    if as_json:
+        print(json_text(entry), flush=True)
+    else:
+        at = entry.get("at")
+        when = time.strftime("%H:%M:%S", time.localtime(at)) if isinstance(at, (int, float)) else "--:--:--"
+        echo(f"{when} {plain(log_line(entry))}", flush=True)
+
+
+async def cmd_logs(args: argparse.Namespace) -> int:
+    """What a server logged to the host, as the agent kept it; with --follow, then each new
+    message until Ctrl+C. The agent keeps them in memory while it runs."""
+    from hostapp.agent.commands import agent_engine
+
+    listener = _ServerLogLines(args.server)
+    if args.follow:
+        context: contextlib.AbstractAsyncContextManager[EngineApi] = owner_engine(
+            listener, verbose=bool(getattr(args, "verbose", False)))
+    else:
+        running = await agent_engine()
+        if running is None:
+            echo("no agent runs: server logs are kept by the agent while it runs (none to show); "
+                 "'hostapp logs SERVER --follow' starts it", file=sys.stderr)
+            return EXIT_OK
+        context = _closing(running)
+    async with context as engine:
+        cfg = await configured_server(engine, args.server)
+        kept = await engine.server_log(cfg.name, args.limit)
+        for entry in kept:
+            print_log_entry(entry, args.json)
+        if not args.follow:
+            return EXIT_OK
+        last = kept[-1]["at"] if kept else float("-inf")
+        while True:
+            new = await next_or_gone(listener.lines, engine)
+            if new is None:
+                return agent_stopped("following the log")
+            if new.get("at", float("inf")) > last:  # not one printed from what was kept
+                print_log_entry(new, args.json)
+
+
+@contextlib.asynccontextmanager
+async def _closing(engine: EngineApi) -> Any:
+    try:
+        yield engine
+    finally:
+        await engine.stop()
 
 
 def following(follower: CallFollower, args: argparse.Namespace) -> contextlib.AbstractAsyncContextManager[EngineApi]:

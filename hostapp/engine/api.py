@@ -27,12 +27,13 @@ from typing import Any, Protocol, TypedDict
 # The definition of a server a client passes in: the journal keeps it, but its class is
 # in a module of its own, so that a client (a CLI command, the window) does not import
 # the journal's SQLite and keyring libraries to read one.
-from hostapp.store.server_config import ServerConfig
+from hostapp.store.server_config import LOG_LEVELS, ServerConfig
 from hostapp.store.status import IN_FLIGHT, TERMINAL, OperationStatus
 
 __all__ = [
     "EVENT_RESUMED",
     "IN_FLIGHT",
+    "LOG_LEVELS",
     "TERMINAL",
     "AgentControl",
     "AgentStatus",
@@ -390,6 +391,30 @@ class EngineApi(Protocol):
         ``instructions`` (SKILL.md) and ``files`` (URI to text). :class:`SkillRefused` on any
         mismatch with the listing, naming the check that failed."""
 
+    async def list_resources(self, server: str) -> JsonObject:
+        """The resources and resource templates ``server`` lists (every page):
+        ``{"resources", "templates", "subscribe"}`` (``subscribe``: whether it can be watched).
+        :class:`InvalidRequest` when it offers none. Nothing is read."""
+
+    async def read_resource(self, server: str, uri: str) -> JsonObject:
+        """``resources/read`` of ``uri``: ``{"contents": [...]}``, each with its ``uri``,
+        ``mimeType`` and ``text`` or ``blob`` (base64), as the server sent it (server text)."""
+
+    async def watch_resource(self, server: str, uri: str) -> None:
+        """Watch ``uri`` for changes: subscribed on the live connection (again in each new
+        session) until its last watcher calls :meth:`unwatch_resource`; each change is the
+        listener's ``operation_event("", "resource_updated", {"server", "uri"})``.
+        :class:`InvalidRequest` when the server offers no subscriptions."""
+
+    async def unwatch_resource(self, server: str, uri: str) -> None:
+        """One watcher of ``uri`` fewer; after the last the server is told (unsubscribe)."""
+
+    async def server_log(self, server: str, limit: int = 200) -> list[JsonObject]:
+        """The last ``limit`` messages ``server`` logged to the host while the engine ran
+        (``notifications/message``), oldest first: ``{"at", "level", "logger", "data"}``
+        (server text). New ones come as the listener's ``operation_event("", "log", ...)``
+        with ``server`` added. Its ``ServerConfig.log_level`` is what it is asked to send."""
+
     async def begin_sign_in(self, server: str, timeout: float | None = None) -> str:
         """Start signing in to an HTTP server; the authorization URL for the browser."""
 
@@ -541,6 +566,21 @@ class ForwardingEngine(ABC):
 
     async def load_skill(self, server: str, name: str) -> JsonObject:
         return await self.forward("load_skill", {"server": server, "name": name})
+
+    async def list_resources(self, server: str) -> JsonObject:
+        return await self.forward("list_resources", {"server": server})
+
+    async def read_resource(self, server: str, uri: str) -> JsonObject:
+        return await self.forward("read_resource", {"server": server, "uri": uri})
+
+    async def watch_resource(self, server: str, uri: str) -> None:
+        await self.forward("watch_resource", {"server": server, "uri": uri})
+
+    async def unwatch_resource(self, server: str, uri: str) -> None:
+        await self.forward("unwatch_resource", {"server": server, "uri": uri})
+
+    async def server_log(self, server: str, limit: int = 200) -> list[JsonObject]:
+        return await self.forward("server_log", {"server": server, "limit": limit})
 
     async def begin_sign_in(self, server: str, timeout: float | None = None) -> str:
         return await self.forward("begin_sign_in", {"server": server, "timeout": timeout})

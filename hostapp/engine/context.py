@@ -19,9 +19,11 @@ from hostapp.engine.handles import HandleKeeper
 from hostapp.engine.liveness import LivenessWatches
 from hostapp.engine.questions import QuestionDesk
 from hostapp.engine.routing import RequestRouting
+from hostapp.engine.server_logs import ServerLogs
 from hostapp.engine.session import ClientSession
 from hostapp.engine.supervisor import ServerConnection
 from hostapp.protocol.jsonrpc import RequestId
+from hostapp.protocol.roots import roots_result
 from hostapp.protocol.timing import Timing
 
 if TYPE_CHECKING:
@@ -114,6 +116,8 @@ class EngineContext:
         self._tasks: set[asyncio.Task[Any]] = set()
         self.progress = ProgressPublisher(self)
         self.liveness = LivenessWatches(self)
+        #: What each server logged to the host lately (in memory: see the module).
+        self.server_logs = ServerLogs()
 
     @property
     def journal(self) -> OperationJournal:
@@ -122,6 +126,10 @@ class EngineContext:
     def connection(self, server: str) -> ServerConnection:
         """The supervised connection of ``server`` (supervised from now on if it was not)."""
         return self._connection(server)
+
+    def roots_of(self, server: str) -> dict[str, Any]:
+        """The answer to ``roots/list`` for ``server``: its folders as configured now."""
+        return roots_result(self._connection(server).cfg.roots)
 
     # -- background work ------------------------------------------------------------
 

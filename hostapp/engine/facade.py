@@ -59,6 +59,12 @@ def translate(exc: BaseException, missing: type[api.EngineError] = api.NoSuchSer
     skill_error = _loaded("hostapp.protocol.skills", "SkillError")
     if skill_error is not None and isinstance(exc, skill_error):
         return api.SkillRefused(str(exc), getattr(exc, "check", None))
+    refused = _loaded("hostapp.engine.resources", "ResourcesRefused")
+    if refused is not None and isinstance(exc, refused):
+        return api.InvalidRequest(str(exc))
+    malformed = _loaded("hostapp.protocol.resources", "ResourceError")
+    if malformed is not None and isinstance(exc, malformed):
+        return api.ServerError(str(exc))
     if isinstance(exc, TransportError):
         return api.ServerUnavailable(str(exc))
     if isinstance(exc, RpcError):
@@ -251,6 +257,22 @@ class LocalEngine:
 
     async def set_sampling_policy(self, server: str, policy: str) -> None:
         _sync(self._engine.set_sampling_policy, server, policy)
+
+    # resources
+    async def list_resources(self, server: str) -> JsonObject:
+        return await _call(self._engine.list_resources(server))
+
+    async def read_resource(self, server: str, uri: str) -> JsonObject:
+        return await _call(self._engine.read_resource(server, uri))
+
+    async def watch_resource(self, server: str, uri: str) -> None:
+        await _call(self._engine.watch_resource(server, uri))
+
+    async def unwatch_resource(self, server: str, uri: str) -> None:
+        await _call(self._engine.unwatch_resource(server, uri))
+
+    async def server_log(self, server: str, limit: int = 200) -> list[JsonObject]:
+        return await _call(self._engine.server_log(server, limit))
 
     # MCP Apps
     async def read_app_view(self, server: str, uri: str) -> JsonObject:

@@ -124,6 +124,7 @@ class RunnerContext(Protocol[RunnerT]):
 
     # -- servers
     def connection(self, server: str) -> ServerConnection: ...
+    def roots_of(self, server: str) -> dict[str, Any]: ...
 
 
 #: How far a status message says a task got: "crunch 5/12", "3 of 8", "40%".

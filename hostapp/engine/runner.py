@@ -446,7 +446,7 @@ class OperationRunner:
                         return
                     responses[key] = {"action": "decline"}  # it could not be shown; said in the timeline
             elif (req or {}).get("method") == "roots/list":
-                responses[key] = {"roots": []}
+                responses[key] = self.context.roots_of(self.server)
             else:
                 responses[key] = {"action": "decline"}
         await self.feed(lambda: self.mech.answer_input(responses, now=self.context.clock()))

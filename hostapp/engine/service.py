@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from hostapp import mechanisms
-from hostapp.engine import accounts, api, diagnostics, skills
+from hostapp.engine import accounts, api, diagnostics, resources, server_settings, skills
 from hostapp.engine.context import EngineContext
 from hostapp.engine.first_contact import FirstContactGate
 from hostapp.engine.handles import (
@@ -126,6 +126,8 @@ class Engine:
             questions=self._questions, connection=self._connection)
         self._started = False
         self._sign_ins: accounts.SignIns | None = None
+        #: The resources clients watch, subscribed on each server's live connection.
+        self.resource_watches = resources.ResourceWatches()
         from hostapp.engine.apps import ViewCallBudget
 
         #: How many calls each MCP App view may still make.
@@ -377,15 +379,24 @@ class Engine:
 
         ``cfg.secret_headers``/``secret_env`` hold the references kept unchanged; ``secrets``
         the new values for the keyring. References no longer used are deleted afterwards.
+        A change of roots or log level alone keeps the connection
+        (:mod:`hostapp.engine.server_settings`).
         """
         old = self.journal.get_server(cfg.name)
         if old is None:
             raise KeyError(f"no server named {cfg.name!r}")
+        if not any((secrets or {}).values()) and server_settings.only_live_changes(old, cfg):
+            # Its roots or log level alone: the live connection takes them and tells the server.
+            live = self.journal.update_server(cfg.name, roots=cfg.roots, log_level=cfg.log_level)
+            conn = self.connections.get(cfg.name)
+            if conn is not None:
+                await server_settings.apply_live(conn, live, old)
+            return
         await self._store_server_secrets(cfg, secrets or {})
         self.journal.update_server(
             cfg.name, transport=cfg.transport, url=cfg.url, headers=cfg.headers, secret_headers=cfg.secret_headers,
             command=cfg.command, args=cfg.args, env=cfg.env, secret_env=cfg.secret_env, enabled=cfg.enabled,
-            protocol_version=cfg.protocol_version, auth=cfg.auth)
+            protocol_version=cfg.protocol_version, auth=cfg.auth, roots=cfg.roots, log_level=cfg.log_level)
         credentials = dict((secrets or {}).get("credentials") or {})
         await accounts.store_credentials(self, cfg.name, credentials)
         if old.transport == "http" and (credentials or old.auth != cfg.auth):
@@ -411,6 +422,8 @@ class Engine:
         conn = self.connections.pop(name, None)
         if conn is not None:
             await conn.stop()
+        self.resource_watches.forget(name)
+        self._context.server_logs.forget(name)
         cfg = self.journal.get_server(name)
         if cfg is None:
             return
@@ -487,6 +500,9 @@ class Engine:
         return conn, session
 
     async def _on_ready(self, conn: ServerConnection, session: ClientSession) -> None:
+        if self.resource_watches.uris(conn.name):  # a subscription holds for its session only
+            self._context.spawn(self.resource_watches.resubscribe(conn.name, session))
+        self._context.spawn(server_settings.on_new_session(conn, session))
         # A session kept across a break of the network may still carry requests that never
         # broke (a stream resumed by the transport itself): their operations go on as they are.
         still_waiting = self._routing.still_answering(conn.name, session)
@@ -727,6 +743,25 @@ class Engine:
 
     async def load_skill(self, name: str, skill: str) -> dict[str, Any]:
         return await skills.load_server_skill(self, name, skill)
+
+    # resources: browsed, read and watched on request (hostapp/engine/resources.py)
+    async def list_resources(self, name: str) -> dict[str, Any]:
+        return await resources.list_resources(self, name)
+
+    async def read_resource(self, name: str, uri: str) -> dict[str, Any]:
+        return await resources.read_resource(self, name, uri)
+
+    async def watch_resource(self, name: str, uri: str) -> None:
+        await self.resource_watches.watch(self, name, uri)
+
+    async def unwatch_resource(self, name: str, uri: str) -> None:
+        await self.resource_watches.unwatch(self, name, uri)
+
+    # what servers logged (hostapp/engine/server_logs.py)
+    async def server_log(self, name: str, limit: int = 200) -> list[dict[str, Any]]:
+        if self.journal.get_server(name) is None:
+            raise KeyError(f"no server named {name!r}")
+        return self._context.server_logs.entries(name, limit)
 
     # MCP Apps (hostapp/engine/apps.py)
     async def read_app_view(self, server: str, uri: str) -> dict[str, Any]:

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hostapp import CLIENT_NAME, __version__
+from hostapp.engine.server_logs import LOG_LEVEL_META
 from hostapp.protocol import eras
 from hostapp.protocol.eras import ServerInfo
 from hostapp.protocol.excerpt import excerpt, redacted
@@ -215,6 +216,10 @@ class ClientSession:
         self.stray_answers = StrayAnswers()
         self._closed_error: Exception | None = None
         self._token_prefix = secrets.token_hex(4)
+        #: The log level every request names in the 2026-07-28 era (None: none is named,
+        #: and the server sends no log messages); a handshake-era session is told it with
+        #: ``logging/setLevel`` instead.
+        self.log_level: str | None = None
 
     # -- lifecycle -------------------------------------------------------------------
 
@@ -328,6 +333,8 @@ class ClientSession:
         if self.server is not None and self.server.era == eras.STATELESS:
             meta.update(eras.stateless_meta(self.client_info, self.capabilities_for(eras.STATELESS),
                                              self.server.protocol_version))
+            if self.log_level is not None:
+                meta[LOG_LEVEL_META] = self.log_level
         if extra_meta:
             meta.update(extra_meta)
         if meta:

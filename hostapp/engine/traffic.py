@@ -4,7 +4,8 @@
 connection (or of one adopted earlier session of it): a question (elicitation, sampling) goes to
 the person on behalf of the operation whose request it came with, a notification and an
 SSE event id to the operation that sent or claims it, a closed connection to every
-operation in flight on it, a changed tool list to the server's row.
+operation in flight on it, a changed tool list to the server's row; ``roots/list`` is
+answered with the server's configured folders.
 """
 
 from __future__ import annotations
@@ -19,10 +20,14 @@ from hostapp.engine.context import EngineContext
 from hostapp.engine.questions import ELICITATION, SAMPLING
 from hostapp.engine.request_tasks import RequestTasks
 from hostapp.engine.runner import OperationRunner
+from hostapp.engine.server_logs import below_level
 from hostapp.engine.session import ClientHandlers, RequestContext
 from hostapp.engine.supervisor import ServerConnection
 from hostapp.mechanisms import actions as A
 from hostapp.protocol.jsonrpc import INVALID_PARAMS, RequestId, RpcError
+from hostapp.protocol.resources import LIST_CHANGED as RESOURCES_CHANGED
+from hostapp.protocol.resources import UPDATED as RESOURCE_UPDATED
+from hostapp.protocol.roots import roots_result
 from hostapp.store.status import OperationStatus
 from hostapp.transport.base import SessionExpired, TransportError
 
@@ -96,12 +101,21 @@ class ServerTraffic(ClientHandlers):
         if runner is not None:
             self.context.spawn(runner.kept_question.answered(ctx.request_id))
 
+    async def list_roots(self, ctx: RequestContext) -> dict[str, Any]:
+        """The server's folders as the configuration holds them now (:mod:`hostapp.protocol.roots`)."""
+        return await asyncio.to_thread(roots_result, list(self.conn.cfg.roots))
+
     def on_log(self, params: dict[str, Any]) -> None:
-        self.context.operation_event("", "log", {"server": self.conn.name, **params})
+        if below_level(params.get("level"), self.conn.cfg.log_level):
+            return  # a server that sends what it was not asked for (some leave it to their application)
+        entry = self.context.server_logs.add(self.conn.name, params, self.context.clock())
+        self.context.operation_event("", "log", {"server": self.conn.name, **entry})
 
     def on_list_changed(self, method: str) -> None:
         if method == "notifications/tools/list_changed":
             self.context.spawn(self.refresh_tools())
+        elif method == RESOURCES_CHANGED:
+            self.context.operation_event("", "resources_changed", {"server": self.conn.name})
 
     async def refresh_tools(self) -> None:
         """Ask the server for its tools again and show them."""
@@ -120,6 +134,9 @@ class ServerTraffic(ClientHandlers):
         ctx = self.context
         if method == "notifications/elicitation/complete":
             ctx.questions.elicitation_complete(params.get("elicitationId"))
+            return
+        if method == RESOURCE_UPDATED and isinstance(params.get("uri"), str):
+            ctx.operation_event("", "resource_updated", {"server": self.conn.name, "uri": params["uri"]})
             return
         runner = self._owner(related) or ctx.routing.claimant(self.conn.name, method, params)
         if runner is None and method == "notifications/requests/resumePolicy":

@@ -55,9 +55,10 @@ def client_capabilities(era: str, *, task_augmented_requests: bool = True) -> di
     answers with a CreateTaskResult and serves ``tasks/get``, ``tasks/result``,
     ``tasks/list`` and ``tasks/cancel`` for them, :mod:`hostapp.engine.request_tasks`).
     Sampling is declared without ``context`` and ``tools`` (:mod:`hostapp.protocol.sampling`).
+    Roots are (each server's folders, :mod:`hostapp.protocol.roots`), with ``listChanged``.
     Streams (draft "Streams") and async tools (SEP-1391) define no client capability.
     """
-    capabilities: dict[str, Any] = {"elicitation": {"form": {}, "url": {}}}
+    capabilities: dict[str, Any] = {"elicitation": {"form": {}, "url": {}}, "roots": {"listChanged": True}}
     capabilities["sampling"] = {}  # text only: no "context" (includeContext), no "tools"
     if _era(era) == STATELESS:
         capabilities["extensions"] = {TASKS_EXTENSION: {}}

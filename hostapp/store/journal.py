@@ -29,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import json
+import os
 import sqlite3
 import threading
 import time
@@ -54,7 +55,7 @@ from hostapp.store.journal_schema import (
 from hostapp.store.journal_writer import JournalStats, JournalWriter
 from hostapp.store.paths import private_file
 from hostapp.store.secrets import is_secret_ref
-from hostapp.store.server_config import ServerConfig
+from hostapp.store.server_config import LOG_LEVELS, ServerConfig
 from hostapp.store.status import (
     IN_FLIGHT,
     TERMINAL,
@@ -148,7 +149,9 @@ def new_operation_id() -> str:
 
 _JSON_OPERATION_FIELDS = ("params", "jsonrpc_id", "result", "error", "handle", "open_question")
 _BOOL_OPERATION_FIELDS = ("resumable",)
-_JSON_SERVER_FIELDS = ("headers", "secret_headers", "args", "env", "secret_env")
+_JSON_SERVER_FIELDS = ("headers", "secret_headers", "args", "env", "secret_env", "roots")
+# JSON server columns that hold a list (the others hold an object).
+_LIST_SERVER_FIELDS = ("args", "roots")
 # JSON server columns whose absence stays None.
 _OPTIONAL_JSON_SERVER_FIELDS = ("auth",)
 _OPERATION_FIELDS = tuple(f.name for f in fields(OperationRecord))
@@ -202,7 +205,7 @@ def _server_to_row(config: ServerConfig) -> dict[str, Any]:
 def _row_to_server(row: sqlite3.Row | Mapping[str, Any]) -> ServerConfig:
     values = {name: row[name] for name in _SERVER_FIELDS}
     for name in _JSON_SERVER_FIELDS:
-        values[name] = _loads(values[name]) or ({} if name != "args" else [])
+        values[name] = _loads(values[name]) or ([] if name in _LIST_SERVER_FIELDS else {})
     for name in _OPTIONAL_JSON_SERVER_FIELDS:
         values[name] = _loads(values[name])
     values["enabled"] = bool(values["enabled"])
@@ -221,6 +224,11 @@ def _validate_server(config: ServerConfig) -> None:
             if not is_secret_ref(ref):
                 # Catches a plaintext value handed over by mistake, without echoing it.
                 raise ValueError(f"server {config.name!r}: {what}[{key!r}] must be a keyring reference")
+    if not isinstance(config.roots, list) or not all(
+            isinstance(root, str) and os.path.isabs(root) and "\x00" not in root for root in config.roots):
+        raise ValueError(f"server {config.name!r}: roots must be a list of absolute folder paths")
+    if config.log_level is not None and config.log_level not in LOG_LEVELS:
+        raise ValueError(f"server {config.name!r}: log_level must be one of {', '.join(LOG_LEVELS)}")
     if config.auth is not None and not isinstance(config.auth, dict):
         raise ValueError(f"server {config.name!r}: auth must be a JSON object of sign-in settings")
     if config.session_ref is not None and not is_secret_ref(config.session_ref):
@@ -387,7 +395,7 @@ class OperationJournal:
                 raise KeyError(f"no server named {name!r}")
             current = dict(zip(columns, found, strict=True))
             for column in _JSON_SERVER_FIELDS:
-                current[column] = _loads(current[column]) or ({} if column != "args" else [])
+                current[column] = _loads(current[column]) or ([] if column in _LIST_SERVER_FIELDS else {})
             for column in _OPTIONAL_JSON_SERVER_FIELDS:
                 current[column] = _loads(current[column])
             current["enabled"] = bool(current["enabled"])

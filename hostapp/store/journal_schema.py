@@ -131,6 +131,18 @@ def _add_open_question_2_3(db: sqlite_utils.Database) -> None:
     db.table("operations").add_column("open_question", str)
 
 
+def _add_server_roots_2_4(db: sqlite_utils.Database) -> None:
+    # The folders a server is given as MCP roots (a JSON list of absolute paths). A minor
+    # step: an older 2.x hostapp ignores the column and declares no roots.
+    db.table("servers").add_column("roots", str)
+
+
+def _add_server_log_level_2_5(db: sqlite_utils.Database) -> None:
+    # The level of the log messages a server is asked to send (logging/setLevel). A minor
+    # step: an older 2.x hostapp ignores the column and leaves the server's default.
+    db.table("servers").add_column("log_level", str)
+
+
 @dataclass(frozen=True)
 class Migration:
     """One step of the schema: brings a journal to ``version`` by calling ``apply``."""
@@ -149,6 +161,8 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration((2, 1), "blocks of request ids reserved per server", _request_id_blocks_2_1),
     Migration((2, 2), "servers' sign-in settings", _add_server_auth_2_2),
     Migration((2, 3), "a server's question left open", _add_open_question_2_3),
+    Migration((2, 4), "servers' roots", _add_server_roots_2_4),
+    Migration((2, 5), "servers' log level", _add_server_log_level_2_5),
 )
 
 #: The schema this code writes: (major, minor).

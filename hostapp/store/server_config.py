@@ -10,6 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+#: The log levels of MCP (RFC 5424's, least severe first).
+LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
+
 
 @dataclass
 class ServerConfig:
@@ -19,6 +22,10 @@ class ServerConfig:
     reference of the ``Mcp-Session-Id``, when it last answered). ``auth`` is how an HTTP
     server signs in, as ``hostapp.auth.settings.AuthSettings.to_dict()`` gives it (None:
     the default interactive sign-in); its secrets live in the keyring, never here.
+    ``roots`` are the folders the person gave the server (MCP roots: absolute, resolved
+    paths, answered to ``roots/list`` as ``file://`` URIs). ``log_level`` is the least
+    severe log message the server is asked to send (``logging/setLevel``; None: the
+    server's own default).
     """
 
     name: str
@@ -35,3 +42,5 @@ class ServerConfig:
     session_ref: str | None = None
     last_seen: float | None = None
     auth: dict[str, Any] | None = None
+    roots: list[str] = field(default_factory=list)
+    log_level: str | None = None

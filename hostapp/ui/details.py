@@ -227,7 +227,8 @@ class OperationDetails(QWidget):
                                "The outcome of this call is unknown: it may or may not have run. "
                                "Re-run it only if that is safe." if op.status == api.OperationStatus.UNKNOWN
                                else "No result.")
-                self.result_view.show_outcome(op.result, op.error, op_id=op.id, placeholder=placeholder)
+                self.result_view.show_outcome(op.result, op.error, op_id=op.id, placeholder=placeholder,
+                                              server=op.server)
         has_outcome = op is not None and (op.result is not None or op.error is not None)
         self.cancel_button.setEnabled(op is not None and op.in_flight)
         self.rerun_button.setEnabled(op is not None and not op.in_flight and op.tool is not None)

@@ -75,6 +75,8 @@ from hostapp.ui.window_parts import DETAILS_HEIGHT, OUTCOME_NOTICES, TITLE, Summ
 
 if TYPE_CHECKING:
     from hostapp.ui.call_dialog import StartCallDialog
+    from hostapp.ui.resources_dialog import ResourcesDialog
+    from hostapp.ui.server_log_dialog import ServerLogDialog
     from hostapp.ui.skills_dialog import SkillsDialog
 
 log = logging.getLogger(__name__)
@@ -117,6 +119,8 @@ class MainWindow(QMainWindow):
         # The dialog open right now (None when closed): the window drives it, tests inspect it.
         self.call_dialog: StartCallDialog | None = None
         self.skills_dialog: SkillsDialog | None = None
+        self.resources_dialog: ResourcesDialog | None = None
+        self.log_dialog: ServerLogDialog | None = None
         # Servers whose last attempt was refused for want of sign-in. Kept while they retry
         # (connecting…), so that the Sign in button does not come and go with each attempt.
         self._needs_sign_in: set[str] = set()
@@ -137,6 +141,7 @@ class MainWindow(QMainWindow):
         self.details.estimate = self.ops_model.estimate
         self.details.status = self.ops_model.shown_status
         self.details.enable_app_views(engine)
+        self.details.result_view.read_resource = engine.read_resource
         self.elicitations = ElicitationQueue(self._answer_question, self._operation_title, self,
                                              draft=lambda request_id: self.engine.draft_reply(request_id))
 
@@ -199,6 +204,11 @@ class MainWindow(QMainWindow):
                                             "(its tokens leave the keyring)")
         self.skills_action = self._action("S&kills…", self.show_skills,
                                           tip="The skills the selected server offers; load one to read it")
+        self.resources_action = self._action("Re&sources…", self.show_resources,
+                                             tip="The resources the selected server offers; read one, "
+                                             "or watch it for changes")
+        self.log_action = self._action("&Log…", self.show_log,
+                                       tip="What the selected server logged, and the level it is asked for")
         self.import_action = self._action("&Import servers…", self.server_actions.import_servers, "Ctrl+I",
                                           tip="Import servers from Claude Desktop, VS Code or Cursor")
         self.quit_action = self._action("&Quit", self.quitRequested.emit, QKeySequence.StandardKey.Quit,
@@ -226,6 +236,8 @@ class MainWindow(QMainWindow):
         server_menu.addAction(self.sign_out_action)
         server_menu.addSeparator()
         server_menu.addAction(self.skills_action)
+        server_menu.addAction(self.resources_action)
+        server_menu.addAction(self.log_action)
         op_menu = menu.addMenu("&Operation")
         for a in (self.start_action, self.cancel_action, self.rerun_action, self.copy_action, self.save_action):
             op_menu.addAction(a)
@@ -353,7 +365,8 @@ class MainWindow(QMainWindow):
     def _servers_menu(self, pos: QPoint) -> None:
         menu = QMenu(self)
         for a in (self.edit_server_action, self.reconnect_action, self.stop_retrying_action, self.sign_in_action,
-                  self.sign_out_action, self.skills_action, self.remove_server_action):
+                  self.sign_out_action, self.skills_action, self.resources_action, self.log_action,
+                  self.remove_server_action):
             menu.addAction(a)
         menu.popup(self.servers_table.viewport().mapToGlobal(pos))
 
@@ -526,6 +539,10 @@ class MainWindow(QMainWindow):
     def _operation_event(self, op_id: str, kind: str, data: JsonObject) -> None:
         if self.details.op is not None and op_id == self.details.op.id:
             self.details.add_event(kind, data)
+        if kind == "log" and not op_id and self.log_dialog is not None:
+            self.log_dialog.log_event(data)
+        if kind == "resource_updated" and self.resources_dialog is not None:
+            self.resources_dialog.resource_updated(str(data.get("server")), str(data.get("uri")))
 
     def _server_changed(self, server: ServerView) -> None:
         if server.state == ServerState.NEEDS_SIGN_IN:
@@ -674,7 +691,7 @@ class MainWindow(QMainWindow):
         self.copy_action.setEnabled(outcome)
         self.save_action.setEnabled(outcome)
         self.start_action.setEnabled(bool(self.servers_model.rowCount()))
-        for a in (self.edit_server_action, self.remove_server_action, self.reconnect_action):
+        for a in (self.edit_server_action, self.remove_server_action, self.reconnect_action, self.log_action):
             a.setEnabled(server is not None)
         # Skills need a server that is there and declared the extension (SEP-2640).
         offers_skills = server is not None and server.state == ServerState.CONNECTED \
@@ -684,6 +701,10 @@ class MainWindow(QMainWindow):
             "The skills the selected server offers; load one to read it" if offers_skills or server is None
             else f"{server.name} is not connected" if server.state != ServerState.CONNECTED
             else f"{server.name} does not offer skills (it does not declare the skills extension)")
+        self.resources_action.setEnabled(server is not None and server.state == ServerState.CONNECTED)
+        self.resources_action.setStatusTip(
+            "The resources the selected server offers; read one, or watch it for changes"
+            if server is None or server.state == ServerState.CONNECTED else f"{server.name} is not connected")
         self.stop_retrying_action.setEnabled(server is not None and server.state in (
             ServerState.OFFLINE, ServerState.RECONNECTING, ServerState.CONNECTING, ServerState.NEEDS_SIGN_IN))
         signing_in = server is not None and server.name in self.server_actions.signing_in
@@ -754,6 +775,38 @@ class MainWindow(QMainWindow):
             await run_dialog(dialog)
         finally:
             self.skills_dialog = None
+            dialog.deleteLater()
+
+    def show_resources(self) -> None:
+        server = self.selected_server()
+        if server is not None:
+            self.run(self._show_resources(server.name), "show the resources")
+
+    async def _show_resources(self, server: str) -> None:
+        from hostapp.ui.resources_dialog import ResourcesDialog
+
+        dialog = ResourcesDialog(server, self.engine, self)
+        self.resources_dialog = dialog
+        try:
+            await run_dialog(dialog)
+        finally:
+            self.resources_dialog = None
+            dialog.deleteLater()
+
+    def show_log(self) -> None:
+        server = self.selected_server()
+        if server is not None:
+            self.run(self._show_log(server.name), "show the server's log")
+
+    async def _show_log(self, server: str) -> None:
+        from hostapp.ui.server_log_dialog import ServerLogDialog
+
+        dialog = ServerLogDialog(server, self.engine, self)
+        self.log_dialog = dialog
+        try:
+            await run_dialog(dialog)
+        finally:
+            self.log_dialog = None
             dialog.deleteLater()
 
     def cancel_selected(self) -> None:

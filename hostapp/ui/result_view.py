@@ -6,7 +6,8 @@ into plain-text editors, and nothing is ever handed to a rich-text or HTML rende
 Audio is kept in memory until the person saves it (nothing is written by showing a
 result); the name it is offered under comes from an allow-list of audio types (anything
 else is ``.bin``), the file is never executable, and only an allow-listed type is ever
-handed to the OS to open. Nothing is fetched from a link.
+handed to the OS to open. A resource link is read from its server only when the person
+presses its Open (``read_resource``), and shown the same way.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import html
 import json
 import os
 import textwrap
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -163,6 +164,10 @@ class ResultView(QScrollArea):
         self.replace_box: QMessageBox | None = None
         #: How a saved audio file of an allow-listed type is opened: the person's player.
         self.open_file: Callable[[Path], object] = lambda path: QDesktopServices.openUrl(QUrl.fromLocalFile(str(path)))
+        #: How a resource link is read when the person opens it (the engine's
+        #: ``read_resource``); None: links are only shown.
+        self.read_resource: Callable[[str, str], Awaitable[dict[str, Any]]] | None = None
+        self._server = ""
         self._saving: set[asyncio.Task[None]] = set()
         self.show_outcome(None, None)
 
@@ -175,8 +180,9 @@ class ResultView(QScrollArea):
         self.saved_files = []
 
     def show_outcome(self, result: dict[str, Any] | None, error: dict[str, Any] | None, *,
-                     op_id: str = "", placeholder: str = "No result yet.") -> None:
+                     op_id: str = "", placeholder: str = "No result yet.", server: str = "") -> None:
         self._clear()
+        self._server = server
         if error:
             self._add_error(error)
         if result:
@@ -284,15 +290,15 @@ class ResultView(QScrollArea):
         lay.addWidget(play)
         self._layout.addWidget(box)
 
-    def _start_saving(self, data: bytes, name: str, done: Callable[[Path], None]) -> None:
-        task = asyncio.ensure_future(self._save(data, name, done))
+    def _start_saving(self, data: bytes, name: str, done: Callable[[Path], None], what: str = "the audio") -> None:
+        task = asyncio.ensure_future(self._save(data, name, done, what))
         self._saving.add(task)
         task.add_done_callback(self._saving.discard)
 
-    async def _save(self, data: bytes, name: str, done: Callable[[Path], None]) -> None:
+    async def _save(self, data: bytes, name: str, done: Callable[[Path], None], what: str = "the audio") -> None:
         """Ask where, then write: the only way a result's attachment reaches the disk."""
         folder = QStandardPaths.writableLocation(QStandardPaths.StandardLocation.DownloadLocation) or str(Path.home())
-        dialog = QFileDialog(self, "Save the audio", str(Path(folder) / name))
+        dialog = QFileDialog(self, f"Save {what}", str(Path(folder) / name))
         dialog.setAcceptMode(QFileDialog.AcceptMode.AcceptSave)
         dialog.setFileMode(QFileDialog.FileMode.AnyFile)
         dialog.setOption(QFileDialog.Option.DontUseNativeDialog)  # awaitable, the same everywhere
@@ -311,7 +317,8 @@ class ResultView(QScrollArea):
         try:
             write_private(path, data)
         except OSError as exc:
-            self._layout.addWidget(plain_label(f"The audio could not be saved to {path}: {exc.strerror or exc}"))
+            self._layout.addWidget(plain_label(f"{what.capitalize()} could not be saved to {path}: "
+                                               f"{exc.strerror or exc}"))
             return
         self.saved_files.append(path)
         done(path)
@@ -343,10 +350,63 @@ class ResultView(QScrollArea):
         box = QGroupBox("Resource link")
         lay = QVBoxLayout(box)
         title = link.get("title") or link.get("name") or ""
-        lay.addWidget(plain_label(f"{title}  {link.get('uri', '')}".strip()))
+        uri = link.get("uri")
+        lay.addWidget(plain_label(f"{title}  {uri or ''}".strip()))
         if link.get("description"):
             lay.addWidget(plain_label(str(link["description"])))
+        if self.read_resource is not None and self._server and isinstance(uri, str) and uri:
+            # Read from the server that gave the link, when the person asks: never before.
+            open_button = QPushButton("Open")
+            open_button.setAccessibleName("Open")
+            open_button.setAccessibleDescription("Read the linked resource from the server")
+            row = QHBoxLayout()
+            row.addWidget(open_button)
+            row.addStretch(1)
+            lay.addLayout(row)
+            server = self._server
+
+            def open_link() -> None:
+                open_button.setEnabled(False)
+                task = asyncio.ensure_future(self._open_link(lay, server, uri, open_button))
+                self._saving.add(task)
+                task.add_done_callback(self._saving.discard)
+
+            open_button.clicked.connect(open_link)
         self._layout.addWidget(box)
+
+    async def _open_link(self, lay: QVBoxLayout, server: str, uri: str, button: QPushButton) -> None:
+        """Read the linked resource and show it under the link: text as plain text, binary
+        by its size with Save…."""
+        assert self.read_resource is not None
+        try:
+            read = await self.read_resource(server, uri)
+        except Exception as exc:  # noqa: BLE001 - whatever failed, it is what the person is shown
+            lay.addWidget(plain_label(f"Cannot read {uri}: {exc}"))
+            button.setEnabled(True)
+            return
+        for item in read.get("contents") or []:
+            lay.addWidget(plain_label(f"{item.get('uri', '')}  ({item.get('mimeType') or 'no type given'})"))
+            if isinstance(item.get("text"), str):
+                lay.addWidget(self._text_box(item["text"]))
+                continue
+            data = decode_base64(item.get("blob"))
+            if data is None:
+                lay.addWidget(plain_label("The content could not be decoded."))
+                continue
+            row = QHBoxLayout()
+            status = plain_label(f"binary, {len(data):,} bytes")
+            save = QPushButton("Save…")
+            save.setAccessibleName("Save…")
+            save.setAccessibleDescription("Save the resource to a file")
+            row.addWidget(status, 1)
+            row.addWidget(save)
+            lay.addLayout(row)
+
+            def saved_as(path: Path, status: QLabel = status, size: int = len(data)) -> None:
+                status.setText(f"binary, {size:,} bytes saved to {path}")
+
+            save.clicked.connect(lambda _=False, d=data, done=saved_as: self._start_saving(
+                d, "resource.bin", done, "the resource"))
 
     def _add_structured(self, value: Any) -> None:
         box = QGroupBox("Structured content")

@@ -26,6 +26,7 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QHeaderView,
     QLineEdit,
+    QListWidget,
     QPushButton,
     QStackedWidget,
     QTableWidget,
@@ -38,6 +39,7 @@ from PySide6.QtWidgets import (
 )
 
 from hostapp.engine import api
+from hostapp.protocol.roots import normalize_root
 from hostapp.ui.accessible import name_as_shown
 from hostapp.ui.config_import import ImportedServer, known_config_files, read_config
 from hostapp.ui.result_view import plain_label
@@ -70,13 +72,18 @@ class ServerSettings:
     auth: dict[str, Any] | None = None
     #: A revision the configuration pins (set by the command line; the dialog keeps it).
     protocol_version: str | None = None
+    #: The folders the server is given (MCP roots): absolute, resolved paths.
+    roots: list[str] = field(default_factory=list)
+    #: The log level the server is asked for (set in its Log… view; the dialog keeps it).
+    log_level: str | None = None
 
     def to_config(self) -> ServerConfig:
         """The server's definition for the engine (secret references are filled in by the engine)."""
         return api.ServerConfig(name=self.name, transport=self.transport, url=self.url, headers=dict(self.headers),
                                 secret_headers=dict(self.kept_secrets["headers"]), command=self.command,
                                 args=list(self.args), env=dict(self.env), secret_env=dict(self.kept_secrets["env"]),
-                                protocol_version=self.protocol_version,
+                                protocol_version=self.protocol_version, roots=list(self.roots),
+                                log_level=self.log_level,
                                 auth=dict(self.auth) if self.auth and self.transport == "http" else None)
 
     @classmethod
@@ -196,6 +203,12 @@ class ServerDialog(QDialog):
         hform.addRow("&URL:", self.url_edit)
         hform.addRow(self.http_tabs)
 
+        self.roots_list = QListWidget()
+        self.roots_list.setAccessibleName("Folders the server may work in")
+        self.roots_list.setSelectionMode(QAbstractItemView.SelectionMode.ExtendedSelection)
+        self.roots_list.setMaximumHeight(90)
+        self._folder_dialog: QFileDialog | None = None
+
         self.pages = QStackedWidget()
         self.pages.addWidget(stdio)
         self.pages.addWidget(http)
@@ -223,6 +236,9 @@ class ServerDialog(QDialog):
         layout = QVBoxLayout(self)
         layout.addLayout(form)
         layout.addWidget(self.pages)
+        roots_form = QFormLayout()
+        roots_form.addRow("&Folders:", self._roots_box())
+        layout.addLayout(roots_form)
         layout.addWidget(plain_label("Values marked secret are kept in the system keyring, never in hostapp's "
                                      "files.", selectable=False))
         layout.addWidget(self.check_label)
@@ -257,6 +273,52 @@ class ServerDialog(QDialog):
         lay.addLayout(row)
         return box
 
+    def _roots_box(self) -> QWidget:
+        box = QWidget()
+        lay = QVBoxLayout(box)
+        lay.setContentsMargins(0, 0, 0, 0)
+        lay.addWidget(self.roots_list)
+        row = QHBoxLayout()
+        add = QPushButton("Add folder…")
+        name_as_shown(add, "Add a folder the server may work in")
+        add.setToolTip("The server is told these folders (MCP roots) when it asks")
+        add.clicked.connect(self._choose_folder)
+        remove = QPushButton("Remove")
+        name_as_shown(remove, "Remove the selected folders")
+        remove.clicked.connect(self._remove_folders)
+        row.addWidget(add)
+        row.addWidget(remove)
+        row.addStretch(1)
+        lay.addLayout(row)
+        return box
+
+    def add_folder(self, path: str) -> None:
+        """Add a folder to the server's roots (absolute and resolved); a path that is not a
+        folder is said, not added."""
+        try:
+            root = normalize_root(path)
+        except ValueError as exc:
+            self.error_label.setText(f"Cannot add the folder: {exc}.")
+            return
+        if root not in self.roots():
+            self.roots_list.addItem(root)
+        self.error_label.setText("")
+
+    def roots(self) -> list[str]:
+        return [self.roots_list.item(i).text() for i in range(self.roots_list.count())]
+
+    def _choose_folder(self) -> None:
+        dialog = QFileDialog(self, "Choose a folder the server may work in")
+        dialog.setFileMode(QFileDialog.FileMode.Directory)
+        dialog.setOption(QFileDialog.Option.ShowDirsOnly, True)
+        dialog.fileSelected.connect(self.add_folder)
+        self._folder_dialog = dialog
+        dialog.open()
+
+    def _remove_folders(self) -> None:
+        for item in self.roots_list.selectedItems():
+            self.roots_list.takeItem(self.roots_list.row(item))
+
     def _fill(self, cfg: ServerConfig) -> None:
         self.name_edit.setText(cfg.name)
         self.transport.setCurrentIndex(0 if cfg.transport == "stdio" else 1)
@@ -272,6 +334,7 @@ class ServerDialog(QDialog):
         for k, ref in (cfg.secret_headers or {}).items():
             self.headers_table.add_row(k, "", True, kept_ref=ref)
         self.sign_in.fill(cfg.auth)
+        self.roots_list.addItems(list(cfg.roots or []))
 
     def fill_imported(self, s: ImportedServer) -> None:
         self.name_edit.setText(s.name)
@@ -293,7 +356,8 @@ class ServerDialog(QDialog):
             raise ValueError(f"A server named {name!r} already exists.")
         transport = self.transport.currentData()
         out = ServerSettings(name=name, transport=transport,
-                             protocol_version=self._existing.protocol_version if self._existing else None)
+                             protocol_version=self._existing.protocol_version if self._existing else None,
+                             roots=self.roots(), log_level=self._existing.log_level if self._existing else None)
         if transport == "stdio":
             out.command = self.command_edit.text().strip()
             if not out.command:

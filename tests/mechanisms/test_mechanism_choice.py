@@ -36,6 +36,7 @@ def test_handshake_era_declares_everything_it_supports():
     assert client_capabilities("2025-11-25") == {
         "elicitation": {"form": {}, "url": {}},
         "sampling": {},
+        "roots": {"listChanged": True},
         "tasks": {"list": {}, "cancel": {},
                   "requests": {"elicitation": {"create": {}}, "sampling": {"createMessage": {}}}},
         "resumableRequests": {},
@@ -47,6 +48,7 @@ def test_stateless_era_opts_in_to_the_tasks_extension():
     assert client_capabilities("2026-07-28") == {
         "elicitation": {"form": {}, "url": {}},
         "sampling": {},
+        "roots": {"listChanged": True},
         "extensions": {"io.modelcontextprotocol/tasks": {}},
     }
 
@@ -58,6 +60,7 @@ def test_declared_capabilities_validate_against_the_official_wire_models():
     caps = Caps2025.model_validate(client_capabilities("handshake"))
     assert caps.tasks is not None and caps.elicitation is not None and caps.sampling is not None
     assert caps.sampling.context is None and caps.sampling.tools is None  # neither is implemented
+    assert caps.roots is not None and caps.roots.list_changed is True
     assert Caps2026.model_validate(client_capabilities("stateless")).extensions
 
 

@@ -225,8 +225,15 @@ def test_a_journal_of_schema_1_0_opens_upgraded_and_keeps_working(tmp_path: Path
     _journal_1_0(path)
     assert user_version(path) == (1, 0)
     with OperationJournal(path) as journal:
-        assert journal.schema_version == SCHEMA_VERSION == (2, 3)
-        assert [(s.name, s.auth) for s in journal.list_servers()] == [("lab", None)]
+        assert journal.schema_version == SCHEMA_VERSION == (2, 5)
+        assert [(s.name, s.auth, s.roots, s.log_level) for s in journal.list_servers()] == [("lab", None, [], None)]
+        assert journal.update_server("lab", log_level="debug").log_level == "debug"
+        with pytest.raises(ValueError, match="log_level"):
+            journal.update_server("lab", log_level="verbose")
+        assert journal.update_server("lab", roots=[str(tmp_path)]).roots == [str(tmp_path)]
+        assert journal.get_server("lab").roots == [str(tmp_path)]
+        with pytest.raises(ValueError, match="absolute"):
+            journal.update_server("lab", roots=["relative/folder"])
         ops = {op.id: op for op in journal.list_operations()}
         assert {op_id: op.status for op_id, op in ops.items()} == {
             "op-1": "pending", "op-2": "running", "op-3": "input_required",
@@ -252,9 +259,9 @@ def test_a_journal_of_schema_1_0_opens_upgraded_and_keeps_working(tmp_path: Path
         indexes = {row[1] for row in conn.execute("PRAGMA index_list(operations)")}
     assert "delivered" not in columns and "pending_input" not in columns and "open_question" in columns
     assert {"operations_by_list_order", "operations_by_status", "operations_by_server"} <= indexes
-    assert user_version(path) == (2, 3)
+    assert user_version(path) == (2, 5)
     with OperationJournal(path) as journal:  # opening it again changes nothing
-        assert journal.schema_version == (2, 3) and journal.count_operations() == 6
+        assert journal.schema_version == (2, 5) and journal.count_operations() == 6
         assert journal.get_operation("op-3").open_question is None  # its end struck the question out
         # The ids the 1.0 journal's operations were sent under are never handed out again.
         used = [op.jsonrpc_id for op in journal.list_operations() if isinstance(op.jsonrpc_id, int)]

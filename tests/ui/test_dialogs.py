@@ -9,8 +9,9 @@ import struct
 
 from PySide6.QtCore import QBuffer, QByteArray, QIODevice, Qt
 from PySide6.QtGui import QColor, QImage
-from PySide6.QtWidgets import QGroupBox, QLabel, QPlainTextEdit, QTreeWidget
+from PySide6.QtWidgets import QFileDialog, QGroupBox, QLabel, QPlainTextEdit, QTreeWidget
 
+from hostapp.engine import api
 from hostapp.engine.api import InputRequest
 from hostapp.ui.config_import import known_config_files, parse_config
 from hostapp.ui.elicitation_queue import ElicitationQueue
@@ -284,3 +285,29 @@ def test_a_sampling_request_is_shown_as_plain_text_and_the_model_draft_reviewed(
 
     qloop.run_until_complete(scenario())
     assert answers == [("s1", {"action": "accept", "reply": "Blue, edited.", "model": "m-small"})]
+
+
+def test_server_dialog_keeps_the_folders_given_to_the_server(qtbot, tmp_path):
+    kept, chosen = tmp_path / "kept", tmp_path / "chosen one"
+    kept.mkdir()
+    chosen.mkdir()
+    existing = api.ServerConfig(name="files", transport="stdio", command="server", roots=[str(kept)],
+                                log_level="warning")
+    dialog = ServerDialog(existing=existing)
+    qtbot.addWidget(dialog)
+    assert dialog.roots() == [str(kept)]
+    dialog._choose_folder()
+    folder_dialog = dialog._folder_dialog
+    assert folder_dialog is not None and folder_dialog.fileMode() == QFileDialog.FileMode.Directory
+    folder_dialog.fileSelected.emit(str(chosen / ".." / "chosen one"))  # as the person picks it
+    folder_dialog.reject()
+    dialog.add_folder(str(kept))  # once only
+    dialog.add_folder(str(tmp_path / "missing"))
+    assert "does not exist" in dialog.error_label.text()
+    assert dialog.roots() == [str(kept), str(chosen)]
+    dialog.roots_list.item(0).setSelected(True)
+    dialog._remove_folders()
+    dialog._try_accept()
+    assert dialog.result_settings is not None and dialog.result_settings.roots == [str(chosen)]
+    assert dialog.result_settings.to_config().roots == [str(chosen)]
+    assert dialog.result_settings.to_config().log_level == "warning"  # kept, though the dialog does not show it

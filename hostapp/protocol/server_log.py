@@ -1,0 +1,16 @@
+"""A server's log message (``notifications/message``) as a person reads it."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+
+def log_line(entry: dict[str, Any]) -> str:
+    """A message on one line for a person: level, logger, data (a string as it is, anything
+    else as JSON). Server text: the caller shows it as plain text (the CLI through its
+    sanitizer). The time is the caller's to add, in the person's clock."""
+    data = entry.get("data")
+    text = data if isinstance(data, str) else json.dumps(data, ensure_ascii=False)
+    logger = f" {entry['logger']}:" if entry.get("logger") else ""
+    return f"{entry.get('level', 'info'):<9}{logger} {text}"
