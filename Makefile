@@ -19,16 +19,24 @@ XDIST := -n $(PYTEST_WORKERS) --dist loadgroup
 run: app-setup sysdeps
 	$(PY) main.py
 
-# Lint first: a finding fails the run before the suite starts.
-test: setup lint peers sysdeps
+# What the suite needs is made side by side, whatever -j make was given: the Python
+# packages and then lint, the Node peers and the Debian check (a fresh clone spends its
+# first minutes downloading; lint waits for the packages only, not for npm). Lint still
+# comes before the suite: a finding fails the run before it starts.
+PREPARE := $(MAKE) --no-print-directory -j 4 --output-sync=target
+
+test:
+	@$(PREPARE) setup lint peers sysdeps
 	$(PY) -m pytest $(XDIST) -m "not slow" $(PYTEST_ARGS)
 
 # Everything, the slow tier included.
-test-all: setup lint peers sysdeps
+test-all:
+	@$(PREPARE) setup lint peers sysdeps
 	$(PY) -m pytest $(XDIST) $(PYTEST_ARGS)
 
 # The slow tier alone (CI runs it after `make test`: together they are `make test-all`).
-test-slow: setup peers sysdeps
+test-slow:
+	@$(PREPARE) setup peers sysdeps
 	$(PY) -m pytest $(XDIST) -m slow $(PYTEST_ARGS)
 
 # ruff over the whole tree, mypy over hostapp/ (both configured in pyproject.toml).
@@ -76,15 +84,21 @@ apps: app-setup
 setup: $(VENV)/.installed
 
 # What the suite needs besides the app: the test extra (peers, pytest), the lint extra
-# (`make test` lints first) and the packaging extra (the suite builds the bundle).
-$(VENV)/.installed: $(VENV)/.installed-app
+# (`make test` lints first) and the packaging extra (the suite builds the bundle). One
+# pip run with the app's own packages, so they are resolved once (it makes the app's
+# stamp too).
+$(VENV)/.installed: pyproject.toml Makefile
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[test,lint,packaging]'
-	touch $@
+	touch $(VENV)/.installed-app $@
 
 peers: $(PEERS)/node_modules/.installed
 
-$(PEERS)/node_modules/.installed: $(PEERS)/package.json
-	cd $(PEERS) && npm install --no-audit --no-fund --loglevel=error
+# Exactly what package-lock.json names, from npm's cache where it has them (npm ci asks
+# the registry for nothing it already holds).
+$(PEERS)/node_modules/.installed: $(PEERS)/package.json $(PEERS)/package-lock.json
+	cd $(PEERS) && npm ci --prefer-offline --no-audit --no-fund --loglevel=error
 	touch $@
 
 sysdeps:

@@ -45,6 +45,12 @@ CONFORMANCE_CLIENT_METADATA_URL = "https://conformance-test.local/client-metadat
 #: Never listened on: the redirect is read from the authorization endpoint's answer.
 HEADLESS_REDIRECT_URI = "http://127.0.0.1:3000/callback"
 
+#: How long the first request (``server/discover``) may take here: the server answers it
+#: with 401, and the whole sign-in (metadata, registration, authorization, token) runs inside
+#: it before it is sent again, so the engine's 10 s for a server's answer is too short for
+#: it on a loaded machine.
+SIGNED_IN_DISCOVER_TIMEOUT = 120.0
+
 EXIT_OK = 0
 EXIT_FAILED = 1
 
@@ -97,7 +103,7 @@ async def run_auth_scenario(url: str, scenario: str, context: dict, protocol_ver
             settings=extension.settings if extension is not None else None,
         )
         transport = StreamableHttpTransport(url, auth=auth, standalone_stream=False)
-        session = ClientSession(transport, ClientHandlers())
+        session = ClientSession(transport, ClientHandlers(), discover_timeout=SIGNED_IN_DISCOVER_TIMEOUT)
         try:
             info = await session.connect(protocol_version)
             print(f"connected: {info.protocol_version} ({info.era})", file=sys.stderr)

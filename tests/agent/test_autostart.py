@@ -20,7 +20,7 @@ from hostapp.agent.autostart import (
     exec_line,
     parse_exec_line,
 )
-from tests.support.waiting import until
+from tests.support.waiting import DEADLINE, until
 
 AWKWARD = ['plain', 'two words', 'quote"d', "it's", 'back\\slash', '$HOME', '`tick`', '100%', '%u', 'tab\there', '']
 
@@ -52,7 +52,7 @@ def test_a_real_launcher_runs_the_exec_line_as_written(tmp_path: Path):
         encoding="utf-8",
     )
     env = {k: v for k, v in __import__("os").environ.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY")}
-    subprocess.run(["gio", "launch", str(entry)], check=True, env=env, timeout=30)
+    subprocess.run(["gio", "launch", str(entry)], check=True, env=env, timeout=DEADLINE)
 
     def written() -> dict | None:
         try:

@@ -239,7 +239,7 @@ async def test_the_autostart_entry_starts_an_owner_with_no_display(agents: Agent
     entry = Path(status["location"])
     assert entry == tmp_path / "config" / "autostart" / "io.github.hostapp.hostapp.desktop"
 
-    subprocess.run(["gio", "launch", str(entry)], env=env, check=True, timeout=30)
+    subprocess.run(["gio", "launch", str(entry)], env=env, check=True, timeout=DEADLINE)
     engine = await _connect(agents.home)
     try:
         info = json.loads(agents.run("agent", "status", "--json").stdout)

@@ -25,6 +25,7 @@ from starlette.responses import JSONResponse, Response
 from hostapp.engine.connections import server_auth
 from hostapp.store.journal import ServerConfig
 from tests.support.extension_peer import ExtensionPeer, ServedPeer
+from tests.support.waiting import DEADLINE
 
 HOSTAPP = [sys.executable, "-m", "hostapp"]
 SECRET = "s3cret-only-for-the-keyring-4f1c"
@@ -32,7 +33,7 @@ SECRET = "s3cret-only-for-the-keyring-4f1c"
 
 def run(args: list[str], env: dict[str, str], stdin: str | None = None) -> subprocess.CompletedProcess:
     return subprocess.run([*HOSTAPP, *args], capture_output=True, text=True, env=env, input=stdin,
-                          timeout=30, check=False)
+                          timeout=DEADLINE, check=False)
 
 
 class McpPeer(ExtensionPeer):

@@ -16,6 +16,7 @@ import pytest
 
 from tests.support.peers import REPO_ROOT, events, hostapp
 from tests.support.terminal import run_in_terminal
+from tests.support.waiting import DEADLINE
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -129,7 +130,7 @@ def leave_a_question_open(home: Path, env: dict[str, str]) -> None:
         raise AssertionError(f"hostapp ended (exit {proc.wait()}) before asking")
     finally:
         proc.kill()
-        proc.communicate(timeout=30)
+        proc.communicate(timeout=DEADLINE)
 
 
 def test_resume_wait_shows_a_live_line_per_operation(lab, keyring_env):

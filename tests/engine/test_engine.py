@@ -16,7 +16,7 @@ from hostapp.engine.service import Engine
 from hostapp.lab.state import LabState, execution_count
 from hostapp.store.journal import OperationJournal
 from tests.engine.conftest import Recorder, lab_server
-from tests.support.waiting import until_async
+from tests.support.waiting import DEADLINE, until_async
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -217,7 +217,7 @@ async def test_an_operation_past_its_deadline_ends_expired(isolated_home, lab, r
         await engine.add_server(lab_server(lab))
         await engine.connected("lab")
         op = await engine.start_call("lab", "long_task_ext", {"seconds": 30, "steps": 30}, deadline_s=1.5)
-        final = await finished(engine, op.id, timeout=20)
+        final = await finished(engine, op.id, timeout=DEADLINE)
         assert final.status == api.EXPIRED, final
         assert final.error and final.error["message"]
     finally:
@@ -280,7 +280,7 @@ async def test_a_task_question_left_open_is_asked_again_after_a_restart(isolated
     second.answers = [{"action": "accept", "content": {"proceed": True}}]
     engine = await run_engine(isolated_home, second)
     try:
-        final = await finished(engine, op.id, timeout=30)
+        final = await finished(engine, op.id, timeout=DEADLINE)
     finally:
         await engine.stop()
     assert [q.operation_id for q in second.questions] == [op.id]

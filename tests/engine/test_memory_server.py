@@ -18,7 +18,7 @@ from hostapp.store.journal import OperationJournal, ServerConfig
 from hostapp.store.secrets import InMemoryKeyring, SecretStore
 from tests.engine.conftest import Recorder
 from tests.support.memory_transport import FakeServer, ToolCall, text_result
-from tests.support.waiting import until_async
+from tests.support.waiting import DEADLINE, until_async
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -36,7 +36,7 @@ async def engine(isolated_home: Path, recorder: Recorder, fake: FakeServer):
     recorder.engine = engine
     await engine.start()
     await engine.add_server(ServerConfig(name="fake", transport="stdio", command="in-memory"))
-    await engine.connected("fake", timeout=5)
+    await engine.connected("fake", timeout=DEADLINE)
     yield engine
     await engine.stop()
 
@@ -249,7 +249,7 @@ async def test_a_cancel_the_server_refuses_is_shown_not_swallowed(isolated_home,
     await engine.start()
     try:
         await engine.add_server(ServerConfig(name="tasks", transport="stdio", command="in-memory"))
-        await engine.connected("tasks", timeout=5)
+        await engine.connected("tasks", timeout=DEADLINE)
         op = await engine.start_call("tasks", "crunch", {})
         await until_async(lambda: engine.journal.get_operation(op.id).handle_ref, what="the task's handle committed")
         with pytest.raises(api.ServerError, match="Task not found") as refused:

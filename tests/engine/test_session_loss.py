@@ -69,10 +69,8 @@ async def test_ts_sdk_server_restarted_call_goes_out_once_on_a_new_session(isola
             final = await finished(engine, op.id)
             assert final.status == api.COMPLETED, final.error
             assert final.result["content"][0]["text"] == f"Hello, {name}!"
-        # The timeline of the call that was refused says it went out again, and why.
         renewed = [data for op_id, kind, data in recorder.events
                    if op_id == ops["after"].id and kind == api.EVENT_SESSION_RENEWED]
-        assert len(renewed) == 1 and "had not processed the call" in renewed[0]["message"]
         new_session = session_of(engine)
         assert new_session not in (None, old_session)
         view = engine.connections["peer"].view
@@ -82,8 +80,15 @@ async def test_ts_sdk_server_restarted_call_goes_out_once_on_a_new_session(isola
         await engine.stop()
     calls = [r for r in proxy.requests if r.rpc_method == "tools/call"]
     after = [r for r in calls if r.message["params"]["arguments"]["name"] == "after"]
-    # Once in the forgotten session (answered 404, not processed), once in the new one.
-    assert [r.headers.get("mcp-session-id") for r in after] == [old_session, new_session]
+    sent_in = [r.headers.get("mcp-session-id") for r in after]
+    if sent_in == [old_session, new_session]:
+        # Once in the forgotten session (answered 404, not processed), once in the new one:
+        # the call's timeline says it went out again, and why.
+        assert len(renewed) == 1 and "had not processed the call" in renewed[0]["message"]
+    else:
+        # The engine noticed the loss first (its standalone stream's 404) and sent the call
+        # once, in the new session: nothing to say on its timeline.
+        assert sent_in == [new_session] and renewed == [], (sent_in, renewed)
     again = [r for r in calls if r.message["params"]["arguments"]["name"] == "again"]
     assert [r.headers.get("mcp-session-id") for r in again] == [new_session]
     assert [r.rpc_method for r in proxy.requests].count("initialize") == 2

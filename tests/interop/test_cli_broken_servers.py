@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 from tests.support.peers import REPO_ROOT, events, hostapp
+from tests.support.waiting import DEADLINE
 
 SUPPORT = Path(__file__).resolve().parents[1] / "support"
 
@@ -177,7 +178,7 @@ def test_call_leaves_the_question_open_on_a_bad_answer_with_unanswered_wait(isol
         assert [o["status"] for o in ops] == ["input_required"]
     finally:
         proc.kill()
-        _out, err = proc.communicate(timeout=30)
+        _out, err = proc.communicate(timeout=DEADLINE)
     assert "email: required" in err
 
 

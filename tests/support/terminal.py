@@ -19,6 +19,7 @@ from pathlib import Path
 import pyte
 
 from tests.support.peers import REPO_ROOT
+from tests.support.waiting import DEADLINE
 
 SGR = re.compile(rb"\x1b\[[0-9;]*m")
 #: What the live line's drawing uses besides text and colours.
@@ -89,7 +90,7 @@ def run_in_terminal(*argv: str, home: Path, columns: int = 100, rows: int = 40,
                 proc.kill()
                 raise AssertionError(f"hostapp {' '.join(argv)} did not end within {timeout} s; the terminal "
                                      f"showed:\n{SGR.sub(b'', bytes(out)).decode(errors='replace')[-3000:]}")
-        return TerminalRun(proc.wait(timeout=30), bytes(out), columns, rows)
+        return TerminalRun(proc.wait(timeout=DEADLINE), bytes(out), columns, rows)
     finally:
         os.close(master)
         if proc.poll() is None:

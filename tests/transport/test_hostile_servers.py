@@ -24,6 +24,7 @@ from hostapp.store.journal import ServerConfig
 from tests.support.faults import LabProcess
 from tests.support.hostile_server import running_http_server, stdio_command
 from tests.support.keyring_daemon import KeyringDaemon, private_keyring
+from tests.support.waiting import DEADLINE
 
 pytestmark = [pytest.mark.timeout(180), pytest.mark.skipif(sys.platform != "linux", reason="reads /proc")]
 
@@ -114,7 +115,7 @@ async def test_each_attack_ends_its_call_clearly_and_the_host_stays_usable_and_s
                                                  command=command[0], args=command[1:]))
             await engine.add_server(ServerConfig(name="lab", transport="http", url=good_lab.url))
             for server in ("hostile-http", "hostile-stdio", "lab"):
-                await engine.connected(server, timeout=30)
+                await engine.connected(server, timeout=DEADLINE)
             for server, tool, words, limit, status in ATTACKS:
                 started = time.monotonic()
                 op = await engine.start_call(server, tool, {}, deadline_s=3 if tool == "silent" else 600)

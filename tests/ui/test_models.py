@@ -24,6 +24,7 @@ from hostapp.ui.operations_model import (
 from hostapp.ui.progress_delegate import ProgressDelegate
 from hostapp.ui.servers_model import STATUS as SERVER_STATUS
 from hostapp.ui.servers_model import ServerTableModel
+from tests.support.waiting import DEADLINE
 
 
 class ListSource:
@@ -124,7 +125,7 @@ def test_adapter_coalesces_progress_bursts(qtbot):
         signals.operation_changed(op(1, api.RUNNING, progress=step, total=5000))
         signals.operation_changed(op(2, api.RUNNING, progress=step))
     assert batches == []  # nothing is emitted per notification
-    qtbot.waitUntil(lambda: bool(batches), timeout=2000)
+    qtbot.waitUntil(lambda: bool(batches), timeout=int(DEADLINE * 1000))
     assert len(batches) == 1
     assert {o.id: o.progress for o in batches[0]} == {"op1": 4999, "op2": 4999}
 
