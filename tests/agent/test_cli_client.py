@@ -300,10 +300,12 @@ def test_ctrl_c_on_resume_wait_stops_following_and_the_work_goes_on(agents: Agen
     lab = [sys.executable, "-m", "hostapp", "lab", "serve", "--stdio", "--state", str(agents.home / "lab.sqlite3")]
     assert agents.run("servers", "add", "stdio-lab", "--", *lab).returncode == 0
     call = HostCall(agents.home, "call", "stdio-lab", "sleep_with_progress", "--json",
-                    "--args", json.dumps({"seconds": 5, "steps": 50}), env=agents.env)
+                    "--args", json.dumps({"seconds": 15, "steps": 150}), env=agents.env)
     op_id = _started(call)
     call.proc.kill()  # the command only: the agent carries the call on
     call.proc.wait()
+    # Long enough that a loaded machine still starts `resume --wait` while it runs (with
+    # 5 s the call had ended first: nothing to follow, the command ended 0).
     resume = HostCall(agents.home, "resume", "--wait", "--json", env=agents.env)
     resume.wait_for(lambda events: [e for e in events if e.get("operation") == op_id and e["event"] == "progress"])
     resume.proc.send_signal(signal.SIGINT)

@@ -51,6 +51,7 @@ from tests.support.faults import (
     hostapp_env,
     issued_handles,
     journal_rows,
+    ops_of,
     progress_of,
     run_hostapp,
 )
@@ -385,7 +386,7 @@ def test_outcome_delivered_exactly_once(case: Case, fault: str, served: Served, 
         call.wait(OUTCOME_TIMEOUT + (30 * scale if case.long_outage and fault == "outage" else 0))
 
     events = [e for run in runs for e in run.events]
-    ops = json.loads(run_hostapp(home, "ops", "--json", env=env).stdout)
+    ops = ops_of(home, env)
     assert len(ops) == 1, ops
     op = ops[0]
     detail = f"operation={op}\nevents={events}\nstderr:\n" + "\n".join(r.stderr for r in runs)
@@ -421,7 +422,7 @@ def test_without_keyring_a_killed_call_ends_unknown_not_rerun(served: Served, to
     call.kill()
     resume = HostCall(home, "-v", "resume", "--wait", "--json", env=no_keyring_env)
     resume.wait(120)
-    ops = json.loads(run_hostapp(home, "ops", "--json", env=no_keyring_env).stdout)
+    ops = ops_of(home, no_keyring_env)
     detail = f"ops={ops}\nevents={call.events + resume.events}\nstderr:\n{call.stderr}\n{resume.stderr}"
     assert [o["status"] for o in ops] == [UNKNOWN], detail
     assert "keyring" in ops[0]["error"]["message"], detail  # the reason, not a symptom
@@ -490,7 +491,7 @@ def test_sampling_request_left_open_is_asked_again_and_answered_once(served: Ser
         requests = model.requests()
     finally:
         model.stop()
-    ops = json.loads(run_hostapp(home, "ops", "--json", env=env).stdout)
+    ops = ops_of(home, env)
     detail = f"ops={ops}\nevents={call.events + resume.events}\nstderr:\n{call.stderr}\n{resume.stderr}"
     assert len(ops) == 1 and ops[0]["mechanism"] == mechanism and ops[0]["status"] == COMPLETED, detail
     assert [e.get("answer") for e in resume.events if e.get("event") == "sampling"] == ["model"], detail
@@ -524,7 +525,7 @@ def test_mrtr_question_left_open_is_answered_after_a_restart(served: Served, too
         served.restart()
     resume = _resumed_answering(home, env, answer)
 
-    ops = json.loads(run_hostapp(home, "ops", "--json", env=env).stdout)
+    ops = ops_of(home, env)
     detail = f"ops={ops}\nevents={call.events + resume.events}\nstderr:\n{call.stderr}\n{resume.stderr}"
     assert len(ops) == 1 and ops[0]["mechanism"] == "mrtr", detail
     asked = [e for e in resume.events if e.get("event") == "elicitation"]
@@ -557,11 +558,11 @@ def test_task_question_left_open_is_asked_again_after_a_restart(served: Served, 
     the task completes with that answer, run once, asked once after the restart."""
     home, env = keyring_home
     call = _killed_with_its_question_open(home, env, served, tool, args)
-    kept = json.loads(run_hostapp(home, "ops", "--json", env=env).stdout)
+    kept = ops_of(home, env)
     assert [o["status"] for o in kept] == ["input_required"], kept
     resume = _resumed_answering(home, env, answer)
 
-    ops = json.loads(run_hostapp(home, "ops", "--json", env=env).stdout)
+    ops = ops_of(home, env)
     detail = f"ops={ops}\nevents={call.events + resume.events}\nstderr:\n{call.stderr}\n{resume.stderr}"
     assert len(ops) == 1 and ops[0]["mechanism"] == "tasks_2025", detail
     assert ops[0]["status"] == COMPLETED, detail

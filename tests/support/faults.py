@@ -461,3 +461,13 @@ def run_hostapp(home: Path, *argv: str, env: dict[str, str] | None = None, timeo
     """Run one short ``hostapp`` command to its end."""
     return subprocess.run([sys.executable, "-m", "hostapp", *argv], check=False, capture_output=True, text=True,
                           timeout=timeout, cwd=REPO_ROOT, stdin=subprocess.DEVNULL, env=hostapp_env(home, env))
+
+
+def ops_of(home: Path, env: dict[str, str] | None = None) -> list[dict[str, Any]]:
+    """``hostapp ops --json`` of ``home``: the journal's operations as the person lists them.
+    A command that fails says why (its exit status and stderr), not a JSON error on empty
+    output."""
+    done = run_hostapp(home, "ops", "--json", env=env)
+    assert done.returncode == 0 and done.stdout.strip(), \
+        f"hostapp ops --json ended {done.returncode}\nstdout:\n{done.stdout}\nstderr:\n{done.stderr}"
+    return json.loads(done.stdout)
