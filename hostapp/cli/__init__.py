@@ -10,7 +10,7 @@ people script against them.
         --private-key PEM_FILE | --assertion-file FILE] [--scope S] [--dpop]
     hostapp servers add NAME ... [--root DIR ...]
     hostapp servers update NAME [--root DIR ... | --no-roots] [--log-level L|default]
-    hostapp logs SERVER [--follow] [--limit N] [--json]
+    hostapp servers log SERVER [--level L|default] [--follow] [--limit N] [--json]   (also: hostapp logs ...)
     hostapp servers list [--json] | hostapp servers remove NAME
     hostapp servers login NAME | hostapp servers logout NAME
     hostapp tools SERVER [--timeout S] [--json]
@@ -125,6 +125,8 @@ ROOT_HELP = ("a folder the server is told it may work in (an MCP root; repeatabl
 LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
 LOG_LEVEL_HELP = "the least severe log messages the server is asked to send (logging/setLevel)"
 
+LOG_HELP = "what a server logged to the host (kept by the agent while it runs)"
+
 UNANSWERED_HELP = ("a question with no scripted answer left: decline it (the default), or wait: "
                    "leave it open, to be answered later by 'hostapp resume --answers' or in the window")
 
@@ -136,6 +138,18 @@ APPROVE_SAMPLING_HELP = ("let the configured model ('hostapp model set') answer 
 
 
 # -- parser ---------------------------------------------------------------------------
+
+def _log_arguments(log: argparse.ArgumentParser) -> None:
+    """``servers log`` and its alias ``logs``: what a server logged, its level set first."""
+    log.add_argument("server")
+    log.add_argument("--level", choices=(*LOG_LEVELS, "default"), metavar="L",
+                     help=LOG_LEVEL_HELP + ", set before printing as 'servers update --log-level' does (one of "
+                     + ", ".join(LOG_LEVELS) + "; default: leave it to the server)")
+    log.add_argument("--follow", "-f", action="store_true", help="then print each new message until Ctrl+C")
+    log.add_argument("--limit", type=int, default=200, metavar="N", help="the last N messages (default %(default)s)")
+    log.add_argument("--json", action="store_true", help="one JSON object per message")
+    log.set_defaults(func=_command("cmd_logs"))
+
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="hostapp", description="A desktop host for MCP servers. "
@@ -207,6 +221,7 @@ def build_parser() -> argparse.ArgumentParser:
     logout = ssub.add_parser("logout", help="sign out: remove the server's tokens from the keyring")
     logout.add_argument("name")
     logout.set_defaults(func=_command("cmd_servers_logout"))
+    _log_arguments(ssub.add_parser("log", help=LOG_HELP))
 
     tools = sub.add_parser("tools", help="list a server's tools")
     tools.add_argument("server")
@@ -232,12 +247,7 @@ def build_parser() -> argparse.ArgumentParser:
     resources.add_argument("--json", action="store_true")
     resources.set_defaults(func=_command("cmd_resources"))
 
-    logs = sub.add_parser("logs", help="what a server logged to the host (kept by the agent while it runs)")
-    logs.add_argument("server")
-    logs.add_argument("--follow", "-f", action="store_true", help="then print each new message until Ctrl+C")
-    logs.add_argument("--limit", type=int, default=200, metavar="N", help="the last N messages (default %(default)s)")
-    logs.add_argument("--json", action="store_true", help="one JSON object per message")
-    logs.set_defaults(func=_command("cmd_logs"))
+    _log_arguments(sub.add_parser("logs", help="the same as 'hostapp servers log'"))
 
     call = sub.add_parser("call", help="call a tool and follow it to its result")
     call.add_argument("server")

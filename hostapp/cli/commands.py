@@ -525,10 +525,18 @@ def print_log_entry(entry: JsonObject, as_json: bool) -> None:
 
 
 async def cmd_logs(args: argparse.Namespace) -> int:
-    """What a server logged to the host, as the agent kept it; with --follow, then each new
-    message until Ctrl+C. The agent keeps them in memory while it runs."""
+    """``servers log`` (alias ``logs``): what a server logged to the host, as the agent kept
+    it; with --level, the server's log level set first (as ``servers update --log-level``);
+    with --follow, then each new message until Ctrl+C. The agent keeps them in memory while
+    it runs."""
     from hostapp.agent.commands import agent_engine
 
+    if args.level:
+        async with config_engine() as configuring:
+            cfg = await configured_server(configuring, args.server)
+            cfg.log_level = None if args.level == "default" else args.level
+            await configuring.update_server(cfg)
+        echo(f"{plain(cfg.name)}: log level {cfg.log_level or 'the server default'}", file=sys.stderr)
     listener = _ServerLogLines(args.server)
     if args.follow:
         context: contextlib.AbstractAsyncContextManager[EngineApi] = owner_engine(
@@ -537,7 +545,7 @@ async def cmd_logs(args: argparse.Namespace) -> int:
         running = await agent_engine()
         if running is None:
             echo("no agent runs: server logs are kept by the agent while it runs (none to show); "
-                 "'hostapp logs SERVER --follow' starts it", file=sys.stderr)
+                 "'hostapp servers log SERVER --follow' starts it", file=sys.stderr)
             return EXIT_OK
         context = _closing(running)
     async with context as engine:

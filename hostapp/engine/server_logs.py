@@ -4,7 +4,7 @@ Kept in the engine's memory, the last :data:`KEPT_PER_SERVER` messages of each s
 and not in the journal: a server may log several times a second for as long as it runs,
 and every journal write competes with the operations' own (their progress and outcomes,
 which must survive a crash; a log line need not). The agent keeps them while it runs,
-which outlives every window and command: ``hostapp logs SERVER`` and the window's log
+which outlives every window and command: ``hostapp servers log SERVER`` and the window's log
 view read them from there, then follow the ``log`` events as they come. A message is
 kept as the server sent it (``level``, ``logger``, ``data``), with the time it arrived:
 server text, shown as plain text. Each message is cut to :data:`MAX_DATA_CHARS` of JSON.

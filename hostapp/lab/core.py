@@ -71,6 +71,8 @@ from hostapp.lab.mechanisms.tasks_extension import (
     opted_in,
 )
 from hostapp.lab.state import JobRow, LabState, handle_key, new_handle
+from hostapp.lab.status import ENTRY as STATUS_ENTRY
+from hostapp.lab.status import STATUS_URI, StatusResource
 from hostapp.protocol.eras import (
     ALL_VERSIONS,
     HANDSHAKE,
@@ -137,7 +139,8 @@ def server_capabilities(era: str = HANDSHAKE) -> dict[str, Any]:
     capabilities: dict[str, Any] = {
         "tools": {"listChanged": False},
         "logging": {},
-        "resources": {},
+        # lab://status changes; only the handshake era has resources/subscribe.
+        "resources": {"subscribe": True} if era == HANDSHAKE else {},
         "prompts": {},
         # 2026-07-28 tasks extension (SEP-2663)
         "extensions": {TASKS_EXTENSION: {}, showcase.SKILLS_EXTENSION: {}},
@@ -204,6 +207,7 @@ class LabCore:
         self._events_sent = 0
         self._stopping = False
         self._url_visits: dict[str, asyncio.Event] = {}
+        self.status = StatusResource(scaled=self.scaled, job_counts=self._job_counts, notify=self._notify_session)
         self._url_owner: dict[str, str | None] = {}
         self._required_url_done: dict[str | None, list[str]] = {}
         self._tools: dict[str, ToolHandler] = {
@@ -219,9 +223,11 @@ class LabCore:
             "server/discover": self._discover,
             "tools/list": self._tools_list,
             "tools/call": self._tools_call,
-            "resources/list": self._empty("resources"),
+            "resources/list": self._resources_list,
             "resources/templates/list": self._empty("resourceTemplates"),
             "resources/read": self._resources_read,
+            "resources/subscribe": self._resources_subscribe,
+            "resources/unsubscribe": self._resources_unsubscribe,
             "skills/list": self._skills_list,
             "prompts/list": self._empty("prompts"),
             "logging/setLevel": self._set_level,
@@ -541,12 +547,46 @@ class LabCore:
             return result
         return handler
 
+    async def _resources_list(self, call: Call) -> dict[str, Any]:
+        result: dict[str, Any] = {"resources": [dict(STATUS_ENTRY)]}
+        if call.era == STATELESS:
+            result.update(cacheScope="public", ttlMs=0)
+        return result
+
     async def _resources_read(self, call: Call) -> dict[str, Any]:
         uri = call.params.get("uri")
+        if uri == STATUS_URI:
+            return self.status.read()
         result = showcase.read_resource(uri) if isinstance(uri, str) else None
         if result is None:
             raise RpcError(RESOURCE_NOT_FOUND, f"no resource {str(uri)[:200]!r}")
         return result
+
+    def _subscribable(self, call: Call) -> str:
+        uri = call.params.get("uri")
+        if uri != STATUS_URI:
+            raise RpcError(RESOURCE_NOT_FOUND, f"no resource to subscribe to at {str(uri)[:200]!r}")
+        if call.session_key is None:
+            raise RpcError(INVALID_REQUEST, "resources/subscribe needs a session")
+        return call.session_key
+
+    async def _resources_subscribe(self, call: Call) -> dict[str, Any]:
+        self.status.subscribe(self._subscribable(call))
+        return {}
+
+    async def _resources_unsubscribe(self, call: Call) -> dict[str, Any]:
+        self.status.unsubscribe(self._subscribable(call))
+        return {}
+
+    def _job_counts(self) -> tuple[int, int]:
+        return len(self.state.jobs(active_only=True)), len(self.state.jobs())
+
+    def _notify_session(self, session_key: str, message: dict[str, Any]) -> bool:
+        stream = self.state.session_stream_of(session_key)
+        if stream is None:
+            return False
+        self.emit(stream, message)
+        return True
 
     async def _skills_list(self, call: Call) -> dict[str, Any]:
         return showcase.skills_list()
@@ -872,6 +912,7 @@ class LabCore:
         # Requests still being answered stay open in the state: the next lab answers them,
         # or closes them at start-up (resume_jobs).
         self._stopping = True
+        await self.status.stop()
         tasks = [*self._runners.values(), *self._request_tasks.values()]
         for task in tasks:
             task.cancel()

@@ -1,5 +1,6 @@
-"""A server's log: what it logged to the host (``notifications/message``), as plain text,
-new messages added as they come, and the level it is asked to send.
+"""A server's log: what it logged to the host (``notifications/message``), a table of
+time, level, logger and data, each cell plain text (data on one line, whole in its
+tooltip), new messages added as they come, and the level it is asked to send.
 
 The messages are those the agent kept (:mod:`hostapp.engine.server_logs`); the window
 adds each ``log`` event of the server after them. Changing the level saves it in the
@@ -12,30 +13,90 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import time
+from collections import deque
 from typing import Any
 
+from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, Qt
 from PySide6.QtWidgets import (
+    QAbstractItemView,
     QComboBox,
     QDialog,
     QDialogButtonBox,
     QFormLayout,
-    QPlainTextEdit,
+    QHeaderView,
+    QTableView,
     QVBoxLayout,
     QWidget,
 )
 
 from hostapp.engine.api import LOG_LEVELS, EngineApi, EngineError
-from hostapp.protocol.server_log import log_line
-from hostapp.ui.result_view import plain_label
+from hostapp.protocol.server_log import data_text, one_line
+from hostapp.ui.result_view import plain_label, plain_tooltip
 
-#: Lines the view holds at most (the oldest go first), as the agent keeps per server.
+#: Messages the view holds at most (the oldest go first), as the agent keeps per server.
 MAX_LINES = 1000
 
+#: The parent of every row (a table has no other).
+TOP_LEVEL = QModelIndex()
 
-def shown_line(entry: dict[str, Any]) -> str:
+#: The columns, left to right.
+COLUMNS = ("Time", "Level", "Logger", "Data")
+
+#: Characters of the data shown in its cell (the tooltip has it whole).
+DATA_CELL_CHARS = 500
+
+
+def shown_time(entry: dict[str, Any]) -> str:
     at = entry.get("at")
-    when = time.strftime("%H:%M:%S", time.localtime(at)) if isinstance(at, (int, float)) else "--:--:--"
-    return f"{when} {log_line(entry)}"
+    return time.strftime("%H:%M:%S", time.localtime(at)) if isinstance(at, (int, float)) else "--:--:--"
+
+
+def shown_cells(entry: dict[str, Any]) -> tuple[str, str, str, str]:
+    """A message's cells, each plain text on one line."""
+    return (shown_time(entry), one_line(str(entry.get("level") or "info")), one_line(str(entry.get("logger") or "")),
+            one_line(data_text(entry))[:DATA_CELL_CHARS])
+
+
+class ServerLogModel(QAbstractTableModel):
+    """The messages shown, oldest first, at most :data:`MAX_LINES` of them."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self._rows: deque[tuple[tuple[str, str, str, str], str]] = deque()
+
+    def rowCount(self, parent: QModelIndex | QPersistentModelIndex = TOP_LEVEL) -> int:
+        return 0 if parent.isValid() else len(self._rows)
+
+    def columnCount(self, parent: QModelIndex | QPersistentModelIndex = TOP_LEVEL) -> int:
+        return 0 if parent.isValid() else len(COLUMNS)
+
+    def headerData(self, section: int, orientation: Qt.Orientation, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
+        if role == Qt.ItemDataRole.DisplayRole and orientation == Qt.Orientation.Horizontal:
+            return COLUMNS[section]
+        return None
+
+    def data(self, index: QModelIndex | QPersistentModelIndex, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
+        if not index.isValid():
+            return None
+        cells, whole = self._rows[index.row()]
+        if role == Qt.ItemDataRole.DisplayRole:
+            return cells[index.column()]
+        if role == Qt.ItemDataRole.ToolTipRole:
+            return plain_tooltip(whole if index.column() == 3 else cells[index.column()])
+        return None
+
+    def append(self, entry: dict[str, Any]) -> None:
+        if len(self._rows) >= MAX_LINES:
+            self.beginRemoveRows(QModelIndex(), 0, 0)
+            self._rows.popleft()
+            self.endRemoveRows()
+        row = len(self._rows)
+        self.beginInsertRows(QModelIndex(), row, row)
+        self._rows.append((shown_cells(entry), data_text(entry, indent=2)))
+        self.endInsertRows()
+
+    def row_cells(self, row: int) -> tuple[str, str, str, str]:
+        return self._rows[row][0]
 
 
 class ServerLogDialog(QDialog):
@@ -57,11 +118,23 @@ class ServerLogDialog(QDialog):
         for level in LOG_LEVELS:
             self.level.addItem(f"{level} and above", level)
         self.level.setEnabled(False)
-        self.text = QPlainTextEdit()
-        self.text.setReadOnly(True)
-        self.text.setAccessibleName("Server log")
-        self.text.setMaximumBlockCount(MAX_LINES)
-        self.text.setLineWrapMode(QPlainTextEdit.LineWrapMode.NoWrap)
+        self.model = ServerLogModel(self)
+        self.table = QTableView()
+        self.table.setModel(self.model)
+        self.table.setAccessibleName("Server log")
+        self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.table.setTabKeyNavigation(False)
+        self.table.setWordWrap(False)
+        self.table.verticalHeader().setVisible(False)
+        self.table.verticalHeader().setDefaultSectionSize(self.table.fontMetrics().height() + 6)
+        header = self.table.horizontalHeader()
+        metrics = self.table.fontMetrics()
+        # Fixed widths the person may drag (fitting the contents would measure every row at each message).
+        for column, sample in enumerate(("00:00:00", "emergency", "a logger's name")):
+            header.setSectionResizeMode(column, QHeaderView.ResizeMode.Interactive)
+            header.resizeSection(column, metrics.horizontalAdvance(sample) + 24)
+        header.setStretchLastSection(True)
         self.status = plain_label("")
         self.status.setAccessibleName("Log status")
         buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Close)
@@ -71,7 +144,7 @@ class ServerLogDialog(QDialog):
         form.addRow("&Level:", self.level)
         layout = QVBoxLayout(self)
         layout.addLayout(form)
-        layout.addWidget(self.text, 1)
+        layout.addWidget(self.table, 1)
         layout.addWidget(self.status)
         layout.addWidget(buttons)
         self.resize(860, 480)
@@ -107,8 +180,9 @@ class ServerLogDialog(QDialog):
         self.status.setText(self._summary())
 
     def _summary(self) -> str:
-        count = self.text.blockCount() if self.text.toPlainText() else 0
-        return (f"{count} message{'s' if count != 1 else ''} since the agent started; new ones are added "
+        count = self.model.rowCount()
+        return (f"{count} message{'s' if count != 1 else ''} since the agent started (the last {MAX_LINES} at "
+                "most); new ones are added "
                 "as they come." if count else f"{self.server} has logged nothing since the agent started.")
 
     def add_entry(self, entry: dict[str, Any]) -> None:
@@ -118,7 +192,11 @@ class ServerLogDialog(QDialog):
             if at <= self._last_at:
                 return  # already shown (read with the kept ones)
             self._last_at = at
-        self.text.appendPlainText(shown_line(entry))
+        scroll = self.table.verticalScrollBar()
+        at_end = scroll.value() >= scroll.maximum()
+        self.model.append(entry)
+        if at_end:
+            self.table.scrollToBottom()  # following the newest, unless the person scrolled up
         if not self._filling:
             self.status.setText(self._summary())
 

@@ -1,6 +1,6 @@
 """Server logs end to end: the level set with --log-level reaches server-everything on the
 live connection (it filters what it sends by it), and what it sends is kept by the agent
-and printed by `hostapp logs`, then followed as it comes."""
+and printed by `hostapp servers log` (alias `hostapp logs`), then followed as it comes."""
 
 from __future__ import annotations
 
@@ -56,7 +56,7 @@ def watch_once(home, name: str) -> None:
 
 
 def logged(home) -> list[dict]:
-    proc = hostapp("logs", "ev", "--json", home=home)
+    proc = hostapp("servers", "log", "ev", "--json", home=home)
     assert proc.returncode == 0, proc.stderr
     return [json.loads(line) for line in proc.stdout.splitlines()]
 
@@ -69,8 +69,9 @@ def test_the_level_is_set_on_the_live_connection_and_the_messages_are_kept_and_f
     agents.start("--idle-exit", "600")
     watch_once(isolated_home, "architecture.md")  # logged at info: below error, not sent
 
-    updated = hostapp("servers", "update", "ev", "--log-level", "info", home=isolated_home)
-    assert updated.returncode == 0 and "log level info" in updated.stdout
+    updated = hostapp("servers", "log", "ev", "--level", "info", home=isolated_home)  # set, then printed
+    assert updated.returncode == 0 and "ev: log level info" in updated.stderr, updated.stderr
+    assert json.loads(hostapp("servers", "list", "--json", home=isolated_home).stdout)[0]["log_level"] == "info"
     watch_once(isolated_home, "features.md")
     until(lambda: any("features.md" in str(e["data"]) for e in logged(isolated_home)),
           what="the info message of the second subscription")
@@ -78,10 +79,11 @@ def test_the_level_is_set_on_the_live_connection_and_the_messages_are_kept_and_f
     assert not any("architecture.md" in str(e["data"]) for e in entries)  # the server filtered it
     subscribed = next(e for e in entries if "Subscribe Resource request for URI: " + DOCS + "features.md" in e["data"])
     assert subscribed["level"] == "info" and isinstance(subscribed["at"], float)
-    text = hostapp("logs", "ev", home=isolated_home).stdout
+    text = hostapp("servers", "log", "ev", home=isolated_home).stdout
+    assert text == hostapp("logs", "ev", home=isolated_home).stdout  # the alias prints the same
     assert "info      Received Subscribe Resource request for URI: " + DOCS + "features.md" in text
 
-    follow = Running(isolated_home, "logs", "ev", "--follow")
+    follow = Running(isolated_home, "servers", "log", "ev", "--follow")
     until(lambda: len(follow.lines) >= len(entries), what="the kept messages to be printed")
     watch_once(isolated_home, "structure.md")
     until(lambda: any("structure.md" in line for line in follow.lines), what="a new message to be followed")
@@ -98,8 +100,11 @@ def test_the_level_is_set_on_the_live_connection_and_the_messages_are_kept_and_f
 
 
 def test_logs_without_an_agent_say_where_they_are_kept(isolated_home):
-    proc = hostapp("logs", "ev", home=isolated_home)
+    proc = hostapp("servers", "log", "ev", home=isolated_home)
     assert proc.returncode == 0 and proc.stdout == "" and "kept by the agent while it runs" in proc.stderr
+    assert "hostapp servers log SERVER --follow" in proc.stderr
+    loud = hostapp("servers", "log", "ev", "--level", "loud", home=isolated_home)
+    assert loud.returncode == 2 and "invalid choice" in loud.stderr
     bad = hostapp("servers", "add", "x", "--url", "http://127.0.0.1:9/mcp", "--log-level", "loud", home=isolated_home)
     assert bad.returncode == 2 and "invalid choice" in bad.stderr
 
@@ -120,12 +125,12 @@ def test_the_sdk_server_sends_the_levels_asked_for_in_either_era(isolated_home, 
         assert called.returncode == 0, called.stderr
 
         def levels() -> list[str]:
-            proc = hostapp("logs", "sdk", "--json", home=isolated_home)
+            proc = hostapp("servers", "log", "sdk", "--json", home=isolated_home)
             return [json.loads(line)["level"] for line in proc.stdout.splitlines()]
 
         until(lambda: len(levels()) >= 4, what="the messages at error and above")
         assert levels() == ["error", "critical", "alert", "emergency"]
-        text = hostapp("logs", "sdk", home=isolated_home).stdout
+        text = hostapp("servers", "log", "sdk", home=isolated_home).stdout
         assert "error     levels: a error message" in text
     finally:
         peer.stop()

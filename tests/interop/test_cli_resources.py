@@ -1,6 +1,7 @@
 """Resources end to end through the command line, against servers we did not write:
 server-everything (listing with templates, text and blob reads, subscriptions that push
-updates) and the `mcp` SDK (a resource of HTML and terminal escapes, every byte value)."""
+updates) and the `mcp` SDK (a resource of HTML and terminal escapes, every byte value);
+and the lab's own resource that changes, as the first run shows it."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ import threading
 
 import pytest
 
+from hostapp.lab.status import STATUS_URI
+from tests.support.faults import LabProcess
 from tests.support.peers import (
     REPO_ROOT,
     hostapp,
@@ -38,6 +41,13 @@ def sdk_server():
     peer = start_sdk_client_features_server()
     yield peer
     peer.stop()
+
+
+@pytest.fixture(scope="module")
+def lab_http(tmp_path_factory):
+    lab = LabProcess(tmp_path_factory.mktemp("lab") / "lab.sqlite3", "--time-scale", "0.02").start()
+    yield lab
+    lab.stop()
 
 
 @pytest.fixture
@@ -103,6 +113,37 @@ def test_a_watch_prints_each_update_the_server_pushes_until_ctrl_c(ev_home, agen
         watch.send_signal(signal.SIGINT)
         _out, err = watch.communicate(timeout=30)
     assert watch.returncode == 130, err
+
+
+def test_the_labs_status_is_listed_read_and_watched_as_it_changes(lab_http, isolated_home, agents):
+    """The first run's lab-http (MCP 2025-11-25): lab://status ticks every 5 s of the lab's
+    clock (0.1 s here), and each tick reaches a watch."""
+    added = hostapp("servers", "add", "lab-http", "--url", lab_http.url, "--protocol-version", "2025-11-25",
+                    home=isolated_home)
+    assert added.returncode == 0, added.stderr
+    agents.start("--idle-exit", "600")
+    shown = hostapp("resources", "lab-http", home=isolated_home)
+    assert shown.returncode == 0 and f"Lab status {STATUS_URI} (text/plain)" in shown.stdout, shown
+    read = hostapp("resources", "lab-http", "read", STATUS_URI, home=isolated_home)
+    assert read.returncode == 0 and read.stdout.startswith("hostapp lab\ntick ") and "jobs in all: " in read.stdout
+
+    watch = subprocess.Popen([sys.executable, "-m", "hostapp", "resources", "lab-http", "watch", STATUS_URI],
+                             cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             env={**os.environ, "HOSTAPP_HOME": str(isolated_home)})
+    lines: list[str] = []
+
+    def collect() -> None:
+        assert watch.stdout is not None
+        lines.extend(line.rstrip("\n") for line in watch.stdout)
+
+    threading.Thread(target=collect, daemon=True).start()
+    try:
+        until(lambda: len(lines) >= 2, what="two updates of lab://status to be printed")
+    finally:
+        watch.send_signal(signal.SIGINT)
+        _out, err = watch.communicate(timeout=30)
+    assert watch.returncode == 130, err
+    assert all(line.endswith(f" updated {STATUS_URI}") for line in lines[:2]), lines  # the "watching" line is on stderr
 
 
 def test_server_text_is_printed_literally_and_binary_only_saved(sdk_home, tmp_path):

@@ -148,6 +148,8 @@ class McpClient:
             headers["Mcp-Method"] = method
             if params and "name" in params:
                 headers["Mcp-Name"] = params["name"]
+            elif params and method == "resources/read" and "uri" in params:
+                headers["Mcp-Name"] = params["uri"]
         return headers
 
     def initialize(self) -> dict[str, Any]:

@@ -5,16 +5,19 @@ escapes, every byte value)."""
 
 from __future__ import annotations
 
+import html
+import re
 from pathlib import Path
 
 import pytest
+from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QLabel, QPlainTextEdit, QPushButton
 
 from hostapp.engine import open_engine
 from hostapp.engine.api import ServerConfig
 from hostapp.ui.resources_dialog import ResourcesDialog
 from hostapp.ui.result_view import ResultView
-from hostapp.ui.server_log_dialog import ServerLogDialog
+from hostapp.ui.server_log_dialog import MAX_LINES, ServerLogDialog
 from tests.support.peers import start_everything_http, start_sdk_client_features_server
 from tests.support.sdk_client_features_server import BINARY, HOSTILE_TEXT
 from tests.support.waiting import until_async as until
@@ -150,7 +153,13 @@ def test_a_resource_link_in_a_result_opens_in_the_result_view(qtbot, qloop, engi
     qloop.run_until_complete(scenario())
 
 
+def log_rows(dialog: ServerLogDialog) -> list[tuple[str, str, str, str]]:
+    return [dialog.model.row_cells(row) for row in range(dialog.model.rowCount())]
+
+
 def test_the_log_view_shows_what_the_server_logs_as_it_comes_and_sets_its_level(qtbot, qloop, engine):
+    subscribed = "Subscribe Resource request for URI: "
+
     async def scenario() -> None:
         await engine.watch_resource("ev", DOC)  # server-everything logs each subscription at info
         await until(lambda: engine._engine.context.server_logs.entries("ev"), what="a first message")
@@ -158,13 +167,17 @@ def test_the_log_view_shows_what_the_server_logs_as_it_comes_and_sets_its_level(
         LISTENER.log = dialog
         qtbot.addWidget(dialog)
         dialog.show()
-        await until(lambda: "Subscribe Resource request for URI: " + DOC in dialog.text.toPlainText(),
-                    what="the kept message")
-        assert dialog.level.currentData() == "info" and "info" in dialog.text.toPlainText()
+        await until(lambda: any(subscribed + DOC in r[3] for r in log_rows(dialog)), what="the kept message")
+        assert [dialog.model.headerData(c, Qt.Orientation.Horizontal) for c in range(4)] == \
+            ["Time", "Level", "Logger", "Data"]
+        row = next(r for r in log_rows(dialog) if subscribed + DOC in r[3])
+        assert row[1] == "info" and re.fullmatch(r"\d\d:\d\d:\d\d", row[0])
+        assert dialog.level.currentData() == "info"
         other = "demo://resource/static/document/features.md"
         await engine.watch_resource("ev", other)
-        await until(lambda: other in dialog.text.toPlainText(), what="a new message, as it comes")
-        assert dialog.text.toPlainText().count(DOC) == 1  # each once
+        await until(lambda: any(subscribed + other in r[3] for r in log_rows(dialog)),
+                    what="a new message, as it comes")
+        assert sum(subscribed + DOC in r[3] for r in log_rows(dialog)) == 1  # each once
 
         dialog.level.setCurrentIndex(dialog.level.findData("error"))
         await until(lambda: engine._engine.journal.get_server("ev").log_level == "error", what="the level saved")
@@ -173,3 +186,29 @@ def test_the_log_view_shows_what_the_server_logs_as_it_comes_and_sets_its_level(
         dialog.reject()
 
     qloop.run_until_complete(scenario())
+
+
+def test_the_log_table_keeps_server_text_plain_on_one_line_and_its_last_messages(qtbot, qloop, engine):
+    """Markup, line breaks and escapes stay text; data that is not a string is JSON; the
+    table holds the newest MAX_LINES."""
+    dialog = ServerLogDialog("nowhere", engine)
+    qtbot.addWidget(dialog)
+    dialog._filling = False  # the messages below come as events would, the kept ones aside
+    hostile = "<b>bold</b>\nsecond line\x1b[31m\tred"
+    dialog.add_entry({"server": "nowhere", "at": 1.0, "level": "warning", "logger": "<i>db</i>", "data": hostile})
+    dialog.add_entry({"server": "nowhere", "at": 2.0, "level": "error", "data": {"rows": [1, 2], "why": "x\ny"}})
+    (_t1, level, logger, data), (_t2, _l2, no_logger, as_json) = log_rows(dialog)
+    assert (level, logger, data) == ("warning", "<i>db</i>", "<b>bold</b> second line [31m red")
+    assert no_logger == "" and as_json == '{"rows": [1, 2], "why": "x\\ny"}'
+    tip = dialog.model.data(dialog.model.index(0, 3), Qt.ItemDataRole.ToolTipRole)
+    whole = "\n".join(line.expandtabs() for line in hostile.splitlines())
+    assert html.unescape(re.sub(r"</?p[^>]*>", "", tip)) == whole  # whole, escaped
+    assert "<b>" not in tip and "&lt;b&gt;" in tip
+    json_tip = dialog.model.data(dialog.model.index(1, 3), Qt.ItemDataRole.ToolTipRole)
+    assert '"rows": [\n' in html.unescape(json_tip)  # indented in full
+
+    for n in range(3, MAX_LINES + 5):
+        dialog.add_entry({"server": "nowhere", "at": float(n), "level": "info", "data": f"message {n}"})
+    rows = log_rows(dialog)
+    assert len(rows) == MAX_LINES and rows[0][3] == "message 5" and rows[-1][3] == f"message {MAX_LINES + 4}"
+    dialog.reject()

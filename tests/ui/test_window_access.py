@@ -78,6 +78,9 @@ def test_every_control_of_the_window_and_its_dialogs_has_a_name(window, qloop, q
                                "email": {"type": "string", "format": "email", "title": "Email"},
                                "ok": {"type": "boolean", "title": "OK"}}}})
     dialogs.append(prompt_for(request, None, main))
+    from hostapp.ui.server_log_dialog import ServerLogDialog
+
+    dialogs.append(ServerLogDialog("lab", main.engine, main))
     for dialog in dialogs:
         qtbot.addWidget(dialog)
         dialog.show()
