@@ -143,6 +143,15 @@ def _add_server_log_level_2_5(db: sqlite_utils.Database) -> None:
     db.table("servers").add_column("log_level", str)
 
 
+def _add_view_of_2_6(db: sqlite_utils.Database) -> None:
+    # The operation whose MCP App view made this call (None: a call of its own). The
+    # history lists top-level operations and folds a view's calls under their operation;
+    # the index reads one view's calls, newest first, at any size of the history. A minor
+    # step: an older 2.x hostapp ignores the column and lists a view's calls at top level.
+    db.table("operations").add_column("view_of", str)
+    db.table("operations").create_index(["view_of", "created_at", "id"], index_name="operations_by_view")
+
+
 @dataclass(frozen=True)
 class Migration:
     """One step of the schema: brings a journal to ``version`` by calling ``apply``."""
@@ -163,6 +172,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration((2, 3), "a server's question left open", _add_open_question_2_3),
     Migration((2, 4), "servers' roots", _add_server_roots_2_4),
     Migration((2, 5), "servers' log level", _add_server_log_level_2_5),
+    Migration((2, 6), "the operation whose view made a call", _add_view_of_2_6),
 )
 
 #: The schema this code writes: (major, minor).
