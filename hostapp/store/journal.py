@@ -162,6 +162,8 @@ _SERVER_FIELDS = tuple(f.name for f in fields(ServerConfig))
 # Membership tests take any string; a StrEnum's values are its members' equals.
 _STATUS_VALUES = frozenset(OperationStatus)
 # What may still change on a terminal operation: bookkeeping, never the outcome.
+# Set when an operation is created (or ended), never by an update.
+_FIXED_OPERATION_FIELDS = frozenset({"id", "created_at", "finished_at", "view_of"})
 _TERMINAL_MUTABLE = frozenset({"resumable", "handle_ref", "handle", "mechanism"})
 
 # -- row conversion -------------------------------------------------------------------
@@ -484,7 +486,7 @@ class OperationJournal:
         return self._submit(apply)
 
     def _submit_update(self, op_id: str, changes: dict[str, Any]) -> concurrent.futures.Future[OperationRecord]:
-        unknown = set(changes) - set(_OPERATION_FIELDS) | ({"id", "created_at", "finished_at", "view_of"} & set(changes))
+        unknown = set(changes) - set(_OPERATION_FIELDS) | (_FIXED_OPERATION_FIELDS & set(changes))
         if unknown:
             raise TypeError(f"cannot update operation field(s): {', '.join(sorted(unknown))}")
         _validate_operation_fields(changes)
