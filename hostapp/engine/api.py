@@ -615,7 +615,8 @@ class ForwardingEngine(ABC):
                          after: tuple[float, str] | None = None, top_level: bool = False,
                          view_of: str | None = None) -> list[OperationView]:
         # Only what is asked for is sent: an agent older than a parameter refuses it.
-        keys = {k: v for k, v in (("before", before), ("after", after), ("view_of", view_of)) if v is not None}
+        keys: dict[str, Any] = {k: v for k, v in (("before", before), ("after", after), ("view_of", view_of))
+                                if v is not None}
         if top_level:
             keys["top_level"] = True
         return await self.forward("operations", {"statuses": statuses, "limit": limit, "offset": offset, **keys})
