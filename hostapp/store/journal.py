@@ -161,9 +161,9 @@ _OPERATION_FIELDS = tuple(f.name for f in fields(OperationRecord))
 _SERVER_FIELDS = tuple(f.name for f in fields(ServerConfig))
 # Membership tests take any string; a StrEnum's values are its members' equals.
 _STATUS_VALUES = frozenset(OperationStatus)
-# What may still change on a terminal operation: bookkeeping, never the outcome.
 # Set when an operation is created (or ended), never by an update.
 _FIXED_OPERATION_FIELDS = frozenset({"id", "created_at", "finished_at", "view_of"})
+# What may still change on a terminal operation: bookkeeping, never the outcome.
 _TERMINAL_MUTABLE = frozenset({"resumable", "handle_ref", "handle", "mechanism"})
 
 # -- row conversion -------------------------------------------------------------------

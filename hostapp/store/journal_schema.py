@@ -145,11 +145,16 @@ def _add_server_log_level_2_5(db: sqlite_utils.Database) -> None:
 
 def _add_view_of_2_6(db: sqlite_utils.Database) -> None:
     # The operation whose MCP App view made this call (None: a call of its own). The
-    # history lists top-level operations and folds a view's calls under their operation;
-    # the index reads one view's calls, newest first, at any size of the history. A minor
-    # step: an older 2.x hostapp ignores the column and lists a view's calls at top level.
+    # history lists top-level operations and folds a view's calls under their operation.
+    # Indexes, so that a monitor's thousands of polls are never walked past to read a page:
+    # by view (one view's calls, or with view_of NULL the top-level operations, each in the
+    # list's order: in flight first, then the newest), and the top-level operations by
+    # status (a filter's page by key; partial). A minor step: an older 2.x hostapp ignores
+    # the column and lists a view's calls at top level.
     db.table("operations").add_column("view_of", str)
-    db.table("operations").create_index(["view_of", "created_at", "id"], index_name="operations_by_view")
+    db.execute("CREATE INDEX operations_by_view ON operations (view_of, in_flight, created_at, id)")
+    db.execute("CREATE INDEX operations_top_level_by_status ON operations (status, created_at, id) "
+               "WHERE view_of IS NULL")
 
 
 @dataclass(frozen=True)

@@ -304,6 +304,14 @@ def test_a_journal_of_schema_2_5_gains_view_of_and_folds_a_views_calls(tmp_path:
             == ["parent", "old"]
         with pytest.raises(ValueError, match="exclude"):
             journal.list_operations(top_level=True, view_of="parent")
-        plans = [_plan(path, sql) for sql in _statements(journal, lambda: journal.list_operations(view_of="parent"))]
-    assert plans and all("operations_by_view" in plan for plan in plans), plans
+        plans = [
+            ("operations_by_view", lambda: journal.list_operations(view_of="parent")),
+            ("operations_by_view", lambda: journal.list_operations(top_level=True)),
+            ("operations_top_level_by_status", lambda: journal.list_operations(
+                ["completed"], top_level=True, before=(9.0, "z"))),
+        ]
+        seen = [(index, [_plan(path, sql) for sql in _statements(journal, read)]) for index, read in plans]
+    for index, statement_plans in seen:
+        assert statement_plans and all(f"INDEX {index} " in plan for plan in statement_plans), (index, statement_plans)
+        assert not any("TEMP B-TREE" in plan for plan in statement_plans), (index, statement_plans)
     assert user_version(path) == (2, 6)
