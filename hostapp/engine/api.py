@@ -618,14 +618,14 @@ class ForwardingEngine(ABC):
         keys: dict[str, Any] = {k: v for k, v in (("before", before), ("after", after), ("view_of", view_of))
                                 if v is not None}
         if top_level:
-            keys["top_level"] = True
+            keys["top_level"] = top_level
         return await self.forward("operations", {"statuses": statuses, "limit": limit, "offset": offset, **keys})
 
     async def count_operations(self, statuses: set[str] | None = None, top_level: bool = False,
                                view_of: str | None = None) -> int:
         keys: dict[str, Any] = {"view_of": view_of} if view_of is not None else {}
         if top_level:
-            keys["top_level"] = True
+            keys["top_level"] = top_level
         return await self.forward("count_operations", {"statuses": statuses, **keys})
 
     async def unfinished_operations(self) -> list[OperationView]:
