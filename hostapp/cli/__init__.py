@@ -280,6 +280,9 @@ def build_parser() -> argparse.ArgumentParser:
                           "input_required (needs-input), completed, failed, cancelled, expired, unknown, "
                           "pending; in-flight, finished")
     ops.add_argument("--server", action="append", metavar="NAME", help="only operations on this server (repeatable)")
+    ops.add_argument("--all", action="store_true",
+                     help="also the calls that app views made (hidden by default; the VIEW OF column names "
+                          "the operation whose view made each)")
     ops.set_defaults(func=_command("cmd_ops"))
 
     resume = sub.add_parser("resume", help="resume and poll every unfinished operation")

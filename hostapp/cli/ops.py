@@ -6,6 +6,9 @@ as a percentage, its status in words ("needs your input"), whether it would surv
 of the agent ("lost if hostapp stops", "resumable (task)") and its latest message, in the
 window's words (:mod:`hostapp.presentation`); the JSON is the journal's rows as before,
 only the filters applied.
+
+The calls an MCP App view made (a monitor's polls, every few seconds) are left out, as in
+the window's list; ``--all`` lists them too, each naming its view's operation (VIEW OF).
 """
 
 from __future__ import annotations
@@ -31,6 +34,8 @@ STATUS_ALIASES: dict[str, frozenset[str]] = {
 }
 
 HEADERS = ("ID", "STARTED", "DURATION", "SERVER", "TOOL", "STATUS", "PROGRESS", "IF STOPPED", "MESSAGE")
+#: With ``--all``: the operation whose app view made the call (empty for a call of its own).
+VIEW_OF = "VIEW OF"
 MESSAGE = HEADERS.index("MESSAGE")
 RIGHT = frozenset({HEADERS.index("DURATION"), HEADERS.index("PROGRESS")})
 #: Never cut: what a person types next (the id) and reads first (the status, the progress).
@@ -63,13 +68,14 @@ def parse_statuses(values: Iterable[str] | None) -> set[str] | None:
 
 
 async def matching_operations(engine: EngineApi, statuses: set[str] | None, servers: set[str] | None,
-                              limit: int) -> list[OperationView]:
+                              limit: int, with_view_calls: bool = False) -> list[OperationView]:
     """Up to ``limit`` operations of those statuses on those servers, in the journal's
-    order (those in flight first, then the newest)."""
+    order (those in flight first, then the newest); the calls app views made only
+    ``with_view_calls``."""
     found: list[OperationView] = []
     page, offset = max(limit, 200), 0
     while len(found) < limit:
-        views = await engine.operations(statuses=statuses, limit=page, offset=offset)
+        views = await engine.operations(statuses=statuses, limit=page, offset=offset, top_level=not with_view_calls)
         found += [v for v in views if not servers or v.server in servers]
         if len(views) < page:
             break
@@ -78,15 +84,17 @@ async def matching_operations(engine: EngineApi, statuses: set[str] | None, serv
 
 
 async def matching_rows(engine: EngineApi, statuses: set[str] | None, servers: set[str] | None,
-                        limit: int) -> list[JsonObject]:
-    """``--json``: the journal's rows as ever (``operation_rows``), only those that match."""
-    if not statuses and not servers:
+                        limit: int, with_view_calls: bool = False) -> list[JsonObject]:
+    """``--json``: the journal's rows as ever (``operation_rows``), only those that match
+    (the calls app views made only ``with_view_calls``)."""
+    if not statuses and not servers and with_view_calls:
         return await engine.operation_rows(limit=limit)
     asked = limit
     while True:
         rows = await engine.operation_rows(limit=asked)
         found = [r for r in rows if (not statuses or r["status"] in statuses)
-                 and (not servers or r["server"] in servers)]
+                 and (not servers or r["server"] in servers)
+                 and (with_view_calls or r.get("view_of") is None)]
         if len(found) >= limit or len(rows) < asked:
             return found[:limit]
         asked *= 4
@@ -124,29 +132,34 @@ def message_of(op: OperationView) -> str:
     return text.plain(op.message or "")
 
 
-def row_of(op: OperationView, now: float, paused: bool = False) -> list[str]:
+def row_of(op: OperationView, now: float, paused: bool = False, with_view_of: bool = False) -> list[str]:
     end = op.ended_at if op.ended_at is not None else now
     started = ago(op.created_at, now) if op.created_at else "?"
     took = duration(end - op.created_at) if op.created_at else "?"
-    return [op.id, started, took, text.plain(op.server), text.plain(op.tool or op.method),
-            text.plain(status_word(op.status, paused=paused)), progress_text(op), at_stop_words(op), message_of(op)]
+    row = [op.id, started, took, text.plain(op.server), text.plain(op.tool or op.method),
+           text.plain(status_word(op.status, paused=paused)), progress_text(op), at_stop_words(op), message_of(op)]
+    return [*row, op.view_of or ""] if with_view_of else row
 
 
 def table_lines(ops: list[OperationView], now: float, cells: int | None,
-                paused: frozenset[str] | set[str] = frozenset()) -> list[str]:
-    return render_table(HEADERS, [row_of(op, now, op.id in paused) for op in ops], cells, right=RIGHT,
-                        shrink_first=MESSAGE, keep=KEEP, drop=DROP)
+                paused: frozenset[str] | set[str] = frozenset(), with_view_calls: bool = False) -> list[str]:
+    headers = (*HEADERS, VIEW_OF) if with_view_calls else HEADERS
+    keep = KEEP | {len(HEADERS)} if with_view_calls else KEEP
+    return render_table(headers, [row_of(op, now, op.id in paused, with_view_calls) for op in ops], cells,
+                        right=RIGHT, shrink_first=MESSAGE, keep=keep, drop=DROP)
 
 
 def print_table(ops: list[OperationView], filtered: bool, stream: TextIO | None = None,
-                now: float | None = None, paused: frozenset[str] | set[str] = frozenset()) -> None:
-    """The table, as wide as the terminal (or ``COLUMNS``, or 160 columns into a pipe)."""
+                now: float | None = None, paused: frozenset[str] | set[str] = frozenset(),
+                with_view_calls: bool = False) -> None:
+    """The table, as wide as the terminal (or ``COLUMNS``, or 160 columns into a pipe);
+    ``with_view_calls`` (``--all``): a last column names the operation whose view made a call."""
     stream = stream or sys.stdout
     if not ops:
         print("no operations match" if filtered else "no operations yet", file=stream)
         return
     cells = shutil.get_terminal_size((160, 24)).columns - 1
-    for line in table_lines(ops, time.time() if now is None else now, cells, paused):
+    for line in table_lines(ops, time.time() if now is None else now, cells, paused, with_view_calls):
         print(line, file=stream)
     if paused:
         print(f"\n{PAUSED}: no agent carries {'it' if len(paused) == 1 else 'them'} now; "

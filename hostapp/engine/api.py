@@ -157,6 +157,9 @@ class OperationView:
     #: and keyring hold (:func:`hostapp.engine.operation.lost_at_stop`); every client reads
     #: it (:attr:`survives_stop`).
     lost_at_stop: str | None = None
+    #: The operation whose MCP App view made this call (None: a call of its own). The
+    #: window and ``hostapp ops`` list such calls under that operation, not at top level.
+    view_of: str | None = None
 
     @property
     def in_flight(self) -> bool:
@@ -437,13 +440,17 @@ class EngineApi(Protocol):
 
     async def operations(self, statuses: set[str] | None = None, limit: int = 200,
                          offset: int = 0, before: tuple[float, str] | None = None,
-                         after: tuple[float, str] | None = None) -> list[OperationView]:
+                         after: tuple[float, str] | None = None, top_level: bool = False,
+                         view_of: str | None = None) -> list[OperationView]:
         """Newest first; ``statuses`` filters. A page by key: ``before`` (or ``after``) an
         operation's ``(created_at, id)``, the next ``limit`` older (or newer) ones, newest
         first either way; only with ``statuses`` all finished or all in flight. Reading
-        by key costs the same at any depth of the history, where ``offset`` grows with it."""
+        by key costs the same at any depth of the history, where ``offset`` grows with it.
+        ``top_level``: only the operations no app view made; ``view_of``: only the calls
+        the view of that operation made (not both)."""
 
-    async def count_operations(self, statuses: set[str] | None = None) -> int: ...
+    async def count_operations(self, statuses: set[str] | None = None, top_level: bool = False,
+                               view_of: str | None = None) -> int: ...
 
     async def unfinished_operations(self) -> list[OperationView]:
         """The operations the journal holds in flight (those a start resumes)."""
@@ -605,12 +612,21 @@ class ForwardingEngine(ABC):
 
     async def operations(self, statuses: set[str] | None = None, limit: int = 200,
                          offset: int = 0, before: tuple[float, str] | None = None,
-                         after: tuple[float, str] | None = None) -> list[OperationView]:
-        keys = {k: v for k, v in (("before", before), ("after", after)) if v is not None}
+                         after: tuple[float, str] | None = None, top_level: bool = False,
+                         view_of: str | None = None) -> list[OperationView]:
+        # Only what is asked for is sent: an agent older than a parameter refuses it.
+        keys: dict[str, Any] = {k: v for k, v in (("before", before), ("after", after), ("view_of", view_of))
+                                if v is not None}
+        if top_level:
+            keys["top_level"] = top_level
         return await self.forward("operations", {"statuses": statuses, "limit": limit, "offset": offset, **keys})
 
-    async def count_operations(self, statuses: set[str] | None = None) -> int:
-        return await self.forward("count_operations", {"statuses": statuses})
+    async def count_operations(self, statuses: set[str] | None = None, top_level: bool = False,
+                               view_of: str | None = None) -> int:
+        keys: dict[str, Any] = {"view_of": view_of} if view_of is not None else {}
+        if top_level:
+            keys["top_level"] = top_level
+        return await self.forward("count_operations", {"statuses": statuses, **keys})
 
     async def unfinished_operations(self) -> list[OperationView]:
         return await self.forward("unfinished_operations", {})

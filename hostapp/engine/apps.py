@@ -124,7 +124,7 @@ async def start_app_call(engine: EnginePort, server: str, tool: str, arguments: 
     if not engine.view_call_budget.take(view_of):
         raise api.AppViewRefused(f"the view of {view_of} calls tools too often (at most {VIEW_CALL_BURST} at once, "
                                  f"then {VIEW_CALLS_PER_SECOND:g} a second); this call was not made")
-    view = await engine.start_call(server, tool, arguments)
+    view = await engine.start_call(server, tool, arguments, view_of=view_of)
     data = {"app_view_of": view_of, "message": f"called by the view of operation {view_of}"}
     engine.journal.append_event(view.id, ORIGIN_EVENT, data)
     engine.listener.operation_event(view.id, ORIGIN_EVENT, data)

@@ -91,7 +91,7 @@ async def operation_rows(engine: EnginePort, limit: int = 200) -> list[dict[str,
     records = await off_loop(lambda: engine.journal.list_operations(limit=limit))
     return [{"id": r.id, "server": r.server, "tool": r.tool, "mechanism": r.mechanism, "status": r.status,
              "progress": r.progress, "total": r.total, "message": r.message, "created_at": r.created_at,
-             "result": r.result, "error": r.error} for r in records]
+             "result": r.result, "error": r.error, "view_of": r.view_of} for r in records]
 
 
 #: How long "Test connection" waits for the handshake, and then for the tool list, each.

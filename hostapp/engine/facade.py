@@ -217,11 +217,13 @@ class LocalEngine:
 
     async def operations(self, statuses: set[str] | None = None, limit: int = 200,
                          offset: int = 0, before: tuple[float, str] | None = None,
-                         after: tuple[float, str] | None = None) -> list[OperationView]:
-        return await _call(self._engine.operations(statuses, limit, offset, before, after))
+                         after: tuple[float, str] | None = None, top_level: bool = False,
+                         view_of: str | None = None) -> list[OperationView]:
+        return await _call(self._engine.operations(statuses, limit, offset, before, after, top_level, view_of))
 
-    async def count_operations(self, statuses: set[str] | None = None) -> int:
-        return await _call(self._engine.count_operations(statuses))
+    async def count_operations(self, statuses: set[str] | None = None, top_level: bool = False,
+                               view_of: str | None = None) -> int:
+        return await _call(self._engine.count_operations(statuses, top_level, view_of))
 
     async def unfinished_operations(self) -> list[OperationView]:
         return await _call(self._engine.unfinished_operations())

@@ -84,5 +84,6 @@ class EnginePort(Protocol):
 
     async def operation(self, op_id: str) -> api.OperationView | None: ...
 
-    async def start_call(self, server: str, tool: str, arguments: dict[str, Any] | None = None) -> api.OperationView:
+    async def start_call(self, server: str, tool: str, arguments: dict[str, Any] | None = None, *,
+                         view_of: str | None = None) -> api.OperationView:
         ...

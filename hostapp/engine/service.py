@@ -521,9 +521,10 @@ class Engine:
         await self._contacts.after_first_contacts(server)
 
     async def start_call(self, server: str, tool: str, arguments: dict[str, Any] | None = None, *,
-                         deadline_s: float = DEFAULT_DEADLINE_SECONDS) -> api.OperationView:
+                         deadline_s: float = DEFAULT_DEADLINE_SECONDS, view_of: str | None = None) -> api.OperationView:
         """Journal a new tools/call operation and start it in the background; it is given
-        up as expired if no outcome came within ``deadline_s`` seconds."""
+        up as expired if no outcome came within ``deadline_s`` seconds. ``view_of``: the
+        operation whose app view asked for it (journaled with it)."""
         from hostapp.store.journal import OperationRecord
 
         conn = self._connection(server)
@@ -533,7 +534,7 @@ class Engine:
             params={"name": tool, "arguments": arguments or {}}, tool=tool, jsonrpc_id=None,
             mechanism=None, status=OperationStatus.PENDING, progress=None, total=None, message="starting",
             created_at=now, updated_at=now, deadline=now + deadline_s, result=None, error=None,
-            handle_ref=None, handle={}, resumable=self.keyring_problem is None)
+            handle_ref=None, handle={}, resumable=self.keyring_problem is None, view_of=view_of)
         await self.journal.create_operation(record)
         # Chosen from what is known now, chosen again once connected (send_original): the
         # operation is shown, and can be cancelled, before the server ever answered.
@@ -615,17 +616,20 @@ class Engine:
 
     async def operations(self, statuses: set[str] | None = None, limit: int = 200,
                          offset: int = 0, before: tuple[float, str] | None = None,
-                         after: tuple[float, str] | None = None) -> list[api.OperationView]:
+                         after: tuple[float, str] | None = None, top_level: bool = False,
+                         view_of: str | None = None) -> list[api.OperationView]:
         records = await self._read(self.journal.list_operations, statuses=statuses, limit=limit, offset=offset,
-                                   before=before, after=after)
+                                   before=before, after=after, top_level=top_level, view_of=view_of)
         views = []
         for r in records:
             live = self.runners.get(r.id)
             views.append(live.view if live else operation_view(r))
         return views
 
-    async def count_operations(self, statuses: set[str] | None = None) -> int:
-        return await self._read(self.journal.count_operations, statuses=statuses)
+    async def count_operations(self, statuses: set[str] | None = None, top_level: bool = False,
+                               view_of: str | None = None) -> int:
+        return await self._read(self.journal.count_operations, statuses=statuses, top_level=top_level,
+                                view_of=view_of)
 
     async def events(self, op_id: str) -> list[dict[str, Any]]:
         await self.journal.flush()

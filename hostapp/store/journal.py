@@ -119,6 +119,9 @@ class OperationRecord:
     #: JSON-RPC id, "params": its params without _meta}``. It came in the HTTP session the
     #: handle is bound to, whose id is a secret kept with the handle (not here).
     open_question: dict[str, Any] | None = None
+    #: The operation whose MCP App view made this call (None: a call of its own). Set when
+    #: the call is created, never changed.
+    view_of: str | None = None
 
     def __post_init__(self) -> None:
         if not self.updated_at:
@@ -158,6 +161,8 @@ _OPERATION_FIELDS = tuple(f.name for f in fields(OperationRecord))
 _SERVER_FIELDS = tuple(f.name for f in fields(ServerConfig))
 # Membership tests take any string; a StrEnum's values are its members' equals.
 _STATUS_VALUES = frozenset(OperationStatus)
+# Set when an operation is created (or ended), never by an update.
+_FIXED_OPERATION_FIELDS = frozenset({"id", "created_at", "finished_at", "view_of"})
 # What may still change on a terminal operation: bookkeeping, never the outcome.
 _TERMINAL_MUTABLE = frozenset({"resumable", "handle_ref", "handle", "mechanism"})
 
@@ -481,7 +486,7 @@ class OperationJournal:
         return self._submit(apply)
 
     def _submit_update(self, op_id: str, changes: dict[str, Any]) -> concurrent.futures.Future[OperationRecord]:
-        unknown = set(changes) - set(_OPERATION_FIELDS) | ({"id", "created_at", "finished_at"} & set(changes))
+        unknown = set(changes) - set(_OPERATION_FIELDS) | (_FIXED_OPERATION_FIELDS & set(changes))
         if unknown:
             raise TypeError(f"cannot update operation field(s): {', '.join(sorted(unknown))}")
         _validate_operation_fields(changes)
@@ -592,16 +597,22 @@ class OperationJournal:
     def list_operations(
         self, statuses: Iterable[str] | None = None, limit: int = 200, offset: int = 0,
         before: Sequence[Any] | None = None, after: Sequence[Any] | None = None,
+        *, top_level: bool = False, view_of: str | None = None,
     ) -> list[OperationRecord]:
         """A page of operations: those in flight first, then the newest first.
+
+        ``top_level``: only operations no app view made; ``view_of``: only the calls the
+        view of that operation made (see :func:`_operation_filter`).
 
         ``before`` / ``after``: a page by key, the ``limit`` operations just older / newer
         than the one whose ``(created_at, id)`` is given (newest first either way), for
         ``statuses`` all terminal or all in flight. The status index
         ``(status, created_at, id)`` answers it at any depth of a million rows in well under
         a millisecond; an ``offset`` there walks every row above it (1.7 s at 990,000)."""
-        where, params = _status_filter(statuses)
-        one_section = bool(params) and (set(params) <= TERMINAL or set(params) <= IN_FLIGHT)
+        statuses = None if statuses is None else tuple(statuses)
+        where, params = _operation_filter(statuses, top_level, view_of)
+        wanted = set(statuses or ())
+        one_section = bool(wanted) and (wanted <= TERMINAL or wanted <= IN_FLIGHT)
         order = "in_flight DESC, created_at DESC, id DESC"
         if one_section:
             # in_flight is the same for every row here; leaving it out lets a one-status
@@ -619,15 +630,16 @@ class OperationJournal:
         created_at, op_id = float(key[0]), str(key[1])
         older = before is not None
         rows = self._read_all(
-            f"SELECT * FROM operations {where} AND (created_at, id) {'<' if older else '>'} (?, ?) "
+            f"SELECT * FROM operations {where or 'WHERE 1'} AND (created_at, id) {'<' if older else '>'} (?, ?) "
             f"ORDER BY created_at {'DESC' if older else 'ASC'}, id {'DESC' if older else 'ASC'} LIMIT ?",
             (*params, created_at, op_id, int(limit)),
         )
         records = [_row_to_operation(row) for row in rows]
         return records if older else records[::-1]
 
-    def count_operations(self, statuses: Iterable[str] | None = None) -> int:
-        where, params = _status_filter(statuses)
+    def count_operations(self, statuses: Iterable[str] | None = None, *, top_level: bool = False,
+                         view_of: str | None = None) -> int:
+        where, params = _operation_filter(statuses, top_level, view_of)
         row = self._read_one(f"SELECT COUNT(*) FROM operations {where}", params)
         assert row is not None  # COUNT(*) always has a row
         count: int = row[0]
@@ -664,6 +676,23 @@ def _status_filter(statuses: Iterable[str] | None) -> tuple[str, tuple[str, ...]
     if not wanted:
         return "WHERE 0", ()
     return f"WHERE status IN ({', '.join('?' * len(wanted))})", wanted
+
+
+def _operation_filter(statuses: Iterable[str] | None, top_level: bool,
+                      view_of: str | None) -> tuple[str, tuple[str, ...]]:
+    """The WHERE clause (with its parameters) for ``statuses``, only top-level operations
+    (``top_level``: those no app view made) and only the calls of one operation's view
+    (``view_of``); the two last exclude each other."""
+    if top_level and view_of is not None:
+        raise ValueError("top_level and view_of exclude each other")
+    where, params = _status_filter(statuses)
+    clauses = [where.removeprefix("WHERE ")] if where else []
+    if top_level:
+        clauses.append("view_of IS NULL")
+    if view_of is not None:
+        clauses.append("view_of = ?")
+        params = (*params, view_of)
+    return ("WHERE " + " AND ".join(clauses) if clauses else ""), params
 
 
 def _read_operation(db: sqlite_utils.Database, op_id: str) -> OperationRecord:

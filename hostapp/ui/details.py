@@ -41,6 +41,9 @@ from hostapp.ui.result_view import ResultView, plain_label, plain_tooltip
 #: Most timeline lines kept for one operation (a chatty server must not eat the memory).
 MAX_TIMELINE_ROWS = 2000
 
+#: Most of a view's calls listed in its operation's details (the newest; all are counted).
+VIEW_CALLS_SHOWN = 200
+
 #: Names in the Event column for the timeline's kinds (others: the kind, spaced).
 EVENT_LABELS = {api.EVENT_RESUMED: "resumed", "status_message": "message"}
 
@@ -72,6 +75,10 @@ def describe_event(kind: str, data: dict[str, Any]) -> str:
     if data.get("message"):
         return str(data["message"])
     return json.dumps(data, ensure_ascii=False, default=str)
+
+
+def _calls_made(count: int) -> str:
+    return f"its view made {count} call{'' if count == 1 else 's'}"
 
 
 def partial_text(result: Any) -> str:
@@ -107,6 +114,8 @@ class OperationDetails(QWidget):
         #: The status in words (the window sets the operations model's, which knows a pause).
         self.status: Callable[[OperationView], str] = status_text
         self._shown_outcome: tuple | None = None
+        #: How many calls the shown operation's app view made (None: not read yet).
+        self.view_call_count: int | None = None
 
         self.title = plain_label("Select an operation to see its details.", selectable=False)
         font = self.title.font()
@@ -145,6 +154,21 @@ class OperationDetails(QWidget):
 
         timeline_box = QGroupBox("Timeline")
         QVBoxLayout(timeline_box).addWidget(self.timeline)
+        # The calls the operation's app view made (a monitor's polls): not rows of the
+        # operations list, listed here, newest first, read with the view_of filter.
+        self.view_calls = QTreeWidget()
+        self.view_calls.setHeaderLabels(["Started", "Tool", "Status", "Detail"])
+        self.view_calls.setRootIsDecorated(False)
+        self.view_calls.setUniformRowHeights(True)
+        self.view_calls.setAccessibleName("Calls its view made")
+        self.view_calls.setColumnWidth(0, 80)
+        self.view_calls_box = QGroupBox("Calls its view made")
+        QVBoxLayout(self.view_calls_box).addWidget(self.view_calls)
+        self.view_calls_box.hide()
+        left = QSplitter(Qt.Orientation.Vertical)
+        left.addWidget(timeline_box)
+        left.addWidget(self.view_calls_box)
+        left.setChildrenCollapsible(False)
         result_box = QGroupBox("Result")
         # The plain result, and beside it the tool's app view when it has one (enable_app_views).
         self.result_tabs = QTabWidget()
@@ -153,7 +177,7 @@ class OperationDetails(QWidget):
         self.app_views: Any = None
         QVBoxLayout(result_box).addWidget(self.result_tabs)
         split = QSplitter(Qt.Orientation.Horizontal)
-        split.addWidget(timeline_box)
+        split.addWidget(left)
         split.addWidget(result_box)
         split.setStretchFactor(0, 2)
         split.setStretchFactor(1, 3)
@@ -195,6 +219,9 @@ class OperationDetails(QWidget):
         self.op = op
         self._shown_outcome = None
         self.timeline.clear()
+        self.view_calls.clear()
+        self.view_calls_box.hide()
+        self.view_call_count = None
         for ev in events or []:
             # The journal's event records, or plain {"at", "kind", "data"} dicts.
             if isinstance(ev, dict):
@@ -258,7 +285,58 @@ class OperationDetails(QWidget):
             parts.append(f"stalled: {op.stalled}")
         if op.message:
             parts.append(op.message)
+        if self.view_call_count:
+            parts.append(_calls_made(self.view_call_count))
         self.summary.setText(" · ".join(parts))
+
+    # -- the calls its app view made ------------------------------------------------------
+
+    def show_view_calls(self, op_id: str, calls: list[OperationView], count: int) -> None:
+        """List the calls the app view of operation ``op_id`` made (the newest ``calls`` of
+        ``count``), if it is the one shown."""
+        if self.op is None or self.op.id != op_id:
+            return
+        self.view_calls.clear()
+        for call in calls[:VIEW_CALLS_SHOWN]:
+            self.view_calls.addTopLevelItem(self._view_call_item(call))
+        self._set_view_call_count(count)
+
+    def update_view_call(self, call: OperationView) -> None:
+        """A call a view made changed: its line, if its operation is shown (a new one on top)."""
+        if self.op is None or call.view_of != self.op.id or self.view_call_count is None:
+            return
+        for i in range(self.view_calls.topLevelItemCount()):
+            item = self.view_calls.topLevelItem(i)
+            if item is not None and item.data(0, Qt.ItemDataRole.UserRole) == call.id:
+                self._fill_view_call_item(item, call)
+                return
+        self.view_calls.insertTopLevelItem(0, self._view_call_item(call))
+        while self.view_calls.topLevelItemCount() > VIEW_CALLS_SHOWN:
+            self.view_calls.takeTopLevelItem(self.view_calls.topLevelItemCount() - 1)
+        self._set_view_call_count(self.view_call_count + 1)
+
+    def _set_view_call_count(self, count: int) -> None:
+        self.view_call_count = count
+        listed = self.view_calls.topLevelItemCount()
+        title = _calls_made(count).capitalize()
+        self.view_calls_box.setTitle(title + (f" (the newest {listed} listed)" if listed < count else ""))
+        self.view_calls_box.setVisible(count > 0)
+        if self.op is not None:
+            self._render_summary(self.op)
+
+    def _view_call_item(self, call: OperationView) -> QTreeWidgetItem:
+        item = QTreeWidgetItem()
+        item.setData(0, Qt.ItemDataRole.UserRole, call.id)
+        self._fill_view_call_item(item, call)
+        return item
+
+    def _fill_view_call_item(self, item: QTreeWidgetItem, call: OperationView) -> None:
+        detail = (call.error or {}).get("message") if call.error else call.message
+        texts = [time.strftime("%H:%M:%S", time.localtime(call.created_at)), call.tool or call.method,
+                 self.status(call), str(detail or "").replace("\n", " ")]
+        for column, text in enumerate(texts):
+            item.setText(column, text)
+        item.setToolTip(3, plain_tooltip(texts[3]))
 
     def _tick(self) -> None:
         if self.op is not None and self.op.in_flight:

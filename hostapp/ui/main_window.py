@@ -50,6 +50,7 @@ from PySide6.QtWidgets import (
 from hostapp.engine.api import (
     TERMINAL,
     EngineApi,
+    EngineError,
     InputRequest,
     JsonObject,
     OperationStatus,
@@ -62,7 +63,7 @@ from hostapp.ui.accessible import name_as_shown
 from hostapp.ui.adapter import EngineSignals
 from hostapp.ui.async_dialog import run_dialog
 from hostapp.ui.banner import Banner
-from hostapp.ui.details import OperationDetails
+from hostapp.ui.details import VIEW_CALLS_SHOWN, OperationDetails
 from hostapp.ui.elicitation_queue import ElicitationQueue
 from hostapp.ui.operations_model import FILTERS, OperationTableModel
 from hostapp.ui.operations_pane import SHOWCASE_TOOLS, OperationsPane, make_table
@@ -500,13 +501,16 @@ class MainWindow(QMainWindow):
         for op in ops:
             if shown is not None and op.id == shown.id:
                 self.details.update_operation(op)
+            if op.view_of is not None:
+                self.details.update_view_call(op)
             self._maybe_notify(op)
         if shown is None and self.ops_model.rowCount() and not self.ops_table.currentIndex().isValid():
             self.ops_table.selectRow(0)
         self._update_actions()
 
     def _maybe_notify(self, op: OperationView) -> None:
-        if self.details.app_views is not None and op.id in self.details.app_views.view_calls:
+        if op.view_of is not None or (self.details.app_views is not None
+                                      and op.id in self.details.app_views.view_calls):
             return  # a call a tool's view made: the view shows its outcome
         before = self._last_status.get(op.id)
         self._last_status[op.id] = op.status
@@ -675,6 +679,12 @@ class MainWindow(QMainWindow):
         events = await self.engine.events(op_id)
         if self.details.op is not None and self.details.op.id == op_id:
             self.details.show_operation(self.details.op, events)
+        try:
+            calls = await self.engine.operations(view_of=op_id, limit=VIEW_CALLS_SHOWN)
+            count = await self.engine.count_operations(view_of=op_id)
+        except EngineError:
+            return  # an agent too old to tell a view's calls: they are rows of the list
+        self.details.show_view_calls(op_id, calls, count)
 
     def _update_actions(self) -> None:
         op = self.selected_operation()

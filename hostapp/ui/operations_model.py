@@ -8,6 +8,10 @@ journal as the view scrolls (``canFetchMore``/``fetchMore``), never all at once,
 (the last row's ``(created_at, id)``: the same cost at any depth), and at most
 :data:`HISTORY_KEPT` of them are held: the rows far above are let go as the view goes down,
 and read again (:meth:`OperationTableModel.fetch_newer_page`) as it comes back up.
+
+The calls an MCP App view made (``OperationView.view_of``: a monitor polls every few
+seconds) are not rows: the list and its count are of top-level operations, and the
+details of the view's operation list its view's calls.
 """
 
 from __future__ import annotations
@@ -77,9 +81,11 @@ class OperationSource(Protocol):
 
     def operations(self, statuses: set[str] | None = None, limit: int = 200,
                    offset: int = 0, before: tuple[float, str] | None = None,
-                   after: tuple[float, str] | None = None) -> Awaitable[list[OperationView]]: ...
+                   after: tuple[float, str] | None = None, top_level: bool = False,
+                   view_of: str | None = None) -> Awaitable[list[OperationView]]: ...
 
-    def count_operations(self, statuses: set[str] | None = None) -> Awaitable[int]: ...
+    def count_operations(self, statuses: set[str] | None = None, top_level: bool = False,
+                         view_of: str | None = None) -> Awaitable[int]: ...
 
 
 def status_text(op: OperationView) -> str:
@@ -145,6 +151,8 @@ class OperationTableModel(FlatTableModel):
         # Finished rows newer than the first one held were let go (read again by key).
         self._history_cut_above = False
         self._by_key = True  # False with an agent too old to read by key: by offset, all kept
+        # False with an agent too old to filter by top_level: a view's calls are rows then.
+        self._top_level = True
         #: The model's rows on screen now (set by the view's pane): never let go.
         self.rows_on_screen: Callable[[], Iterable[int]] = lambda: ()
         self._loading = False
@@ -178,8 +186,26 @@ class OperationTableModel(FlatTableModel):
         return set(within if wanted is None else within & wanted)
 
     def matches(self, op: OperationView) -> bool:
+        """Whether ``op`` is a row under the current filter (a call an app view made is not)."""
+        if op.view_of is not None and self._top_level:
+            return False
         wanted = FILTERS[self._filter][1]
         return wanted is None or op.status in wanted
+
+    async def _operations(self, statuses: set[str], **page: Any) -> list[OperationView]:
+        """A page of the top-level operations (of every one, from an agent too old to tell)."""
+        if self._top_level:
+            try:
+                return await self._source.operations(statuses, top_level=True, **page)
+            except api.EngineError:
+                log.info("the agent lists no top-level operations: a view's calls are rows too")
+                self._top_level = False
+        return await self._source.operations(statuses, **page)
+
+    async def _count(self, statuses: set[str]) -> int:
+        if self._top_level:
+            return await self._source.count_operations(statuses, top_level=True)
+        return await self._source.count_operations(statuses)
 
     async def reload(self, filter_name: str | None = None) -> None:
         """Read the in-flight operations and the first page of history for a filter."""
@@ -194,9 +220,9 @@ class OperationTableModel(FlatTableModel):
         try:
             live_statuses = self._statuses(api.IN_FLIGHT)
             done_statuses = self._statuses(api.TERMINAL)
-            live = await self._source.operations(live_statuses, limit=10_000) if live_statuses else []
-            history = await self._source.operations(done_statuses, limit=PAGE_SIZE) if done_statuses else []
-            total = await self._source.count_operations(self._statuses(api.IN_FLIGHT | api.TERMINAL))
+            live = await self._operations(live_statuses, limit=10_000) if live_statuses else []
+            history = await self._operations(done_statuses, limit=PAGE_SIZE) if done_statuses else []
+            total = await self._count(self._statuses(api.IN_FLIGHT | api.TERMINAL))
         except BaseException:
             if generation == self._generation:
                 self._arrived = None
@@ -207,9 +233,10 @@ class OperationTableModel(FlatTableModel):
         if generation != self._generation:
             return
         self.beginResetModel()
-        self._live = sorted((op for op in live if op.status in api.IN_FLIGHT), key=lambda o: -o.created_at)
+        self._live = sorted((op for op in live if op.status in api.IN_FLIGHT and self.matches(op)),
+                            key=lambda o: -o.created_at)
         seen = {op.id for op in self._live}
-        self._history = [op for op in history if op.id not in seen]
+        self._history = [op for op in history if op.id not in seen and self.matches(op)]
         self._known = seen | {op.id for op in self._history}
         self._row_index = None
         self._history_exhausted = len(history) < PAGE_SIZE or not done_statuses
@@ -250,22 +277,22 @@ class OperationTableModel(FlatTableModel):
         self._set_loading(True)
         try:
             if not self._history:
-                page = await self._source.operations(statuses, limit=PAGE_SIZE) if older else []
+                page = await self._operations(statuses, limit=PAGE_SIZE) if older else []
             elif self._by_key:
                 edge = self._history[-1] if older else self._history[0]
                 key = (edge.created_at, edge.id)
                 try:
-                    page = await self._source.operations(statuses, limit=PAGE_SIZE, before=key if older else None,
-                                                         after=None if older else key)
+                    page = await self._operations(statuses, limit=PAGE_SIZE, before=key if older else None,
+                                                  after=None if older else key)
                 except api.EngineError:
                     if not older or self._history_cut_above:
                         raise
                     # An agent older than reading by key: by offset, every row kept.
                     log.info("the agent reads no page by key: paging the history by offset")
                     self._by_key = False
-                    page = await self._source.operations(statuses, limit=PAGE_SIZE, offset=len(self._history))
+                    page = await self._operations(statuses, limit=PAGE_SIZE, offset=len(self._history))
             else:
-                page = await self._source.operations(statuses, limit=PAGE_SIZE, offset=len(self._history))
+                page = await self._operations(statuses, limit=PAGE_SIZE, offset=len(self._history))
         except Exception:
             log.exception("reading a page of operations failed")
             if generation == self._generation:

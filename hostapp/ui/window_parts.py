@@ -30,7 +30,8 @@ SERVER_ROWS = (1, 5)
 
 
 class Summary:
-    """How many operations run and how many wait for the person, from the changes seen."""
+    """How many operations run and how many wait for the person, from the changes seen
+    (of the top-level operations the list shows: a view's calls are not counted)."""
 
     def __init__(self) -> None:
         self._status: dict[str, str] = {}
@@ -41,6 +42,8 @@ class Summary:
     def update(self, ops: Iterable[OperationView]) -> None:
         needs = OperationStatus.INPUT_REQUIRED
         for op in ops:
+            if op.view_of is not None:
+                continue  # a call an app view made: not in the list, not counted
             before = self._status.pop(op.id, None) if not op.in_flight else self._status.get(op.id)
             if op.in_flight:
                 self._status[op.id] = op.status

@@ -30,6 +30,12 @@ async def test_a_client_of_the_owner_reads_a_view_and_starts_its_calls(agents: A
         done = await asyncio.wait_for(client.wait_finished(call.id), 60)
         assert done.status == api.OperationStatus.COMPLETED
         assert json.loads(report.read_text()) == {"from": "the wire"}
+        # Over the wire too: the call names its view's operation, and the list filters by it.
+        assert call.view_of == done.view_of == shown.id
+        assert [op.id for op in await client.operations(view_of=shown.id)] == [call.id]
+        assert [op.id for op in await client.operations(top_level=True)] == [shown.id]
+        assert await client.count_operations(top_level=True) == 1
+        assert await client.count_operations(view_of=shown.id) == 1
         try:
             await client.start_app_call("probe", "secret", {}, shown.id)
         except api.AppViewRefused as exc:

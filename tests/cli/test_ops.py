@@ -15,6 +15,8 @@ from hostapp.cli.exits import UsageError
 from hostapp.cli.ops import HEADERS, parse_statuses, table_lines
 from hostapp.engine.api import OperationView
 from hostapp.presentation import ago, duration
+from hostapp.store.journal import OperationJournal, OperationRecord
+from hostapp.store.paths import journal_path
 from tests.support.peers import hostapp
 
 NOW = 1_800_000_000.0
@@ -127,9 +129,42 @@ def test_ops_prints_a_table_and_filters_by_status_and_server(isolated_home):
     # The JSON rows keep every field of before.
     [row] = json.loads(hostapp("ops", "--json", "--status", "failed", home=home).stdout)
     assert list(row) == ["id", "server", "tool", "mechanism", "status", "progress", "total", "message",
-                         "created_at", "result", "error"]
+                         "created_at", "result", "error", "view_of"]
     bad = hostapp("ops", "--status", "done", home=home)
     assert bad.returncode == 2 and "no status 'done'" in bad.stderr
+
+
+def test_ops_hides_the_calls_an_app_view_made_but_with_all(isolated_home):
+    # A journal as the engine leaves it after a view polled twice: the view's operation,
+    # and each poll journaled with view_of.
+    with OperationJournal(journal_path(isolated_home)) as journal:
+        journal.create_operation_sync(OperationRecord("viewop000001", "monitor", "tools/call",
+                                                      {"name": "get-system-info"}, tool="get-system-info",
+                                                      created_at=NOW - 60))
+        journal.finish_operation_sync("viewop000001", "completed", result={"content": []})
+        for n in range(2):
+            poll = f"poll00000000{n}"
+            journal.create_operation_sync(OperationRecord(poll, "monitor", "tools/call",
+                                                          {"name": "poll-system-stats"}, tool="poll-system-stats",
+                                                          created_at=NOW - 50 + n, view_of="viewop000001"))
+            journal.finish_operation_sync(poll, "completed", result={"content": []})
+
+    shown = hostapp("ops", home=isolated_home, env={"COLUMNS": "150"})
+    assert shown.returncode == 0, shown.stderr
+    lines = shown.stdout.splitlines()
+    assert lines[0].split() == " ".join(HEADERS).split() and [line.split()[0] for line in lines[1:]] == ["viewop000001"]
+    everything = hostapp("ops", "--all", home=isolated_home, env={"COLUMNS": "200"}).stdout.splitlines()
+    assert everything[0].split()[-2:] == ["VIEW", "OF"]
+    column = everything[0].index("VIEW OF")
+    rows = {line.split()[0]: line[column:].strip() for line in everything[1:]}
+    assert rows == {"poll000000001": "viewop000001", "poll000000000": "viewop000001", "viewop000001": ""}
+
+    def ids(*argv: str) -> list[str]:
+        return [row["id"] for row in json.loads(hostapp("ops", "--json", *argv, home=isolated_home).stdout)]
+
+    assert ids() == ["viewop000001"]
+    assert sorted(ids("--all")) == ["poll000000000", "poll000000001", "viewop000001"]
+    assert ids("--all", "--status", "completed", "--server", "monitor")[0] == "poll000000001"
 
 
 def test_a_completed_call_reads_whole_even_when_its_last_step_was_not_reported():

@@ -83,6 +83,14 @@ async def test_a_call_from_a_view_is_an_operation_of_its_own(isolated_home, reco
         # is answered from.
         listed = [e["data"] for e in await facade.events(shown.id) if e["kind"] == apps.VIEW_CALL_EVENT]
         assert [(c["operation"], c["tool"], c["arguments"]) for c in listed] == [(polled.id, "poll-system-stats", {})]
+        # Journaled with the operation whose view made it: folded under it, not at top level.
+        assert polled.view_of == done.view_of == shown.id and shown.view_of is None
+        assert engine.journal.get_operation(polled.id).view_of == shown.id
+        assert [op.id for op in await facade.operations(view_of=shown.id)] == [polled.id]
+        assert polled.id not in {op.id for op in await facade.operations(top_level=True)}
+        assert shown.id in {op.id for op in await facade.operations(top_level=True)}
+        assert (await facade.count_operations(top_level=True), await facade.count_operations(view_of=shown.id),
+                await facade.count_operations()) == (1, 1, 2)
         with pytest.raises(api.AppViewRefused, match="no tool"):
             await facade.start_app_call("monitor", "rm-rf", {}, view_of=shown.id)
         with pytest.raises(api.NoSuchOperation):

@@ -225,7 +225,7 @@ def test_a_journal_of_schema_1_0_opens_upgraded_and_keeps_working(tmp_path: Path
     _journal_1_0(path)
     assert user_version(path) == (1, 0)
     with OperationJournal(path) as journal:
-        assert journal.schema_version == SCHEMA_VERSION == (2, 5)
+        assert journal.schema_version == SCHEMA_VERSION == (2, 6)
         assert [(s.name, s.auth, s.roots, s.log_level) for s in journal.list_servers()] == [("lab", None, [], None)]
         assert journal.update_server("lab", log_level="debug").log_level == "debug"
         with pytest.raises(ValueError, match="log_level"):
@@ -259,10 +259,59 @@ def test_a_journal_of_schema_1_0_opens_upgraded_and_keeps_working(tmp_path: Path
         indexes = {row[1] for row in conn.execute("PRAGMA index_list(operations)")}
     assert "delivered" not in columns and "pending_input" not in columns and "open_question" in columns
     assert {"operations_by_list_order", "operations_by_status", "operations_by_server"} <= indexes
-    assert user_version(path) == (2, 5)
+    assert user_version(path) == (2, 6)
     with OperationJournal(path) as journal:  # opening it again changes nothing
-        assert journal.schema_version == (2, 5) and journal.count_operations() == 6
+        assert journal.schema_version == (2, 6) and journal.count_operations() == 6
         assert journal.get_operation("op-3").open_question is None  # its end struck the question out
         # The ids the 1.0 journal's operations were sent under are never handed out again.
         used = [op.jsonrpc_id for op in journal.list_operations() if isinstance(op.jsonrpc_id, int)]
         assert journal.reserve_request_ids("lab", 10) > max(used, default=0)
+
+
+def test_a_journal_of_schema_2_5_gains_view_of_and_folds_a_views_calls(tmp_path: Path):
+    path = tmp_path / "journal.sqlite3"
+    at_2_5 = [step for step in MIGRATIONS if step.version <= (2, 5)]
+    with OperationJournal(path, migrations=at_2_5):
+        pass
+    assert user_version(path) == (2, 5)
+    with sqlite3.connect(path) as conn:  # a row as a 2.5 hostapp writes it
+        assert "view_of" not in {row[1] for row in conn.execute("PRAGMA table_info(operations)")}
+        conn.execute("INSERT INTO operations (id, server, method, params, status, created_at, updated_at, in_flight) "
+                     "VALUES ('old', 'lab', 'tools/call', '{\"name\":\"t\"}', 'pending', 1.0, 1.0, 1)")
+
+    with OperationJournal(path) as journal:
+        assert journal.schema_version == SCHEMA_VERSION == (2, 6)
+        assert journal.get_operation("old").view_of is None  # a call of its own
+        journal.create_operation_sync(OperationRecord("parent", "lab", "tools/call", {}, created_at=2.0))
+        for n in range(3):
+            journal.create_operation_sync(OperationRecord(f"poll{n}", "lab", "tools/call", {}, created_at=3.0 + n,
+                                                          view_of="parent"))
+        journal.finish_operation_sync("poll0", "completed", result={})
+        with pytest.raises(TypeError, match="view_of"):
+            journal.update_operation_sync("poll1", view_of=None)  # set once, at creation
+
+        assert [op.id for op in journal.list_operations()] == ["poll2", "poll1", "parent", "old", "poll0"]
+        assert [op.id for op in journal.list_operations(top_level=True)] == ["parent", "old"]
+        assert [op.id for op in journal.list_operations(view_of="parent")] == ["poll2", "poll1", "poll0"]
+        assert journal.get_operation("poll2").view_of == "parent"
+        assert journal.count_operations(top_level=True) == 2
+        assert journal.count_operations(view_of="parent") == 3
+        assert journal.count_operations(["running", "pending"], view_of="parent") == 2
+        # paging by key keeps the filter
+        assert [op.id for op in journal.list_operations(["pending"], before=(5.0, "poll2"), view_of="parent")] \
+            == ["poll1"]
+        assert [op.id for op in journal.list_operations(["pending"], top_level=True, before=(9.0, "z"))] \
+            == ["parent", "old"]
+        with pytest.raises(ValueError, match="exclude"):
+            journal.list_operations(top_level=True, view_of="parent")
+        plans = [
+            ("operations_by_view", lambda: journal.list_operations(view_of="parent")),
+            ("operations_by_view", lambda: journal.list_operations(top_level=True)),
+            ("operations_top_level_by_status", lambda: journal.list_operations(
+                ["completed"], top_level=True, before=(9.0, "z"))),
+        ]
+        seen = [(index, [_plan(path, sql) for sql in _statements(journal, read)]) for index, read in plans]
+    for index, statement_plans in seen:
+        assert statement_plans and all(f"INDEX {index} " in plan for plan in statement_plans), (index, statement_plans)
+        assert not any("TEMP B-TREE" in plan for plan in statement_plans), (index, statement_plans)
+    assert user_version(path) == (2, 6)

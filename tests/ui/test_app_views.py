@@ -128,6 +128,12 @@ def test_the_system_monitor_view_polls_through_the_engine_after_consent(qtbot, q
             assert not again.calls and again.replayed
             assert set(again.replayed) <= set(bridge.calls)
             assert await calls_of_its_view() == made  # nothing started by the view shown again
+            # Its calls are no rows of the list, nor counted there; its details list and count them.
+            assert all(window.ops_model.row_of(call) is None for call in bridge.calls)
+            assert window.ops_model.total == 2
+            await until(lambda: window.details.view_call_count == len(made), 30, "the view's calls in its details")
+            assert window.details.view_calls.topLevelItemCount() == len(made)
+            assert f"its view made {len(made)} calls" in window.details.summary.text()
             assert again.tool_replies[0]["result"] == (await engine.operation(again.replayed[0])).result
             assert "Shown again from the record" in window.details.app_pane.status.text()
             # The app-only tool is the view's, not offered to the person.

@@ -34,18 +34,24 @@ class ListSource:
         self.ops = ops
         self.reads: list[tuple[int, int]] = []
 
-    async def operations(self, statuses=None, limit=200, offset=0, before=None, after=None):
+    async def operations(self, statuses=None, limit=200, offset=0, before=None, after=None, top_level=False,
+                         view_of=None):
         self.reads.append((limit, offset) if before is None and after is None else (limit, before or after))
         chosen = [o for o in sorted(self.ops, key=lambda o: (o.created_at, o.id), reverse=True)
-                  if statuses is None or o.status in statuses]
+                  if (statuses is None or o.status in statuses) and self._kept(o, top_level, view_of)]
         if before is not None:
             chosen = [o for o in chosen if (o.created_at, o.id) < tuple(before)]
         if after is not None:
             chosen = [o for o in chosen if (o.created_at, o.id) > tuple(after)][-limit:]
         return chosen[offset:offset + limit]
 
-    async def count_operations(self, statuses=None):
-        return sum(1 for o in self.ops if statuses is None or o.status in statuses)
+    async def count_operations(self, statuses=None, top_level=False, view_of=None):
+        return sum(1 for o in self.ops
+                   if (statuses is None or o.status in statuses) and self._kept(o, top_level, view_of))
+
+    @staticmethod
+    def _kept(o: OperationView, top_level: bool, view_of: str | None) -> bool:
+        return (not top_level or o.view_of is None) and (view_of is None or o.view_of == view_of)
 
 
 def op(i: int, status: str = api.COMPLETED, **kw) -> OperationView:

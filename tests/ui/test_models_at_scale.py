@@ -93,8 +93,8 @@ class HeldSource(ListSource):
         super().__init__(ops)
         self.go_on = asyncio.Event()
 
-    async def operations(self, statuses=None, limit=200, offset=0):
-        answer = await super().operations(statuses, limit, offset)
+    async def operations(self, statuses=None, limit=200, offset=0, **filters):
+        answer = await super().operations(statuses, limit, offset, **filters)
         await self.go_on.wait()
         return answer
 
