@@ -7,6 +7,7 @@ dialog's ``finished`` signal resolves a future and the dialog is opened non-bloc
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QDialog, QMessageBox, QWidget
@@ -41,3 +42,23 @@ def plain_question(name: str, icon: QMessageBox.Icon, title: str, text: str,
     box.setDefaultButton(default)
     box.setObjectName(name)
     return box
+
+
+class TaskDialog(QDialog):
+    """A dialog whose reads run as tasks it owns (:meth:`spawn`): closing it cancels those
+    still running, so none touches its widgets after they are gone."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self._tasks: set[asyncio.Task[Any]] = set()
+
+    def spawn(self, coro: Any) -> asyncio.Task[Any]:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    def done(self, result: int) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        super().done(result)

@@ -18,7 +18,6 @@ from typing import Any
 
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (
-    QDialog,
     QDialogButtonBox,
     QListWidget,
     QListWidgetItem,
@@ -30,6 +29,7 @@ from PySide6.QtWidgets import (
 
 from hostapp.engine.api import EngineApi, EngineError
 from hostapp.protocol.resources import ResourceError, blob_bytes, describe
+from hostapp.ui.async_dialog import TaskDialog
 from hostapp.ui.result_view import ResultView, plain_label, plain_tooltip
 
 URI_ROLE = Qt.ItemDataRole.UserRole
@@ -37,7 +37,7 @@ URI_ROLE = Qt.ItemDataRole.UserRole
 _UNWATCHING: set[asyncio.Task[None]] = set()
 
 
-class ResourcesDialog(QDialog):
+class ResourcesDialog(TaskDialog):
     """The resources of one server: pick one, Read it, Save… it, Watch it."""
 
     def __init__(self, server: str, engine: EngineApi, parent: QWidget | None = None) -> None:
@@ -45,7 +45,6 @@ class ResourcesDialog(QDialog):
         self.setWindowTitle(f"Resources of {server}")
         self.server = server
         self.engine = engine
-        self._tasks: set[asyncio.Task[Any]] = set()
         self._can_watch = False
         #: The URI watched now (None: none), and how many changes the server told of it.
         self.watched: str | None = None
@@ -92,17 +91,9 @@ class ResourcesDialog(QDialog):
         self.resource_list.currentItemChanged.connect(self._chosen)
         self.resource_list.itemActivated.connect(lambda _item: self.read_chosen())
         self.status.setText(f"Reading the resources of {server}…")
-        self._spawn(self._list())
-
-    def _spawn(self, coro: Any) -> asyncio.Task[Any]:
-        task = asyncio.ensure_future(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-        return task
+        self.spawn(self._list())
 
     def done(self, result: int) -> None:
-        for task in list(self._tasks):
-            task.cancel()
         if self.watched is not None:
             uri, self.watched = self.watched, None
             # Not tied to the dialog: it outlives it, as the server must be told.
@@ -171,7 +162,7 @@ class ResourcesDialog(QDialog):
             return None
         self.read_button.setEnabled(False)
         self.status.setText(f"Reading {uri}…")
-        return self._spawn(self._read(uri))
+        return self.spawn(self._read(uri))
 
     async def _read(self, uri: str) -> None:
         try:
@@ -213,7 +204,7 @@ class ResourcesDialog(QDialog):
         uri = self.chosen_uri()
         if uri is None:
             return
-        self._spawn(self._watch(uri) if on else self._unwatch(uri))
+        self.spawn(self._watch(uri) if on else self._unwatch(uri))
 
     async def _watch(self, uri: str) -> None:
         self.watch_button.setEnabled(False)
@@ -247,7 +238,7 @@ class ResourcesDialog(QDialog):
         self.updates += 1
         self.status.setText(f"{uri} changed at {time.strftime('%H:%M:%S')} ({self.updates} so far); reading it again…")
         if self.chosen_uri() == uri:
-            self._spawn(self._read(uri))
+            self.spawn(self._read(uri))
 
 
 def _bytes(item: dict[str, Any]) -> bytes:

@@ -10,7 +10,6 @@ stays up.
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import time
 from collections import deque
@@ -20,7 +19,6 @@ from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelInd
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QComboBox,
-    QDialog,
     QDialogButtonBox,
     QFormLayout,
     QHeaderView,
@@ -31,6 +29,7 @@ from PySide6.QtWidgets import (
 
 from hostapp.engine.api import LOG_LEVELS, EngineApi, EngineError
 from hostapp.protocol.server_log import data_text, one_line
+from hostapp.ui.async_dialog import TaskDialog
 from hostapp.ui.result_view import plain_label, plain_tooltip
 
 #: Messages the view holds at most (the oldest go first), as the agent keeps per server.
@@ -99,7 +98,7 @@ class ServerLogModel(QAbstractTableModel):
         return self._rows[row][0]
 
 
-class ServerLogDialog(QDialog):
+class ServerLogDialog(TaskDialog):
     """The log of one server, and its level."""
 
     def __init__(self, server: str, engine: EngineApi, parent: QWidget | None = None) -> None:
@@ -107,7 +106,6 @@ class ServerLogDialog(QDialog):
         self.setWindowTitle(f"Log of {server}")
         self.server = server
         self.engine = engine
-        self._tasks: set[asyncio.Task[Any]] = set()
         self._last_at = float("-inf")
         self._filling = True
         self._early: list[dict[str, Any]] = []  # events that came while the kept ones were read
@@ -150,18 +148,7 @@ class ServerLogDialog(QDialog):
         self.resize(860, 480)
         self.level.currentIndexChanged.connect(self._level_chosen)
         self.status.setText(f"Reading what {server} logged…")
-        self._spawn(self._fill())
-
-    def _spawn(self, coro: Any) -> asyncio.Task[Any]:
-        task = asyncio.ensure_future(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-        return task
-
-    def done(self, result: int) -> None:
-        for task in list(self._tasks):
-            task.cancel()
-        super().done(result)
+        self.spawn(self._fill())
 
     async def _fill(self) -> None:
         try:
@@ -211,7 +198,7 @@ class ServerLogDialog(QDialog):
 
     def _level_chosen(self, _index: int) -> None:
         if self.level.isEnabled():
-            self._spawn(self._save_level(self.level.currentData()))
+            self.spawn(self._save_level(self.level.currentData()))
 
     async def _save_level(self, level: str | None) -> None:
         try:
