@@ -126,11 +126,8 @@ async def test_ts_sdk_server_restarted_operations_of_the_old_session_end_by_thei
     try:
         task = await engine.start_call("peer", "delay", {"duration": 20000})
         stream = await engine.start_call("peer", "start-notification-stream", {"interval": 200, "count": 100})
-        deadline = asyncio.get_running_loop().time() + 30
-        while not (engine.journal.get_operation(task.id).handle_ref
-                   and engine.journal.get_operation(stream.id).handle_ref):
-            assert asyncio.get_running_loop().time() < deadline, "no handles committed"
-            await asyncio.sleep(0.05)
+        await until_async(lambda: engine.journal.get_operation(task.id).handle_ref
+                          and engine.journal.get_operation(stream.id).handle_ref, 30, what="both handles committed")
         await asyncio.to_thread(peer.restart)
         ended_task, ended_stream = await finished(engine, task.id), await finished(engine, stream.id)
         assert ended_task.status == api.UNKNOWN
@@ -156,16 +153,10 @@ async def test_cancel_stops_the_handler_of_a_2026_07_28_server(isolated_home, re
         try:
             assert engine.connections["peer"].view.protocol_version == "2026-07-28"
             op = await engine.start_call("peer", "work", {"seconds": 30, "tag": "long"})
-            deadline = asyncio.get_running_loop().time() + 30
-            while not recorder.progress_of(op.id):
-                assert asyncio.get_running_loop().time() < deadline, "no progress"
-                await asyncio.sleep(0.05)
+            await until_async(lambda: recorder.progress_of(op.id), 30, what="progress of the long call")
             await engine.cancel(op.id)
             assert (await finished(engine, op.id)).status == api.CANCELLED
-            deadline = asyncio.get_running_loop().time() + 20
-            while "stopped long" not in records(record):
-                assert asyncio.get_running_loop().time() < deadline, records(record)
-                await asyncio.sleep(0.05)
+            await until_async(lambda: "stopped long" in records(record), 20, what="the handler stopped")
             after = await engine.start_call("peer", "work", {"seconds": 0.2, "tag": "next"})
             assert (await finished(engine, after.id)).status == api.COMPLETED
         finally:
