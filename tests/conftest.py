@@ -13,6 +13,7 @@ import pytest
 
 from tests.support.agents import Agents, agent_processes, agents_fixture
 from tests.support.keyring_daemon import KeyringDaemon, missing_programs, private_keyring
+from tests.support.peers import start_everything_http, start_sdk_client_features_server
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 # An agent that a command starts on demand (every `hostapp call` in a test starts one) exits
@@ -103,3 +104,20 @@ def no_agent_left_behind(tmp_path_factory: pytest.TempPathFactory):
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
     assert not left, f"background agents left running by the tests: {left}"
+
+
+# Third-party peers shared by a test module's tests (one process per module that asks).
+@pytest.fixture(scope="module")
+def everything_http():
+    """server-everything over Streamable HTTP."""
+    peer = start_everything_http()
+    yield peer
+    peer.stop()
+
+
+@pytest.fixture(scope="module")
+def sdk_server():
+    """The `mcp` SDK's server of roots, resources and logs (tests/support/sdk_client_features_server.py)."""
+    peer = start_sdk_client_features_server()
+    yield peer
+    peer.stop()

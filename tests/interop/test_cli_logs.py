@@ -13,17 +13,10 @@ import threading
 
 import pytest
 
-from tests.support.peers import REPO_ROOT, hostapp, start_everything_http
+from tests.support.peers import REPO_ROOT, hostapp
 from tests.support.waiting import until
 
 DOCS = "demo://resource/static/document/"
-
-
-@pytest.fixture(scope="module")
-def everything_http():
-    peer = start_everything_http()
-    yield peer
-    peer.stop()
 
 
 class Running:

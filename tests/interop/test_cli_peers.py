@@ -16,16 +16,8 @@ from tests.support.peers import (
     events,
     hostapp,
     require_everything,
-    start_everything_http,
     start_sdk_mrtr_server,
 )
-
-
-@pytest.fixture(scope="module")
-def everything_http():
-    peer = start_everything_http()
-    yield peer
-    peer.stop()
 
 
 @pytest.fixture(params=["http", "stdio"])

@@ -20,27 +20,11 @@ from tests.support.faults import LabProcess
 from tests.support.peers import (
     REPO_ROOT,
     hostapp,
-    start_everything_http,
-    start_sdk_client_features_server,
 )
 from tests.support.sdk_client_features_server import BINARY, HOSTILE_TEXT
 from tests.support.waiting import until
 
 DOC = "demo://resource/static/document/architecture.md"
-
-
-@pytest.fixture(scope="module")
-def everything_http():
-    peer = start_everything_http()
-    yield peer
-    peer.stop()
-
-
-@pytest.fixture(scope="module")
-def sdk_server():
-    peer = start_sdk_client_features_server()
-    yield peer
-    peer.stop()
 
 
 @pytest.fixture(scope="module")

@@ -11,24 +11,8 @@ import pytest
 from tests.support.peers import (
     events,
     hostapp,
-    start_everything_http,
-    start_sdk_client_features_server,
 )
 from tests.support.waiting import until
-
-
-@pytest.fixture(scope="module")
-def everything_http():
-    peer = start_everything_http()
-    yield peer
-    peer.stop()
-
-
-@pytest.fixture(scope="module")
-def sdk_server():
-    peer = start_sdk_client_features_server()
-    yield peer
-    peer.stop()
 
 
 def result_text(home, server, tool):

@@ -15,16 +15,9 @@ from pathlib import Path
 import pytest
 
 from tests.support.model_endpoint import ModelEndpoint
-from tests.support.peers import REPO_ROOT, events, hostapp, require_everything, start_everything_http
+from tests.support.peers import REPO_ROOT, events, hostapp, require_everything
 
 API_KEY = "sk-cli-test-4e8d2b7a9c1f"
-
-
-@pytest.fixture(scope="module")
-def everything_http():
-    peer = start_everything_http()
-    yield peer
-    peer.stop()
 
 
 @pytest.fixture

@@ -18,27 +18,12 @@ from hostapp.engine.api import ServerConfig
 from hostapp.ui.resources_dialog import ResourcesDialog
 from hostapp.ui.result_view import ResultView
 from hostapp.ui.server_log_dialog import MAX_LINES, ServerLogDialog
-from tests.support.peers import start_everything_http, start_sdk_client_features_server
 from tests.support.sdk_client_features_server import BINARY, HOSTILE_TEXT
 from tests.support.waiting import until_async as until
 
 pytestmark = pytest.mark.timeout(120)
 
 DOC = "demo://resource/static/document/architecture.md"
-
-
-@pytest.fixture(scope="module")
-def everything_http():
-    peer = start_everything_http()
-    yield peer
-    peer.stop()
-
-
-@pytest.fixture(scope="module")
-def sdk_server():
-    peer = start_sdk_client_features_server()
-    yield peer
-    peer.stop()
 
 
 class ToTheDialog:
