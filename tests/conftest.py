@@ -32,8 +32,11 @@ def isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.
 
 def _agents_left(root: Path) -> list[tuple[int, str]]:
     """``hostapp agent`` processes whose home lies under ``root``."""
+    # With the separator: the homes of pytest-1 are not those of pytest-10 (a second pytest
+    # session on the machine, whose agents this one must leave alone).
+    prefix = bytes(root).rstrip(os.sep.encode()) + os.sep.encode()
     return [(pid, argv) for pid, argv, home in agent_processes()
-            if home is not None and os.fsencode(home).startswith(bytes(root))]
+            if home is not None and os.fsencode(home).startswith(prefix)]
 
 
 @pytest.fixture(scope="session")
