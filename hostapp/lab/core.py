@@ -36,12 +36,6 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from mcp_types import (
-    CLIENT_CAPABILITIES_META_KEY,
-    LOG_LEVEL_META_KEY,
-    PROTOCOL_VERSION_META_KEY,
-)
-
 from hostapp.lab import showcase
 from hostapp.lab import tools as catalogue
 from hostapp.lab.call import (
@@ -75,9 +69,12 @@ from hostapp.lab.status import ENTRY as STATUS_ENTRY
 from hostapp.lab.status import STATUS_URI, StatusResource
 from hostapp.protocol.eras import (
     ALL_VERSIONS,
+    CLIENT_CAPABILITIES_META_KEY,
     HANDSHAKE,
     HANDSHAKE_OFFER,
     HANDSHAKE_VERSIONS,
+    LOG_LEVEL_META_KEY,
+    PROTOCOL_VERSION_META_KEY,
     STATELESS,
     STATELESS_VERSION,
     TASKS_EXTENSION,

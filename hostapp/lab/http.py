@@ -20,13 +20,13 @@ import json
 from collections.abc import AsyncIterator
 from typing import Any
 
-from mcp_types import PROTOCOL_VERSION_META_KEY
 from starlette.applications import Starlette
 from starlette.requests import Request as HttpRequest
 from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from hostapp.lab.core import HEADER_MISMATCH, STATELESS, STATELESS_VERSION, STREAMED_METHODS, HttpRpcError, LabCore
+from hostapp.protocol.eras import PROTOCOL_VERSION_META_KEY
 from hostapp.protocol.jsonrpc import (
     INVALID_REQUEST,
     METHOD_NOT_FOUND,

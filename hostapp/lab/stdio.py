@@ -11,9 +11,8 @@ import asyncio
 import sys
 from typing import Any, BinaryIO
 
-from mcp_types import PROTOCOL_VERSION_META_KEY
-
 from hostapp.lab.core import STREAMED_METHODS, HttpRpcError, LabCore
+from hostapp.protocol.eras import PROTOCOL_VERSION_META_KEY
 from hostapp.protocol.jsonrpc import ErrorResponse, Notification, ProtocolError, Request, Response, encode, parse
 
 
