@@ -151,6 +151,19 @@ def _log_arguments(log: argparse.ArgumentParser) -> None:
     log.set_defaults(func=_command("cmd_logs"))
 
 
+def _add_secret_options(parser: argparse.ArgumentParser, option: str, what: str) -> None:
+    """``--secret-OPTION K=V``, ``--secret-OPTION-stdin K`` and ``--secret-OPTION-file K=FILE``:
+    one value kept in the OS keyring, given three ways (the first is visible to other local
+    users while the command runs, so its help points to the other two)."""
+    parser.add_argument(f"--secret-{option}", action="append", metavar="K=V",
+                        help=f"{what} kept in the OS keyring (its value is visible to other local users "
+                             "while the command runs: prefer the two options below)")
+    parser.add_argument(f"--secret-{option}-stdin", action="append", metavar="K",
+                        help=f"{what} kept in the OS keyring, its value read from a line of standard input")
+    parser.add_argument(f"--secret-{option}-file", action="append", metavar="K=FILE",
+                        help=f"{what} kept in the OS keyring, its value read from FILE")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="hostapp", description="A desktop host for MCP servers. "
                                      "Without a command, opens the window.")
@@ -167,24 +180,12 @@ def build_parser() -> argparse.ArgumentParser:
     add.add_argument("name")
     add.add_argument("--url", help="Streamable HTTP endpoint")
     add.add_argument("--header", action="append", metavar="K=V", help="HTTP header (stored in the journal)")
-    add.add_argument("--secret-header", action="append", metavar="K=V",
-                     help="HTTP header kept in the OS keyring (its value is visible to other local users "
-                          "while the command runs: prefer the two options below)")
-    add.add_argument("--secret-header-stdin", action="append", metavar="K",
-                     help="HTTP header kept in the OS keyring, its value read from a line of standard input")
-    add.add_argument("--secret-header-file", action="append", metavar="K=FILE",
-                     help="HTTP header kept in the OS keyring, its value read from FILE")
+    _add_secret_options(add, "header", "HTTP header")
     add.add_argument("--command", help="stdio server command (or give it after --, with its arguments)")
     add.add_argument("--arg", action="append", metavar="A",
                      help="an argument of the command (repeatable; one that begins with - as --arg=-y)")
     add.add_argument("--env", action="append", metavar="K=V", help="environment variable for the command")
-    add.add_argument("--secret-env", action="append", metavar="K=V",
-                     help="environment variable kept in the keyring (visible to other local users while the "
-                          "command runs: prefer the two options below)")
-    add.add_argument("--secret-env-stdin", action="append", metavar="K",
-                     help="environment variable kept in the keyring, its value read from a line of standard input")
-    add.add_argument("--secret-env-file", action="append", metavar="K=FILE",
-                     help="environment variable kept in the keyring, its value read from FILE")
+    _add_secret_options(add, "env", "environment variable of the command")
     add.add_argument("--protocol-version", metavar="REV",
                      help="use this protocol revision instead of negotiating the newest (e.g. 2025-11-25)")
     add.add_argument("--grant", choices=("authorization_code", "client_credentials", "jwt_bearer"),
