@@ -214,6 +214,10 @@ class OperationTableModel(FlatTableModel):
     #: Time passed: the elapsed times and indeterminate bars of the rows in flight moved.
     #: A view repaints the rows it shows (:meth:`refresh_live_rows`); no row's data changed.
     liveCellsAged = Signal()
+    #: The finished rows from first to last are about to be let go (before the rows'
+    #: removal is announced: a view's current row among them would be moved by Qt to a
+    #: neighbour, and the view would scroll there).
+    lettingGo = Signal(int, int)
 
     headers = HEADERS
 
@@ -429,6 +433,7 @@ class OperationTableModel(FlatTableModel):
         last = first + excess - 1
         if any(first <= row <= last for row in self.rows_on_screen()):
             return
+        self.lettingGo.emit(first, last)
         self.beginRemoveRows(QModelIndex(), first, last)
         if above:
             self._history.take_first(excess)

@@ -257,6 +257,8 @@ def test_scrolling_a_long_history_down_and_back_up_in_the_window(qloop, qtbot, t
     pane = _pane(tmp_path, qtbot, model)
     bar = pane.table.verticalScrollBar()
     newest = _history_ids(model)[0]
+    # The newest chosen, as the window does at start: its row is let go on the way down.
+    assert pane.select(newest)
 
     def settle() -> None:
         qloop.run_until_complete(asyncio.sleep(0.01))
@@ -281,6 +283,16 @@ def test_scrolling_a_long_history_down_and_back_up_in_the_window(qloop, qtbot, t
     last_shown = pane.table.indexAt(pane.table.viewport().rect().bottomLeft()).data(OperationRole)
     assert last_shown is not None and last_shown.id == f"h{rows - 1:07d}"  # the oldest
     top = pane._top_operation()
+    assert model.row_of(newest) is None and pane.selected().id == newest  # let go, still the choice
+    older_reads = 0
+    read_older = model.fetch_next_page
+
+    async def counted() -> int:
+        nonlocal older_reads
+        older_reads += 1
+        return await read_older()
+
+    model.fetch_next_page = counted  # type: ignore[method-assign]
     # And up again: the rows let go come back, page by page, to the newest.
     qloop.run_until_complete(until_async(
         scrolled_to(bar.minimum, lambda: not model.history_cut_above and not model._loading), timeout=180,
@@ -289,3 +301,5 @@ def test_scrolling_a_long_history_down_and_back_up_in_the_window(qloop, qtbot, t
     bar.setValue(bar.minimum())
     settle()
     assert pane._top_operation() == newest and top != newest
+    assert older_reads == 0  # going up reads only what is above
+    assert pane.table.currentIndex().data(OperationRole).id == newest  # chosen again, where it is
