@@ -364,7 +364,13 @@ def history(home: Path, rows: int, pages: int, through_agent: bool) -> dict[str,
 
             agent = Agent(home)
             remote = await agent.connect(None, "window")
-        host = HostApp(home, agent=remote) if remote is not None else HostApp(home)
+        if remote is None:
+            from hostapp.engine.facade import LocalEngine
+            from hostapp.engine.service import Engine
+
+            host = HostApp(home, LocalEngine(Engine(home)))
+        else:
+            host = HostApp(home, remote)
         host.settings.setValue(FIRST_RUN_KEY, True)
         host.window.resize(1200, 800)
         host.window.show()
