@@ -192,8 +192,9 @@ class _Section:
         del self.ops[:n], self._keys[:n]
 
     def take_last(self, n: int) -> None:
-        self._forget(self.ops[-n:])
-        del self.ops[-n:], self._keys[-n:]
+        if n > 0:  # (a slice from -0 is the whole list)
+            self._forget(self.ops[-n:])
+            del self.ops[-n:], self._keys[-n:]
 
     def _forget(self, ops: list[OperationView]) -> None:
         key_of = self._key_of
