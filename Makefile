@@ -63,7 +63,7 @@ soak: setup sysdeps
 bench: setup peers sysdeps
 	$(PY) -m bench $(BENCH_ARGS)
 
-# The regression guard: this tree against REF (a commit), the intake cases of both run in
+# The regression guard: this tree against REF (a commit), the intake and window-model cases run in
 # alternation on this machine (bench/compare.py); e.g. `make bench-compare REF=main`.
 bench-compare: setup
 	@test -n "$(REF)" || { echo "usage: make bench-compare REF=<commit> [BENCH_COMPARE_ARGS=...]"; exit 2; }

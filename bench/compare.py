@@ -1,5 +1,5 @@
 """``python -m bench.compare REF`` (``make bench-compare REF=<commit>``): this tree against
-another commit, the intake cases of both run interleaved on one machine.
+another commit, the intake and window-model cases of both run interleaved on one machine.
 
 On a shared or throttled machine a figure measured now and one measured an hour ago say
 little about the change between them; two commits measured in alternation, in the same
@@ -18,7 +18,11 @@ agent    the same flood through the background agent, to its client's last view
          (``bench.agent_probe intake http N``);
 cli      whole processes: ``hostapp call bench flood --json > /dev/null`` on N notifications
          through an agent already running, less the same command on 0 notifications (the
-         commands' start-up and the call's round trip), as N / seconds.
+         commands' start-up and the call's round trip), as N / seconds;
+rows     the window's operations model alone (``bench.window_probe rows``): 10,000 calls
+         starting 500 at a time while those started move, then each moving once, in
+         operations told per second of the model's time (no floor: only the ratio of the
+         two commits says something).
 
 Prints one table (and ``--json`` writes the rounds); the exit status is 0 whatever the
 figures say: the numbers are for a person (or a commit message) to read.
@@ -45,7 +49,11 @@ from typing import Any
 import bench.__main__ as bench_main
 
 REPO = Path(__file__).resolve().parents[1]
-CASES = ("intake", "agent", "cli")
+CASES = ("intake", "agent", "cli", "rows")
+#: Cases not measured against the floor (not an intake).
+FLOORLESS = ("rows",)
+#: The rows case: calls started, and how many at a time.
+ROWS_OPERATIONS, ROWS_BULK = 10_000, 500
 
 
 @dataclass
@@ -154,6 +162,12 @@ def cli(tree: Tree, url: str, count: int, scratch: Path) -> float:
     return count / max(full - empty, 1e-9)
 
 
+def rows(tree: Tree) -> float:
+    result = bench_main.last_json(tree.run("-m", "bench.window_probe", "rows", "--operations", str(ROWS_OPERATIONS),
+                                           "--bulk", str(ROWS_BULK)))
+    return 2 * ROWS_OPERATIONS / (result["start_total_s"] + result["progress_total_s"])
+
+
 def stop_agents(tree: Tree) -> None:
     for home in tree.homes:
         subprocess.run([tree.python, "-m", "hostapp", "agent", "stop"], cwd=tree.root,
@@ -167,8 +181,10 @@ def compare(head: Tree, ref: Tree, cases: list[str], count: int, rounds: int, sc
         "intake": lambda t, u: intake(t, u, count),
         "agent": lambda t, u: agent(t, u, count),
         "cli": lambda t, u: cli(t, u, count, scratch),
+        "rows": lambda t, u: rows(t),
     }
-    needs = {"intake": "bench/intake_client.py", "agent": "bench/agent_probe.py", "cli": "hostapp/cli"}
+    needs = {"intake": "bench/intake_client.py", "agent": "bench/agent_probe.py", "cli": "hostapp/cli",
+             "rows": "hostapp/ui/operations_model.py"}
     cases = [c for c in cases if all(t.has(needs[c]) for t in (head, ref))]
     measured: dict[str, list[dict[str, float]]] = {case: [] for case in cases}
     with progress_server(head) as url:
@@ -191,9 +207,13 @@ def report(measured: dict[str, list[dict[str, float]]], head: Tree, ref: Tree) -
     for case, rounds in measured.items():
         if not rounds:
             continue
+        change = [r["head"] / r["ref"] for r in rounds]
+        if case in FLOORLESS:
+            lines.append(f"| {case} | | | {statistics.median(change):.2f} x ({min(change):.2f}-{max(change):.2f}) "
+                         f"| {len(rounds)} |")
+            continue
         ref_ratio = statistics.median(r["ref"] / r["floor"] for r in rounds)
         head_ratio = statistics.median(r["head"] / r["floor"] for r in rounds)
-        change = [r["head"] / r["ref"] for r in rounds]
         lines.append(f"| {case} | {ref_ratio:.3f} x | {head_ratio:.3f} x | {statistics.median(change):.2f} x "
                      f"({min(change):.2f}-{max(change):.2f}) | {len(rounds)} |")
     if head.call_seconds and ref.call_seconds:

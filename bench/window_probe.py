@@ -12,6 +12,12 @@ load   the real window over a journal with ``--history`` finished operations, wi
        progress every 0.1 s (10 updates a second each): the event loop's lag (a 10 ms
        timer's lateness), the operations table's repaint rate, CPU use, and memory.
 
+rows   the operations model alone (no window, no engine) told what the agent tells it when
+       ``--operations`` calls start ``--bulk`` at a time while those started report
+       progress (each batch as the window's adapter hands it on: a call started, a call
+       moved, in turn), then every one reports progress once more: each batch's time (what
+       it holds the event loop for);
+
 ``--t0`` is the wall clock just before the parent started this process, so start-up
 times include the interpreter's own start.
 """
@@ -22,6 +28,7 @@ import argparse
 import asyncio
 import json
 import os
+import random
 import sqlite3
 import sys
 import time
@@ -284,6 +291,58 @@ def load(home: Path, operations: int, history: int, seconds: float, interval: fl
     return run_in_qt(scenario)
 
 
+def rows(operations: int, bulk: int) -> dict[str, Any]:
+    """The model's own cost as calls start in bulk, and as each of them then moves."""
+    from hostapp.engine import api
+
+    async def scenario(app: Any) -> dict[str, Any]:
+        from hostapp.ui.operations_model import OperationTableModel
+
+        class Empty:
+            async def operations(self, *_args: Any, **_kwargs: Any) -> list[Any]:
+                return []
+
+            async def count_operations(self, *_args: Any, **_kwargs: Any) -> int:
+                return 0
+
+        model = OperationTableModel(Empty())  # type: ignore[arg-type]
+        await model.reload()
+        now = time.time()
+
+        def view(i: int, **fields: Any) -> api.OperationView:
+            return api.OperationView(id=f"op{i:06d}", server="flood", tool="flood", method="tools/call",
+                                     arguments={}, status=api.RUNNING, created_at=now + i * 1e-3,
+                                     updated_at=now, **fields)
+
+        start_ms: list[float] = []
+        rng = random.Random(26)
+        for first in range(0, operations, bulk):
+            batch = []
+            for i in range(first, min(first + bulk, operations)):
+                batch.append(view(i))
+                if first:
+                    batch.append(view(rng.randrange(first), progress=1.0))
+            started = time.perf_counter()
+            model.apply_changes(batch)
+            start_ms.append((time.perf_counter() - started) * 1000)
+        step_ms: list[float] = []
+        for first in range(0, operations, bulk):
+            batch = [view(i, progress=1.0) for i in range(first, min(first + bulk, operations))]
+            started = time.perf_counter()
+            model.apply_changes(batch)
+            step_ms.append((time.perf_counter() - started) * 1000)
+
+        def summary(name: str, ms: list[float]) -> dict[str, float]:
+            ordered = sorted(ms)
+            return {f"{name}_batch_p50_ms": ordered[len(ordered) // 2],
+                    f"{name}_batch_max_ms": ordered[-1], f"{name}_total_s": sum(ms) / 1000}
+
+        return {"operations": operations, "bulk": bulk, "rows": model.rowCount(), **summary("start", start_ms),
+                **summary("progress", step_ms)}
+
+    return run_in_qt(scenario)
+
+
 def history(home: Path, rows: int, pages: int, through_agent: bool) -> dict[str, Any]:
     """The window over a journal of ``rows`` finished operations, scrolled down ``pages``
     pages as a person dragging the scroll bar to its end, then back up to the top: each
@@ -305,7 +364,13 @@ def history(home: Path, rows: int, pages: int, through_agent: bool) -> dict[str,
 
             agent = Agent(home)
             remote = await agent.connect(None, "window")
-        host = HostApp(home, agent=remote) if remote is not None else HostApp(home)
+        if remote is None:
+            from hostapp.engine.facade import LocalEngine
+            from hostapp.engine.service import Engine
+
+            host = HostApp(home, LocalEngine(Engine(home)))
+        else:
+            host = HostApp(home, remote)
         host.settings.setValue(FIRST_RUN_KEY, True)
         host.window.resize(1200, 800)
         host.window.show()
@@ -397,7 +462,7 @@ def history(home: Path, rows: int, pages: int, through_agent: bool) -> dict[str,
 
 def main() -> None:
     parser = argparse.ArgumentParser(description="one probe of the window benchmarks")
-    parser.add_argument("mode", choices=["bare", "cold", "load", "history"])
+    parser.add_argument("mode", choices=["bare", "cold", "load", "history", "rows"])
     parser.add_argument("--t0", type=float, default=None)
     parser.add_argument("--home", type=Path)
     parser.add_argument("--operations", type=int, default=1000)
@@ -412,6 +477,8 @@ def main() -> None:
     t0 = args.t0 or time.time()
     if args.mode == "bare":
         result = bare(t0)
+    elif args.mode == "rows":
+        result = rows(args.operations, args.bulk)
     else:
         home = args.home
         assert home is not None, "--home is required"

@@ -29,9 +29,10 @@ class TakesProgress(Protocol):
 class ProgressIntake:
     """One operation's view: the snapshot last made, and the progress taken since.
 
-    ``clock`` stamps each step; ``progressed`` is called once per step taken (the engine
-    publishes coalesced). ``mechanism`` is the one carrying the operation now (replaced
-    when another takes it over before the call leaves).
+    ``clock`` stamps each step; ``progressed`` is called at the first step taken since the
+    view was last read (the engine then publishes it, coalesced, reading the view).
+    ``mechanism`` is the one carrying the operation now (replaced when another takes it
+    over before the call leaves).
     """
 
     def __init__(self, view: api.OperationView, *, mechanism: TakesProgress, clock: Callable[[], float],
@@ -102,5 +103,8 @@ class ProgressIntake:
         if message:
             self._message = message
         self._updated_at = self._clock()
-        self._progressed = True
-        self._progressed_cb()
+        if not self._progressed:
+            # Told once per snapshot: until the view is read again (the publisher reads it
+            # when it publishes), this operation is already among those to publish.
+            self._progressed = True
+            self._progressed_cb()

@@ -611,6 +611,7 @@ class OperationJournal:
         a millisecond; an ``offset`` there walks every row above it (1.7 s at 990,000)."""
         statuses = None if statuses is None else tuple(statuses)
         where, params = _operation_filter(statuses, top_level, view_of)
+        table = _operations_read_by(statuses, top_level)
         wanted = set(statuses or ())
         one_section = bool(wanted) and (wanted <= TERMINAL or wanted <= IN_FLIGHT)
         order = "in_flight DESC, created_at DESC, id DESC"
@@ -621,7 +622,7 @@ class OperationJournal:
         key = before if before is not None else after
         if key is None:
             rows = self._read_all(
-                f"SELECT * FROM operations {where} ORDER BY {order} LIMIT ? OFFSET ?",
+                f"SELECT * FROM {table} {where} ORDER BY {order} LIMIT ? OFFSET ?",
                 (*params, int(limit), int(offset)),
             )
             return [_row_to_operation(row) for row in rows]
@@ -630,7 +631,7 @@ class OperationJournal:
         created_at, op_id = float(key[0]), str(key[1])
         older = before is not None
         rows = self._read_all(
-            f"SELECT * FROM operations {where or 'WHERE 1'} AND (created_at, id) {'<' if older else '>'} (?, ?) "
+            f"SELECT * FROM {table} {where or 'WHERE 1'} AND (created_at, id) {'<' if older else '>'} (?, ?) "
             f"ORDER BY created_at {'DESC' if older else 'ASC'}, id {'DESC' if older else 'ASC'} LIMIT ?",
             (*params, created_at, op_id, int(limit)),
         )
@@ -639,8 +640,9 @@ class OperationJournal:
 
     def count_operations(self, statuses: Iterable[str] | None = None, *, top_level: bool = False,
                          view_of: str | None = None) -> int:
+        statuses = None if statuses is None else tuple(statuses)
         where, params = _operation_filter(statuses, top_level, view_of)
-        row = self._read_one(f"SELECT COUNT(*) FROM operations {where}", params)
+        row = self._read_one(f"SELECT COUNT(*) FROM {_operations_read_by(statuses, top_level)} {where}", params)
         assert row is not None  # COUNT(*) always has a row
         count: int = row[0]
         return count
@@ -676,6 +678,17 @@ def _status_filter(statuses: Iterable[str] | None) -> tuple[str, tuple[str, ...]
     if not wanted:
         return "WHERE 0", ()
     return f"WHERE status IN ({', '.join('?' * len(wanted))})", wanted
+
+
+def _operations_read_by(statuses: tuple[str, ...] | None, top_level: bool) -> str:
+    """The operations table, named with the index that answers the read: the top-level
+    operations of some statuses come from the partial status index. SQLite's planner,
+    without statistics, takes ``view_of IS NULL`` for a selective equality and walks the
+    view index instead (every top-level row, then a sort: 6.6 s for the first page of a
+    million-row history, 0.35 s for a count, against 1 ms and 45 ms)."""
+    if top_level and statuses:
+        return "operations INDEXED BY operations_top_level_by_status"
+    return "operations"
 
 
 def _operation_filter(statuses: Iterable[str] | None, top_level: bool,

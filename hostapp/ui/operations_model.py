@@ -17,7 +17,7 @@ details of the view's operation list its view's calls.
 from __future__ import annotations
 
 import asyncio
-import itertools
+import bisect
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable
@@ -121,6 +121,87 @@ def elapsed_of(op: OperationView, now: float | None = None) -> float:
     return max(0.0, end - op.created_at) if op.created_at else 0.0
 
 
+class _Keys:
+    """Keys that order rows: each batch taken below every key given so far, or above."""
+
+    __slots__ = ("_high", "_low")
+
+    def __init__(self) -> None:
+        self._low = 0
+        self._high = 0
+
+    def below(self, n: int) -> range:
+        self._low -= n
+        return range(self._low, self._low + n)
+
+    def above(self, n: int) -> range:
+        self._high += n
+        return range(self._high - n + 1, self._high + 1)
+
+
+class _Section:
+    """One section of the rows (in flight, or finished) in order, with a key per row that
+    grows down the section: an operation's place is found by bisecting the keys, and rows
+    put at either end, or taken out anywhere, leave the other rows' keys as they are. (A
+    map of rows had to be made again after each such change: quadratic when thousands of
+    calls start or end together.)"""
+
+    __slots__ = ("_key_of", "_keys", "_source", "ops")
+
+    def __init__(self, source: _Keys, ops: Iterable[OperationView] = ()) -> None:
+        self._source = source
+        self.ops: list[OperationView] = []
+        self._keys: list[int] = []
+        self._key_of: dict[str, int] = {}
+        self.put_last(list(ops))
+
+    def __len__(self) -> int:
+        return len(self.ops)
+
+    def __contains__(self, op_id: str) -> bool:
+        return op_id in self._key_of
+
+    def position(self, op_id: str) -> int | None:
+        key = self._key_of.get(op_id)
+        return None if key is None else bisect.bisect_left(self._keys, key)
+
+    def put_first(self, ops: list[OperationView]) -> None:
+        keys = self._source.below(len(ops))
+        self.ops[:0] = ops
+        self._keys[:0] = keys
+        self._key_of.update(zip((op.id for op in ops), keys, strict=True))
+
+    def put_last(self, ops: list[OperationView]) -> None:
+        keys = self._source.above(len(ops))
+        self.ops.extend(ops)
+        self._keys.extend(keys)
+        self._key_of.update(zip((op.id for op in ops), keys, strict=True))
+
+    def replace(self, position: int, op: OperationView) -> None:
+        """The operation at ``position`` changed (same id, same place)."""
+        self.ops[position] = op
+
+    def take(self, position: int) -> OperationView:
+        op = self.ops.pop(position)
+        del self._keys[position]
+        del self._key_of[op.id]
+        return op
+
+    def take_first(self, n: int) -> None:
+        self._forget(self.ops[:n])
+        del self.ops[:n], self._keys[:n]
+
+    def take_last(self, n: int) -> None:
+        if n > 0:  # (a slice from -0 is the whole list)
+            self._forget(self.ops[-n:])
+            del self.ops[-n:], self._keys[-n:]
+
+    def _forget(self, ops: list[OperationView]) -> None:
+        key_of = self._key_of
+        for op in ops:
+            del key_of[op.id]
+
+
 class OperationTableModel(FlatTableModel):
     """Rows: in-flight operations (newest first), then finished ones (journal order, paged).
 
@@ -134,6 +215,10 @@ class OperationTableModel(FlatTableModel):
     #: Time passed: the elapsed times and indeterminate bars of the rows in flight moved.
     #: A view repaints the rows it shows (:meth:`refresh_live_rows`); no row's data changed.
     liveCellsAged = Signal()
+    #: The finished rows from first to last are about to be let go (before the rows'
+    #: removal is announced: a view's current row among them would be moved by Qt to a
+    #: neighbour, and the view would scroll there).
+    lettingGo = Signal(int, int)
 
     headers = HEADERS
 
@@ -141,12 +226,9 @@ class OperationTableModel(FlatTableModel):
         super().__init__(parent)
         self._source = source
         self._filter = "all"
-        self._live: list[OperationView] = []
-        self._history: list[OperationView] = []
-        self._known: set[str] = set()
-        # Row of each operation, rebuilt after rows move (looked up once per change: with
-        # thousands of rows in flight a scan per lookup made a batch quadratic).
-        self._row_index: dict[str, int] | None = None
+        self._keys = _Keys()
+        self._live = _Section(self._keys)
+        self._history = _Section(self._keys)
         self._history_exhausted = True
         # Finished rows newer than the first one held were let go (read again by key).
         self._history_cut_above = False
@@ -233,12 +315,9 @@ class OperationTableModel(FlatTableModel):
         if generation != self._generation:
             return
         self.beginResetModel()
-        self._live = sorted((op for op in live if op.status in api.IN_FLIGHT and self.matches(op)),
-                            key=lambda o: -o.created_at)
-        seen = {op.id for op in self._live}
-        self._history = [op for op in history if op.id not in seen and self.matches(op)]
-        self._known = seen | {op.id for op in self._history}
-        self._row_index = None
+        self._live = _Section(self._keys, sorted(
+            (op for op in live if op.status in api.IN_FLIGHT and self.matches(op)), key=lambda o: -o.created_at))
+        self._history = _Section(self._keys, (op for op in history if op.id not in self._live and self.matches(op)))
         self._history_exhausted = len(history) < PAGE_SIZE or not done_statuses
         self._history_cut_above = False
         self.loaded = True
@@ -279,7 +358,7 @@ class OperationTableModel(FlatTableModel):
             if not self._history:
                 page = await self._operations(statuses, limit=PAGE_SIZE) if older else []
             elif self._by_key:
-                edge = self._history[-1] if older else self._history[0]
+                edge = self._history.ops[-1] if older else self._history.ops[0]
                 key = (edge.created_at, edge.id)
                 try:
                     page = await self._operations(statuses, limit=PAGE_SIZE, before=key if older else None,
@@ -314,13 +393,11 @@ class OperationTableModel(FlatTableModel):
             return 0
         if len(page) < PAGE_SIZE:
             self._history_exhausted = True
-        fresh = [op for op in page if op.id not in self._known]
+        fresh = self._unknown(page)
         if fresh:
             first = self.rowCount()
             self.beginInsertRows(QModelIndex(), first, first + len(fresh) - 1)
-            self._history.extend(fresh)
-            self._known.update(op.id for op in fresh)
-            self._row_index = None
+            self._history.put_last(fresh)
             self.endInsertRows()
             if self._by_key:
                 self._let_go(above=True)
@@ -337,13 +414,11 @@ class OperationTableModel(FlatTableModel):
             return 0
         if len(page) < PAGE_SIZE:
             self._history_cut_above = False
-        fresh = [op for op in page if op.id not in self._known]
+        fresh = self._unknown(page)
         if fresh:
             first = len(self._live)
             self.beginInsertRows(QModelIndex(), first, first + len(fresh) - 1)
-            self._history[:0] = fresh
-            self._known.update(op.id for op in fresh)
-            self._row_index = None
+            self._history.put_first(fresh)
             self.endInsertRows()
             self._let_go(above=False)
         return len(fresh)
@@ -359,15 +434,14 @@ class OperationTableModel(FlatTableModel):
         last = first + excess - 1
         if any(first <= row <= last for row in self.rows_on_screen()):
             return
+        self.lettingGo.emit(first, last)
         self.beginRemoveRows(QModelIndex(), first, last)
         if above:
-            gone, self._history = self._history[:excess], self._history[excess:]
+            self._history.take_first(excess)
             self._history_cut_above = True
         else:
-            gone, self._history = self._history[-excess:], self._history[:-excess]
+            self._history.take_last(excess)
             self._history_exhausted = False
-        self._known.difference_update(op.id for op in gone)
-        self._row_index = None
         self.endRemoveRows()
 
     def _set_loading(self, loading: bool) -> None:
@@ -405,9 +479,9 @@ class OperationTableModel(FlatTableModel):
             if not self.matches(op):
                 return 0
             if op.in_flight:
-                self._insert(0, op, live=True)
+                self._insert_first(op, live=True)
             elif not self._history_cut_above:
-                self._insert(len(self._live), op, live=False)
+                self._insert_first(op, live=False)
             # (else it belongs among the rows let go above: read with them when scrolled to)
             return 1
         was_live = row < len(self._live)
@@ -418,7 +492,7 @@ class OperationTableModel(FlatTableModel):
             self._remove(row)  # its place is among the finished rows let go above
             return 0
         if was_live == op.in_flight:
-            self._row_list(row)[self._list_pos(row)] = op
+            self._section(row).replace(self._list_pos(row), op)
             self.emit_row_changed(row)
             return 0
         # It crossed between in flight and finished: move it to the head of its section, as
@@ -434,37 +508,28 @@ class OperationTableModel(FlatTableModel):
         moving = dest not in (row, row + 1)
         if moving:
             self.beginMoveRows(QModelIndex(), row, row, QModelIndex(), dest)
-        self._row_list(row).pop(self._list_pos(row))
-        if op.in_flight:
-            self._live.insert(0, op)
-        else:
-            self._history.insert(0, op)
-        self._row_index = None
+        self._section(row).take(self._list_pos(row))
+        (self._live if op.in_flight else self._history).put_first([op])
         if moving:
             self.endMoveRows()
         self.emit_row_changed(self.row_of(op.id) or 0)
 
-    def _row_list(self, row: int) -> list[OperationView]:
+    def _section(self, row: int) -> _Section:
         return self._live if row < len(self._live) else self._history
 
     def _list_pos(self, row: int) -> int:
         return row if row < len(self._live) else row - len(self._live)
 
-    def _insert(self, row: int, op: OperationView, *, live: bool) -> None:
+    def _insert_first(self, op: OperationView, *, live: bool) -> None:
+        """A new row at the head of its section."""
+        row = 0 if live else len(self._live)
         self.beginInsertRows(QModelIndex(), row, row)
-        if live:
-            self._live.insert(row, op)
-        else:
-            self._history.insert(row - len(self._live), op)
-        self._known.add(op.id)
-        self._row_index = None
+        (self._live if live else self._history).put_first([op])
         self.endInsertRows()
 
     def _remove(self, row: int) -> None:
         self.beginRemoveRows(QModelIndex(), row, row)
-        op = self._row_list(row).pop(self._list_pos(row))
-        self._known.discard(op.id)
-        self._row_index = None
+        self._section(row).take(self._list_pos(row))
         self.endRemoveRows()
 
     def _update_tick(self) -> None:
@@ -491,17 +556,22 @@ class OperationTableModel(FlatTableModel):
     # -- lookup -------------------------------------------------------------------------
 
     def row_of(self, op_id: str) -> int | None:
-        if op_id not in self._known:
-            return None
-        if self._row_index is None:
-            self._row_index = {op.id: row for row, op in enumerate(itertools.chain(self._live, self._history))}
-        return self._row_index.get(op_id)
+        row = self._live.position(op_id)
+        if row is not None:
+            return row
+        row = self._history.position(op_id)
+        return None if row is None else len(self._live) + row
+
+    def _unknown(self, ops: list[OperationView]) -> list[OperationView]:
+        """Those of ``ops`` that are not rows (a page read may bring rows held already)."""
+        return [op for op in ops if op.id not in self._live and op.id not in self._history]
 
     def operation(self, row: int) -> OperationView | None:
-        if 0 <= row < len(self._live):
-            return self._live[row]
-        if 0 <= row - len(self._live) < len(self._history):
-            return self._history[row - len(self._live)]
+        live = len(self._live)
+        if 0 <= row < live:
+            return self._live.ops[row]
+        if 0 <= row - live < len(self._history):
+            return self._history.ops[row - live]
         return None
 
     @property

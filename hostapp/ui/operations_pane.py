@@ -15,6 +15,7 @@ from collections.abc import Callable
 from PySide6.QtCore import (
     QAbstractItemModel,
     QEvent,
+    QItemSelectionModel,
     QModelIndex,
     QObject,
     QPersistentModelIndex,
@@ -261,6 +262,11 @@ class OperationsPane(QGroupBox):
         self.model.rows_on_screen = self.source_rows_on_screen
         self._anchor: str | None = None
         self._reading_newer: asyncio.Task[int] | None = None
+        # The chosen operation while its row is let go (selected again when read again).
+        self._chosen_let_go: OperationView | None = None
+        self.model.lettingGo.connect(self._letting_go)
+        self.model.modelReset.connect(self._forget_chosen)
+        self.table.selectionModel().currentRowChanged.connect(self._chosen_again)
         self.model.rowsAboutToBeRemoved.connect(self._hold_top_row)
         self.model.rowsAboutToBeInserted.connect(self._hold_top_row)
         self.model.rowsRemoved.connect(self._keep_top_row)
@@ -393,12 +399,45 @@ class OperationsPane(QGroupBox):
             self._anchor = self._top_operation()
 
     def _keep_top_row(self, *_args: object) -> None:
+        self._choose_read_again()
         anchor, self._anchor = self._anchor, None
         if anchor is None or self._top_operation() == anchor:
             return
         row = self.row_of(anchor)
         if row is not None:
             self.table.scrollTo(self.proxy.index(row, 0), QAbstractItemView.ScrollHint.PositionAtTop)
+
+    def _letting_go(self, first: int, last: int) -> None:
+        """The chosen row is let go (far off screen): Qt would make a neighbour current and
+        scroll the view to it, where the model, seeing the end of its rows on screen, read
+        the page beyond; going back up, every page read above made the model read one
+        below. The choice is kept aside (still the selected operation) until its row is
+        read again."""
+        current = self.table.currentIndex()
+        if current.isValid() and first <= self.proxy.mapToSource(current).row() <= last:
+            self._chosen_let_go = current.data(OperationRole)
+            self.table.selectionModel().clear()
+
+    def _choose_read_again(self) -> None:
+        chosen = self._chosen_let_go
+        if chosen is None or (row := self.row_of(chosen.id)) is None:
+            return
+        self._chosen_let_go = None
+        scrolls = self.table.hasAutoScroll()
+        self.table.setAutoScroll(False)  # chosen again where it is, not scrolled to
+        try:
+            self.table.selectionModel().setCurrentIndex(
+                self.proxy.index(row, 0),
+                QItemSelectionModel.SelectionFlag.ClearAndSelect | QItemSelectionModel.SelectionFlag.Rows)
+        finally:
+            self.table.setAutoScroll(scrolls)
+
+    def _chosen_again(self, current: QModelIndex, _previous: QModelIndex) -> None:
+        if current.isValid():
+            self._chosen_let_go = None  # another row chosen (or the kept one again)
+
+    def _forget_chosen(self) -> None:
+        self._chosen_let_go = None
 
     def _maybe_read_newer(self, _value: int) -> None:
         """Near the top of the history held, with rows let go above it: read them again."""
@@ -434,8 +473,9 @@ class OperationsPane(QGroupBox):
         return row is not None
 
     def selected(self) -> OperationView | None:
+        """The chosen operation (also while its row is let go, far off screen)."""
         index = self.table.currentIndex()
-        return index.data(OperationRole) if index.isValid() else None
+        return index.data(OperationRole) if index.isValid() else self._chosen_let_go
 
 
 __all__ = ["MESSAGE", "OperationFilter", "OperationsPane", "make_table"]

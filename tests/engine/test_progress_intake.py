@@ -43,6 +43,20 @@ def test_progress_only_rises_and_the_mechanism_keeps_what_was_taken():
     assert mech.progress_high == 7 and len(told) == 2
 
 
+def test_steps_are_told_once_until_the_view_is_read_again():
+    """The engine is told at the first step since the view was read (it then publishes,
+    reading the view); the steps after it are set in place without a word, and the next
+    step after a read is told again."""
+    intake, mech, _clock, told = _intake()
+    for step in range(1, 1001):
+        intake.on_progress(step, 1000, None)
+    assert len(told) == 1 and mech.progress_high == 1000
+    assert intake.view.progress == 1000  # what the publisher reads: the last step
+    intake.on_progress(1001, None, None)
+    intake.on_progress(1002, None, None)
+    assert len(told) == 2 and intake.view.progress == 1002
+
+
 def test_a_restored_operation_drops_steps_below_the_journaled_one():
     """A stream replayed from its first event after a restart reports its steps again."""
     intake, mech, _clock, told = _intake(progress=40, total=100)

@@ -79,3 +79,35 @@ def test_a_page_by_key_needs_one_section_and_one_key(history: Path):
             journal.list_operations({api.COMPLETED}, before=(1.0, "x"), after=(0.0, "a"))
         live = journal.list_operations(set(api.IN_FLIGHT), before=(1e12, "z"))
         assert [r.id for r in live] == ["h0000005"]
+
+
+def _plans_of_reads(journal: OperationJournal, read) -> list[str]:
+    """The query plan of each statement the journal ran for ``read()`` (its own SQL, as
+    run, with the values bound), asked of SQLite on another connection."""
+    statements: list[str] = []
+    journal._read_conn.set_trace_callback(statements.append)
+    try:
+        read()
+    finally:
+        journal._read_conn.set_trace_callback(None)
+    with sqlite3.connect(journal.path) as db:
+        return [" / ".join(row[3] for row in db.execute(f"EXPLAIN QUERY PLAN {sql}")) for sql in statements]
+
+
+@pytest.mark.parametrize("statuses", [*FILTERS, frozenset(api.IN_FLIGHT)],
+                         ids=["finished", "completed", "failed", "in-flight"])
+@pytest.mark.parametrize("top_level", [False, True], ids=["all", "top-level"])
+def test_the_journal_s_own_page_reads_come_from_a_status_index(history: Path, statuses: frozenset[str],
+                                                              top_level: bool):
+    """The window reads top-level operations only; SQLite's planner alone took the view
+    index for them (every top-level row walked, then sorted: seconds at a million rows)."""
+    index = "operations_top_level_by_status" if top_level else "operations_by_status"
+    with OperationJournal(history) as journal:
+        plans = _plans_of_reads(journal, lambda: (
+            journal.list_operations(statuses, limit=200, top_level=top_level),
+            journal.list_operations(statuses, limit=200, before=(1e12, "z"), top_level=top_level),
+            journal.list_operations(statuses, limit=200, after=(0.0, ""), top_level=top_level)))
+    assert len(plans) == 3
+    for plan in plans:
+        assert f"USING INDEX {index} (status=?" in plan, plan
+        assert "SCAN operations" not in plan, plan

@@ -86,6 +86,56 @@ def test_time_passing_repaints_only_the_rows_on_screen(qloop, qtbot, tmp_path):
     assert told == []  # a hidden window repaints nothing
 
 
+def _rows_found(model: OperationTableModel, ids: list[str]) -> None:
+    """Every row's operation is found at that row; an operation not held is not found."""
+    rows = [model.operation(r).id for r in range(model.rowCount())]
+    assert len(set(rows)) == len(rows)
+    assert all(model.row_of(op_id) == row for row, op_id in enumerate(rows))
+    assert all(model.row_of(op_id) is None for op_id in set(ids) - set(rows))
+
+
+def _random_batch(rng: random.Random, ids: list[str], most: int = 40) -> list[OperationView]:
+    return [op(1_000_000 + int(i[4:]), rng.choice(STATUSES), id=i) for i in rng.sample(ids, rng.randrange(1, most))]
+
+
+def test_each_operation_s_row_is_found_as_rows_come_move_and_go(qloop, qtmodeltester):
+    """The model finds an operation's row without a scan, kept as rows are inserted at the
+    head of a section, moved between sections and taken out (a filter): checked against
+    the rows themselves after every batch, with Qt's checks of every signal."""
+    model = OperationTableModel(ListSource([op(i) for i in range(30)]))
+    qtmodeltester.check(model)
+    rng = random.Random(26)
+    ids = [f"live{i}" for i in range(20)]
+    for name in ("all", "in_flight", "failed"):
+        qloop.run_until_complete(model.reload(name))
+        for _ in range(30):
+            model.apply_changes(_random_batch(rng, ids, 8))
+            _rows_found(model, ids)
+
+
+def test_rows_are_found_as_the_history_is_read_and_let_go_at_either_end(qloop, isolated_home):
+    from hostapp.ui.operations_model import HISTORY_KEPT, PAGE_SIZE
+
+    model = OperationTableModel(_journal_history(isolated_home, HISTORY_KEPT + 4 * PAGE_SIZE))
+    rng = random.Random(26)
+    ids = [f"live{i}" for i in range(300)]
+
+    async def scenario() -> None:
+        await model.reload()
+        while model.canFetchMore():
+            await model.fetch_next_page()  # past HISTORY_KEPT the rows above are let go
+            model.apply_changes(_random_batch(rng, ids))
+            _rows_found(model, ids)
+        assert model.history_cut_above
+        while model.history_cut_above:
+            await model.fetch_newer_page()  # read again above, let go below
+            model.apply_changes(_random_batch(rng, ids))
+            _rows_found(model, ids)
+        assert model.canFetchMore()
+
+    qloop.run_until_complete(scenario())
+
+
 class HeldSource(ListSource):
     """Reads that wait until the test lets them answer, with what the list held when asked."""
 
@@ -207,6 +257,8 @@ def test_scrolling_a_long_history_down_and_back_up_in_the_window(qloop, qtbot, t
     pane = _pane(tmp_path, qtbot, model)
     bar = pane.table.verticalScrollBar()
     newest = _history_ids(model)[0]
+    # The newest chosen, as the window does at start: its row is let go on the way down.
+    assert pane.select(newest)
 
     def settle() -> None:
         qloop.run_until_complete(asyncio.sleep(0.01))
@@ -231,6 +283,16 @@ def test_scrolling_a_long_history_down_and_back_up_in_the_window(qloop, qtbot, t
     last_shown = pane.table.indexAt(pane.table.viewport().rect().bottomLeft()).data(OperationRole)
     assert last_shown is not None and last_shown.id == f"h{rows - 1:07d}"  # the oldest
     top = pane._top_operation()
+    assert model.row_of(newest) is None and pane.selected().id == newest  # let go, still the choice
+    older_reads = 0
+    read_older = model.fetch_next_page
+
+    async def counted() -> int:
+        nonlocal older_reads
+        older_reads += 1
+        return await read_older()
+
+    model.fetch_next_page = counted  # type: ignore[method-assign]
     # And up again: the rows let go come back, page by page, to the newest.
     qloop.run_until_complete(until_async(
         scrolled_to(bar.minimum, lambda: not model.history_cut_above and not model._loading), timeout=180,
@@ -239,3 +301,5 @@ def test_scrolling_a_long_history_down_and_back_up_in_the_window(qloop, qtbot, t
     bar.setValue(bar.minimum())
     settle()
     assert pane._top_operation() == newest and top != newest
+    assert older_reads == 0  # going up reads only what is above
+    assert pane.table.currentIndex().data(OperationRole).id == newest  # chosen again, where it is
