@@ -270,6 +270,10 @@ class _Client:
         self._on_close = on_close
         #: The latest coalesced change of each operation, as its event line and its seq.
         self.pending: dict[str, tuple[int, bytes]] = {}
+        #: Other events emitted while it is backlogged, in order (they cannot coalesce),
+        #: and their bytes: they go out with the changes, in the order of their seqs.
+        self.waiting: collections.deque[tuple[int, bytes]] = collections.deque()
+        self._waiting_bytes = 0
         self.flush_handle: asyncio.TimerHandle | None = None
         self.last_flush = 0.0
         self.closed = False
@@ -341,8 +345,8 @@ class _Client:
                     continue
                 self._pump = None
                 self.writable.set()
-                if self.pending:
-                    self.flush()  # what coalesced meanwhile
+                if self.pending or self.waiting:
+                    self.flush()  # what coalesced or waited meanwhile
                 return
         except (ConnectionError, RuntimeError):
             self.gone()
@@ -350,15 +354,56 @@ class _Client:
             if self.closed:
                 self._pump = None
 
+    def event(self, seq: int, line: bytes) -> None:
+        """An event that is not a coalescing change: written now, after the changes that
+        coalesced before it; while the client is backlogged it waits with them instead
+        (its changes keep coalescing), and past ``held`` bytes of such events the client
+        is dropped."""
+        if self.closed:
+            return
+        if self.backlogged:
+            self.waiting.append((seq, line))
+            self._waiting_bytes += len(line)
+            if self._held + self._waiting_bytes > self.limits.held:
+                self.drop(f"it fell behind: {self._held + self._waiting_bytes} bytes of events waited for it to read")
+            return
+        if self.pending:
+            self.flush()
+        if self.backlogged:  # the changes filled its socket: the event waits behind them
+            self.event(seq, line)
+            return
+        self.write(line)
+
     def flush(self) -> None:
-        """Send the coalesced changes (each operation's latest), in the order they happened."""
+        """Send the coalesced changes (each operation's latest) and the events that waited,
+        in the order they happened, as far as its socket takes them: what does not fit
+        stays (the changes still coalescing) until the client has read."""
         if self.flush_handle is not None:
             self.flush_handle.cancel()
             self.flush_handle = None
         self.last_flush = time.monotonic()
-        pending, self.pending = self.pending, {}
-        for _seq, line in sorted(pending.values(), key=lambda item: item[0]):
-            self.write(line)
+        if self.closed:
+            return
+        if self.writer.transport.is_closing():
+            self.gone()
+            return
+        due: list[tuple[int, bytes, str | None]] = [(seq, line, op_id) for op_id, (seq, line) in self.pending.items()]
+        if self.waiting:
+            due += [(seq, line, None) for seq, line in self.waiting]
+        due.sort(key=lambda item: item[0])
+        self.pending, self.waiting, self._waiting_bytes = {}, collections.deque(), 0
+        for n, (_seq, line, _op) in enumerate(due):
+            if self._over_high_water():
+                for seq, rest, op_id in due[n:]:
+                    if op_id is None:
+                        self.waiting.append((seq, rest))
+                        self._waiting_bytes += len(rest)
+                    else:
+                        self.pending[op_id] = (seq, rest)
+                break
+            self.writer.write(line)
+        if self._over_high_water():
+            self._start_pump()
 
     def gone(self) -> None:
         """Its socket broke: nothing more is written to it (said once in the log)."""
@@ -387,6 +432,8 @@ class _Client:
         self._queue.clear()
         self._held = 0
         self.pending.clear()
+        self.waiting.clear()
+        self._waiting_bytes = 0
         if self.flush_handle is not None:
             self.flush_handle.cancel()
             self.flush_handle = None
@@ -710,28 +757,25 @@ class AgentEndpoint:
     # -- EngineListener: what the engine tells, numbered and fanned out --------------------
 
     def _broadcast(self, params: dict[str, Any]) -> None:
-        """An event for every client at once. Each client's coalesced changes go first: on
-        one connection the events come in the order of their numbers, so a client that
-        reconnects asks for exactly what it has not seen."""
-        _seq, line = self._events.add(params)
+        """An event for every client at once. Each client's coalesced changes go first (or,
+        for a backlogged client, it waits with them): on one connection the events come in
+        the order of their numbers, so a client that reconnects asks for exactly what it
+        has not seen."""
+        seq, line = self._events.add(params)
         for client in list(self._clients):
-            if client.pending:
-                client.flush()
-            client.write(line)
+            client.event(seq, line)
 
     def operation_changed(self, op: api.OperationView) -> None:
         seq, line = self._events.add({"kind": "operation_changed", "op": wire.encode(op)}, change_of=op.id)
         urgent = op.status in api.TERMINAL or op.needs_input
         for client in list(self._clients):
-            client.pending.pop(op.id, None)
-            if urgent and not client.backlogged:
-                if client.pending:
-                    client.flush()
-                client.write(line)
+            client.pending[op.id] = (seq, line)  # in place of its previous change
+            if client.backlogged:
+                continue  # its drain sends it, with what waits, once it has read
+            if urgent:
+                client.flush()  # at once, after what coalesced before it
             else:
-                client.pending[op.id] = (seq, line)
-                if not client.backlogged:
-                    self._schedule_flush(client)
+                self._schedule_flush(client)
 
     def _schedule_flush(self, client: _Client) -> None:
         if client.flush_handle is not None:

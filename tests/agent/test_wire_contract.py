@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import logging
 import os
@@ -300,6 +301,56 @@ async def test_a_stuck_client_is_dropped_with_a_farewell_and_the_others_are_serv
         finally:
             stuck.close()
             await other.close()
+
+
+async def test_a_backlogged_client_keeps_coalescing_changes_while_other_events_come(isolated_home: Path):
+    """Changes of an operation coalesce for a client that does not read, even when other
+    events (an operation's timeline) come between them: those wait in line in their turn,
+    and only they count towards the bytes that drop a client."""
+    limits = Limits(high_water=64 * 1024, held=256 * 1024, farewell_seconds=60)
+    async with serving(isolated_home, limits=limits) as endpoint:
+        slow = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        slow.connect(str(endpoint.path))
+        slow.sendall(wire.dumps({"jsonrpc": "2.0", "id": 1, "method": "hello",
+                                 "params": {"version": N, "client": "slow"}}))
+        try:
+            await until(lambda: endpoint.client_count == 1)
+            big = "x" * 8192
+            ops = ["a", "b", "c", "d"]
+            rounds = 200  # 800 changes of 8 KiB: 25 times what may wait for a client
+            for step in range(rounds):
+                for op_id in ops:
+                    endpoint.operation_changed(dataclasses.replace(_op(op_id, progress=step), message=big))
+                endpoint.operation_event(ops[step % len(ops)], "log", {"n": step})
+                await asyncio.sleep(0)
+            assert rounds * len(ops) * len(big) > 10 * limits.held
+            endpoint.problem("p", "last")
+            assert endpoint.client_count == 1, "the client was dropped though its changes could coalesce"
+
+            lines = await asyncio.to_thread(read_until, slow, b'"last"')
+            events = [json.loads(line)["params"] for line in lines.splitlines()[1:]]  # after hello's answer
+            assert [e["kind"] for e in events if e["kind"] == "dropped"] == []
+            seqs = [e["seq"] for e in events]
+            assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs)  # in order, none twice
+            assert [e["data"]["n"] for e in events if e["kind"] == "operation_event"] == list(range(rounds))
+            latest = {e["op"]["id"]: e["op"]["progress"] for e in events if e["kind"] == "operation_changed"}
+            assert latest == {op_id: rounds - 1 for op_id in ops}
+            changes = [e for e in events if e["kind"] == "operation_changed"]
+            assert len(changes) < rounds * len(ops) / 4  # coalesced, not one per change
+        finally:
+            slow.close()
+
+
+def read_until(sock: socket.socket, marker: bytes) -> bytes:
+    """What ``sock`` receives until a complete line holding ``marker`` has come."""
+    sock.settimeout(60)
+    data = b""
+    while not (marker in data and data.endswith(b"\n")):
+        chunk = sock.recv(1 << 20)
+        if not chunk:
+            break
+        data += chunk
+    return data
 
 
 def read_to_the_end(sock: socket.socket) -> bytes:
