@@ -246,12 +246,12 @@ async def test_https_is_verified_with_httpx_ssl_context_made_once(tmp_path):
 
 
 async def test_a_stream_silent_past_its_read_timeout_is_httpx_read_timeout(server):
-    async with client_with_pool(timeout=httpx.Timeout(10.0, read=0.2)) as client:
-        async with client.stream("GET", server.url + "/stream") as response:
-            parts = response.aiter_raw()
-            assert await parts.__anext__() == b"first"
-            with pytest.raises(httpx.ReadTimeout):
-                await parts.__anext__()
+    async with client_with_pool(timeout=httpx.Timeout(10.0, read=0.2)) as client, \
+            client.stream("GET", server.url + "/stream") as response:
+        parts = response.aiter_raw()
+        assert await parts.__anext__() == b"first"
+        with pytest.raises(httpx.ReadTimeout):
+            await parts.__anext__()
 
 
 async def test_a_body_larger_than_the_unread_limit_arrives_whole_read_slowly(server):
