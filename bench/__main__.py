@@ -237,14 +237,17 @@ def bench_resume(sizes: Sizes, raw: dict[str, Any]) -> list[Row]:
                     # Once more, on the home as that start left it: nothing may be lost from
                     # one restart to the next (positions, adopted sessions).
                     again = measure_resume(home, count, keyring.env)
-                    # And once through the agent, its client measuring (the first size only).
-                    through = None if count != sizes.resume[0] else last_json(python(
+                    # And through the agent, its client measuring; then its list at the
+                    # window after one more restart.
+                    through = last_json(python(
                         "-m", "bench.agent_probe", "resume", "--home", str(home), "--t0", repr(time.time()),
                         "--timeout", str(5 + count / 50), env=keyring.env, timeout=1800))
+                    listed = last_json(python("-m", "bench.agent_probe", "list", "--home", str(home),
+                                              "--timeout", "120", env=keyring.env, timeout=1800))
                 finally:
                     lab.stop()
                 raw[f"resume_{count}"] = {"prepare": prepared, "measure": measured, "measure_again": again,
-                                          "through_agent": through}
+                                          "through_agent": through, "list_through_agent": listed}
                 spread = ", ".join(f"{k} {v}" for k, v in sorted(prepared["mechanisms"].items()))
                 shown, attached = measured["shown_s"], measured["all_attached_s"]
                 rows.append(Row("resume", f"{count:,} unfinished ({spread}): start to all shown in the window",
@@ -252,9 +255,9 @@ def bench_resume(sizes: Sizes, raw: dict[str, Any]) -> list[Row]:
                 if measured["ended_without_contact"]:
                     rows.append(Row("resume", f"{count:,}: ended at start-up without a word from the server "
                                     "(nothing committed to resume from)", measured["ended_without_contact"], "ops"))
+                rows.append(list_through_agent(count, measured, listed))
                 if attached is None:
-                    if through is not None:
-                        rows += resume_through_agent(count, measured, again, through)
+                    rows += resume_through_agent(count, measured, again, through)
                     rows.append(Row("resume", f"{count:,}: re-attached {measured['attached']:,} of "
                                     f"{measured['operations'] - measured['ended_without_contact']:,} "
                                     f"(not: {measured['not_attached']})",
@@ -281,11 +284,19 @@ def bench_resume(sizes: Sizes, raw: dict[str, Any]) -> list[Row]:
                                 met=again["all_attached_s"] is not None and not again["ended_without_contact"]
                                 and again["operations"] == measured["operations"] - sum(measured["ended"].values())
                                 and not ended.get("unknown")))
-                if through is not None:
-                    rows += resume_through_agent(count, measured, again, through)
+                rows += resume_through_agent(count, measured, again, through)
             finally:
                 keyring.stop()
     return rows
+
+
+def list_through_agent(count: int, measured: dict[str, Any], listed: dict[str, Any]) -> Row:
+    """The window as the agent's client after a restart: the agent's start to every row."""
+    shown = listed["shown_s"]
+    return Row("resume", f"{count:,}: the list after a restart through the agent, its start to all "
+               f"{listed['listed']:,} of {listed['operations']:,} rows in the window", shown or 0.0, "s",
+               "window in process", shown / measured["shown_s"] if shown and measured["shown_s"] else None,
+               "< 1 s", shown is not None and shown < 1)
 
 
 def resume_through_agent(count: int, measured: dict[str, Any], again: dict[str, Any],

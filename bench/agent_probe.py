@@ -12,6 +12,10 @@ load     ``python -m bench.agent_probe load --home H --operations N --seconds S`
          window (offscreen) as the agent's client, with N operations in flight in the
          agent at 10 updates a second each: the window's event loop lag, its repaints,
          the views it received, and the CPU of both processes.
+list     ``python -m bench.agent_probe list --home H``: a prepared home started as the agent,
+         the real window (offscreen) its client at once: from the agent's process start
+         until the window's model has a row for every unfinished operation (the agent
+         serves the list from its journal while its engine still starts).
 resume   ``python -m bench.agent_probe resume --home H --t0 EPOCH``: a prepared home
          (:mod:`bench.resume_probe`) started as the agent, a client connected at once:
          from the agent's process start until the client lists every unfinished
@@ -44,8 +48,12 @@ class Agent:
 
     def __init__(self, home: Path) -> None:
         self.home = home
+        # BENCH_AGENT_PROFILE: write the agent's cProfile statistics to that file.
+        profile = os.environ.get("BENCH_AGENT_PROFILE")
         env = {**os.environ, "HOSTAPP_HOME": str(home), "PYTHONPATH": str(REPO)}
-        self.proc = subprocess.Popen([sys.executable, "-m", "hostapp", "agent", "--home", str(home),
+        profiling = ["-m", "cProfile", "-o", profile] if profile else []
+        self.started_at = time.time()
+        self.proc = subprocess.Popen([sys.executable, *profiling, "-m", "hostapp", "agent", "--home", str(home),
                                       "--idle-exit", "120"], cwd=REPO, env=env, stdin=subprocess.DEVNULL,
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
 
@@ -291,9 +299,63 @@ async def resume(home: Path, t0: float, timeout: float) -> dict[str, Any]:
             "left_out": _mechanisms(home, unwatched)}
 
 
+def listing(home: Path, timeout: float) -> dict[str, Any]:
+    """The list after a restart: a prepared home started as the agent, the real window
+    (offscreen) its client at once; from the agent's process start until the window's
+    model holds a row for every operation the journal has in flight."""
+    in_journal = set(_unfinished_progress(home))
+
+    async def scenario(app: Any) -> dict[str, Any]:
+        from bench.window_probe import memory
+        from hostapp.app import FIRST_RUN_KEY, HostApp
+
+        agent = Agent(home)
+        t0 = agent.started_at
+        remote = await agent.connect(None, "window")
+        connected = time.time() - t0
+        reads: list[tuple[float, float, int]] = []  # the window's list reads: asked, answered, rows
+        read = remote.operations
+
+        async def timed_read(*args: Any, **kwargs: Any) -> Any:
+            asked = time.time() - t0
+            views = await read(*args, **kwargs)
+            reads.append((round(asked, 3), round(time.time() - t0, 3), len(views)))
+            return views
+
+        remote.operations = timed_read  # type: ignore[method-assign]
+        host = HostApp(home, remote)
+        host.settings.setValue(FIRST_RUN_KEY, True)
+        host.window.show()
+        model = host.window.ops_model
+        starting = asyncio.ensure_future(host.start())
+        shown = None
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if model.rowCount() >= len(in_journal) and all(model.row_of(i) is not None for i in in_journal):
+                shown = time.time() - t0
+                break
+            if starting.done() and starting.exception() is not None:
+                break
+            await asyncio.sleep(0.005)
+        listed = sum(1 for i in in_journal if model.row_of(i) is not None)
+        await starting
+        started = time.time() - t0
+        result = {"operations": len(in_journal), "listed": listed, "connected_s": connected, "shown_s": shown,
+                  "reads": reads,
+                  "window_started_s": started, **memory()}
+        await host.shutdown(stop_loop=False)
+        stopper = await agent.connect(None, "bench")
+        await agent.stop(stopper)
+        return result
+
+    from bench.window_probe import run_in_qt
+
+    return run_in_qt(scenario)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description="a benchmark through the background agent")
-    parser.add_argument("mode", choices=["intake", "load", "resume"])
+    parser.add_argument("mode", choices=["intake", "load", "resume", "list"])
     parser.add_argument("transport", nargs="?", choices=["http", "stdio"])
     parser.add_argument("count", nargs="?", type=int)
     parser.add_argument("--url")
@@ -313,6 +375,8 @@ def main() -> None:
             result = asyncio.run(intake(args.transport, args.url, args.count, home))
         elif args.mode == "resume":
             result = asyncio.run(resume(home, args.t0 or time.time(), args.timeout))
+        elif args.mode == "list":
+            result = {"mode": "agent-list", **listing(home, args.timeout)}
         else:
             result = {"mode": "agent-load", **load(home, args.operations, args.seconds, args.interval, args.bulk)}
     print(json.dumps(result), flush=True)

@@ -144,15 +144,21 @@ def _range(versions: tuple[int, int]) -> str:
 MAX_DEPTH = jsonrpc.MAX_DEPTH + 16
 
 
+_SCALARS = frozenset({str, int, float, bool})
+_VIEW_FIELDS = tuple(f.name for f in dataclasses.fields(api.OperationView))
+
+
 def encode(value: Any, _depth: int = 0) -> Any:
     """A facade value as JSON: views and configs become objects of their fields; anything
     nested deeper than :data:`MAX_DEPTH` levels becomes :data:`~hostapp.protocol.jsonrpc.CUT_MARKER`."""
+    if value is None or type(value) in _SCALARS:  # most values: answered before any other test
+        return value
     if _depth >= MAX_DEPTH and isinstance(value, (dict, list, tuple, set, frozenset)):
         return jsonrpc.CUT_MARKER
     deeper = _depth + 1
     if isinstance(value, api.OperationView):
         # ``resumable``: what clients before ``lost_at_stop`` read instead (docs/agent-wire.md).
-        fields = {f.name: encode(getattr(value, f.name), deeper) for f in dataclasses.fields(value)}
+        fields = {name: encode(getattr(value, name), deeper) for name in _VIEW_FIELDS}
         return {**fields, "resumable": value.lost_at_stop is None}
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {f.name: encode(getattr(value, f.name), deeper) for f in dataclasses.fields(value)}

@@ -82,6 +82,8 @@ UNSENT_MESSAGE = "never sent: hostapp stopped before the call left, so it did no
 #: Request ids a session reserves in the journal at a time. A reservation is one short
 #: write; a busy session polling 200 times a second reserves again every 20 s.
 REQUEST_ID_BLOCK = 4096
+#: Operations restored at start-up in one turn of the event loop (see :meth:`Engine.start`).
+RESTORE_BATCH = 200
 
 
 class _NullListener:
@@ -211,15 +213,20 @@ class Engine:
             if cfg.enabled and self._connect and (only is None or cfg.name in only):
                 self._supervise(cfg)
         handles = await self._handles.load_handles(records)
-        # No await from here on: a server that became ready meanwhile gets each operation
-        # attached by _restore, one that is not ready yet attaches them in _on_ready.
+        # A server that is ready when an operation is restored gets it attached by
+        # _restore; one that becomes ready later attaches what is restored by then in
+        # _on_ready. Between batches the event loop serves the rest (a client's list, the
+        # answers of the operations attached so far): ten thousand restored in one turn held
+        # it for seconds, and an agent's answer to its window then waited behind them.
         self._restoring = []
-        for record in records:
+        for done, record in enumerate(records, 1):
             runner = self._restore(record, handles.get(record.id))
             runner.restored_at_start = True
             self._contacts.expect(runner)
             if not runner.done and not runner.restore_refused:
                 self._note_resumed(runner)
+            if done % RESTORE_BATCH == 0:
+                await asyncio.sleep(0)
 
     def _note_resumed(self, runner: OperationRunner) -> None:
         """The timeline says that this start took the operation up again (batched, like progress)."""

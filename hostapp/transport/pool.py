@@ -29,6 +29,8 @@ import httpcore
 import httpx
 from httpcore._async.interfaces import AsyncRequestInterface
 
+from hostapp.transport.asyncio_backend import AsyncioBackend
+
 #: Idle connections kept per origin; beyond that a finished connection is closed.
 MAX_IDLE_PER_ORIGIN = 100
 #: Seconds an idle connection is kept. Below the servers' own keep-alive timeout (5 s in
@@ -182,7 +184,8 @@ class KeepAliveTransport(httpx.AsyncHTTPTransport):
         # ``_pool`` and keeps nothing else; that seam is pinned by tests/transport/test_pool.py.
         # httpx types ``_pool`` as its own pool; it only calls the request interface both share.
         self._pool = KeepAlivePool(  # type: ignore[assignment]
-            ssl_context=functools.partial(shared_ssl_context, verify, trust_env), keepalive_expiry=keepalive_expiry)
+            ssl_context=functools.partial(shared_ssl_context, verify, trust_env), keepalive_expiry=keepalive_expiry,
+            network_backend=AsyncioBackend())
 
 
 def client_with_pool(*, timeout: httpx.Timeout, auth: httpx.Auth | None = None) -> httpx.AsyncClient:

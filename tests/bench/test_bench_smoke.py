@@ -48,5 +48,8 @@ def test_smoke_run_reports_every_section(tmp_path: Path) -> None:
         assert again["ended_without_contact"] == 0 and again["all_attached_s"] is not None, again
         through = resume["through_agent"]
         assert through["listed"] == through["operations"] and through["all_attached_s"] is not None, through
+        # The window as the agent's client listed every unfinished operation after one more restart.
+        listed = resume["list_through_agent"]
+        assert listed["listed"] == listed["operations"] > 0 and listed["shown_s"] is not None, listed
     assert "| intake |" in proc.stdout  # the table
     assert proc.returncode == 0, proc.stderr[-3000:]

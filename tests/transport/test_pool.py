@@ -10,10 +10,12 @@ import ssl
 import httpx
 import pytest
 
+from hostapp.transport.asyncio_backend import HIGH_WATER, LOW_WATER
 from hostapp.transport.pool import KeepAlivePool, KeepAliveTransport, client_with_pool
 from tests.support.waiting import until_async
 
 TIMEOUT = httpx.Timeout(10.0)
+BIG_BODY = 4 * HIGH_WATER
 
 
 class CountingServer:
@@ -60,6 +62,12 @@ class CountingServer:
                         break  # the client closed the connection
                     hung_up.cancel()
                     writer.write(b"4\r\nlast\r\n0\r\n\r\n")
+                    await writer.drain()
+                    continue
+                if path.endswith("/big"):
+                    # More than the connection keeps unread before it stops reading.
+                    body = bytes(range(256)) * (BIG_BODY // 256)
+                    writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: %d\r\n\r\n" % len(body) + body)
                     await writer.drain()
                     continue
                 closing = path.endswith("/close")
@@ -235,3 +243,26 @@ async def test_https_is_verified_with_httpx_ssl_context_made_once(tmp_path):
         assert srv.connections == 1  # both over one kept connection (the refused handshake never got this far)
     finally:
         await srv.stop()
+
+
+async def test_a_stream_silent_past_its_read_timeout_is_httpx_read_timeout(server):
+    async with client_with_pool(timeout=httpx.Timeout(10.0, read=0.2)) as client, \
+            client.stream("GET", server.url + "/stream") as response:
+        parts = response.aiter_raw()
+        assert await parts.__anext__() == b"first"
+        with pytest.raises(httpx.ReadTimeout):
+            await parts.__anext__()
+
+
+async def test_a_body_larger_than_the_unread_limit_arrives_whole_read_slowly(server):
+    async with client_with_pool(timeout=TIMEOUT) as client:
+        async with client.stream("GET", server.url + "/big") as response:
+            received = bytearray()
+            async for chunk in response.aiter_raw():
+                received += chunk
+                await asyncio.sleep(0.001)  # a slow reader: the connection pauses and resumes reading
+        assert bytes(received) == bytes(range(256)) * (BIG_BODY // 256)
+        assert LOW_WATER < HIGH_WATER < BIG_BODY
+        # The connection is kept for the next request.
+        assert (await client.get(server.url + "/ok")).text == "ok"
+    assert server.connections == 1
