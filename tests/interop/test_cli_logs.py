@@ -36,7 +36,7 @@ class Running:
 
     def interrupt(self) -> int:
         self.proc.send_signal(signal.SIGINT)
-        _out, err = self.proc.communicate(timeout=30)
+        _out, err = self.proc.communicate(timeout=DEADLINE)
         assert self.proc.returncode == 130, err
         return self.proc.returncode
 

@@ -95,7 +95,7 @@ def test_a_watch_prints_each_update_the_server_pushes_until_ctrl_c(ev_home, agen
         assert lines[1]["event"] == "updated" and lines[1]["uri"] == DOC and lines[1]["server"] == "ev"
     finally:
         watch.send_signal(signal.SIGINT)
-        _out, err = watch.communicate(timeout=30)
+        _out, err = watch.communicate(timeout=DEADLINE)
     assert watch.returncode == 130, err
 
 
@@ -125,7 +125,7 @@ def test_the_labs_status_is_listed_read_and_watched_as_it_changes(lab_http, isol
         until(lambda: len(lines) >= 2, what="two updates of lab://status to be printed")
     finally:
         watch.send_signal(signal.SIGINT)
-        _out, err = watch.communicate(timeout=30)
+        _out, err = watch.communicate(timeout=DEADLINE)
     assert watch.returncode == 130, err
     assert all(line.endswith(f" updated {STATUS_URI}") for line in lines[:2]), lines  # the "watching" line is on stderr
 
