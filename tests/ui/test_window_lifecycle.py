@@ -152,7 +152,9 @@ def test_an_agent_stopped_on_purpose_is_not_restarted_behind_the_persons_back(qt
         first = agent_pid(host)
         op = start(qloop, host, "long_async", 15, 15)  # resumable: it goes on with the next agent
         wait(qloop, lambda: op_in(host, op.id) is not None, 30, "the call's row")
-        stopped = agents.run("agent", "stop", "--yes")
+        # From a terminal, while the window runs (its loop reads the agent's farewell as it
+        # comes, as it would for a person).
+        stopped = qloop.run_until_complete(asyncio.to_thread(agents.run, "agent", "stop", "--yes"))
         assert stopped.returncode == 0, stopped.stderr
         wait(qloop, lambda: host.window.banner.message("agent"), 30, "the banner")
         said = host.window.banner.message("agent")
