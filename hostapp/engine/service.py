@@ -507,10 +507,12 @@ class Engine:
         # broke (a stream resumed by the transport itself): their operations go on as they are.
         still_waiting = self._routing.still_answering(conn.name, session)
         for runner in self._routing.in_flight_of(conn.name):
-            if runner.record.jsonrpc_id is None and runner.view.status == OperationStatus.PENDING:
+            if runner.waits_to_start:
                 continue  # its start is waiting for this very connection
-            if runner in still_waiting or runner.awaiting_new_session:
-                continue  # (the latter sends its call again in this session itself)
+            if runner in still_waiting or runner.awaiting_new_session or runner.original_in_flight:
+                # (The latter two send their call in this session themselves, or hear how
+                # it ended from its own request.)
+                continue
             runner.spawn(runner.attach(session, restored=True))
 
     # -- operations ----------------------------------------------------------------
