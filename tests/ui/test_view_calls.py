@@ -76,7 +76,7 @@ def test_a_views_calls_are_neither_rows_nor_counted(qloop, qtmodeltester, tmp_pa
         assert model.total == 2
         summary = Summary()
         summary.update([operation_view(journal.get_operation("other")), poll, _fields(poll, id="poll5")])
-        assert summary.counts() == (1, 0)  # the one call of its own in flight; no poll
+        assert summary.counts() == (1, 0, 0)  # the one call of its own in flight; no poll
 
         # An agent too old to filter: every operation is a row, as before.
         older = OperationTableModel(OlderAgent(journal))
