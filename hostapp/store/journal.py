@@ -122,6 +122,9 @@ class OperationRecord:
     #: The operation whose MCP App view made this call (None: a call of its own). Set when
     #: the call is created, never changed.
     view_of: str | None = None
+    #: Why the host found it stalled (None: it is not): set and cleared by the engine's
+    #: liveness watch, read back by a restarted agent until a sign of life clears it.
+    stalled: str | None = None
 
     def __post_init__(self) -> None:
         if not self.updated_at:
@@ -164,7 +167,9 @@ _STATUS_VALUES = frozenset(OperationStatus)
 # Set when an operation is created (or ended), never by an update.
 _FIXED_OPERATION_FIELDS = frozenset({"id", "created_at", "finished_at", "view_of"})
 # What may still change on a terminal operation: bookkeeping, never the outcome.
-_TERMINAL_MUTABLE = frozenset({"resumable", "handle_ref", "handle", "mechanism"})
+_TERMINAL_MUTABLE = frozenset({"resumable", "handle_ref", "handle", "mechanism", "stalled"})
+# Changes that are the host's own finding, not news of the operation: ``updated_at`` stays.
+_NOT_NEWS = frozenset({"stalled"})
 
 # -- row conversion -------------------------------------------------------------------
 
@@ -506,7 +511,9 @@ class OperationJournal:
             else:
                 check_transition(current.status, new_status)
             now = time.time()
-            merged = OperationRecord(**{**asdict(current), **changes, "updated_at": now})
+            news = bool(set(changes) - _NOT_NEWS)
+            merged = OperationRecord(**{**asdict(current), **changes,
+                                        "updated_at": now if news else current.updated_at})
             if new_status in TERMINAL and not current.terminal:
                 merged.finished_at = now
             row = _operation_to_row(merged)

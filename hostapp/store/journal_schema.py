@@ -157,6 +157,13 @@ def _add_view_of_2_6(db: sqlite_utils.Database) -> None:
                "WHERE view_of IS NULL")
 
 
+def _add_stalled_2_7(db: sqlite_utils.Database) -> None:
+    # Why the host found an operation in flight stalled (None: it is not), so that a
+    # restarted agent shows it stalled until the operation's next sign of life. A minor
+    # step: an older 2.x hostapp ignores the column.
+    db.table("operations").add_column("stalled", str)
+
+
 @dataclass(frozen=True)
 class Migration:
     """One step of the schema: brings a journal to ``version`` by calling ``apply``."""
@@ -178,6 +185,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration((2, 4), "servers' roots", _add_server_roots_2_4),
     Migration((2, 5), "servers' log level", _add_server_log_level_2_5),
     Migration((2, 6), "the operation whose view made a call", _add_view_of_2_6),
+    Migration((2, 7), "why an operation in flight stalled", _add_stalled_2_7),
 )
 
 #: The schema this code writes: (major, minor).
