@@ -151,6 +151,9 @@ class OperationView:
     #: no question asked, each still so after the host checked. It goes on; a sign of life
     #: clears this (hostapp.engine.liveness).
     stalled: str | None = None
+    #: How many calls its MCP App view made (each an operation whose ``view_of`` is this
+    #: one; they are left out of the list, and counted here on the view's own row).
+    view_calls: int = 0
     #: Whether it survives a stop of the host that carries it, read while it is in flight:
     #: None when a restart resumes it, else why it would not, in plain words ("a plain
     #: request: nothing can resume it"). Decided by the engine, which knows what its journal

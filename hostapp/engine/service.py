@@ -538,6 +538,8 @@ class Engine:
             created_at=now, updated_at=now, deadline=now + deadline_s, result=None, error=None,
             handle_ref=None, handle={}, resumable=self.keyring_problem is None, view_of=view_of)
         await self.journal.create_operation(record)
+        if view_of is not None:
+            await self._view_made_a_call(view_of)
         # Chosen from what is known now, chosen again once connected (send_original): the
         # operation is shown, and can be cancelled, before the server ever answered.
         runner = OperationRunner(self._context, record, mechanism_for(conn, tool))
@@ -547,6 +549,17 @@ class Engine:
                                                             "message": f"calling {tool} on {server}"})
         runner.spawn(runner.send_original())
         return runner.view
+
+    async def _view_made_a_call(self, op_id: str) -> None:
+        """The view of ``op_id`` made one more call (the journal counted it): its row says so."""
+        runner = self.runners.get(op_id)
+        if runner is not None and not runner.done:
+            runner.progress.change(view_calls=runner.view.view_calls + 1)
+            self._context.changed(runner)
+            return
+        record = await self._read(self.journal.get_operation, op_id)
+        if record is not None:
+            self.listener.operation_changed(operation_view(record))
 
     def _restore(self, record: OperationRecord, stored: str | None) -> OperationRunner:
         """A runner for an unfinished journaled operation, resumed once its server is ready.

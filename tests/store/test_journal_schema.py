@@ -317,7 +317,7 @@ def test_a_journal_of_schema_2_5_gains_view_of_and_folds_a_views_calls(tmp_path:
     assert user_version(path) == (2, 7)
 
 
-def test_a_journal_of_schema_2_6_gains_the_stalled_mark_kept_apart_from_the_news(tmp_path: Path):
+def test_a_journal_of_schema_2_6_gains_the_stalled_mark_and_its_views_call_counts(tmp_path: Path):
     path = tmp_path / "journal.sqlite3"
     with OperationJournal(path, migrations=[step for step in MIGRATIONS if step.version <= (2, 6)]):
         pass
@@ -325,9 +325,19 @@ def test_a_journal_of_schema_2_6_gains_the_stalled_mark_kept_apart_from_the_news
         assert "stalled" not in {row[1] for row in conn.execute("PRAGMA table_info(operations)")}
         conn.execute("INSERT INTO operations (id, server, method, params, status, created_at, updated_at, in_flight) "
                      "VALUES ('old', 'lab', 'tools/call', '{\"name\":\"t\"}', 'running', 1.0, 1.0, 1)")
+        for n in range(3):  # calls its view made, journaled by 2.6
+            conn.execute("INSERT INTO operations (id, server, method, params, status, created_at, updated_at, "
+                         "in_flight, view_of) VALUES (?, 'lab', 'tools/call', '{}', 'completed', 2.0, 2.0, 0, 'old')",
+                         [f"poll{n}"])
     with OperationJournal(path) as journal:
         assert journal.schema_version == SCHEMA_VERSION == (2, 7)
         assert journal.get_operation("old").stalled is None
+        # The calls made before are counted once by the step, those made after as they come.
+        assert journal.get_operation("old").view_calls == 3 and journal.get_operation("poll0").view_calls == 0
+        journal.create_operation_sync(OperationRecord("poll3", "lab", "tools/call", {}, view_of="old"))
+        assert journal.get_operation("old").view_calls == 4
+        with pytest.raises(TypeError, match="view_calls"):
+            journal.update_operation_sync("old", view_calls=0)
         marked = journal.update_operation_sync("old", stalled="no sign of life for 30 s")
         # The host's own finding is not news of the operation: its last news stays.
         assert marked.stalled == "no sign of life for 30 s" and marked.updated_at == 1.0
