@@ -207,6 +207,10 @@ class ServerView:
     #: connected: what a client may offer for it (skills, app views).
     extensions: tuple[str, ...] = ()
 
+    #: Whether it signs in (OAuth): it is configured to, it asked for a sign-in, or a
+    #: sign-in of it is kept. False: Sign out has nothing to forget.
+    signs_in: bool = False
+
     #: What last happened to the connection that the person should know although it is
     #: connected now, in plain words with the time ("the server restarted or ended the
     #: session; new session at 14:02:11"); None: nothing to tell.

@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from hostapp import mechanisms
+from hostapp.auth.tokens import TokenStore
 from hostapp.engine import accounts, api, diagnostics, resources, server_settings, skills
 from hostapp.engine.context import EngineContext
 from hostapp.engine.first_contact import FirstContactGate
@@ -310,6 +311,7 @@ class Engine:
             on_ready=self._on_ready,
             request_ids=lambda: self._request_ids(cfg.name),
             timing=self.timing,
+            keeps_sign_in=lambda: TokenStore(self.secrets).holds_sign_in(cfg.name),
         )
         self.connections[cfg.name] = conn
         conn.start()
