@@ -389,8 +389,9 @@ class ServerConnection:
         self._lost.clear()
         transport = make_transport(self.cfg, self.secret_store, habits=self.stream_habits, timing=self.timing)
         handlers = self.handlers_factory(self)
-        session = ClientSession(transport, _LossWatcher(handlers, self), capabilities=self.capabilities,
-                                ids=self.request_ids())
+        watcher = _LossWatcher(handlers, self)
+        session = ClientSession(transport, watcher, capabilities=self.capabilities, ids=self.request_ids())
+        watcher.session = session
         self.session = session
         self.unsupported_methods.clear()
         self.supported_methods.clear()
@@ -451,7 +452,7 @@ class _Watcher(ClientHandlers):
         self._conn = conn
 
     def __getattribute__(self, name: str) -> Any:
-        if name in ("_inner", "_conn", "on_closed", "on_protocol_error"):
+        if name in ("_inner", "_conn", "on_closed", "on_protocol_error", "session"):
             return object.__getattribute__(self, name)
         return getattr(object.__getattribute__(self, "_inner"), name)
 
@@ -465,11 +466,15 @@ class _Watcher(ClientHandlers):
 
 
 class _LossWatcher(_Watcher):
-    """Also notices when the session's connection ends (the supervised session)."""
+    """Also notices when the session's connection ends (the supervised session). Only its
+    own session's end counts: a session already replaced may still report its end (its
+    standalone stream's 404 after a request's 404 ended it), which must not drop the new one."""
+
+    session: ClientSession | None = None
 
     def on_closed(self, error: Exception | None) -> None:
         super().on_closed(error)
-        self._conn.connection_lost(forgotten=isinstance(error, SessionExpired))
+        self._conn.connection_lost(forgotten=isinstance(error, SessionExpired), session=self.session)
 
 
 def describe_failure(exc: BaseException) -> str:

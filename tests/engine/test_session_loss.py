@@ -161,6 +161,42 @@ async def test_python_sdk_server_restarted_call_in_flight_as_the_session_is_repl
         peer.stop()
 
 
+async def test_a_replaced_sessions_late_404_does_not_drop_the_new_session(isolated_home, real_keyring, tmp_path):
+    # The call's 404 ends the forgotten session and a new one is made; only then does the
+    # old session's standalone stream get its own 404. That is old news: the new session
+    # stays, and the next call goes out in it.
+    record = tmp_path / "record.txt"
+    peer: Peer = start_sdk_work_server(record)
+    proxy = LoopbackProxy(peer.port).start()
+    recorder = Recorder()
+    try:
+        engine = await start_engine(isolated_home, recorder, proxy.url(), "2025-11-25")
+        try:
+            first = await engine.start_call("peer", "work", {"seconds": 0.1, "tag": "before"})
+            assert (await finished(engine, first.id)).status == api.COMPLETED
+            old = engine.connections["peer"].session
+            assert old is not None
+            stream = proxy.hold(lambda r: r.method == "GET")
+            await asyncio.to_thread(peer.restart)
+            await until_async(stream.arrived, what="the standalone stream asked for again")
+            op = await engine.start_call("peer", "work", {"seconds": 0.1, "tag": "after"})
+            assert (await finished(engine, op.id)).status == api.COMPLETED
+            new_session = session_of(engine)
+            stream.release()  # the old session's stream: 404
+            standalone = old.transport._standalone_task  # type: ignore[attr-defined]
+            await until_async(lambda: standalone is None or standalone.done(), what="the late 404 taken")
+            again = await engine.start_call("peer", "work", {"seconds": 0.1, "tag": "again"})
+            assert (await finished(engine, again.id)).status == api.COMPLETED
+            assert session_of(engine) == new_session
+            assert proxy.rpc_methods().count("initialize") == 2
+        finally:
+            await engine.stop()
+        assert records(record) == [f"{e} {tag}" for tag in ("before", "after", "again") for e in ("start", "end")]
+    finally:
+        proxy.stop()
+        peer.stop()
+
+
 class _JournalHeldUntilReconnecting(Recorder):
     """Holds the journal's write lock (as another process writing would) from ``hold()``
     until the server's row first leaves ``connected``: by then the engine has heard of
