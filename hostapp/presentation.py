@@ -130,6 +130,15 @@ def status_word(status: str, *, paused: bool = False) -> str:
     return STATUS_WORDS.get(status, status.replace("_", " "))
 
 
+def operation_name(op: OperationView) -> str:
+    """What an operation is called in a list: its tool, and how many calls its app view
+    made (they are not rows of their own): "get-system-stats · 25 calls"."""
+    name = op.tool or op.method
+    if op.view_calls:
+        return f"{name} · {op.view_calls} call{'' if op.view_calls == 1 else 's'}"
+    return name
+
+
 def capitalized(words: str) -> str:
     """Words that stand alone (a cell, a label): their first letter a capital."""
     return words[:1].upper() + words[1:]

@@ -143,6 +143,14 @@ class TokenStore:
         servers[server] = {k: v for k, v in entry.items() if v is not None}
         self._write(servers)
 
+    def holds_sign_in(self, server: str) -> bool:
+        """Whether a sign-in of ``server`` is kept (tokens, a registered client, a DPoP key):
+        what signing out forgets. Read from the sidecar alone, without the keyring; the
+        credentials a person configured are not a sign-in (they stay at a sign-out)."""
+        with self._lock:
+            entry = self._entry(server)
+        return any(key != "credentials" for key in entry)
+
     # -- client -------------------------------------------------------------------------
 
     def load_client(self, server: str) -> OAuthClient | None:

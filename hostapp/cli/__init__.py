@@ -284,6 +284,8 @@ def build_parser() -> argparse.ArgumentParser:
     ops.add_argument("--all", action="store_true",
                      help="also the calls that app views made (hidden by default; the VIEW OF column names "
                           "the operation whose view made each)")
+    ops.add_argument("--view-of", metavar="OP",
+                     help="only the calls that the app view of operation OP made (its row counts them)")
     ops.set_defaults(func=_command("cmd_ops"))
 
     resume = sub.add_parser("resume", help="resume and poll every unfinished operation")

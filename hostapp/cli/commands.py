@@ -785,14 +785,17 @@ async def cmd_ops(args: argparse.Namespace) -> int:
     statuses, servers = ops.parse_statuses(args.status), set(args.server or []) or None
     async with reading_engine() as engine:
         if args.json:
-            rows = await ops.matching_rows(engine, statuses, servers, args.limit, with_view_calls=args.all)
+            rows = await ops.matching_rows(engine, statuses, servers, args.limit, with_view_calls=args.all,
+                                           view_of=args.view_of)
         else:
-            views = await ops.matching_operations(engine, statuses, servers, args.limit, with_view_calls=args.all)
+            views = await ops.matching_operations(engine, statuses, servers, args.limit, with_view_calls=args.all,
+                                                  view_of=args.view_of)
             paused = await ops.paused_ids(engine, views)
     if args.json:
         print(json_text(rows))
     else:
-        ops.print_table(views, filtered=bool(statuses or servers), paused=paused, with_view_calls=args.all)
+        ops.print_table(views, filtered=bool(statuses or servers or args.view_of), paused=paused,
+                        with_view_calls=args.all or args.view_of is not None)
     return EXIT_OK
 
 

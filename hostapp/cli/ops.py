@@ -8,7 +8,9 @@ window's words (:mod:`hostapp.presentation`); the JSON is the journal's rows as 
 only the filters applied.
 
 The calls an MCP App view made (a monitor's polls, every few seconds) are left out, as in
-the window's list; ``--all`` lists them too, each naming its view's operation (VIEW OF).
+the window's list, and counted on the view's own row ("get-system-stats · 25 calls");
+``--all`` lists them too, each naming its view's operation (VIEW OF), and ``--view-of OP``
+lists only those of one view.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from hostapp.cli import text
 from hostapp.cli.exits import UsageError
 from hostapp.cli.table import render_table
 from hostapp.engine.api import IN_FLIGHT, TERMINAL, EngineApi, JsonObject, OperationStatus, OperationView
-from hostapp.presentation import PAUSED, STATUS_WORDS, ago, at_stop_words, duration, status_word
+from hostapp.presentation import PAUSED, STATUS_WORDS, ago, at_stop_words, duration, operation_name, status_word
 
 #: What ``--status`` accepts besides the journal's own values and the words above.
 STATUS_ALIASES: dict[str, frozenset[str]] = {
@@ -68,14 +70,16 @@ def parse_statuses(values: Iterable[str] | None) -> set[str] | None:
 
 
 async def matching_operations(engine: EngineApi, statuses: set[str] | None, servers: set[str] | None,
-                              limit: int, with_view_calls: bool = False) -> list[OperationView]:
+                              limit: int, with_view_calls: bool = False,
+                              view_of: str | None = None) -> list[OperationView]:
     """Up to ``limit`` operations of those statuses on those servers, in the journal's
     order (those in flight first, then the newest); the calls app views made only
-    ``with_view_calls``."""
+    ``with_view_calls``, or only those the view of ``view_of`` made."""
     found: list[OperationView] = []
     page, offset = max(limit, 200), 0
     while len(found) < limit:
-        views = await engine.operations(statuses=statuses, limit=page, offset=offset, top_level=not with_view_calls)
+        views = await engine.operations(statuses=statuses, limit=page, offset=offset,
+                                        top_level=not with_view_calls and view_of is None, view_of=view_of)
         found += [v for v in views if not servers or v.server in servers]
         if len(views) < page:
             break
@@ -84,17 +88,18 @@ async def matching_operations(engine: EngineApi, statuses: set[str] | None, serv
 
 
 async def matching_rows(engine: EngineApi, statuses: set[str] | None, servers: set[str] | None,
-                        limit: int, with_view_calls: bool = False) -> list[JsonObject]:
+                        limit: int, with_view_calls: bool = False, view_of: str | None = None) -> list[JsonObject]:
     """``--json``: the journal's rows as ever (``operation_rows``), only those that match
-    (the calls app views made only ``with_view_calls``)."""
-    if not statuses and not servers and with_view_calls:
+    (the calls app views made only ``with_view_calls``, or those of ``view_of``)."""
+    if not statuses and not servers and with_view_calls and view_of is None:
         return await engine.operation_rows(limit=limit)
     asked = limit
     while True:
         rows = await engine.operation_rows(limit=asked)
         found = [r for r in rows if (not statuses or r["status"] in statuses)
                  and (not servers or r["server"] in servers)
-                 and (with_view_calls or r.get("view_of") is None)]
+                 and (r.get("view_of") == view_of if view_of is not None
+                      else with_view_calls or r.get("view_of") is None)]
         if len(found) >= limit or len(rows) < asked:
             return found[:limit]
         asked *= 4
@@ -136,7 +141,7 @@ def row_of(op: OperationView, now: float, paused: bool = False, with_view_of: bo
     end = op.ended_at if op.ended_at is not None else now
     started = ago(op.created_at, now) if op.created_at else "?"
     took = duration(end - op.created_at) if op.created_at else "?"
-    row = [op.id, started, took, text.plain(op.server), text.plain(op.tool or op.method),
+    row = [op.id, started, took, text.plain(op.server), text.plain(operation_name(op)),
            text.plain(status_word(op.status, paused=paused)), progress_text(op), at_stop_words(op), message_of(op)]
     return [*row, op.view_of or ""] if with_view_of else row
 

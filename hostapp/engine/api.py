@@ -151,6 +151,9 @@ class OperationView:
     #: no question asked, each still so after the host checked. It goes on; a sign of life
     #: clears this (hostapp.engine.liveness).
     stalled: str | None = None
+    #: How many calls its MCP App view made (each an operation whose ``view_of`` is this
+    #: one; they are left out of the list, and counted here on the view's own row).
+    view_calls: int = 0
     #: Whether it survives a stop of the host that carries it, read while it is in flight:
     #: None when a restart resumes it, else why it would not, in plain words ("a plain
     #: request: nothing can resume it"). Decided by the engine, which knows what its journal
@@ -203,6 +206,10 @@ class ServerView:
     #: The extensions (``capabilities.extensions`` ids) the server declared when it last
     #: connected: what a client may offer for it (skills, app views).
     extensions: tuple[str, ...] = ()
+
+    #: Whether it signs in (OAuth): it is configured to, it asked for a sign-in, or a
+    #: sign-in of it is kept. False: Sign out has nothing to forget.
+    signs_in: bool = False
 
     #: What last happened to the connection that the person should know although it is
     #: connected now, in plain words with the time ("the server restarted or ended the

@@ -193,12 +193,17 @@ class LivenessWatches:
     # -- the watch ---------------------------------------------------------------------
 
     def _start(self, runner: OperationRunner) -> None:
-        if runner.ending or (runner.mech.life_expected_within() is None
+        marked = runner.view.stalled  # found stalled by an earlier agent (the journal says so)
+        if runner.ending or (marked is None and runner.mech.life_expected_within() is None
                              and runner.view.status != OperationStatus.INPUT_REQUIRED):
             return  # no hint to hold it to (yet): a plain request may run silent
         watch = self._watches[runner.id] = _Watch(runner, self._context.clock())
         if runner.view.status == OperationStatus.INPUT_REQUIRED:
             watch.input_since = watch.input_began = watch.last_life
+        if marked is not None:
+            # Stalled it stays, until its next sign of life (or question) clears the mark.
+            watch.stalled = UNASKED if runner.view.status == OperationStatus.INPUT_REQUIRED else SILENT
+            return
         self._arm(watch)
 
     def _input_over(self, watch: _Watch, *, still_waiting: bool = False) -> None:
@@ -282,10 +287,21 @@ class LivenessWatches:
         log.warning("operation %s stalled: %s", runner.id, message)
         watch.stalled = condition
         runner.progress.change(stalled=message)
+        self._journal_mark(runner, message)
         data = {"message": message}
         ctx.journal.append_event(runner.id, EVENT_STALLED, data)
         ctx.operation_event(runner.id, EVENT_STALLED, data)
         ctx.listener.operation_changed(runner.view)
+
+    def _journal_mark(self, runner: OperationRunner, message: str | None) -> None:
+        """Keep the mark in the journal, for an agent started after this one."""
+        written = self._context.journal.update_operation(runner.id, stalled=message)
+
+        def failed(done: asyncio.Future[Any]) -> None:
+            if not done.cancelled() and done.exception() is not None:
+                log.info("operation %s: could not journal its stalled mark: %s", runner.id, done.exception())
+
+        written.add_done_callback(failed)
 
     def _unstall(self, watch: _Watch) -> None:
         runner, ctx = watch.runner, self._context
@@ -295,6 +311,7 @@ class LivenessWatches:
         if runner.ending:
             return
         runner.progress.change(stalled=None)
+        self._journal_mark(runner, None)
         data = {"message": "the server showed a sign of life again"}
         ctx.journal.append_event(runner.id, EVENT_STALL_ENDED, data)
         ctx.operation_event(runner.id, EVENT_STALL_ENDED, data)

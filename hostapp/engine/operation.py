@@ -199,7 +199,8 @@ def operation_view(record: OperationRecord) -> api.OperationView:
         created_at=record.created_at, updated_at=record.updated_at,
         ended_at=record.updated_at if record.status in TERMINAL else None,
         needs_input=record.status == OperationStatus.INPUT_REQUIRED, result=record.result, error=record.error,
-        mechanism=record.mechanism, view_of=record.view_of,
+        mechanism=record.mechanism, view_of=record.view_of, view_calls=record.view_calls,
+        stalled=record.stalled if record.status not in TERMINAL else None,
         lost_at_stop=lost_at_stop(record.status, record.jsonrpc_id is not None, (record.handle or {}).get("mechanism"),
                                   bool(record.resumable)))
 

@@ -15,9 +15,10 @@ before the request leaves.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Iterator
 from typing import TYPE_CHECKING, Any, Protocol
 
 from hostapp.engine import api
@@ -28,7 +29,7 @@ from hostapp.engine.supervisor import session_refused
 from hostapp.mechanisms import actions as A
 from hostapp.protocol.jsonrpc import METHOD_NOT_FOUND, URL_ELICITATION_REQUIRED, RequestId, RpcError
 from hostapp.store.status import OperationStatus
-from hostapp.transport.base import ConnectionLost, SessionExpired, TransportError
+from hostapp.transport.base import ConnectionLost, NotSent, SessionExpired, TransportError
 
 if TYPE_CHECKING:
     from hostapp.engine.adoption import OperationSessions
@@ -103,6 +104,17 @@ class OutgoingRequests:
         self.awaiting_new_session = False
 
     # -- sending ------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def call_on_its_way(self) -> Iterator[None]:
+        """While the call is being prepared and committed to go out in the session it took:
+        counted with the sends that are out (``original_in_flight``), so that a loss of
+        that session is heard from the call's own request, which says it was never sent."""
+        self.original_in_flight += 1
+        try:
+            yield
+        finally:
+            self.original_in_flight -= 1
 
     async def send_call(self, session: ClientSession, method: str, params: dict[str, Any], rid: RequestId) -> None:
         """Send the call itself, its id ``rid`` journaled already."""
@@ -281,10 +293,11 @@ class OutgoingRequests:
                                                        method=None if original else which or method))
         except TransportError as exc:
             log.info("operation %s: %s", port.id, exc)
-            if original and isinstance(exc, SessionExpired) and exc.unprocessed \
+            if original and (isinstance(exc, NotSent) or (isinstance(exc, SessionExpired) and exc.unprocessed)) \
                     and session is not self._sessions.adopted:
                 # The server no longer knew the session (a restart forgets them) and did
-                # not process the call: it goes out once more, in the new session.
+                # not process the call, or the session ended before the call left: it goes
+                # out in the new session (once more, if it had gone out).
                 await self._send_original_again(session, method, params, rid, exc, sent_again=sent_again)
                 return
             if original and server_busy(exc):
@@ -314,15 +327,17 @@ class OutgoingRequests:
             ctx.disown_request(port, session, rid)
 
     async def _send_original_again(self, old: ClientSession, method: str, params: dict[str, Any], rid: RequestId,
-                                   exc: SessionExpired, *, sent_again: bool) -> None:
-        """The call was refused with its session, unprocessed (HTTP 404 for the session id):
-        send it once more in the session the supervisor makes next, under a new id
-        journaled first. A second refusal, or a server that now speaks another revision
-        than the call was prepared for, ends it failed: it did not run."""
+                                   exc: SessionExpired | NotSent, *, sent_again: bool) -> None:
+        """The call was refused with its session, unprocessed (HTTP 404 for the session id),
+        or never left because its session had ended: send it in the session the supervisor
+        makes next, under a new id journaled first. A second refusal, or a server that now
+        speaks another revision than the call was prepared for, ends it failed: it did not
+        run. A call that never left has not been sent again by going out now."""
         port, ctx = self._port, self._context
         conn = ctx.connection(port.record.server)
         ctx.disown_request(port, old, rid)
-        if sent_again:
+        went_out = isinstance(exc, SessionExpired) and exc.sent
+        if sent_again and went_out:
             error = {"code": None, "message": f"the server refused the call's session again ({exc}); "
                                               "it did not run"}
             await port.feed(lambda: port.mech.on_error(error, now=ctx.clock(), method=None))
@@ -341,15 +356,20 @@ class OutgoingRequests:
                                               f"{now_speaks} (the call was made for {before}); it did not run"}
             await port.feed(lambda: port.mech.on_error(error, now=ctx.clock(), method=None))
             return
-        new_rid = session.ids.next()
-        port.record.jsonrpc_id = new_rid
-        await ctx.journal.update_operation(port.id, jsonrpc_id=new_rid)
-        data = {"message": "the server no longer knew the session (it restarted, or ended it) and had not "
-                           "processed the call; sent again, once, in a new session"}
-        ctx.journal.append_event(port.id, api.EVENT_SESSION_RENEWED, data)
-        ctx.operation_event(port.id, api.EVENT_SESSION_RENEWED, data)
-        ctx.own_request(port, session, new_rid)
-        await self._request(session, method, params, new_rid, original=True, sent_again=True)
+        with self.call_on_its_way():
+            new_rid = session.ids.next()
+            port.record.jsonrpc_id = new_rid
+            await ctx.journal.update_operation(port.id, jsonrpc_id=new_rid)
+            if isinstance(exc, SessionExpired):
+                data = {"message": "the server no longer knew the session (it restarted, or ended it) and had not "
+                                   "processed the call; sent again, once, in a new session" if went_out else
+                                   "the server no longer knew the session (it restarted, or ended it) before the "
+                                   "call went out; sent in a new session"}
+                ctx.journal.append_event(port.id, api.EVENT_SESSION_RENEWED, data)
+                ctx.operation_event(port.id, api.EVENT_SESSION_RENEWED, data)
+            ctx.own_request(port, session, new_rid)
+        # (No wait between here and the send counting itself as out.)
+        await self._request(session, method, params, new_rid, original=True, sent_again=sent_again or went_out)
 
     async def _request_lost(self, session: ClientSession, exc: TransportError, *, stream_only: bool) -> None:
         """A request of this operation (or its answer stream) was lost: the mechanism

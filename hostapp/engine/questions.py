@@ -68,6 +68,7 @@ class QuestionDesk:
         self.sampling = sampling
         self._open: dict[str, tuple[api.InputRequest, asyncio.Future[dict[str, Any]]]] = {}
         self._by_operation: dict[str, set[str]] = {}  # operation id -> its open question ids
+        self._withdrawn: set[str] = set()  # taken back, not yet seen out by their asker
 
     async def ask(self, params: dict[str, Any], *, operation_id: str | None, server: str,
                   qid: str | None = None, method: str = ELICITATION) -> dict[str, Any]:
@@ -110,6 +111,11 @@ class QuestionDesk:
             self._open.pop(qid, None)
             if operation_id is not None:
                 self._discard(operation_id, qid)
+        # Answered (by whichever client, or the model): every other client showing it lets
+        # it go, as for a question taken back. (One withdrawn was told so by withdraw.)
+        if answer.get("action") != "cancel" or qid not in self._withdrawn:
+            self._listener().input_withdrawn(qid)
+        self._withdrawn.discard(qid)
         if operation_id is not None:
             self._journal().append_event(operation_id, "input_answered", {"action": answer.get("action")})
         if method == SAMPLING:
@@ -192,6 +198,7 @@ class QuestionDesk:
         if entry is not None:
             if not entry[1].done():
                 entry[1].set_result({"action": "cancel"})
+                self._withdrawn.add(qid)
             self._listener().input_withdrawn(qid)
 
     def withdraw_all_of(self, operation_id: str) -> None:

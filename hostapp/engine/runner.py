@@ -167,6 +167,12 @@ class OperationRunner:
         return self.mech.name in SESSION_BOUND_MECHANISMS
 
     @property
+    def waits_to_start(self) -> bool:
+        """Its call has not taken a session yet (it waits for the connection): nothing of
+        it went out, so no loss of a session concerns it."""
+        return self.record.jsonrpc_id is None and self.view.status == OperationStatus.PENDING
+
+    @property
     def original_in_flight(self) -> int:
         """Its call is out and awaited here: how that request ends (answered, refused
         unprocessed with its session, lost) is heard from it, not from the connection."""
@@ -412,23 +418,28 @@ class OperationRunner:
         session = await self.sessions.live()
         if self.done:
             return  # cancelled while waiting for the connection
-        # Nothing has left yet: choose again now that the server (and the tool) are known.
-        self.mech = mechanism_for(ctx.connection(self.record.server), self.record.tool)
-        params = {"name": self.record.tool, "arguments": self.record.params.get("arguments", {})}
-        to_send, pre = self.mech.prepare(params, now=ctx.clock())
-        async with self._lock:
-            await self._execute(pre)
-        if self.done:
-            return
-        rid = session.ids.next()
-        self.record.jsonrpc_id = rid
-        self.record.mechanism = self.record.mechanism or self.mech.name
-        await ctx.journal.update_operation(self.id, jsonrpc_id=rid, status=OperationStatus.RUNNING,
-                                           mechanism=self.record.mechanism)
-        self.progress.change(status=OperationStatus.RUNNING, mechanism=self.record.mechanism,
-                             lost_at_stop=lost_at_stop(OperationStatus.RUNNING, True, self.view.mechanism,
-                                                       bool(self.record.resumable)))
-        ctx.changed(self)
+        # From here on the call is on its way: a loss of the session meanwhile is heard
+        # from its own request (never sent: it goes out in the next session), not taken
+        # for a request that was in flight.
+        with self.requests.call_on_its_way():
+            # Nothing has left yet: choose again now that the server (and the tool) are known.
+            self.mech = mechanism_for(ctx.connection(self.record.server), self.record.tool)
+            params = {"name": self.record.tool, "arguments": self.record.params.get("arguments", {})}
+            to_send, pre = self.mech.prepare(params, now=ctx.clock())
+            async with self._lock:
+                await self._execute(pre)
+            if self.done:
+                return
+            rid = session.ids.next()
+            self.record.jsonrpc_id = rid
+            self.record.mechanism = self.record.mechanism or self.mech.name
+            await ctx.journal.update_operation(self.id, jsonrpc_id=rid, status=OperationStatus.RUNNING,
+                                               mechanism=self.record.mechanism)
+            self.progress.change(status=OperationStatus.RUNNING, mechanism=self.record.mechanism,
+                                 lost_at_stop=lost_at_stop(OperationStatus.RUNNING, True, self.view.mechanism,
+                                                           bool(self.record.resumable)))
+            ctx.changed(self)
+        # (No wait between here and the send counting itself as out.)
         await self.requests.send_call(session, self.mech.method, to_send, rid)
 
     async def _ask(self, action: A.AskInput) -> None:

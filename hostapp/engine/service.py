@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from hostapp import mechanisms
+from hostapp.auth.tokens import TokenStore
 from hostapp.engine import accounts, api, diagnostics, resources, server_settings, skills
 from hostapp.engine.context import EngineContext
 from hostapp.engine.first_contact import FirstContactGate
@@ -317,6 +318,7 @@ class Engine:
             on_ready=self._on_ready,
             request_ids=lambda: self._request_ids(cfg.name),
             timing=self.timing,
+            keeps_sign_in=lambda: TokenStore(self.secrets).holds_sign_in(cfg.name),
         )
         self.connections[cfg.name] = conn
         conn.start()
@@ -514,10 +516,12 @@ class Engine:
         # broke (a stream resumed by the transport itself): their operations go on as they are.
         still_waiting = self._routing.still_answering(conn.name, session)
         for runner in self._routing.in_flight_of(conn.name):
-            if runner.record.jsonrpc_id is None and runner.view.status == OperationStatus.PENDING:
+            if runner.waits_to_start:
                 continue  # its start is waiting for this very connection
-            if runner in still_waiting or runner.awaiting_new_session:
-                continue  # (the latter sends its call again in this session itself)
+            if runner in still_waiting or runner.awaiting_new_session or runner.original_in_flight:
+                # (The latter two send their call in this session themselves, or hear how
+                # it ended from its own request.)
+                continue
             runner.spawn(runner.attach(session, restored=True))
 
     # -- operations ----------------------------------------------------------------
@@ -543,6 +547,8 @@ class Engine:
             created_at=now, updated_at=now, deadline=now + deadline_s, result=None, error=None,
             handle_ref=None, handle={}, resumable=self.keyring_problem is None, view_of=view_of)
         await self.journal.create_operation(record)
+        if view_of is not None:
+            await self._view_made_a_call(view_of)
         # Chosen from what is known now, chosen again once connected (send_original): the
         # operation is shown, and can be cancelled, before the server ever answered.
         runner = OperationRunner(self._context, record, mechanism_for(conn, tool))
@@ -552,6 +558,17 @@ class Engine:
                                                             "message": f"calling {tool} on {server}"})
         runner.spawn(runner.send_original())
         return runner.view
+
+    async def _view_made_a_call(self, op_id: str) -> None:
+        """The view of ``op_id`` made one more call (the journal counted it): its row says so."""
+        runner = self.runners.get(op_id)
+        if runner is not None and not runner.done:
+            runner.progress.change(view_calls=runner.view.view_calls + 1)
+            self._context.changed(runner)
+            return
+        record = await self._read(self.journal.get_operation, op_id)
+        if record is not None:
+            self.listener.operation_changed(operation_view(record))
 
     def _restore(self, record: OperationRecord, stored: str | None) -> OperationRunner:
         """A runner for an unfinished journaled operation, resumed once its server is ready.

@@ -46,7 +46,14 @@ from hostapp.protocol.jsonrpc import (
     RpcError,
     encode,
 )
-from hostapp.transport.base import ConnectionLost, HttpStatusError, SessionExpired, Transport, TransportError
+from hostapp.transport.base import (
+    ConnectionLost,
+    HttpStatusError,
+    NotSent,
+    SessionExpired,
+    Transport,
+    TransportError,
+)
 
 log = logging.getLogger(__name__)
 
@@ -359,9 +366,9 @@ class ClientSession:
         """
         if isinstance(self._closed_error, SessionExpired):
             # Ended because the server forgot it: this request was never sent.
-            raise SessionExpired(404, str(self._closed_error), unprocessed=True)
+            raise SessionExpired(404, str(self._closed_error), sent=False)
         if self.state != "ready" and not _allow_before_ready:
-            raise TransportError(f"the session is {self.state}, not ready")
+            raise NotSent(f"{method} was not sent: the session is {self.state}")
         if self._closed_error is not None:
             raise self._closed_error
         rid = request_id if request_id is not None else self.ids.next()

@@ -78,7 +78,8 @@ class ServerConnection:
                  on_ready: Callable[[ServerConnection, ClientSession], Awaitable[None]],
                  backoff: Backoff | None = None,
                  request_ids: Callable[[], IdAllocator] = IdAllocator,
-                 timing: Timing = DEFAULT_TIMING):
+                 timing: Timing = DEFAULT_TIMING,
+                 keeps_sign_in: Callable[[], bool] = lambda: False):
         self.cfg = cfg
         self.secret_store = secret_store
         self.handlers_factory = handlers_factory
@@ -90,6 +91,8 @@ class ServerConnection:
         # Each session's request ids: never those of another operation of this server,
         # whichever process or lifetime sent it (the engine reserves them in the journal).
         self.request_ids = request_ids
+        # Whether a sign-in of this server is kept (what Sign out would forget).
+        self.keeps_sign_in = keeps_sign_in
         self.session: ClientSession | None = None
         self.info: ServerInfo | None = None
         self.tools: list[dict[str, Any]] = []
@@ -274,8 +277,18 @@ class ServerConnection:
         if "retry_in" in fields:  # the countdown's end, for clients that show it
             delay = fields["retry_in"]
             fields["retry_at"] = None if delay is None else now() + delay
+        if "state" in fields:  # a sign-in may have begun or ended with the new state
+            fields["signs_in"] = self._signs_in(fields["state"])
         self.view = dataclasses.replace(self.view, **fields)  # views are immutable snapshots
         self.on_change(self.view)
+
+    def _signs_in(self, state: str) -> bool:
+        """Whether the server signs in: configured to, asking to now, or signed in before."""
+        if self.cfg.transport != "http":
+            return False
+        if self.cfg.auth is not None or state == api.NEEDS_SIGN_IN:
+            return True
+        return self.keeps_sign_in()
 
     async def _drop_session(self, *, end_session: bool = True) -> None:
         self._ready.clear()
@@ -376,8 +389,9 @@ class ServerConnection:
         self._lost.clear()
         transport = make_transport(self.cfg, self.secret_store, habits=self.stream_habits, timing=self.timing)
         handlers = self.handlers_factory(self)
-        session = ClientSession(transport, _LossWatcher(handlers, self), capabilities=self.capabilities,
-                                ids=self.request_ids())
+        watcher = _LossWatcher(handlers, self)
+        session = ClientSession(transport, watcher, capabilities=self.capabilities, ids=self.request_ids())
+        watcher.session = session
         self.session = session
         self.unsupported_methods.clear()
         self.supported_methods.clear()
@@ -438,7 +452,7 @@ class _Watcher(ClientHandlers):
         self._conn = conn
 
     def __getattribute__(self, name: str) -> Any:
-        if name in ("_inner", "_conn", "on_closed", "on_protocol_error"):
+        if name in ("_inner", "_conn", "on_closed", "on_protocol_error", "session"):
             return object.__getattribute__(self, name)
         return getattr(object.__getattribute__(self, "_inner"), name)
 
@@ -452,11 +466,15 @@ class _Watcher(ClientHandlers):
 
 
 class _LossWatcher(_Watcher):
-    """Also notices when the session's connection ends (the supervised session)."""
+    """Also notices when the session's connection ends (the supervised session). Only its
+    own session's end counts: a session already replaced may still report its end (its
+    standalone stream's 404 after a request's 404 ended it), which must not drop the new one."""
+
+    session: ClientSession | None = None
 
     def on_closed(self, error: Exception | None) -> None:
         super().on_closed(error)
-        self._conn.connection_lost(forgotten=isinstance(error, SessionExpired))
+        self._conn.connection_lost(forgotten=isinstance(error, SessionExpired), session=self.session)
 
 
 def describe_failure(exc: BaseException) -> str:

@@ -174,6 +174,7 @@ def _disconnected(runner: OperationRunner, ctx: EngineContext, forgotten: bool) 
     fed. ``forgotten``: the server no longer knows the session (HTTP 404), and what it
     bound to it. A runner whose call is out and awaited hears how it ended from the
     request itself (a call refused unprocessed with the session is sent again in the
-    next one, and has lost nothing); one that waits to send it again likewise."""
-    return lambda: [] if runner.awaiting_new_session or runner.original_in_flight else runner.mech.on_disconnect(
-        now=ctx.clock(), session_lost=forgotten)
+    next one, and has lost nothing); one that waits to send it again likewise, and one whose
+    call has not taken a session yet has lost nothing either."""
+    return lambda: [] if runner.awaiting_new_session or runner.original_in_flight or runner.waits_to_start \
+        else runner.mech.on_disconnect(now=ctx.clock(), session_lost=forgotten)

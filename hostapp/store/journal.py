@@ -122,6 +122,12 @@ class OperationRecord:
     #: The operation whose MCP App view made this call (None: a call of its own). Set when
     #: the call is created, never changed.
     view_of: str | None = None
+    #: Why the host found it stalled (None: it is not): set and cleared by the engine's
+    #: liveness watch, read back by a restarted agent until a sign of life clears it.
+    stalled: str | None = None
+    #: How many calls its MCP App view made (their ``view_of`` names it): counted as each
+    #: is created, never set otherwise.
+    view_calls: int = 0
 
     def __post_init__(self) -> None:
         if not self.updated_at:
@@ -162,9 +168,11 @@ _SERVER_FIELDS = tuple(f.name for f in fields(ServerConfig))
 # Membership tests take any string; a StrEnum's values are its members' equals.
 _STATUS_VALUES = frozenset(OperationStatus)
 # Set when an operation is created (or ended), never by an update.
-_FIXED_OPERATION_FIELDS = frozenset({"id", "created_at", "finished_at", "view_of"})
+_FIXED_OPERATION_FIELDS = frozenset({"id", "created_at", "finished_at", "view_of", "view_calls"})
 # What may still change on a terminal operation: bookkeeping, never the outcome.
-_TERMINAL_MUTABLE = frozenset({"resumable", "handle_ref", "handle", "mechanism"})
+_TERMINAL_MUTABLE = frozenset({"resumable", "handle_ref", "handle", "mechanism", "stalled"})
+# Changes that are the host's own finding, not news of the operation: ``updated_at`` stays.
+_NOT_NEWS = frozenset({"stalled"})
 
 # -- row conversion -------------------------------------------------------------------
 
@@ -482,6 +490,8 @@ class OperationJournal:
             except sqlite3.IntegrityError:
                 raise ValueError(f"operation {record.id} already exists") from None
             _insert_event(db, record.id, row["created_at"], "status", {"to": record.status})
+            if record.view_of is not None:  # one more call of that view, in the same commit
+                db.execute("UPDATE operations SET view_calls = view_calls + 1 WHERE id = ?", [record.view_of])
 
         return self._submit(apply)
 
@@ -506,7 +516,9 @@ class OperationJournal:
             else:
                 check_transition(current.status, new_status)
             now = time.time()
-            merged = OperationRecord(**{**asdict(current), **changes, "updated_at": now})
+            news = bool(set(changes) - _NOT_NEWS)
+            merged = OperationRecord(**{**asdict(current), **changes,
+                                        "updated_at": now if news else current.updated_at})
             if new_status in TERMINAL and not current.terminal:
                 merged.finished_at = now
             row = _operation_to_row(merged)

@@ -157,6 +157,20 @@ def _add_view_of_2_6(db: sqlite_utils.Database) -> None:
                "WHERE view_of IS NULL")
 
 
+def _add_stalled_and_view_calls_2_7(db: sqlite_utils.Database) -> None:
+    # Why the host found an operation in flight stalled (None: it is not), so that a
+    # restarted agent shows it stalled until the operation's next sign of life; and how
+    # many calls the operation's app view made, kept as they are created (the list shows
+    # it on the view's own row without counting each row's calls), counted here once for
+    # the calls made before. A minor step: an older 2.x hostapp ignores both columns (and
+    # does not count the calls its views make meanwhile).
+    db.table("operations").add_column("stalled", str)
+    db.execute("ALTER TABLE operations ADD COLUMN view_calls INTEGER NOT NULL DEFAULT 0")
+    db.execute("UPDATE operations SET view_calls = (SELECT COUNT(*) FROM operations AS call "
+               "WHERE call.view_of = operations.id) WHERE id IN (SELECT view_of FROM operations "
+               "WHERE view_of IS NOT NULL)")
+
+
 @dataclass(frozen=True)
 class Migration:
     """One step of the schema: brings a journal to ``version`` by calling ``apply``."""
@@ -178,6 +192,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration((2, 4), "servers' roots", _add_server_roots_2_4),
     Migration((2, 5), "servers' log level", _add_server_log_level_2_5),
     Migration((2, 6), "the operation whose view made a call", _add_view_of_2_6),
+    Migration((2, 7), "why an operation stalled; how many calls its view made", _add_stalled_and_view_calls_2_7),
 )
 
 #: The schema this code writes: (major, minor).

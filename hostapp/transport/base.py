@@ -22,6 +22,11 @@ class ConnectionLost(TransportError):
     """The server went away (process exited, socket closed) while messages were in flight."""
 
 
+class NotSent(TransportError):
+    """The request did not leave: its session had ended, or was closing, before it went
+    out. Nothing of it reached the server, so it cannot have run."""
+
+
 class ServerExited(ConnectionLost):
     """A stdio server process ended."""
 
@@ -56,11 +61,15 @@ class SessionExpired(HttpStatusError):
     ``unprocessed``: the refused request itself was not processed. The specification says
     so of a request answered 404 for its session, so it may be sent again, once, in a new
     session. False for a stream asked for again: what it carried may have run.
+    ``sent``: False when the request never left, because the session was known to be gone
+    before it went out (it is unprocessed too).
     """
 
-    def __init__(self, status: int, message: str, body: str = "", *, unprocessed: bool = False):
+    def __init__(self, status: int, message: str, body: str = "", *, unprocessed: bool = False,
+                 sent: bool = True):
         super().__init__(status, message, body)
-        self.unprocessed = unprocessed
+        self.unprocessed = unprocessed or not sent
+        self.sent = sent
 
 
 class TransportListener(Protocol):

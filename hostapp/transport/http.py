@@ -65,6 +65,7 @@ from hostapp.protocol.timing import DEFAULT_TIMING, Timing
 from hostapp.transport.base import (
     ConnectionLost,
     HttpStatusError,
+    NotSent,
     SessionExpired,
     StreamHabits,
     Transport,
@@ -274,7 +275,7 @@ class StreamableHttpTransport(SseStreams, Transport):
             # The server said the session is gone: nothing more goes out in it (without an
             # id, a server would refuse it for another reason, or take it for a new client).
             raise SessionExpired(404, f"the server at {self._display_url} no longer knows this session; "
-                                      "the request was not sent", unprocessed=True)
+                                      "the request was not sent", sent=False)
         headers = self._post_headers(message)
         if isinstance(message, Request) and message.method in _LONG_METHODS:
             client = self._streams_client()
@@ -498,7 +499,7 @@ class StreamableHttpTransport(SseStreams, Transport):
 
     def _require_client(self) -> httpx.AsyncClient:
         if self._client is None or self._closing:
-            raise TransportError(f"the connection to {self._display_url} is closed")
+            raise NotSent(f"the connection to {self._display_url} is closed; the request was not sent")
         return self._client
 
     async def _send_http(self, request: httpx.Request, client: httpx.AsyncClient | None = None) -> httpx.Response:

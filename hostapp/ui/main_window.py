@@ -719,7 +719,8 @@ class MainWindow(QMainWindow):
             ServerState.OFFLINE, ServerState.RECONNECTING, ServerState.CONNECTING, ServerState.NEEDS_SIGN_IN))
         signing_in = server is not None and server.name in self.server_actions.signing_in
         self.sign_in_action.setEnabled(server is not None and server.name in self._needs_sign_in and not signing_in)
-        self.sign_out_action.setEnabled(server is not None and server.transport == "http" and not signing_in)
+        # Only where there is a sign-in to forget (not on a server that never signs in).
+        self.sign_out_action.setEnabled(server is not None and server.signs_in and not signing_in)
 
     def _update_count(self, *_: Any) -> None:
         total = self.ops_model.total

@@ -37,6 +37,7 @@ from hostapp.presentation import (
     at_stop_words,
     capitalized,
     clock,
+    operation_name,
     rough,
     status_word,
 )
@@ -656,7 +657,7 @@ class OperationTableModel(FlatTableModel):
 
     def _display(self, op: OperationView, col: int) -> str:
         if col == TOOL:
-            return op.tool or op.method
+            return operation_name(op)
         if col == SERVER:
             return op.server
         if col == PROGRESS:

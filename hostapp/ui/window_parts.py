@@ -1,7 +1,7 @@
 """Pieces of the main window that need no window: its title and summary, the words of its
 notifications, and how its three panes share the height.
 
-The summary ("2 running, 1 needs you") goes into the window title, which is what task
+The summary ("2 running, 1 needs you, 1 stalled") goes into the window title, which is what task
 bars and window lists show; Qt has no portable taskbar progress on Linux (Windows has
 ITaskbarList3, macOS a dock badge; neither is wrapped by Qt 6), so the title carries it.
 """
@@ -30,37 +30,53 @@ SERVER_ROWS = (1, 5)
 
 
 class Summary:
-    """How many operations run and how many wait for the person, from the changes seen
-    (of the top-level operations the list shows: a view's calls are not counted)."""
+    """How many operations run, how many wait for the person and how many have stalled,
+    from the changes seen (of the top-level operations the list shows: a view's calls are
+    not counted). A stalled operation is counted as stalled only, even one that waits for
+    input: what it waits for was never asked of the person, so it does not need them."""
+
+    RUNNING, NEEDS, STALLED = "running", "needs", "stalled"
 
     def __init__(self) -> None:
-        self._status: dict[str, str] = {}
+        self._kind: dict[str, str] = {}
         # Kept as the changes come (a count over every status at each batch cost ~9 % of
         # the window with 10,000 in flight).
-        self._needs = 0
+        self._counts = {self.RUNNING: 0, self.NEEDS: 0, self.STALLED: 0}
+
+    @classmethod
+    def kind_of(cls, op: OperationView) -> str | None:
+        """Which count an operation is in (None: finished, in none)."""
+        if not op.in_flight:
+            return None
+        if op.stalled:
+            return cls.STALLED
+        return cls.NEEDS if op.status == OperationStatus.INPUT_REQUIRED else cls.RUNNING
 
     def update(self, ops: Iterable[OperationView]) -> None:
-        needs = OperationStatus.INPUT_REQUIRED
         for op in ops:
             if op.view_of is not None:
                 continue  # a call an app view made: not in the list, not counted
-            before = self._status.pop(op.id, None) if not op.in_flight else self._status.get(op.id)
-            if op.in_flight:
-                self._status[op.id] = op.status
-                self._needs += (op.status == needs) - (before == needs)
-            elif before == needs:
-                self._needs -= 1
+            before = self._kind.pop(op.id, None)
+            if before is not None:
+                self._counts[before] -= 1
+            kind = self.kind_of(op)
+            if kind is not None:
+                self._kind[op.id] = kind
+                self._counts[kind] += 1
 
-    def counts(self) -> tuple[int, int]:
-        return len(self._status) - self._needs, self._needs
+    def counts(self) -> tuple[int, int, int]:
+        """(running, needing the person, stalled)."""
+        return self._counts[self.RUNNING], self._counts[self.NEEDS], self._counts[self.STALLED]
 
     def text(self) -> str:
-        running, needs = self.counts()
+        running, needs, stalled = self.counts()
         parts = []
         if running:
             parts.append(f"{running} running")
         if needs:
             parts.append(f"{needs} need{'s' if needs == 1 else ''} you")
+        if stalled:
+            parts.append(f"{stalled} stalled")
         return ", ".join(parts)
 
 

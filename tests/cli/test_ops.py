@@ -153,6 +153,7 @@ def test_ops_hides_the_calls_an_app_view_made_but_with_all(isolated_home):
     assert shown.returncode == 0, shown.stderr
     lines = shown.stdout.splitlines()
     assert lines[0].split() == " ".join(HEADERS).split() and [line.split()[0] for line in lines[1:]] == ["viewop000001"]
+    assert "get-system-info · 2 calls" in lines[1]  # counted on the view's own row
     everything = hostapp("ops", "--all", home=isolated_home, env={"COLUMNS": "200"}).stdout.splitlines()
     assert everything[0].split()[-2:] == ["VIEW", "OF"]
     column = everything[0].index("VIEW OF")
@@ -165,6 +166,12 @@ def test_ops_hides_the_calls_an_app_view_made_but_with_all(isolated_home):
     assert ids() == ["viewop000001"]
     assert sorted(ids("--all")) == ["poll000000000", "poll000000001", "viewop000001"]
     assert ids("--all", "--status", "completed", "--server", "monitor")[0] == "poll000000001"
+    # Filtered: one view's calls alone, in the table and as JSON.
+    assert sorted(ids("--view-of", "viewop000001")) == ["poll000000000", "poll000000001"]
+    assert ids("--view-of", "other") == []
+    one_view = hostapp("ops", "--view-of", "viewop000001", home=isolated_home, env={"COLUMNS": "200"})
+    assert [line.split()[0] for line in one_view.stdout.splitlines()[1:]] == ["poll000000001", "poll000000000"]
+    assert "no operations match" in hostapp("ops", "--view-of", "other", home=isolated_home).stdout
 
 
 def test_a_completed_call_reads_whole_even_when_its_last_step_was_not_reported():

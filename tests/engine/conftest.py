@@ -40,6 +40,7 @@ class Recorder:
 
     def __init__(self) -> None:
         self.changes: dict[str, list[tuple]] = {}
+        self.latest: dict[str, api.OperationView] = {}  # each operation's last view told
         self.events: list[tuple[str, str, dict]] = []
         self.servers: list[api.ServerView] = []
         self.questions: list[api.InputRequest] = []
@@ -49,6 +50,7 @@ class Recorder:
 
     def operation_changed(self, op: api.OperationView) -> None:
         self.changes.setdefault(op.id, []).append((op.status, op.progress, op.total, op.message))
+        self.latest[op.id] = op
 
     def operation_event(self, op_id: str, kind: str, data: dict) -> None:
         self.events.append((op_id, kind, data))

@@ -91,6 +91,13 @@ async def test_a_call_from_a_view_is_an_operation_of_its_own(isolated_home, reco
         assert shown.id in {op.id for op in await facade.operations(top_level=True)}
         assert (await facade.count_operations(top_level=True), await facade.count_operations(view_of=shown.id),
                 await facade.count_operations()) == (1, 1, 2)
+        # Counted on the view's own operation, and its row told so as each call is made.
+        assert (await facade.operation(shown.id)).view_calls == 1
+        assert recorder.latest[shown.id].view_calls == 1
+        again = await facade.start_app_call("monitor", "poll-system-stats", {}, view_of=shown.id)
+        await asyncio.wait_for(facade.wait_finished(again.id), 30)
+        assert (await facade.operation(shown.id)).view_calls == 2 and again.view_calls == 0
+        assert recorder.latest[shown.id].view_calls == 2
         with pytest.raises(api.AppViewRefused, match="no tool"):
             await facade.start_app_call("monitor", "rm-rf", {}, view_of=shown.id)
         with pytest.raises(api.NoSuchOperation):

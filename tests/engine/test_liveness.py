@@ -85,3 +85,35 @@ async def test_a_task_whose_polls_go_unanswered_is_marked_stalled_and_recovers(i
         assert lines(record).count("call wakes_up") == 1
     finally:
         await engine.stop()
+
+
+async def test_the_stalled_mark_outlives_a_restart_of_the_host_until_a_sign_of_life(isolated_home, real_keyring,
+                                                                                  tmp_path):
+    record = tmp_path / "record.txt"
+    engine, recorder = await started(isolated_home, record)
+    try:
+        op = await engine.start_call("stalling", "wakes_up", {})
+        stalled = await until_async(lambda: events_of(recorder, op.id, EVENT_STALLED), what="a stalled event")
+        await until_async(lambda: engine.journal.get_operation(op.id).stalled == stalled[0]["message"],
+                          what="the mark in the journal")
+    finally:
+        await engine.stop()  # a quit: the task is resumed by the next start
+    recorder = Recorder()
+    engine = Engine(isolated_home, recorder)
+    recorder.engine = engine
+    await engine.start()
+    try:
+        # Shown stalled at once, from the journal (the restored poll is held again).
+        restored = await engine.operation(op.id)
+        assert restored is not None and restored.stalled == stalled[0]["message"]
+        await engine.connected("stalling")
+        await until_async(lambda: lines(record).count("get task-wakes_up-1") >= 4, what="the restored poll")
+        assert (await engine.operation(op.id)).stalled == stalled[0]["message"]
+        Path(f"{record}.wake").touch()
+        final = await asyncio.wait_for(engine.wait_finished(op.id), 60)
+        assert final.status == api.COMPLETED
+        assert events_of(recorder, op.id, EVENT_STALL_ENDED)  # the sign of life cleared it
+        await until_async(lambda: engine.journal.get_operation(op.id).stalled is None, what="the mark struck")
+        assert lines(record).count("call wakes_up") == 1
+    finally:
+        await engine.stop()

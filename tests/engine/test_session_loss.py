@@ -9,6 +9,7 @@ SDK), restarted on the same port; a real keyring.
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,6 +18,7 @@ import pytest
 from hostapp.engine import api
 from hostapp.engine.service import Engine
 from hostapp.store.journal import ServerConfig
+from hostapp.store.paths import journal_path
 from tests.engine.conftest import Recorder
 from tests.support.faults import LoopbackProxy
 from tests.support.peers import Peer, start_sdk_work_server, start_ts_example_server
@@ -113,6 +115,147 @@ async def test_python_sdk_server_restarted_call_runs_once(isolated_home, real_ke
             await engine.stop()
         assert records(record) == ["start before", "end before", "start after", "end after"]
     finally:
+        peer.stop()
+
+
+async def test_python_sdk_server_restarted_call_in_flight_as_the_session_is_replaced_runs_once(
+        isolated_home, real_keyring, tmp_path):
+    # The call goes out in the old session just after the restart, and is still on its
+    # way when the host learns (its standalone stream's 404) that the server forgot the
+    # session and replaces it. Closing the old session must not cut the call's POST: the
+    # server answers it 404 (not processed), and it goes out again once, in the new session.
+    record = tmp_path / "record.txt"
+    peer: Peer = start_sdk_work_server(record)
+    proxy = LoopbackProxy(peer.port).start()
+    recorder = Recorder()
+    try:
+        engine = await start_engine(isolated_home, recorder, proxy.url(), "2025-11-25")
+        try:
+            first = await engine.start_call("peer", "work", {"seconds": 0.2, "tag": "before"})
+            assert (await finished(engine, first.id)).status == api.COMPLETED
+            old_session = session_of(engine)
+            stream = proxy.hold(lambda r: r.method == "GET")
+            await asyncio.to_thread(peer.restart)
+            await until_async(stream.arrived, what="the standalone stream asked for again")
+            call = proxy.hold(lambda r: r.rpc_method == "tools/call")
+            op = await engine.start_call("peer", "work", {"seconds": 0.3, "tag": "after"})
+            assert (await until_async(call.arrived, what="the call on its way")).headers["mcp-session-id"] \
+                == old_session
+            stream.release()  # its 404: the server forgot the session, which is replaced
+            await until_async(lambda: proxy.rpc_methods().count("initialize") == 2, what="a new session")
+            call.release()
+            final = await finished(engine, op.id)
+            assert final.status == api.COMPLETED, final.error
+            new_session = session_of(engine)
+        finally:
+            await engine.stop()
+        assert records(record) == ["start before", "end before", "start after", "end after"]
+        sent_in = [r.headers.get("mcp-session-id") for r in proxy.requests if r.rpc_method == "tools/call"
+                   and r.message["params"]["arguments"]["tag"] == "after"]
+        assert sent_in == [old_session, new_session] and new_session != old_session
+        renewed = [data for op_id, kind, data in recorder.events
+                   if op_id == op.id and kind == api.EVENT_SESSION_RENEWED]
+        assert len(renewed) == 1 and "had not processed the call" in renewed[0]["message"]
+    finally:
+        proxy.stop()
+        peer.stop()
+
+
+async def test_a_replaced_sessions_late_404_does_not_drop_the_new_session(isolated_home, real_keyring, tmp_path):
+    # The call's 404 ends the forgotten session and a new one is made; only then does the
+    # old session's standalone stream get its own 404. That is old news: the new session
+    # stays, and the next call goes out in it.
+    record = tmp_path / "record.txt"
+    peer: Peer = start_sdk_work_server(record)
+    proxy = LoopbackProxy(peer.port).start()
+    recorder = Recorder()
+    try:
+        engine = await start_engine(isolated_home, recorder, proxy.url(), "2025-11-25")
+        try:
+            first = await engine.start_call("peer", "work", {"seconds": 0.1, "tag": "before"})
+            assert (await finished(engine, first.id)).status == api.COMPLETED
+            old = engine.connections["peer"].session
+            assert old is not None
+            stream = proxy.hold(lambda r: r.method == "GET")
+            await asyncio.to_thread(peer.restart)
+            await until_async(stream.arrived, what="the standalone stream asked for again")
+            op = await engine.start_call("peer", "work", {"seconds": 0.1, "tag": "after"})
+            assert (await finished(engine, op.id)).status == api.COMPLETED
+            new_session = session_of(engine)
+            stream.release()  # the old session's stream: 404
+            standalone = old.transport._standalone_task  # type: ignore[attr-defined]
+            await until_async(lambda: standalone is None or standalone.done(), what="the late 404 taken")
+            again = await engine.start_call("peer", "work", {"seconds": 0.1, "tag": "again"})
+            assert (await finished(engine, again.id)).status == api.COMPLETED
+            assert session_of(engine) == new_session
+            assert proxy.rpc_methods().count("initialize") == 2
+        finally:
+            await engine.stop()
+        assert records(record) == [f"{e} {tag}" for tag in ("before", "after", "again") for e in ("start", "end")]
+    finally:
+        proxy.stop()
+        peer.stop()
+
+
+class _JournalHeldUntilReconnecting(Recorder):
+    """Holds the journal's write lock (as another process writing would) from ``hold()``
+    until the server's row first leaves ``connected``: by then the engine has heard of
+    the loss, and making the next session needs the journal again."""
+
+    def __init__(self, journal: Path) -> None:
+        super().__init__()
+        self._journal = journal
+        self._busy: sqlite3.Connection | None = None
+
+    def hold(self) -> None:
+        self._busy = sqlite3.connect(self._journal, isolation_level=None)
+        self._busy.execute("BEGIN IMMEDIATE")
+
+    def server_changed(self, server: api.ServerView) -> None:
+        super().server_changed(server)
+        if self._busy is not None and server.state != api.CONNECTED:
+            self._busy.execute("COMMIT")
+            self._busy.close()
+            self._busy = None
+
+
+async def test_python_sdk_server_restarted_as_a_call_is_being_sent_it_goes_out_once_in_the_new_session(
+        isolated_home, real_keyring, tmp_path):
+    # The call has taken the session and is committing its request id (the journal is
+    # slow: another process holds its write lock) when the standalone stream's 404 says
+    # the server forgot the session. Nothing has gone out yet, so nothing may be "unknown":
+    # the call goes out once, in the new session.
+    record = tmp_path / "record.txt"
+    peer: Peer = start_sdk_work_server(record)
+    proxy = LoopbackProxy(peer.port).start()
+    recorder = _JournalHeldUntilReconnecting(journal_path(isolated_home))
+    try:
+        engine = await start_engine(isolated_home, recorder, proxy.url(), "2025-11-25")
+        try:
+            first = await engine.start_call("peer", "work", {"seconds": 0.2, "tag": "before"})
+            assert (await finished(engine, first.id)).status == api.COMPLETED
+            stream = proxy.hold(lambda r: r.method == "GET")
+            await asyncio.to_thread(peer.restart)
+            await until_async(stream.arrived, what="the standalone stream asked for again")
+            op = await engine.start_call("peer", "work", {"seconds": 0.3, "tag": "after"})
+            recorder.hold()  # before the call takes its turn: its commits wait from now on
+            stream.release()  # its 404: the server forgot the session
+            final = await finished(engine, op.id)
+            assert final.status == api.COMPLETED, final.error
+            new_session = session_of(engine)
+        finally:
+            await engine.stop()
+        assert records(record) == ["start before", "end before", "start after", "end after"]
+        sent_in = [r.headers.get("mcp-session-id") for r in proxy.requests if r.rpc_method == "tools/call"
+                   and r.message["params"]["arguments"]["tag"] == "after"]
+        assert sent_in == [new_session]
+        renewed = [data for op_id, kind, data in recorder.events
+                   if op_id == op.id and kind == api.EVENT_SESSION_RENEWED]
+        assert [data["message"] for data in renewed] == [
+            "the server no longer knew the session (it restarted, or ended it) before the call went out; "
+            "sent in a new session"]
+    finally:
+        proxy.stop()
         peer.stop()
 
 

@@ -225,7 +225,7 @@ def test_a_journal_of_schema_1_0_opens_upgraded_and_keeps_working(tmp_path: Path
     _journal_1_0(path)
     assert user_version(path) == (1, 0)
     with OperationJournal(path) as journal:
-        assert journal.schema_version == SCHEMA_VERSION == (2, 6)
+        assert journal.schema_version == SCHEMA_VERSION == (2, 7)
         assert [(s.name, s.auth, s.roots, s.log_level) for s in journal.list_servers()] == [("lab", None, [], None)]
         assert journal.update_server("lab", log_level="debug").log_level == "debug"
         with pytest.raises(ValueError, match="log_level"):
@@ -259,9 +259,9 @@ def test_a_journal_of_schema_1_0_opens_upgraded_and_keeps_working(tmp_path: Path
         indexes = {row[1] for row in conn.execute("PRAGMA index_list(operations)")}
     assert "delivered" not in columns and "pending_input" not in columns and "open_question" in columns
     assert {"operations_by_list_order", "operations_by_status", "operations_by_server"} <= indexes
-    assert user_version(path) == (2, 6)
+    assert user_version(path) == (2, 7)
     with OperationJournal(path) as journal:  # opening it again changes nothing
-        assert journal.schema_version == (2, 6) and journal.count_operations() == 6
+        assert journal.schema_version == (2, 7) and journal.count_operations() == 6
         assert journal.get_operation("op-3").open_question is None  # its end struck the question out
         # The ids the 1.0 journal's operations were sent under are never handed out again.
         used = [op.jsonrpc_id for op in journal.list_operations() if isinstance(op.jsonrpc_id, int)]
@@ -280,7 +280,7 @@ def test_a_journal_of_schema_2_5_gains_view_of_and_folds_a_views_calls(tmp_path:
                      "VALUES ('old', 'lab', 'tools/call', '{\"name\":\"t\"}', 'pending', 1.0, 1.0, 1)")
 
     with OperationJournal(path) as journal:
-        assert journal.schema_version == SCHEMA_VERSION == (2, 6)
+        assert journal.schema_version == SCHEMA_VERSION == (2, 7)
         assert journal.get_operation("old").view_of is None  # a call of its own
         journal.create_operation_sync(OperationRecord("parent", "lab", "tools/call", {}, created_at=2.0))
         for n in range(3):
@@ -314,4 +314,35 @@ def test_a_journal_of_schema_2_5_gains_view_of_and_folds_a_views_calls(tmp_path:
     for index, statement_plans in seen:
         assert statement_plans and all(f"INDEX {index} " in plan for plan in statement_plans), (index, statement_plans)
         assert not any("TEMP B-TREE" in plan for plan in statement_plans), (index, statement_plans)
-    assert user_version(path) == (2, 6)
+    assert user_version(path) == (2, 7)
+
+
+def test_a_journal_of_schema_2_6_gains_the_stalled_mark_and_its_views_call_counts(tmp_path: Path):
+    path = tmp_path / "journal.sqlite3"
+    with OperationJournal(path, migrations=[step for step in MIGRATIONS if step.version <= (2, 6)]):
+        pass
+    with sqlite3.connect(path) as conn:  # a row as a 2.6 hostapp writes it
+        assert "stalled" not in {row[1] for row in conn.execute("PRAGMA table_info(operations)")}
+        conn.execute("INSERT INTO operations (id, server, method, params, status, created_at, updated_at, in_flight) "
+                     "VALUES ('old', 'lab', 'tools/call', '{\"name\":\"t\"}', 'running', 1.0, 1.0, 1)")
+        for n in range(3):  # calls its view made, journaled by 2.6
+            conn.execute("INSERT INTO operations (id, server, method, params, status, created_at, updated_at, "
+                         "in_flight, view_of) VALUES (?, 'lab', 'tools/call', '{}', 'completed', 2.0, 2.0, 0, 'old')",
+                         [f"poll{n}"])
+    with OperationJournal(path) as journal:
+        assert journal.schema_version == SCHEMA_VERSION == (2, 7)
+        assert journal.get_operation("old").stalled is None
+        # The calls made before are counted once by the step, those made after as they come.
+        assert journal.get_operation("old").view_calls == 3 and journal.get_operation("poll0").view_calls == 0
+        journal.create_operation_sync(OperationRecord("poll3", "lab", "tools/call", {}, view_of="old"))
+        assert journal.get_operation("old").view_calls == 4
+        with pytest.raises(TypeError, match="view_calls"):
+            journal.update_operation_sync("old", view_calls=0)
+        marked = journal.update_operation_sync("old", stalled="no sign of life for 30 s")
+        # The host's own finding is not news of the operation: its last news stays.
+        assert marked.stalled == "no sign of life for 30 s" and marked.updated_at == 1.0
+        assert journal.get_operation("old").stalled == "no sign of life for 30 s"
+        assert journal.update_operation_sync("old", stalled=None).stalled is None
+        journal.update_operation_sync("old", stalled="again")
+        journal.finish_operation_sync("old", "completed", result={})
+        assert journal.update_operation_sync("old", stalled=None).stalled is None  # cleared after the end too

@@ -2,7 +2,8 @@
 
 * :class:`LoopbackProxy` – a TCP proxy on 127.0.0.1 between the host and a server. It can
   cut every open connection (a connection dropped mid-stream), refuse every connection for
-  a while (the network gone) and let them through again. It reads the HTTP/1.1 requests it
+  a while (the network gone) and let them through again, and hold a request in flight
+  (read from the host, not yet passed on) until the test releases it. It reads the HTTP/1.1 requests it
   forwards, so a test can count ``tools/call`` requests on the wire (the execution count of
   peers that keep none), collect every handle the server issued (the secret check), and
   show a server as a handshake-era one (``server/discover`` answered with HTTP 400).
@@ -61,6 +62,30 @@ class WireRequest:
         return self.message.get("method") if isinstance(self.message, dict) else None
 
 
+class HeldRequest:
+    """A request the proxy holds in flight (see :meth:`LoopbackProxy.hold`): the host has
+    sent it and waits for its answer; the server has not seen it yet."""
+
+    def __init__(self, matches: Callable[[WireRequest], bool], loop: asyncio.AbstractEventLoop):
+        self.matches = matches
+        self.request: WireRequest | None = None
+        self._loop = loop
+        self._arrived = threading.Event()
+        self._released = asyncio.Event()
+
+    def arrived(self) -> WireRequest | None:
+        """The held request once the host sent it (None until then)."""
+        return self.request if self._arrived.is_set() else None
+
+    def release(self) -> None:
+        """Pass the request on to the server (on a connection of its own, opened now)."""
+        self._loop.call_soon_threadsafe(self._released.set)
+
+    def _take(self, request: WireRequest) -> None:
+        self.request = request
+        self._arrived.set()
+
+
 class _RequestSplitter:
     """Splits the client's byte stream into HTTP/1.1 requests (Content-Length bodies;
     the host's HTTP client does not chunk request bodies)."""
@@ -92,6 +117,9 @@ class LoopbackProxy:
 
     States: *passing* (connections are forwarded) and *refusing* (a new connection is
     closed at once, before a byte is read; open ones were cut when refusing began).
+    While a hold is armed (:meth:`hold`), a new connection reaches the server only when
+    its first request is passed on: a request held across a server restart then reaches
+    the new process, as one sent just after the restart would.
     ``handshake_only`` answers ``server/discover`` with HTTP 400, which is how a
     handshake-era server answers it: the host then runs the ``initialize`` handshake.
     """
@@ -105,6 +133,7 @@ class LoopbackProxy:
         self._refusing = False
         self._answers: list[tuple[str, int]] = []  # (JSON-RPC method, HTTP status) to answer in place
         self._writers: set[asyncio.StreamWriter] = set()
+        self._holds: list[HeldRequest] = []
         self._loop = asyncio.new_event_loop()
         self._server: asyncio.AbstractServer | None = None
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
@@ -148,6 +177,14 @@ class LoopbackProxy:
         limiter in front of the server would."""
         self._answers.extend([(method, status)] * times)
 
+    def hold(self, matches: Callable[[WireRequest], bool]) -> HeldRequest:
+        """Hold the next request for which ``matches`` is true: read from the host and kept
+        from the server until :meth:`HeldRequest.release` (a request slow on the network).
+        Its answer comes back to the host on the same connection."""
+        held = HeldRequest(matches, self._loop)
+        self._holds.append(held)
+        return held
+
     def outage(self, seconds: float) -> None:
         """Refuse for ``seconds``, then let connections through again."""
         self.refuse()
@@ -189,21 +226,38 @@ class LoopbackProxy:
             self.refused += 1
             writer.transport.abort()
             return
-        try:
-            up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.upstream_port)
-        except OSError:  # the server is down: the host sees a connection that closes at once
-            writer.transport.abort()
+        self._writers.add(writer)
+        lazy = bool(self._holds)
+        upstream: list[asyncio.StreamWriter] = []  # the connection to the server, once open
+        pipes: list[asyncio.Task[None]] = []
+
+        async def connect() -> asyncio.StreamWriter | None:
+            if upstream:
+                return upstream[0]
+            try:
+                up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.upstream_port)
+            except OSError:  # the server is down: the host sees a connection that closes at once
+                writer.transport.abort()
+                return None
+            upstream.append(up_writer)
+            self._writers.add(up_writer)
+            pipes.append(asyncio.ensure_future(self._server_to_client(up_reader, writer)))
+            return up_writer
+
+        if not lazy and await connect() is None:
+            self._writers.discard(writer)
             return
-        self._writers.update((writer, up_writer))
-        await asyncio.gather(self._client_to_server(reader, up_writer, writer),
-                             self._server_to_client(up_reader, writer), return_exceptions=True)
-        for w in (writer, up_writer):
+        await asyncio.gather(self._client_to_server(reader, connect, writer), return_exceptions=True)
+        if pipes:
+            await asyncio.gather(*pipes, return_exceptions=True)
+        for w in (writer, *upstream):
             self._writers.discard(w)
             w.transport.abort()
 
-    async def _client_to_server(self, reader: asyncio.StreamReader, upstream: asyncio.StreamWriter,
-                                client: asyncio.StreamWriter) -> None:
+    async def _client_to_server(self, reader: asyncio.StreamReader,
+                                connect: Callable[[], Any], client: asyncio.StreamWriter) -> None:
         splitter = _RequestSplitter()
+        upstream: asyncio.StreamWriter | None = None
         while data := await reader.read(65536):
             for raw, head, body in splitter.feed(data):
                 request = WireRequest(head, body)
@@ -213,15 +267,25 @@ class LoopbackProxy:
                         "code": -32602, "message": "Unsupported protocol version"}}).encode()
                     client.write(_DISCOVER_REFUSAL % (len(error), error))
                     continue
+                held = next((h for h in self._holds if h.matches(request)), None)
+                if held is not None:
+                    self._holds.remove(held)
+                    held._take(request)
+                    await held._released.wait()
                 self.requests.append(request)
                 answer = next((a for a in self._answers if a[0] == request.rpc_method), None)
                 if answer is not None:
                     self._answers.remove(answer)
                     client.write(_STATUS_ANSWER % (answer[1], HTTPStatus(answer[1]).phrase.encode()))
                     continue
+                upstream = await connect()
+                if upstream is None:
+                    return
                 upstream.write(raw)
-            await upstream.drain()
-        upstream.write_eof()
+            if upstream is not None:
+                await upstream.drain()
+        if upstream is not None:
+            upstream.write_eof()
 
     async def _server_to_client(self, upstream: asyncio.StreamReader, client: asyncio.StreamWriter) -> None:
         while data := await upstream.read(65536):

@@ -10,6 +10,9 @@ word on what it was asked. Tasks poll every 50 ms (``pollInterval``).
 - ``falls_silent``: the first poll is answered ``working``, later ones never are;
 - ``wakes_up``: as ``falls_silent``, until the file ``RECORD_FILE.wake`` exists: then
   the polls it held are answered (the task completed), and so is what comes after.
+
+Its tasks are kept in ``RECORD_FILE.tasks`` (JSON), so that the process a restarted host
+starts knows them as the first one did.
 """
 
 import json
@@ -63,7 +66,9 @@ def task(task_id: str, status: str) -> dict:
 
 
 def main() -> None:
-    tasks: dict[str, dict] = {}  # task id -> {"tool": name, "gets": count}
+    kept = Path(f"{RECORD}.tasks")
+    # task id -> {"tool": name, "gets": count}
+    tasks: dict[str, dict] = json.loads(kept.read_text()) if kept.exists() else {}
     threading.Thread(target=wake_when_told, daemon=True).start()
     for line in sys.stdin:
         msg = json.loads(line)
@@ -84,6 +89,7 @@ def main() -> None:
             note(f"call {name}")
             task_id = f"task-{name}-{len(tasks) + 1}"
             tasks[task_id] = {"tool": name, "gets": 0}
+            kept.write_text(json.dumps(tasks))
             write({"jsonrpc": "2.0", "id": rid, "result": {"task": task(task_id, "working")}})
         elif method == "tasks/get":
             task_id = params.get("taskId")
@@ -93,6 +99,7 @@ def main() -> None:
                 write({"jsonrpc": "2.0", "id": rid, "error": {"code": -32602, "message": "no such task"}})
                 continue
             entry["gets"] += 1
+            kept.write_text(json.dumps(tasks))
             if entry["tool"] == "needs_input":
                 write({"jsonrpc": "2.0", "id": rid, "result": task(task_id, "input_required")})
             elif entry["tool"] == "wakes_up" and awake():

@@ -5,6 +5,7 @@ while the journal is read kept over what the read brings."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import random
 from collections.abc import Callable
 from pathlib import Path
@@ -24,18 +25,29 @@ STATUSES = (api.PENDING, api.RUNNING, api.INPUT_REQUIRED, api.COMPLETED, api.FAI
 
 def test_summary_counts_kept_as_changes_come_match_a_count_of_every_status():
     summary = Summary()
-    latest: dict[str, str] = {}
+    latest: dict[str, tuple[str, bool]] = {}
     rng = random.Random(26)
     for _ in range(300):
-        batch = [op(rng.randrange(40), rng.choice(STATUSES)) for _ in range(rng.randrange(1, 12))]
+        batch = [op(rng.randrange(40), rng.choice(STATUSES), stalled=rng.choice([None, "no sign of life"]))
+                 for _ in range(rng.randrange(1, 12))]
         summary.update(batch)
         for view in batch:
-            latest[view.id] = view.status
-        in_flight = [s for s in latest.values() if s in api.IN_FLIGHT]
-        needs = sum(1 for s in in_flight if s == api.INPUT_REQUIRED)
-        assert summary.counts() == (len(in_flight) - needs, needs)
+            latest[view.id] = (view.status, bool(view.stalled))
+        in_flight = [(s, stalled) for s, stalled in latest.values() if s in api.IN_FLIGHT]
+        stalled = sum(1 for _, st in in_flight if st)
+        needs = sum(1 for s, st in in_flight if s == api.INPUT_REQUIRED and not st)
+        assert summary.counts() == (len(in_flight) - needs - stalled, needs, stalled)
     summary.update([op(i, api.COMPLETED) for i in range(40)])
-    assert summary.counts() == (0, 0) and summary.text() == ""
+    assert summary.counts() == (0, 0, 0) and summary.text() == ""
+
+
+def test_a_stalled_operation_waiting_for_input_is_counted_stalled_not_as_needing_you():
+    summary = Summary()
+    waiting = op(1, api.INPUT_REQUIRED, stalled="it waits for input, but asked no question")
+    summary.update([op(0, api.RUNNING), waiting, op(2, api.INPUT_REQUIRED)])
+    assert summary.text() == "1 running, 1 needs you, 1 stalled"
+    summary.update([dataclasses.replace(waiting, stalled=None)])  # a sign of life: a question came
+    assert summary.text() == "1 running, 2 need you"
 
 
 def _pane(tmp_path: Path, qtbot, model: OperationTableModel) -> OperationsPane:

@@ -12,7 +12,7 @@ from hostapp.engine.api import OperationView
 from hostapp.engine.operation import operation_view
 from hostapp.store.journal import OperationJournal, OperationRecord
 from hostapp.ui.details import OperationDetails
-from hostapp.ui.operations_model import OperationTableModel
+from hostapp.ui.operations_model import TOOL, OperationTableModel
 from hostapp.ui.window_parts import Summary
 
 
@@ -64,6 +64,8 @@ def test_a_views_calls_are_neither_rows_nor_counted(qloop, qtmodeltester, tmp_pa
         qtmodeltester.check(model)
         assert [model.operation(r).id for r in range(model.rowCount())] == ["other", "monitor"]
         assert model.total == 2
+        # Counted on the view's own row instead.
+        assert [model.index(r, TOOL).data() for r in range(model.rowCount())] == ["t", "get-system-info · 5 calls"]
         for name in ("in_flight", "finished", "all"):
             qloop.run_until_complete(model.reload(name))
             assert not any(model.operation(r).view_of for r in range(model.rowCount())), name
@@ -76,7 +78,7 @@ def test_a_views_calls_are_neither_rows_nor_counted(qloop, qtmodeltester, tmp_pa
         assert model.total == 2
         summary = Summary()
         summary.update([operation_view(journal.get_operation("other")), poll, _fields(poll, id="poll5")])
-        assert summary.counts() == (1, 0)  # the one call of its own in flight; no poll
+        assert summary.counts() == (1, 0, 0)  # the one call of its own in flight; no poll
 
         # An agent too old to filter: every operation is a row, as before.
         older = OperationTableModel(OlderAgent(journal))

@@ -393,3 +393,28 @@ def test_edit_server_keeps_its_secret_and_reconnects(host, qloop, tmp_path):
 
     with private_keyring(tmp_path / "keyring"):
         qloop.run_until_complete(scenario())
+
+
+def test_a_question_answered_on_the_command_line_leaves_the_window(host, qloop, isolated_home, agents):
+    # `hostapp call lab-http ask_form` with no answers declines the question the window
+    # shows too: once the command has its outcome, nothing of the question stays in the window.
+    from tests.support.faults import HostCall
+
+    window = host.window
+    shown: list[api.InputRequest] = []
+
+    async def scenario():
+        await host.start()
+        await until(lambda: any(s.name == LAB_HTTP_SERVER_NAME and s.state == api.CONNECTED
+                                for s in window.servers_model.servers()), what="lab-http connected")
+        window.signals.inputRequested.connect(shown.append)
+        call = HostCall(isolated_home, "call", LAB_HTTP_SERVER_NAME, "ask_form", "--json",
+                        "--args", json.dumps({"message": "Which colour?"}), env=agents.env)
+        assert await asyncio.to_thread(call.wait) == 0, call.stderr
+        assert "decline" in json.dumps(call.events), call.events
+        assert [q.message for q in shown] == ["Which colour?"]  # the window was asked too
+        await until(lambda: window.elicitations.current is None and not window.elicitations.waiting
+                    and not window.elicitations.holds(shown[0].id), what="the question gone from the window")
+        assert window.elicitations.prompt is None or not window.elicitations.prompt.isVisible()
+
+    qloop.run_until_complete(scenario())

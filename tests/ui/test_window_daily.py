@@ -85,6 +85,14 @@ def test_first_run_hint_question_later_summary_and_list_tools(small_host, qloop)
             return row is not None and window.servers_model.server(row).state == api.CONNECTED
 
         await until(lab_connected, what="the lab to connect")
+        # Neither lab server signs in: Sign out has nothing to forget there.
+        for name in ("lab-http", "lab"):
+            await until(lambda name=name: window.servers_model.row_of(name) is not None, what=f"{name}'s row")
+            window.servers_table.selectRow(window.servers_model.row_of(name))
+            await until(lambda name=name: (window.selected_server() or api.ServerView("", "", "")).name == name,
+                        what=f"{name} selected")
+            assert window.sign_in_action.isEnabled() is window.sign_out_action.isEnabled() is False
+        window.servers_table.clearSelection()
         # An empty first run says what to do.
         hint = window.ops_pane.empty_hint
         assert hint.isVisible() and "Start call" in hint.text() and "long_task_ext" in hint.text()
