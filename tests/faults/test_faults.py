@@ -42,6 +42,7 @@ from typing import Any
 import pytest
 
 from hostapp.lab.state import execution_count
+from hostapp.store.status import TERMINAL
 from tests.faults.conftest import TIME_SCALE, scaled_env
 from tests.support.faults import (
     REPO_ROOT,
@@ -455,6 +456,11 @@ def _resumed_answering(home: Path, env: dict[str, str], answer: dict[str, Any]) 
     answers.write_text(json.dumps([answer]))
     resume = HostCall(home, "-v", "resume", "--wait", "--json", "--answers", str(answers), env=env)
     resume.wait(OUTCOME_TIMEOUT)
+    # On a busy machine the stall watch (its allowance a few of the scaled polls) may call
+    # the answered operation stalled before the server's answer comes, and the command lets
+    # go of it (exit 3); the agent carries it on, and its outcome is the journal's.
+    until(lambda: all(row["status"] in TERMINAL for row in journal_rows(home)), timeout=OUTCOME_TIMEOUT,
+          what="every operation's outcome in the journal")
     return resume
 
 
