@@ -14,7 +14,7 @@ import threading
 import pytest
 
 from tests.support.peers import REPO_ROOT, hostapp
-from tests.support.waiting import until
+from tests.support.waiting import DEADLINE, until
 
 DOCS = "demo://resource/static/document/"
 

@@ -22,7 +22,7 @@ from tests.support.peers import (
     hostapp,
 )
 from tests.support.sdk_client_features_server import BINARY, HOSTILE_TEXT
-from tests.support.waiting import until
+from tests.support.waiting import DEADLINE, until
 
 DOC = "demo://resource/static/document/architecture.md"
 
