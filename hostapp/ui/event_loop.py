@@ -83,8 +83,21 @@ class CallbackScheduler(QObject):
         self._armed_for = due
         self._timer.start(max(0, math.ceil((due - time.monotonic()) * 1000)))
 
+    def wake(self) -> None:
+        """The loop starts running: what waited for it is due (see :meth:`_run_due`)."""
+        if self._ready:
+            self._arm(time.monotonic())
+        elif self._scheduled:
+            self._arm(self._scheduled[0][0])
+
     def _run_due(self) -> None:
         self._armed_for = None
+        if asyncio._get_running_loop() is None:
+            # Qt processes its events outside the asyncio loop too (between two
+            # run_until_complete, a dialog shown before the loop starts): asyncio runs its
+            # callbacks only inside the loop, so these wait for it (run_forever wakes them).
+            # Run now, a task's step would find no running loop and end with that error.
+            return
         now = time.monotonic()
         scheduled = self._scheduled
         while scheduled and scheduled[0][0] <= now:
@@ -152,6 +165,10 @@ class HostEventLoop(qasync.QEventLoop):
 
     def call_at(self, when, callback, *args, context=None):
         return self.call_later(when - time.monotonic(), callback, *args, context=context)
+
+    def _before_run_forever(self) -> None:
+        super()._before_run_forever()
+        self._timer.wake()
 
     @staticmethod
     def _check_callback(callback: Any, method: str) -> None:

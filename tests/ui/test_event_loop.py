@@ -112,3 +112,29 @@ def test_in_debug_mode_coroutines_and_non_callables_are_refused(loop):
     finally:
         loop.set_debug(False)
     assert isinstance(loop.call_at(loop.time() + 1, print), asyncio.Handle)
+
+
+def test_callbacks_wait_while_the_loop_is_not_running(loop, qapp: QApplication):
+    """Qt processes its events outside the asyncio loop too (a test between two
+    ``run_until_complete``, a dialog before the app's loop starts): a callback due then waits
+    for the loop to run, as asyncio's own do, instead of stepping a task with no running
+    loop (which raised "no running event loop" inside it and ended it for good)."""
+    steps: list[str] = []
+
+    async def background() -> None:
+        await asyncio.sleep(0)
+        steps.append("first")
+        await asyncio.sleep(0.01)
+        asyncio.get_running_loop()  # what a task's code may ask at any step
+        steps.append("second")
+
+    async def start() -> asyncio.Task[None]:
+        return asyncio.get_running_loop().create_task(background())
+
+    task = loop.run_until_complete(start())
+    deadline = loop.time() + 0.5
+    while loop.time() < deadline:  # the loop is not running: only Qt's events are processed
+        qapp.processEvents()
+    assert steps == [] and not task.done()
+    loop.run_until_complete(task)
+    assert steps == ["first", "second"]
