@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import threading
@@ -14,7 +13,7 @@ import threading
 import pytest
 
 from tests.support.peers import REPO_ROOT, hostapp
-from tests.support.waiting import DEADLINE, until
+from tests.support.waiting import interrupted, until
 
 DOCS = "demo://resource/static/document/"
 
@@ -35,8 +34,7 @@ class Running:
             self.lines.append(line.rstrip("\n"))
 
     def interrupt(self) -> int:
-        self.proc.send_signal(signal.SIGINT)
-        _out, err = self.proc.communicate(timeout=DEADLINE)
+        err = interrupted(self.proc)
         assert self.proc.returncode == 130, err
         return self.proc.returncode
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 import base64
 import json
 import os
-import signal
 import subprocess
 import sys
 import threading
@@ -22,7 +21,7 @@ from tests.support.peers import (
     hostapp,
 )
 from tests.support.sdk_client_features_server import BINARY, HOSTILE_TEXT
-from tests.support.waiting import DEADLINE, until
+from tests.support.waiting import interrupted, until
 
 DOC = "demo://resource/static/document/architecture.md"
 
@@ -94,8 +93,7 @@ def test_a_watch_prints_each_update_the_server_pushes_until_ctrl_c(ev_home, agen
         until(lambda: len(lines) >= 2, what="an update to be printed")
         assert lines[1]["event"] == "updated" and lines[1]["uri"] == DOC and lines[1]["server"] == "ev"
     finally:
-        watch.send_signal(signal.SIGINT)
-        _out, err = watch.communicate(timeout=DEADLINE)
+        err = interrupted(watch)
     assert watch.returncode == 130, err
 
 
@@ -124,8 +122,7 @@ def test_the_labs_status_is_listed_read_and_watched_as_it_changes(lab_http, isol
     try:
         until(lambda: len(lines) >= 2, what="two updates of lab://status to be printed")
     finally:
-        watch.send_signal(signal.SIGINT)
-        _out, err = watch.communicate(timeout=DEADLINE)
+        err = interrupted(watch)
     assert watch.returncode == 130, err
     assert all(line.endswith(f" updated {STATUS_URI}") for line in lines[:2]), lines  # the "watching" line is on stderr
 

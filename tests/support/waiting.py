@@ -19,8 +19,11 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import signal
+import subprocess
 import time
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -71,3 +74,22 @@ def run_until(qloop: asyncio.AbstractEventLoop, predicate: Callable[[], T | Awai
               timeout: float = DEADLINE, what: str = "the condition", interval: float = INTERVAL) -> T:
     """Run ``qloop`` (the window's event loop) until ``predicate`` holds; return its value."""
     return qloop.run_until_complete(until_async(predicate, timeout, what, interval))
+
+
+def interrupted(proc: subprocess.Popen[str], timeout: float = DEADLINE) -> str:
+    """Ctrl+C to ``proc`` (SIGINT), then its end: its standard error. A command that does
+    not end by ``timeout`` fails the test saying how it stood (its signal masks and state
+    from /proc, where there is one: a SIGINT blocked or ignored there was inherited from
+    whatever started it), then it is killed."""
+    proc.send_signal(signal.SIGINT)
+    try:
+        _out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        status = Path(f"/proc/{proc.pid}/status")
+        shown = [line for line in (status.read_text().splitlines() if status.exists() else [])
+                 if line.split(":")[0] in ("State", "Threads", "SigBlk", "SigIgn", "SigCgt")]
+        proc.kill()
+        _out, err = proc.communicate()
+        raise AssertionError(f"{proc.args!r} did not end within {timeout:g} s of Ctrl+C; it stood: {shown}; "
+                             f"stderr: {err!r}") from None
+    return err
