@@ -200,6 +200,16 @@ class Heard:
         self.problems.append(message)
 
 
+def raw_client(path: Path, name: str | None = None) -> socket.socket:
+    """A client on a bare socket that has said hello (as ``name``) and reads only when the
+    test does."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.connect(str(path))
+    params: dict[str, Any] = {"version": N, **({"client": name} if name else {})}
+    sock.sendall(wire.dumps({"jsonrpc": "2.0", "id": 1, "method": "hello", "params": params}))
+    return sock
+
+
 def _op(op_id: str, status: str = api.OperationStatus.RUNNING, progress: float = 0.0) -> api.OperationView:
     return api.OperationView(id=op_id, server="s", tool="t", method="tools/call", arguments={}, status=status,
                              progress=progress)
@@ -256,9 +266,7 @@ async def test_a_reconnecting_client_catches_up_exactly_then_is_told_of_a_gap(is
 async def test_a_client_whose_socket_is_gone_is_written_to_no_more_and_said_once(
         isolated_home: Path, caplog: pytest.LogCaptureFixture):
     async with serving(isolated_home) as endpoint:
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        sock.connect(str(endpoint.path))
-        sock.sendall(wire.dumps({"jsonrpc": "2.0", "id": 1, "method": "hello", "params": {"version": N}}))
+        sock = raw_client(endpoint.path)
         await until(lambda: endpoint.client_count == 1)
         sock.close()
         caplog.set_level(logging.INFO)
@@ -273,10 +281,7 @@ async def test_a_client_whose_socket_is_gone_is_written_to_no_more_and_said_once
 async def test_a_stuck_client_is_dropped_with_a_farewell_and_the_others_are_served(isolated_home: Path):
     limits = Limits(high_water=64 * 1024, held=256 * 1024, farewell_seconds=60)
     async with serving(isolated_home, limits=limits) as endpoint:
-        stuck = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        stuck.connect(str(endpoint.path))
-        stuck.sendall(wire.dumps({"jsonrpc": "2.0", "id": 1, "method": "hello",
-                                  "params": {"version": N, "client": "stuck"}}))
+        stuck = raw_client(endpoint.path, "stuck")
         heard = Heard()
         other = await RemoteEngine.connect(endpoint.path, heard, client="test")
         try:
@@ -309,10 +314,7 @@ async def test_a_backlogged_client_keeps_coalescing_changes_while_other_events_c
     and only they count towards the bytes that drop a client."""
     limits = Limits(high_water=64 * 1024, held=256 * 1024, farewell_seconds=60)
     async with serving(isolated_home, limits=limits) as endpoint:
-        slow = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        slow.connect(str(endpoint.path))
-        slow.sendall(wire.dumps({"jsonrpc": "2.0", "id": 1, "method": "hello",
-                                 "params": {"version": N, "client": "slow"}}))
+        slow = raw_client(endpoint.path, "slow")
         try:
             await until(lambda: endpoint.client_count == 1)
             big = "x" * 8192
@@ -385,10 +387,7 @@ async def test_a_flood_for_a_client_that_never_reads_leaves_the_agent_bounded_an
                                args=["x" * (256 * 1024)])
         await other.add_server(big)
         before = _rss(owner.pid)
-        stuck = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        stuck.connect(str(endpoint_path(agents.home)))
-        stuck.sendall(wire.dumps({"jsonrpc": "2.0", "id": 1, "method": "hello",
-                                  "params": {"version": N, "client": "stuck"}}))
+        stuck = raw_client(endpoint_path(agents.home), "stuck")
         # 400 answers of 256 KiB asked for, none ever read (100 MiB if the agent kept them).
         stuck.sendall(b"".join(b'{"jsonrpc":"2.0","id":%d,"method":"server_configs"}\n' % (i + 2)
                                for i in range(400)))
