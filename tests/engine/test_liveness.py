@@ -66,13 +66,20 @@ async def test_input_required_with_no_question_is_checked_then_marked_stalled(is
         await engine.stop()
 
 
+async def stalled_call(engine, recorder):
+    """A call of the stalling server's ``wakes_up`` (a task whose polls go unanswered until
+    it is woken), once the host has marked it stalled: the operation and its stalled events."""
+    op = await engine.start_call("stalling", "wakes_up", {})
+    stalled = await until_async(lambda: events_of(recorder, op.id, EVENT_STALLED), what="a stalled event")
+    return op, stalled
+
+
 async def test_a_task_whose_polls_go_unanswered_is_marked_stalled_and_recovers(isolated_home, real_keyring,
                                                                              tmp_path):
     record = tmp_path / "record.txt"
     engine, recorder = await started(isolated_home, record)
     try:
-        op = await engine.start_call("stalling", "wakes_up", {})
-        stalled = await until_async(lambda: events_of(recorder, op.id, EVENT_STALLED), what="a stalled event")
+        op, stalled = await stalled_call(engine, recorder)
         assert "no sign of life" in stalled[0]["message"]
         # Checked first: a poll beyond the first two (the answered one, the one never answered).
         assert lines(record).count("get task-wakes_up-1") >= 3
@@ -92,8 +99,7 @@ async def test_the_stalled_mark_outlives_a_restart_of_the_host_until_a_sign_of_l
     record = tmp_path / "record.txt"
     engine, recorder = await started(isolated_home, record)
     try:
-        op = await engine.start_call("stalling", "wakes_up", {})
-        stalled = await until_async(lambda: events_of(recorder, op.id, EVENT_STALLED), what="a stalled event")
+        op, stalled = await stalled_call(engine, recorder)
         await until_async(lambda: engine.journal.get_operation(op.id).stalled == stalled[0]["message"],
                           what="the mark in the journal")
     finally:
