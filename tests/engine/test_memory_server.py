@@ -4,6 +4,7 @@ what a server says, where each message goes, and what it makes of a server that 
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -267,3 +268,36 @@ async def test_a_cancel_the_server_refuses_is_shown_not_swallowed(isolated_home,
     assert final.status == api.COMPLETED
     assert any(e["kind"] == "cancel_refused" and e["data"]["message"] == "Task not found" for e in events)
     assert OperationJournal(isolated_home / "journal.sqlite3").get_operation(op.id).mechanism == "tasks_2025"
+
+
+async def test_a_status_message_is_not_overwritten_by_progress_published_while_it_was_being_journaled(
+        engine, fake, recorder, monkeypatch):
+    # A step arrives, then at once a question: the operation waits for the person. The
+    # journal is slow to take the status (another process holds its write lock), and the
+    # progress timer fires meanwhile: the step it journals is older than the status, and
+    # must not come after it (a restarted client showed "step 2/4" instead of "waiting
+    # for your answer" for an operation waiting for an answer).
+    go, asked = asyncio.Event(), asyncio.Event()
+    monkeypatch.setattr(recorder, "input_requested", lambda request: asked.set())  # left open
+
+    @fake.tool("ask_after_a_step")
+    async def ask_after_a_step(call: ToolCall) -> dict:
+        await call.progress(1, 4, "step 1/4")
+        await go.wait()
+        await call.progress(2, 4, "step 2/4")
+        await call.elicit("Go on?", {"type": "object", "properties": {}})
+        return text_result("done")
+
+    op = await engine.start_call("fake", "ask_after_a_step", {})
+    await until_async(lambda: 1 in recorder.progress_of(op.id))
+    busy = sqlite3.connect(engine.journal.path, isolation_level=None)
+    busy.execute("BEGIN IMMEDIATE")
+    go.set()
+    await asyncio.sleep(0.3)  # the status waits for the journal; the progress timer fires meanwhile
+    assert not asked.is_set()
+    busy.execute("COMMIT")
+    busy.close()
+    await asyncio.wait_for(asked.wait(), DEADLINE)
+    await engine.journal.flush()
+    record = engine.journal.get_operation(op.id)
+    assert (record.status, record.progress, record.message) == (api.INPUT_REQUIRED, 2, "waiting for your answer")
