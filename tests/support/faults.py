@@ -499,7 +499,7 @@ class HostCall:
         except subprocess.TimeoutExpired:
             self.kill()
             raise AssertionError(f"hostapp {self.command} did not end within {timeout} s; events={self.events}\n"
-                                 f"stderr:\n{self.stderr}") from None
+                                 f"stderr:\n{self.stderr}\n{agent_log_tail(self.home)}") from None
         self._reader.join(5)
         self._stderr.close()
         assert not self.bad_lines, f"non-JSON lines on stdout: {self.bad_lines}"
@@ -514,6 +514,16 @@ class HostCall:
     @property
     def last(self) -> dict[str, Any]:
         return self.events[-1] if self.events else {}
+
+
+def agent_log_tail(home: Path, lines: int = 120) -> str:
+    """The end of the log of the agent that carried the call (what it did while the
+    command waited), for a failure's message."""
+    log = home / "logs" / "agent.log"
+    if not log.exists():
+        return f"(no agent log at {log})"
+    tail = log.read_text(errors="replace").splitlines()[-lines:]
+    return f"the agent's log, last {len(tail)} lines:\n" + "\n".join(tail)
 
 
 def progress_of(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
