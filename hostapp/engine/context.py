@@ -156,6 +156,9 @@ class EngineContext:
     def publish_progress(self, runner: OperationRunner) -> None:
         self.progress.now(runner)
 
+    def journal_progress(self, runner: OperationRunner) -> None:
+        self.progress.journal_now(runner)
+
     def progressed(self, runner: OperationRunner) -> None:
         """Progress moved: journaled and told at most :data:`PROGRESS_PUBLISH_HZ` times a second."""
         self.progress.later(runner)

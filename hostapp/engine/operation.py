@@ -89,6 +89,10 @@ class RunnerContext(Protocol[RunnerT]):
     def publish_progress(self, runner: RunnerT) -> None:
         """The progress taken and not yet told is journaled and told now (before an end)."""
         ...
+    def journal_progress(self, runner: RunnerT) -> None:
+        """The progress taken and not yet journaled goes to the journal's queue now, not told
+        (before a change that is committed and then told with it)."""
+        ...
     def progressed(self, runner: RunnerT) -> None:
         """Only the progress moved: told (and journaled) coalesced, a little later."""
         ...

@@ -331,7 +331,7 @@ class OperationRunner:
         # Progress taken before the status goes to the journal's queue first: published by
         # the timer while the status is being committed, it would land after it, and its
         # older message would replace the status's ("waiting for your answer").
-        self.context.progress.journal_now(self)
+        self.context.journal_progress(self)
         await self.context.journal.update_operation(self.id, status=status, message=message)
         self.progress.change(status=status, needs_input=status == OperationStatus.INPUT_REQUIRED,
                              message=message or self.view.message, updated_at=self.context.clock())
@@ -477,7 +477,7 @@ class OperationRunner:
     async def show_cancel_refused(self, message: str, data: dict[str, Any]) -> None:
         """The server refused the cancel: journaled and shown, its status unchanged."""
         ctx = self.context
-        ctx.progress.journal_now(self)  # older progress first (see set_status)
+        ctx.journal_progress(self)  # older progress first (see set_status)
         await ctx.journal.update_operation(self.id, message=message)
         self.progress.change(message=message, updated_at=ctx.clock())
         ctx.journal.append_event(self.id, "cancel_refused", data)
