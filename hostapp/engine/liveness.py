@@ -28,7 +28,11 @@ polls of thousands of operations well beyond their hinted interval, or the first
 contacts after a start).
 
 Cost on the hot path: a sign of life sets a flag on its watch; the timer, one per
-watched operation, looks at it when it fires.
+watched operation, looks at it when it fires. An operation the host holds is parked with
+its server's others under one timer (:class:`_Parked`) until the host lets them go: at ten
+thousand operations after a restart, thousands wait for their first contact or for the
+poll budget at once, and a timer each, re-armed at every allowance until their turn came,
+was 190,000 timers a minute in the loop's heap.
 """
 
 from __future__ import annotations
@@ -113,7 +117,8 @@ def _seconds(value: float) -> str:
 
 
 class _Watch:
-    __slots__ = ("checked", "fresh", "input_began", "input_since", "last_life", "runner", "stalled", "timer")
+    __slots__ = ("checked", "fresh", "input_began", "input_since", "last_life", "parked", "runner", "stalled",
+                 "timer")
 
     def __init__(self, runner: OperationRunner, now: float) -> None:
         self.runner = runner
@@ -124,6 +129,20 @@ class _Watch:
         self.checked: set[str] = set()  # the conditions checked on since they began
         self.stalled: str | None = None  # the condition it is stalled by
         self.timer: asyncio.TimerHandle | None = None
+        self.parked = False  # held by the host, under its server's timer (no timer of its own)
+
+
+class _Parked:
+    """The watches of one server's operations that the host holds (its connection is down,
+    their polls wait their turn, their first contact has not come), under one timer: it
+    lets go of each when the host does, and re-arms its own timer then."""
+
+    __slots__ = ("period", "timer", "watches")
+
+    def __init__(self, period: float) -> None:
+        self.watches: dict[str, _Watch] = {}
+        self.period = period
+        self.timer: asyncio.TimerHandle | None = None
 
 
 class LivenessWatches:
@@ -132,6 +151,7 @@ class LivenessWatches:
     def __init__(self, context: EngineContext) -> None:
         self._context = context
         self._watches: dict[str, _Watch] = {}
+        self._parked: dict[str, _Parked] = {}  # by server
 
     # -- what the context tells ----------------------------------------------------------
 
@@ -144,7 +164,7 @@ class LivenessWatches:
         watch.fresh = True
         if watch.stalled == SILENT:
             self._unstall(watch)
-        elif watch.timer is None and watch.stalled is None:
+        elif watch.timer is None and watch.stalled is None and not watch.parked:
             self._arm(watch)
 
     def sent(self, runner: OperationRunner) -> None:
@@ -181,14 +201,22 @@ class LivenessWatches:
 
     def forget(self, runner: OperationRunner) -> None:
         watch = self._watches.pop(runner.id, None)
-        if watch is not None and watch.timer is not None:
+        if watch is None:
+            return
+        if watch.timer is not None:
             watch.timer.cancel()
+        if watch.parked:
+            self._unpark(watch)
 
     def close(self) -> None:
         for watch in self._watches.values():
             if watch.timer is not None:
                 watch.timer.cancel()
+        for parked in self._parked.values():
+            if parked.timer is not None:
+                parked.timer.cancel()
         self._watches.clear()
+        self._parked.clear()
 
     # -- the watch ---------------------------------------------------------------------
 
@@ -223,6 +251,8 @@ class LivenessWatches:
         if watch.timer is not None:
             watch.timer.cancel()
             watch.timer = None
+        if watch.parked:
+            return  # its server's timer arms it when the host lets go of it
         allowance = self._allowance(watch)
         if allowance is not None and watch.stalled is None:
             watch.timer = asyncio.get_running_loop().call_later(allowance, self._look, watch)
@@ -239,8 +269,11 @@ class LivenessWatches:
             return
         if watch.stalled is not None:
             return  # until a sign of life (or the end of the wait for input) clears it
+        if self._host_holds_it(runner):
+            self._park(watch, allowance)  # silence is not counted until the host lets go
+            return
         now = ctx.clock()
-        if watch.fresh or self._host_holds_it(runner):
+        if watch.fresh:
             watch.fresh, watch.last_life = False, now
             watch.checked.discard(SILENT)
         if watch.input_since is not None and ctx.questions.asks(runner.id):
@@ -270,9 +303,60 @@ class LivenessWatches:
         down (the supervisor reconnects, the window shows the server offline), or the
         operation's polls wait their turn (the server's poll budget, or the first contacts
         after a start): silence then says nothing about the server."""
+        return self._host_holds_server(runner.server) or runner.awaiting_first_contact
+
+    def _host_holds_server(self, server: str) -> bool:
+        """The host holds every operation of ``server`` (see :meth:`_host_holds_it`)."""
         ctx = self._context
-        return (not ctx.connection(runner.server).is_ready or runner.awaiting_first_contact
-                or ctx.poll_budget(runner.server).waiting > 0)
+        return not ctx.connection(server).is_ready or ctx.poll_budget(server).waiting > 0
+
+    def _park(self, watch: _Watch, period: float) -> None:
+        server = watch.runner.server
+        parked = self._parked.get(server)
+        if parked is None:
+            parked = self._parked[server] = _Parked(period)
+        parked.period = min(parked.period, period)
+        parked.watches[watch.runner.id] = watch
+        watch.parked = True
+        if parked.timer is None:
+            parked.timer = asyncio.get_running_loop().call_later(parked.period, self._look_parked, server)
+
+    def _unpark(self, watch: _Watch) -> None:
+        watch.parked = False
+        parked = self._parked.get(watch.runner.server)
+        if parked is None:
+            return
+        parked.watches.pop(watch.runner.id, None)
+        if not parked.watches:
+            if parked.timer is not None:
+                parked.timer.cancel()
+            del self._parked[watch.runner.server]
+
+    def _look_parked(self, server: str) -> None:
+        """The server's timer: while the host holds all its operations, wait on (one look,
+        not one per operation); else let go of each the host no longer holds. Its silence
+        counts from now, as if a sign of life had just come."""
+        parked = self._parked.get(server)
+        if parked is None:
+            return
+        parked.timer = None
+        if self._context.stopping:
+            return
+        if not self._host_holds_server(server):
+            now = self._context.clock()
+            for op_id, watch in list(parked.watches.items()):
+                if self._watches.get(op_id) is not watch or watch.runner.ending:
+                    del parked.watches[op_id]
+                elif not watch.runner.awaiting_first_contact:
+                    del parked.watches[op_id]
+                    watch.parked = False
+                    watch.fresh, watch.last_life = False, now
+                    watch.checked.discard(SILENT)
+                    self._arm(watch)
+        if not parked.watches:
+            del self._parked[server]
+            return
+        parked.timer = asyncio.get_running_loop().call_later(parked.period, self._look_parked, server)
 
     @staticmethod
     def _why(condition: str, silent_for: float, unasked_for: float, allowance: float) -> str:

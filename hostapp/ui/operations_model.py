@@ -203,6 +203,10 @@ class _Section:
             del key_of[op.id]
 
 
+async def _no_rows() -> list[OperationView]:
+    return []
+
+
 class OperationTableModel(FlatTableModel):
     """Rows: in-flight operations (newest first), then finished ones (journal order, paged).
 
@@ -303,9 +307,13 @@ class OperationTableModel(FlatTableModel):
         try:
             live_statuses = self._statuses(api.IN_FLIGHT)
             done_statuses = self._statuses(api.TERMINAL)
-            live = await self._operations(live_statuses, limit=10_000) if live_statuses else []
-            history = await self._operations(done_statuses, limit=PAGE_SIZE) if done_statuses else []
-            total = await self._count(self._statuses(api.IN_FLIGHT | api.TERMINAL))
+            # Asked together: an agent still resuming what it found at its start serves these
+            # reads from its journal, but each answer waits for a turn of its busy event loop;
+            # one after the other, the window waited for three.
+            live, history, total = await asyncio.gather(
+                self._operations(live_statuses, limit=10_000) if live_statuses else _no_rows(),
+                self._operations(done_statuses, limit=PAGE_SIZE) if done_statuses else _no_rows(),
+                self._count(self._statuses(api.IN_FLIGHT | api.TERMINAL)))
         except BaseException:
             if generation == self._generation:
                 self._arrived = None
