@@ -20,6 +20,13 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 # a few seconds after its last client instead of minutes; what is left at a test's end is
 # stopped by stop_agents_left.
 os.environ.setdefault("HOSTAPP_AGENT_IDLE_EXIT", "3")
+# A suite started in the background by a shell without job control (`make test &` in a
+# script, `nohup`) inherits SIGINT ignored, and so would every command a test starts: the
+# tests that press Ctrl+C on a command (a resource watch, a log follow) waited for ever on
+# one that never heard it. The commands start as from a terminal's foreground: Python's
+# own handler here means the default disposition in every process started from here.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(autouse=True)
