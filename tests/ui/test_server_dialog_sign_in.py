@@ -69,9 +69,11 @@ def test_the_server_dialog_edits_sign_in_settings_with_secrets_in_the_keyring(qt
             await until(lambda: window.server_actions.server_dialog is None, what="the server to be saved")
 
         async def signs_in(name: str, tokens_before: int) -> None:
-            await until(lambda: (v := view_of(window, name)) and v.state == api.CONNECTED and v.tools_count == 1,
-                        timeout=60, what=f"{name} to sign in and connect")
-            assert len(peer.requests_to("/token")) > tokens_before
+            # Counted before the save: the new sign-in may come while the save is confirmed,
+            # and the server's row says connected from before the save until it reconnects.
+            await until(lambda: len(peer.requests_to("/token")) > tokens_before
+                        and (v := view_of(window, name)) and v.state == api.CONNECTED and v.tools_count == 1,
+                        timeout=60, what=f"{name} to sign in again and connect")
 
         async def scenario():
             from hostapp.auth import TokenStore
@@ -112,8 +114,8 @@ def test_the_server_dialog_edits_sign_in_settings_with_secrets_in_the_keyring(qt
             assert form.dpop.isChecked() and form.secret.text() == "" and "keyring" in form.secret.placeholderText()
             form.scope.setText("mcp:tools")
             form.secret.setText(SECOND)
-            await save(dialog)
             before = len(peer.requests_to("/token"))
+            await save(dialog)
             await signs_in("svc", before)
             assert peer.requests_to("/token")[-1].headers["authorization"] == basic("machine", SECOND)
             assert (await host.api.server_config("svc")).auth["scope"] == "mcp:tools"
@@ -121,8 +123,8 @@ def test_the_server_dialog_edits_sign_in_settings_with_secrets_in_the_keyring(qt
             # Renamed: the secret goes along, under the new name.
             dialog = await dialog_for("svc")
             dialog.name_edit.setText("svc-renamed")
-            await save(dialog)
             before = len(peer.requests_to("/token"))
+            await save(dialog)
             await signs_in("svc-renamed", before)
             assert peer.requests_to("/token")[-1].headers["authorization"] == basic("machine", SECOND)
 
@@ -130,9 +132,9 @@ def test_the_server_dialog_edits_sign_in_settings_with_secrets_in_the_keyring(qt
             dialog = await dialog_for("svc-renamed")
             dialog.sign_in.import_key_file(key_file)
             assert "client.pem" in dialog.sign_in.key_label.text()
+            before = len(peer.requests_to("/token"))
             await save(dialog)
             key_file.unlink()  # imported: the file is no longer needed
-            before = len(peer.requests_to("/token"))
             await signs_in("svc-renamed", before)
             last = peer.requests_to("/token")[-1]
             assert last.form["client_assertion_type"] == "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
