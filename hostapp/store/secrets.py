@@ -220,7 +220,16 @@ class SecretStore:
 
     @property
     def backend(self) -> SecretBackend:
-        return self._backend if self._backend is not None else keyring.get_keyring()
+        if self._backend is not None:
+            return self._backend
+        try:
+            return keyring.get_keyring()
+        except Exception as exc:  # noqa: BLE001 - whatever it is, the person is told in words
+            # The library picks its backend at the first call and may raise anything there:
+            # a Secret Service named by PYTHON_KEYRING_BACKEND whose daemon is gone raises a
+            # bare RuntimeError ("neither running nor activatable through D-Bus").
+            raise KeyringUnavailable(f"The keyring could not be opened ({type(exc).__name__}: {exc}). "
+                                     f"{_NO_KEYRING_HINT}") from None
 
     # -- availability -----------------------------------------------------------------
 

@@ -56,3 +56,21 @@ def test_a_secret_on_the_command_line_is_said_to_be_visible_and_a_missing_one_re
     missing = run(isolated_home, keyring_env, "servers", "add", "three", "--url", "https://example.invalid/mcp",
                   "--secret-header-file", "Authorization=/nonexistent/file")
     assert missing.returncode != 0 and "cannot read /nonexistent/file" in missing.stderr
+
+
+def test_a_secret_service_that_is_gone_is_said_so_in_words_and_nothing_is_added(isolated_home: Path, tmp_path: Path):
+    # The keyring's daemon went away (its D-Bus session ended) while the backend still names
+    # the Secret Service: the keyring library raises a bare RuntimeError while it picks the
+    # backend, which came out of `servers add` as a Python traceback.
+    gone = {"PYTHON_KEYRING_BACKEND": "keyring.backends.SecretService.Keyring",
+            "DBUS_SESSION_BUS_ADDRESS": f"unix:path={tmp_path / 'no-such-bus'}", "HOME": str(tmp_path)}
+    added = run(isolated_home, gone, "servers", "add", "kept", "--url", "https://example.invalid/mcp",
+                "--secret-header-stdin", "Authorization", stdin="Bearer 5ecret-value\n")
+    assert added.returncode != 0
+    assert "Traceback" not in added.stderr, added.stderr
+    assert "keyring" in added.stderr.lower() and "Secret Service" in added.stderr, added.stderr
+    assert "5ecret" not in added.stderr
+    listed = run(isolated_home, gone, "servers", "list")
+    assert listed.returncode == 0, listed.stderr
+    assert "kept" not in listed.stdout  # nothing half-added
+    assert run(isolated_home, gone, "agent", "stop", "--yes").returncode in (0, 1)
