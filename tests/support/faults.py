@@ -288,11 +288,18 @@ class LoopbackProxy:
             upstream.write_eof()
 
     async def _server_to_client(self, upstream: asyncio.StreamReader, client: asyncio.StreamWriter) -> None:
-        while data := await upstream.read(65536):
-            self.server_bytes.extend(data)
-            client.write(data)
-            await client.drain()
-        client.transport.abort()
+        # However the server's side ends, the host's ends with it, as through a real proxy:
+        # a server killed with the proxy's connection still in its accept queue resets it
+        # (ConnectionResetError, not an end of stream), and a host whose request had gone
+        # out on it waited for an answer for ever (a loaded run, the lab restarted just as
+        # a resume-token continuation was sent).
+        try:
+            while data := await upstream.read(65536):
+                self.server_bytes.extend(data)
+                client.write(data)
+                await client.drain()
+        finally:
+            client.transport.abort()
 
 
 #: JSON members whose string values are handles a server (or, for async tools, the
