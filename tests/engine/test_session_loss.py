@@ -17,10 +17,11 @@ import pytest
 
 from hostapp.engine import api
 from hostapp.engine.service import Engine
+from hostapp.engine.session import ClientSession
 from hostapp.store.journal import ServerConfig
 from hostapp.store.paths import journal_path
 from tests.engine.conftest import Recorder
-from tests.support.faults import LoopbackProxy
+from tests.support.faults import HeldRequest, LoopbackProxy
 from tests.support.peers import Peer, start_sdk_work_server, start_ts_example_server
 from tests.support.sdk_work_server import records
 from tests.support.waiting import until_async
@@ -51,9 +52,47 @@ def ts_peer() -> Iterator[tuple[Peer, LoopbackProxy]]:
     peer.stop()
 
 
+@pytest.fixture
+def sdk_peer(tmp_path: Path) -> Iterator[tuple[Peer, LoopbackProxy, Path]]:
+    """The `mcp` SDK's work server, behind a proxy that sees (and can hold) every request,
+    and the file where the server records each run of its tool."""
+    record = tmp_path / "record.txt"
+    peer = start_sdk_work_server(record)
+    proxy = LoopbackProxy(peer.port).start()
+    yield peer, proxy, record
+    proxy.stop()
+    peer.stop()
+
+
 def session_of(engine: Engine) -> str | None:
     session = engine.connections["peer"].session
     return session.transport.session_id if session is not None else None
+
+
+async def restarted_holding_its_stream(engine: Engine, peer: Peer, proxy: LoopbackProxy,
+                                       first_seconds: float) -> tuple[HeldRequest, ClientSession]:
+    """A first call completes in the session the host has then (returned); the server
+    restarts, and the standalone stream's request asking for it again is held, not yet
+    answered 404 (returned, to be released when the test says)."""
+    first = await engine.start_call("peer", "work", {"seconds": first_seconds, "tag": "before"})
+    assert (await finished(engine, first.id)).status == api.COMPLETED
+    old = engine.connections["peer"].session
+    assert old is not None
+    stream = proxy.hold(lambda r: r.method == "GET")
+    await asyncio.to_thread(peer.restart)
+    await until_async(stream.arrived, what="the standalone stream asked for again")
+    return stream, old
+
+
+def sessions_sent_in(proxy: LoopbackProxy, tag: str) -> list[str | None]:
+    """The session id of each ``work`` call tagged ``tag`` that reached the server, in order."""
+    return [r.headers.get("mcp-session-id") for r in proxy.requests
+            if r.rpc_method == "tools/call" and r.message["params"]["arguments"].get("tag") == tag]
+
+
+def renewed_of(recorder: Recorder, op_id: str) -> list[dict]:
+    """What the operation's timeline said when its call went out again in a new session."""
+    return [data for oid, kind, data in recorder.events if oid == op_id and kind == api.EVENT_SESSION_RENEWED]
 
 
 async def test_ts_sdk_server_restarted_call_goes_out_once_on_a_new_session(isolated_home, real_keyring, ts_peer):
@@ -71,8 +110,7 @@ async def test_ts_sdk_server_restarted_call_goes_out_once_on_a_new_session(isola
             final = await finished(engine, op.id)
             assert final.status == api.COMPLETED, final.error
             assert final.result["content"][0]["text"] == f"Hello, {name}!"
-        renewed = [data for op_id, kind, data in recorder.events
-                   if op_id == ops["after"].id and kind == api.EVENT_SESSION_RENEWED]
+        renewed = renewed_of(recorder, ops["after"].id)
         new_session = session_of(engine)
         assert new_session not in (None, old_session)
         view = engine.connections["peer"].view
@@ -119,82 +157,56 @@ async def test_python_sdk_server_restarted_call_runs_once(isolated_home, real_ke
 
 
 async def test_python_sdk_server_restarted_call_in_flight_as_the_session_is_replaced_runs_once(
-        isolated_home, real_keyring, tmp_path):
+        isolated_home, real_keyring, sdk_peer):
     # The call goes out in the old session just after the restart, and is still on its
     # way when the host learns (its standalone stream's 404) that the server forgot the
     # session and replaces it. Closing the old session must not cut the call's POST: the
     # server answers it 404 (not processed), and it goes out again once, in the new session.
-    record = tmp_path / "record.txt"
-    peer: Peer = start_sdk_work_server(record)
-    proxy = LoopbackProxy(peer.port).start()
+    peer, proxy, record = sdk_peer
     recorder = Recorder()
+    engine = await start_engine(isolated_home, recorder, proxy.url(), "2025-11-25")
     try:
-        engine = await start_engine(isolated_home, recorder, proxy.url(), "2025-11-25")
-        try:
-            first = await engine.start_call("peer", "work", {"seconds": 0.2, "tag": "before"})
-            assert (await finished(engine, first.id)).status == api.COMPLETED
-            old_session = session_of(engine)
-            stream = proxy.hold(lambda r: r.method == "GET")
-            await asyncio.to_thread(peer.restart)
-            await until_async(stream.arrived, what="the standalone stream asked for again")
-            call = proxy.hold(lambda r: r.rpc_method == "tools/call")
-            op = await engine.start_call("peer", "work", {"seconds": 0.3, "tag": "after"})
-            assert (await until_async(call.arrived, what="the call on its way")).headers["mcp-session-id"] \
-                == old_session
-            stream.release()  # its 404: the server forgot the session, which is replaced
-            await until_async(lambda: proxy.rpc_methods().count("initialize") == 2, what="a new session")
-            call.release()
-            final = await finished(engine, op.id)
-            assert final.status == api.COMPLETED, final.error
-            new_session = session_of(engine)
-        finally:
-            await engine.stop()
-        assert records(record) == ["start before", "end before", "start after", "end after"]
-        sent_in = [r.headers.get("mcp-session-id") for r in proxy.requests if r.rpc_method == "tools/call"
-                   and r.message["params"]["arguments"]["tag"] == "after"]
-        assert sent_in == [old_session, new_session] and new_session != old_session
-        renewed = [data for op_id, kind, data in recorder.events
-                   if op_id == op.id and kind == api.EVENT_SESSION_RENEWED]
-        assert len(renewed) == 1 and "had not processed the call" in renewed[0]["message"]
+        stream, old = await restarted_holding_its_stream(engine, peer, proxy, first_seconds=0.2)
+        old_session = old.transport.session_id  # (kept until the held stream brings its 404)
+        call = proxy.hold(lambda r: r.rpc_method == "tools/call")
+        op = await engine.start_call("peer", "work", {"seconds": 0.3, "tag": "after"})
+        assert (await until_async(call.arrived, what="the call on its way")).headers["mcp-session-id"] \
+            == old_session
+        stream.release()  # its 404: the server forgot the session, which is replaced
+        await until_async(lambda: proxy.rpc_methods().count("initialize") == 2, what="a new session")
+        call.release()
+        final = await finished(engine, op.id)
+        assert final.status == api.COMPLETED, final.error
+        new_session = session_of(engine)
     finally:
-        proxy.stop()
-        peer.stop()
+        await engine.stop()
+    assert records(record) == ["start before", "end before", "start after", "end after"]
+    assert sessions_sent_in(proxy, "after") == [old_session, new_session] and new_session != old_session
+    renewed = renewed_of(recorder, op.id)
+    assert len(renewed) == 1 and "had not processed the call" in renewed[0]["message"]
 
 
-async def test_a_replaced_sessions_late_404_does_not_drop_the_new_session(isolated_home, real_keyring, tmp_path):
+async def test_a_replaced_sessions_late_404_does_not_drop_the_new_session(isolated_home, real_keyring, sdk_peer):
     # The call's 404 ends the forgotten session and a new one is made; only then does the
     # old session's standalone stream get its own 404. That is old news: the new session
     # stays, and the next call goes out in it.
-    record = tmp_path / "record.txt"
-    peer: Peer = start_sdk_work_server(record)
-    proxy = LoopbackProxy(peer.port).start()
-    recorder = Recorder()
+    peer, proxy, record = sdk_peer
+    engine = await start_engine(isolated_home, Recorder(), proxy.url(), "2025-11-25")
     try:
-        engine = await start_engine(isolated_home, recorder, proxy.url(), "2025-11-25")
-        try:
-            first = await engine.start_call("peer", "work", {"seconds": 0.1, "tag": "before"})
-            assert (await finished(engine, first.id)).status == api.COMPLETED
-            old = engine.connections["peer"].session
-            assert old is not None
-            stream = proxy.hold(lambda r: r.method == "GET")
-            await asyncio.to_thread(peer.restart)
-            await until_async(stream.arrived, what="the standalone stream asked for again")
-            op = await engine.start_call("peer", "work", {"seconds": 0.1, "tag": "after"})
-            assert (await finished(engine, op.id)).status == api.COMPLETED
-            new_session = session_of(engine)
-            stream.release()  # the old session's stream: 404
-            standalone = old.transport._standalone_task  # type: ignore[attr-defined]
-            await until_async(lambda: standalone is None or standalone.done(), what="the late 404 taken")
-            again = await engine.start_call("peer", "work", {"seconds": 0.1, "tag": "again"})
-            assert (await finished(engine, again.id)).status == api.COMPLETED
-            assert session_of(engine) == new_session
-            assert proxy.rpc_methods().count("initialize") == 2
-        finally:
-            await engine.stop()
-        assert records(record) == [f"{e} {tag}" for tag in ("before", "after", "again") for e in ("start", "end")]
+        stream, old = await restarted_holding_its_stream(engine, peer, proxy, first_seconds=0.1)
+        op = await engine.start_call("peer", "work", {"seconds": 0.1, "tag": "after"})
+        assert (await finished(engine, op.id)).status == api.COMPLETED
+        new_session = session_of(engine)
+        stream.release()  # the old session's stream: 404
+        standalone = old.transport._standalone_task  # type: ignore[attr-defined]
+        await until_async(lambda: standalone is None or standalone.done(), what="the late 404 taken")
+        again = await engine.start_call("peer", "work", {"seconds": 0.1, "tag": "again"})
+        assert (await finished(engine, again.id)).status == api.COMPLETED
+        assert session_of(engine) == new_session
+        assert proxy.rpc_methods().count("initialize") == 2
     finally:
-        proxy.stop()
-        peer.stop()
+        await engine.stop()
+    assert records(record) == [f"{e} {tag}" for tag in ("before", "after", "again") for e in ("start", "end")]
 
 
 class _JournalHeldUntilReconnecting(Recorder):
@@ -220,43 +232,29 @@ class _JournalHeldUntilReconnecting(Recorder):
 
 
 async def test_python_sdk_server_restarted_as_a_call_is_being_sent_it_goes_out_once_in_the_new_session(
-        isolated_home, real_keyring, tmp_path):
+        isolated_home, real_keyring, sdk_peer):
     # The call has taken the session and is committing its request id (the journal is
     # slow: another process holds its write lock) when the standalone stream's 404 says
     # the server forgot the session. Nothing has gone out yet, so nothing may be "unknown":
     # the call goes out once, in the new session.
-    record = tmp_path / "record.txt"
-    peer: Peer = start_sdk_work_server(record)
-    proxy = LoopbackProxy(peer.port).start()
+    peer, proxy, record = sdk_peer
     recorder = _JournalHeldUntilReconnecting(journal_path(isolated_home))
+    engine = await start_engine(isolated_home, recorder, proxy.url(), "2025-11-25")
     try:
-        engine = await start_engine(isolated_home, recorder, proxy.url(), "2025-11-25")
-        try:
-            first = await engine.start_call("peer", "work", {"seconds": 0.2, "tag": "before"})
-            assert (await finished(engine, first.id)).status == api.COMPLETED
-            stream = proxy.hold(lambda r: r.method == "GET")
-            await asyncio.to_thread(peer.restart)
-            await until_async(stream.arrived, what="the standalone stream asked for again")
-            op = await engine.start_call("peer", "work", {"seconds": 0.3, "tag": "after"})
-            recorder.hold()  # before the call takes its turn: its commits wait from now on
-            stream.release()  # its 404: the server forgot the session
-            final = await finished(engine, op.id)
-            assert final.status == api.COMPLETED, final.error
-            new_session = session_of(engine)
-        finally:
-            await engine.stop()
-        assert records(record) == ["start before", "end before", "start after", "end after"]
-        sent_in = [r.headers.get("mcp-session-id") for r in proxy.requests if r.rpc_method == "tools/call"
-                   and r.message["params"]["arguments"]["tag"] == "after"]
-        assert sent_in == [new_session]
-        renewed = [data for op_id, kind, data in recorder.events
-                   if op_id == op.id and kind == api.EVENT_SESSION_RENEWED]
-        assert [data["message"] for data in renewed] == [
-            "the server no longer knew the session (it restarted, or ended it) before the call went out; "
-            "sent in a new session"]
+        stream, _ = await restarted_holding_its_stream(engine, peer, proxy, first_seconds=0.2)
+        op = await engine.start_call("peer", "work", {"seconds": 0.3, "tag": "after"})
+        recorder.hold()  # before the call takes its turn: its commits wait from now on
+        stream.release()  # its 404: the server forgot the session
+        final = await finished(engine, op.id)
+        assert final.status == api.COMPLETED, final.error
+        new_session = session_of(engine)
     finally:
-        proxy.stop()
-        peer.stop()
+        await engine.stop()
+    assert records(record) == ["start before", "end before", "start after", "end after"]
+    assert sessions_sent_in(proxy, "after") == [new_session]
+    assert [data["message"] for data in renewed_of(recorder, op.id)] == [
+        "the server no longer knew the session (it restarted, or ended it) before the call went out; "
+        "sent in a new session"]
 
 
 async def test_ts_sdk_server_restarted_operations_of_the_old_session_end_by_their_truth(isolated_home, real_keyring,
