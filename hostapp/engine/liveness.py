@@ -274,8 +274,7 @@ class LivenessWatches:
             return
         now = ctx.clock()
         if watch.fresh:
-            watch.fresh, watch.last_life = False, now
-            watch.checked.discard(SILENT)
+            self._silent_since(watch, now)
         if watch.input_since is not None and ctx.questions.asks(runner.id):
             watch.input_since = watch.input_began = now  # a question is open: the person is asked
         silent_for = now - watch.last_life
@@ -297,6 +296,13 @@ class LivenessWatches:
             return
         self._stall(watch, condition, f"{why}; hostapp checked on it and keeps waiting, without sending the "
                                       f"call again")
+
+    @staticmethod
+    def _silent_since(watch: _Watch, now: float) -> None:
+        """Its silence counts from ``now`` (a sign of life came, or the host let go of it),
+        and a check on its silence, if one was made, is over."""
+        watch.fresh, watch.last_life = False, now
+        watch.checked.discard(SILENT)
 
     def _host_holds_it(self, runner: OperationRunner) -> bool:
         """Whether the host itself is why nothing is heard: the server's connection is
@@ -350,8 +356,7 @@ class LivenessWatches:
                 elif not watch.runner.awaiting_first_contact:
                     del parked.watches[op_id]
                     watch.parked = False
-                    watch.fresh, watch.last_life = False, now
-                    watch.checked.discard(SILENT)
+                    self._silent_since(watch, now)
                     self._arm(watch)
         if not parked.watches:
             del self._parked[server]
