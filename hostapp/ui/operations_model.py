@@ -242,6 +242,11 @@ class OperationTableModel(FlatTableModel):
         self._top_level = True
         #: The model's rows on screen now (set by the view's pane): never let go.
         self.rows_on_screen: Callable[[], Iterable[int]] = lambda: ()
+        #: Whether a change that leaves a row's status and end as they were (progress, a
+        #: message) must be told whatever row it is: True while the view's proxy sorts by
+        #: or searches in what such a change moves (set by the pane). When False, only the
+        #: rows on screen are told; the others show their latest when painted.
+        self.every_change_told: Callable[[], bool] = lambda: True
         self._loading = False
         self._generation = 0  # a reload makes older page reads stale
         # While the journal is read, the changes that arrive (the newest of each operation):
@@ -473,16 +478,30 @@ class OperationTableModel(FlatTableModel):
         """Fold a batch of changed operations into the rows (one signal per touched row)."""
         added = 0
         arrived = self._arrived
+        # At 10,000 calls stepping once a second, a row told per change cost the window a
+        # third of its time (the proxy runs its Python filter on each); most are off screen.
+        quiet: set[str] | None = None if self.every_change_told() else set()
         for op in ops:
             self.estimator.observe(op)
-            added += self._apply_one(op)
+            added += self._apply_one(op, quiet)
             if arrived is not None:
                 arrived[op.id] = op
         if added:
             self._set_total(self._total + added)
+        if quiet:
+            self._tell_on_screen(quiet)
         self._update_tick()
 
-    def _apply_one(self, op: OperationView) -> int:
+    def _tell_on_screen(self, changed: set[str]) -> None:
+        """Of the operations ``changed`` quietly, tell those whose rows are on screen (one
+        dataChanged per run of adjacent rows)."""
+        self._tell_runs(sorted(row for row in set(self.rows_on_screen())
+                               if (op := self.operation(row)) is not None and op.id in changed), 0, SURVIVES)
+
+    def _apply_one(self, op: OperationView, quiet: set[str] | None = None) -> int:
+        """Fold one change in; returns by how much the rows matching the filter grew. With
+        ``quiet``, a change that leaves the row's status and end as they were is added
+        there instead of told."""
         row = self.row_of(op.id)
         if row is None:
             if not self.matches(op):
@@ -501,8 +520,13 @@ class OperationTableModel(FlatTableModel):
             self._remove(row)  # its place is among the finished rows let go above
             return 0
         if was_live == op.in_flight:
-            self._section(row).replace(self._list_pos(row), op)
-            self.emit_row_changed(row)
+            section, position = self._section(row), self._list_pos(row)
+            before = section.ops[position]
+            section.replace(position, op)
+            if quiet is not None and before.status == op.status and before.ended_at == op.ended_at:
+                quiet.add(op.id)
+            else:
+                self.emit_row_changed(row)
             return 0
         # It crossed between in flight and finished: move it to the head of its section, as
         # a move (not a removal and an insertion), so that the selection and every other
@@ -554,12 +578,15 @@ class OperationTableModel(FlatTableModel):
     def refresh_live_rows(self, rows: Iterable[int]) -> None:
         """The cells that move with time (progress to the last column) of those ``rows``
         that are in flight may show something new: one dataChanged per run of adjacent rows."""
-        live = sorted({row for row in rows if 0 <= row < len(self._live)})
+        self._tell_runs(sorted({row for row in rows if 0 <= row < len(self._live)}), PROGRESS, SURVIVES)
+
+    def _tell_runs(self, rows: list[int], first_column: int, last_column: int) -> None:
+        """dataChanged over those columns of ``rows`` (sorted), once per run of adjacent rows."""
         start = 0
-        for i in range(1, len(live) + 1):
-            if i == len(live) or live[i] != live[i - 1] + 1:
-                if live:
-                    self.dataChanged.emit(self.index(live[start], PROGRESS), self.index(live[i - 1], SURVIVES))
+        for i in range(1, len(rows) + 1):
+            if i == len(rows) or rows[i] != rows[i - 1] + 1:
+                if rows:
+                    self.dataChanged.emit(self.index(rows[start], first_column), self.index(rows[i - 1], last_column))
                 start = i
 
     # -- lookup -------------------------------------------------------------------------

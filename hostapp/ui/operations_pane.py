@@ -130,6 +130,12 @@ class OperationFilter(QSortFilterProxyModel):
             self.cleared_before, self.show_cleared = before, show
         self._refilter(change)
 
+    def moved_by_progress(self) -> bool:
+        """Whether a change of progress or message can move a row or hide it: while a search
+        looks in messages, or the rows are sorted by anything but their server (a tool's
+        name counts its app view's calls)."""
+        return bool(self._text) or self.sortColumn() not in (-1, SERVER)
+
     def is_cleared(self, op: OperationView) -> bool:
         return (self.cleared_before is not None and not op.in_flight and op.ended_at is not None
                 and op.ended_at <= self.cleared_before)
@@ -260,6 +266,7 @@ class OperationsPane(QGroupBox):
         # screen, the rows let go above are read again as the view comes back up, and the
         # row at the top of the view stays there when rows come or go elsewhere.
         self.model.rows_on_screen = self.source_rows_on_screen
+        self.model.every_change_told = self.proxy.moved_by_progress
         self._anchor: str | None = None
         self._reading_newer: asyncio.Task[int] | None = None
         # The chosen operation while its row is let go (selected again when read again).

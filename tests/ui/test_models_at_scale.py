@@ -315,3 +315,48 @@ def test_scrolling_a_long_history_down_and_back_up_in_the_window(qloop, qtbot, t
     assert pane._top_operation() == newest and top != newest
     assert older_reads == 0  # going up reads only what is above
     assert pane.table.currentIndex().data(OperationRole).id == newest  # chosen again, where it is
+
+
+def test_progress_off_screen_is_not_told_to_the_view_and_is_shown_when_scrolled_to(qloop, qtbot, tmp_path):
+    """10,000 calls stepping once a second each are 10,000 changed rows a second: told to
+    the view's sort-and-filter proxy one by one, each ran its Python filter. A change that
+    leaves a row's status and end as they were cannot move it or hide it while the view is
+    neither sorted by what changed nor searched: only the rows on screen are told; a row
+    off screen shows its latest when it is scrolled to."""
+    live = [op(i, api.RUNNING, progress=1.0, total=100.0) for i in range(3_000)]
+    model = OperationTableModel(ListSource(live))
+    qloop.run_until_complete(model.reload())
+    pane = _pane(tmp_path, qtbot, model)
+    on_screen = set(pane.source_rows_on_screen())
+    assert 3 <= len(on_screen) < 100
+    told = _told(model)
+
+    def stepped(i: int, progress: float, **kw) -> OperationView:
+        return op(i, api.RUNNING, progress=progress, total=100.0, message=f"step {progress:g}", **kw)
+
+    model.apply_changes([stepped(i, 2.0) for i in range(3_000)])
+    rows = {row for first, last, _, _ in told for row in range(first, last + 1)}
+    assert rows == on_screen
+    assert len(told) == 1  # the rows on screen are adjacent: one signal
+    far = model.row_of("op0")  # the oldest: the last row
+    assert far not in on_screen
+    pane.table.scrollToBottom()
+    assert model.data(model.index(far, PROGRESS)) == "2%"
+    assert pane.proxy.index(pane.proxy.rowCount() - 1, 3).data().startswith("step 2")
+
+    # A status change is told wherever its row is (the proxy filters and counts on it) ...
+    told.clear()
+    pane.table.scrollToTop()
+    model.apply_changes([op(1_500, api.INPUT_REQUIRED, needs_input=True)])
+    assert [(first, last) for first, last, _, _ in told] == [(model.row_of("op1500"),) * 2]
+    # ... and so is every change while the view searches, or sorts by what progress moves.
+    pane.search.setText("step")
+    told.clear()
+    model.apply_changes([stepped(10, 3.0)])
+    assert [first for first, *_ in told] == [model.row_of("op10")]
+    pane.search.setText("")
+    pane.table.sortByColumn(PROGRESS, Qt.SortOrder.DescendingOrder)
+    told.clear()
+    model.apply_changes([stepped(20, 90.0)])
+    assert [first for first, *_ in told] == [model.row_of("op20")]
+    assert pane.proxy.mapToSource(pane.proxy.index(0, 0)).row() == model.row_of("op20")
