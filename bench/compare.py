@@ -23,6 +23,9 @@ rows     the window's operations model alone (``bench.window_probe rows``): 10,0
          starting 500 at a time while those started move, then each moving once, in
          operations told per second of the model's time (no floor: only the ratio of the
          two commits says something).
+lag      the real window (offscreen) as the agent's client with 10,000 calls in flight, each
+         stepping once a second (``bench.agent_probe load``): its event loop's lag, 99th
+         percentile, in ms (lower is better; no floor).
 
 Prints one table (and ``--json`` writes the rounds); the exit status is 0 whatever the
 figures say: the numbers are for a person (or a commit message) to read.
@@ -49,11 +52,16 @@ from typing import Any
 import bench.__main__ as bench_main
 
 REPO = Path(__file__).resolve().parents[1]
-CASES = ("intake", "agent", "cli", "rows")
+CASES = ("intake", "agent", "cli", "rows", "lag")
 #: Cases not measured against the floor (not an intake).
-FLOORLESS = ("rows",)
+FLOORLESS = ("rows", "lag")
+#: Each case's unit, where it is not per second; the lag is better lower.
+UNITS = {"lag": " ms"}
 #: The rows case: calls started, and how many at a time.
 ROWS_OPERATIONS, ROWS_BULK = 10_000, 500
+#: The lag case: calls in flight, seconds between each one's steps, calls started at a time,
+#: seconds measured once all are in flight.
+LAG_OPERATIONS, LAG_INTERVAL, LAG_BULK, LAG_SECONDS = 10_000, 1.0, 500, 10.0
 
 
 @dataclass
@@ -168,6 +176,15 @@ def rows(tree: Tree) -> float:
     return 2 * ROWS_OPERATIONS / (result["start_total_s"] + result["progress_total_s"])
 
 
+def lag(tree: Tree) -> float:
+    result = bench_main.last_json(tree.run(
+        "-m", "bench.agent_probe", "load", "--operations", str(LAG_OPERATIONS), "--interval", str(LAG_INTERVAL),
+        "--bulk", str(LAG_BULK), "--seconds", str(LAG_SECONDS)))
+    if result["in_flight"] != LAG_OPERATIONS:
+        raise RuntimeError(f"{tree.label}: {result['in_flight']} of {LAG_OPERATIONS} calls were in flight")
+    return float(result["lag_p99_ms"])
+
+
 def stop_agents(tree: Tree) -> None:
     for home in tree.homes:
         subprocess.run([tree.python, "-m", "hostapp", "agent", "stop"], cwd=tree.root,
@@ -182,9 +199,10 @@ def compare(head: Tree, ref: Tree, cases: list[str], count: int, rounds: int, sc
         "agent": lambda t, u: agent(t, u, count),
         "cli": lambda t, u: cli(t, u, count, scratch),
         "rows": lambda t, u: rows(t),
+        "lag": lambda t, u: lag(t),
     }
     needs = {"intake": "bench/intake_client.py", "agent": "bench/agent_probe.py", "cli": "hostapp/cli",
-             "rows": "hostapp/ui/operations_model.py"}
+             "rows": "hostapp/ui/operations_model.py", "lag": "hostapp/agent"}
     cases = [c for c in cases if all(t.has(needs[c]) for t in (head, ref))]
     measured: dict[str, list[dict[str, float]]] = {case: [] for case in cases}
     with progress_server(head) as url:
@@ -194,8 +212,9 @@ def compare(head: Tree, ref: Tree, cases: list[str], count: int, rounds: int, sc
             for case in cases:
                 values = {t.label: runners[case](t, url) for t in order}
                 measured[case].append({"floor": base, "head": values[head.label], "ref": values[ref.label]})
+                unit = UNITS.get(case, "/s")
                 print(f"round {i + 1}/{rounds} {case}: floor {base:,.0f}/s, {ref.label} "
-                      f"{values[ref.label]:,.0f}/s, this tree {values[head.label]:,.0f}/s", file=sys.stderr,
+                      f"{values[ref.label]:,.1f}{unit}, this tree {values[head.label]:,.1f}{unit}", file=sys.stderr,
                       flush=True)
     return measured
 
@@ -209,13 +228,19 @@ def report(measured: dict[str, list[dict[str, float]]], head: Tree, ref: Tree) -
             continue
         change = [r["head"] / r["ref"] for r in rounds]
         if case in FLOORLESS:
-            lines.append(f"| {case} | | | {statistics.median(change):.2f} x ({min(change):.2f}-{max(change):.2f}) "
-                         f"| {len(rounds)} |")
+            unit = UNITS.get(case)
+            values = (f"{statistics.median(r['ref'] for r in rounds):.1f}{unit}",
+                      f"{statistics.median(r['head'] for r in rounds):.1f}{unit}") if unit else ("", "")
+            lines.append(f"| {case} | {values[0]} | {values[1]} | {statistics.median(change):.2f} x "
+                         f"({min(change):.2f}-{max(change):.2f}) | {len(rounds)} |")
             continue
         ref_ratio = statistics.median(r["ref"] / r["floor"] for r in rounds)
         head_ratio = statistics.median(r["head"] / r["floor"] for r in rounds)
         lines.append(f"| {case} | {ref_ratio:.3f} x | {head_ratio:.3f} x | {statistics.median(change):.2f} x "
                      f"({min(change):.2f}-{max(change):.2f}) | {len(rounds)} |")
+    if measured.get("lag"):
+        lines.append("\nlag: the window's event-loop lag, 99th percentile, each commit's median in its columns; "
+                     "lower is better (a ratio below 1 is this tree's gain)")
     if head.call_seconds and ref.call_seconds:
         before, after = statistics.median(ref.call_seconds), statistics.median(head.call_seconds)
         lines.append(f"\n`hostapp call` on 0 notifications, whole process, agent running (median of rounds): "

@@ -24,6 +24,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from hostapp.heap import tune_garbage_collector
+
 if TYPE_CHECKING:
     from hostapp.engine.api import EngineApi
     from hostapp.store.journal import ServerConfig
@@ -97,21 +99,6 @@ def setup_logging(home: Path, verbose: bool = False) -> None:
     root = logging.getLogger()
     root.addHandler(handler)
     root.setLevel(logging.DEBUG if verbose else logging.INFO)
-
-
-#: The cyclic garbage collector's thresholds for the app's process (CPython's are 700, 10,
-#: 10). With thousands of operations in flight the heap holds millions of objects, and at
-#: the defaults a full collection (0.5 s with 10,000 operations: a frozen window) ran about
-#: once a second while they were resumed, 13 of the 32 s it took. A young generation of
-#: 10,000 objects (a few ms to collect) promotes far fewer short-lived ones (requests,
-#: responses, tasks) to the older generations. Measured: bench/RESULTS.md.
-GC_THRESHOLDS = (10_000, 50, 20)
-
-
-def tune_garbage_collector() -> None:
-    import gc
-
-    gc.set_threshold(*GC_THRESHOLDS)
 
 
 class HostApp:

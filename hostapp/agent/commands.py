@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import logging
 import os
 import sys
 import time
@@ -23,6 +24,8 @@ from hostapp.protocol.shown_text import terminal_safe
 if TYPE_CHECKING:
     from hostapp.agent.client import RemoteEngine
     from hostapp.engine import api
+
+log = logging.getLogger(__name__)
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
 
@@ -74,12 +77,15 @@ def idle_exit_of(args: argparse.Namespace) -> float:
 def cmd_agent_run(args: argparse.Namespace) -> int:
     from hostapp.agent.lock import HomeLock
     from hostapp.agent.owner import Owner, setup_agent_logging
+    from hostapp.heap import tune_garbage_collector
     from hostapp.store.paths import HOME_ENV, home_dir
 
     if args.home:
         os.environ[HOME_ENV] = str(Path(args.home).expanduser().resolve())
     home = home_dir()
     setup_agent_logging(home, bool(getattr(args, "verbose", False)))
+    # The agent carries every operation: its heap is the one the thresholds were set for.
+    log.info("garbage collector thresholds %s", tune_garbage_collector())
     idle = idle_exit_of(args)
     code = asyncio.run(Owner(home, autostart=args.autostart, idle_exit=idle, tray=args.tray).run())
     if code == 3:

@@ -25,8 +25,10 @@ MAX_REFRESH_HZ = 30
 #: How long the window folds changes in before its other events run (input, paints,
 #: timers): the rest of the batch follows in the next turn of the event loop.
 FLUSH_SLICE = 0.004
-#: Operations per emission within a slice.
-FLUSH_CHUNK = 100
+#: The fewest operations per emission within a slice (each emission has a cost of its own:
+#: the counts, the actions, the rows on screen); the most is what fits the slice at the
+#: pace the window folded the previous ones in.
+FLUSH_CHUNK = 20
 
 
 class EngineSignals(QObject):
@@ -55,6 +57,7 @@ class EngineSignals(QObject):
     def __init__(self, parent: QObject | None = None) -> None:
         super().__init__(parent)
         self._pending: dict[str, OperationView] = {}
+        self._per_op = 20e-6  # seconds the window took per operation, as last measured
         self._flush_timer = QTimer(self)
         self._flush_timer.setSingleShot(True)
         self._flush_timer.timeout.connect(self._flush_slice)
@@ -101,11 +104,18 @@ class EngineSignals(QObject):
         """Emit what is pending, the changes that came first first, for at most
         :data:`FLUSH_SLICE` seconds; the rest in the next turn of the event loop."""
         pending = self._pending
-        deadline = time.perf_counter() + FLUSH_SLICE
+        clock = time.perf_counter
+        now = clock()
+        deadline = now + FLUSH_SLICE
         while pending:
-            batch = [pending.pop(op_id) for op_id in list(itertools.islice(pending, FLUSH_CHUNK))]
+            # As many as fit what is left of the slice: a fixed number overran it by a
+            # whole batch's time when the first ended just short of it.
+            n = max(FLUSH_CHUNK, int((deadline - now) / self._per_op))
+            batch = [pending.pop(op_id) for op_id in list(itertools.islice(pending, n))]
             self.operationsChanged.emit(batch)
-            if time.perf_counter() >= deadline:
+            began, now = now, clock()
+            self._per_op = (self._per_op + (now - began) / len(batch)) / 2
+            if now + FLUSH_CHUNK * self._per_op > deadline:
                 break
         if pending:
             self._flush_timer.start(0)

@@ -475,17 +475,27 @@ class OperationTableModel(FlatTableModel):
     # -- live changes -------------------------------------------------------------------
 
     def apply_changes(self, ops: list[OperationView]) -> None:
-        """Fold a batch of changed operations into the rows (one signal per touched row)."""
+        """Fold a batch of changed operations into the rows: the calls new to the window
+        at once at the top, a signal per other row touched."""
         added = 0
         arrived = self._arrived
         # At 10,000 calls stepping once a second, a row told per change cost the window a
         # third of its time (the proxy runs its Python filter on each); most are off screen.
         quiet: set[str] | None = None if self.every_change_told() else set()
+        # Thousands of calls starting (or told by an agent that restarts) were inserted a
+        # row at a time, each through the proxy and the view.
+        starting: dict[str, OperationView] = {}
+        if len(ops) > 1:
+            ops = list({op.id: op for op in ops}.values())  # (the latest of each, once)
         for op in ops:
             self.estimator.observe(op)
-            added += self._apply_one(op, quiet)
+            added += self._apply_one(op, quiet, starting)
             if arrived is not None:
                 arrived[op.id] = op
+        if starting:
+            self.beginInsertRows(QModelIndex(), 0, len(starting) - 1)
+            self._live.put_first(list(starting.values())[::-1])  # as if each came first in turn
+            self.endInsertRows()
         if added:
             self._set_total(self._total + added)
         if quiet:
@@ -498,15 +508,19 @@ class OperationTableModel(FlatTableModel):
         self._tell_runs(sorted(row for row in set(self.rows_on_screen())
                                if (op := self.operation(row)) is not None and op.id in changed), 0, SURVIVES)
 
-    def _apply_one(self, op: OperationView, quiet: set[str] | None = None) -> int:
+    def _apply_one(self, op: OperationView, quiet: set[str] | None = None,
+                   starting: dict[str, OperationView] | None = None) -> int:
         """Fold one change in; returns by how much the rows matching the filter grew. With
         ``quiet``, a change that leaves the row's status and end as they were is added
-        there instead of told."""
+        there instead of told; with ``starting``, a new row in flight is put there for the
+        caller to insert."""
         row = self.row_of(op.id)
         if row is None:
             if not self.matches(op):
                 return 0
-            if op.in_flight:
+            if op.in_flight and starting is not None:
+                starting[op.id] = op
+            elif op.in_flight:
                 self._insert_first(op, live=True)
             elif not self._history_cut_above:
                 self._insert_first(op, live=False)

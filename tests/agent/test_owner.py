@@ -18,6 +18,8 @@ from hostapp.agent import wire
 from hostapp.agent.client import AgentGone, AgentUnavailable, RemoteEngine, connect_or_spawn
 from hostapp.agent.endpoint import endpoint_path
 from hostapp.engine import api
+from hostapp.heap import GC_THRESHOLDS
+from hostapp.store.paths import log_dir
 from tests.agent.conftest import Agents
 from tests.support.agents import exchange as agents_exchange
 from tests.support.waiting import DEADLINE, until_async
@@ -86,6 +88,9 @@ async def test_one_owner_serves_the_facade_to_clients_and_stops_cleanly(agents: 
         path = endpoint_path(agents.home)
         assert stat.S_IMODE(path.stat().st_mode) == 0o600
         assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
+        # It collects its garbage as a process carrying thousands of operations should
+        # (CPython's defaults ran a full collection about once a second at 10,000).
+        assert f"garbage collector thresholds {GC_THRESHOLDS}" in (log_dir(agents.home) / "agent.log").read_text()
 
         # A second owner on the same home refuses, and says who owns it.
         second = agents.run("agent", "--idle-exit", "600")

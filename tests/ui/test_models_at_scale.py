@@ -360,3 +360,24 @@ def test_progress_off_screen_is_not_told_to_the_view_and_is_shown_when_scrolled_
     model.apply_changes([stepped(20, 90.0)])
     assert [first for first, *_ in told] == [model.row_of("op20")]
     assert pane.proxy.mapToSource(pane.proxy.index(0, 0)).row() == model.row_of("op20")
+
+
+def test_calls_new_to_the_window_in_one_batch_are_inserted_at_once(qloop, qtmodeltester):
+    """An agent that restarts tells the window of every call it carries; 10,000 calls
+    starting together are as many new rows. Inserted one at a time, each went through the
+    proxy and the view; a batch's new rows in flight now come in one insertion, in the
+    order one at a time gave (the last told at the top), after those already there."""
+    model = OperationTableModel(ListSource([op(i, api.RUNNING) for i in range(3)]))
+    qloop.run_until_complete(model.reload())
+    qtmodeltester.check(model)
+    inserted: list[tuple[int, int]] = []
+    model.rowsInserted.connect(lambda _parent, first, last: inserted.append((first, last)))
+    batch = [op(i, api.RUNNING, progress=1.0) for i in range(10, 2_010)]
+    batch += [op(1, api.RUNNING, progress=5.0), op(2_500), op(20, api.RUNNING, progress=2.0)]
+    model.apply_changes(batch)
+    assert inserted == [(3, 3), (0, 1_999)]  # the finished one at the head of the history, then the batch
+    assert [model.operation(r).id for r in (0, 1, 1_999, 2_000)] == ["op2009", "op2008", "op10", "op2"]
+    assert model.operation(1_989).progress == 2.0  # told twice in the batch: its latest, once
+    assert model.operation(model.row_of("op1")).progress == 5.0
+    assert model.total == 3 + 2_000 + 1
+    _rows_found(model, [f"op{i}" for i in range(3_000)])
