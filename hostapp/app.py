@@ -24,7 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hostapp.heap import tune_garbage_collector
+from hostapp.engine.heap import tune_garbage_collector
 
 if TYPE_CHECKING:
     from hostapp.engine.api import EngineApi

@@ -77,7 +77,7 @@ def idle_exit_of(args: argparse.Namespace) -> float:
 def cmd_agent_run(args: argparse.Namespace) -> int:
     from hostapp.agent.lock import HomeLock
     from hostapp.agent.owner import Owner, setup_agent_logging
-    from hostapp.heap import tune_garbage_collector
+    from hostapp.engine.heap import tune_garbage_collector
     from hostapp.store.paths import HOME_ENV, home_dir
 
     if args.home:

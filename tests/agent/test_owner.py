@@ -18,7 +18,7 @@ from hostapp.agent import wire
 from hostapp.agent.client import AgentGone, AgentUnavailable, RemoteEngine, connect_or_spawn
 from hostapp.agent.endpoint import endpoint_path
 from hostapp.engine import api
-from hostapp.heap import GC_THRESHOLDS
+from hostapp.engine.heap import GC_THRESHOLDS
 from hostapp.store.paths import log_dir
 from tests.agent.conftest import Agents
 from tests.support.agents import exchange as agents_exchange

@@ -78,7 +78,7 @@ def test_uncaught_errors_are_shown_not_fatal(qtbot, qloop, isolated_home, monkey
 def test_the_app_collects_garbage_in_a_larger_young_generation(qtbot, isolated_home):
     import gc
 
-    from hostapp.heap import GC_THRESHOLDS
+    from hostapp.engine.heap import GC_THRESHOLDS
 
     before = gc.get_threshold()
     gc.set_threshold(700, 10, 10)  # CPython's defaults
