@@ -401,8 +401,9 @@ class OperationsPane(QGroupBox):
 
     def _hold_top_row(self, _parent: QModelIndex, first: int, _last: int) -> None:
         # Only the history's rows (those the model lets go and reads again); the rows in
-        # flight come and go at the top as they always did.
-        if first >= self.model.live_count and self.table.isVisible():
+        # flight come and go at the top as they always did. Not over a row held already:
+        # rows let go were held when the model said so (see _letting_go).
+        if first >= self.model.live_count and self.table.isVisible() and self._anchor is None:
             self._anchor = self._top_operation()
 
     def _keep_top_row(self, *_args: object) -> None:
@@ -420,6 +421,12 @@ class OperationsPane(QGroupBox):
         the page beyond; going back up, every page read above made the model read one
         below. The choice is kept aside (still the selected operation) until its row is
         read again."""
+        # The top row is held here, before the removal: the proxy takes the rows out of the
+        # view already when the model says they are about to go, and the view's top row
+        # then was one 200 rows further down, at the end of what it holds (where Qt asked
+        # for the next page, and the next, on its own).
+        if self.table.isVisible():
+            self._anchor = self._top_operation()
         current = self.table.currentIndex()
         if current.isValid() and first <= self.proxy.mapToSource(current).row() <= last:
             self._chosen_let_go = current.data(OperationRole)

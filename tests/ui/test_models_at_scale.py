@@ -14,7 +14,15 @@ from PySide6.QtCore import QSettings, Qt
 
 from hostapp.engine import api
 from hostapp.engine.api import OperationView
-from hostapp.ui.operations_model import ELAPSED, PROGRESS, SURVIVES, OperationRole, OperationTableModel
+from hostapp.ui.operations_model import (
+    ELAPSED,
+    HISTORY_KEPT,
+    PAGE_SIZE,
+    PROGRESS,
+    SURVIVES,
+    OperationRole,
+    OperationTableModel,
+)
 from hostapp.ui.operations_pane import OperationsPane
 from hostapp.ui.window_parts import Summary
 from tests.support.waiting import until_async
@@ -381,3 +389,37 @@ def test_calls_new_to_the_window_in_one_batch_are_inserted_at_once(qloop, qtmode
     assert model.operation(model.row_of("op1")).progress == 5.0
     assert model.total == 3 + 2_000 + 1
     _rows_found(model, [f"op{i}" for i in range(3_000)])
+
+
+def test_a_view_left_at_the_end_of_the_rows_held_reads_no_page_on_its_own(qloop, qtbot, tmp_path, isolated_home):
+    """Scrolled to the end until rows are let go above, then left there: the model read page
+    after page on its own (a read every 25 ms against the agent, down a million rows). Its
+    rows let go above, the view was left one row short of the end of what it held, the
+    last row on screen, so Qt asked for more: the pane had kept the top row only when the
+    view, not yet laid out again, said it had moved."""
+    model = OperationTableModel(_journal_history(isolated_home, 10 * PAGE_SIZE + HISTORY_KEPT))
+    qloop.run_until_complete(model.reload())
+    pane = _pane(tmp_path, qtbot, model)
+    bar = pane.table.verticalScrollBar()
+
+    def scrolled_until_let_go() -> bool:
+        if model.history_cut_above and not model._loading:
+            return True
+        if not model._loading:
+            bar.setValue(bar.maximum())
+        return False
+
+    qloop.run_until_complete(until_async(scrolled_until_let_go, timeout=60, what="rows let go above"))
+    top = pane._top_operation()
+    reads = 0
+    read_older = model.fetch_next_page
+
+    async def counted() -> int:
+        nonlocal reads
+        reads += 1
+        return await read_older()
+
+    model.fetch_next_page = counted  # type: ignore[method-assign]
+    qloop.run_until_complete(asyncio.sleep(1.0))
+    assert reads == 0
+    assert pane._top_operation() == top  # the rows on screen stayed where they were
