@@ -168,7 +168,7 @@ def encode(value: Any, _depth: int = 0) -> Any:
     if isinstance(value, api.OperationView):
         # ``resumable``: what clients before ``lost_at_stop`` read instead (docs/agent-wire.md).
         fields = {name: v if v is None or type(v) in _SCALARS else encode(v, deeper)
-                  for name, v in zip(_VIEW_FIELDS, _view_values(value))}
+                  for name, v in zip(_VIEW_FIELDS, _view_values(value), strict=True)}
         fields["resumable"] = value.lost_at_stop is None
         return fields
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
