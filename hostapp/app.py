@@ -24,7 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hostapp.engine.heap import tune_garbage_collector
+from hostapp.engine.heap import CLIENT_GC_THRESHOLDS, GC_THRESHOLDS, tune_garbage_collector
 
 if TYPE_CHECKING:
     from hostapp.engine.api import EngineApi
@@ -121,7 +121,10 @@ class HostApp:
         from hostapp.ui.lifecycle import WindowLifecycle
         from hostapp.ui.main_window import MainWindow
 
-        tune_garbage_collector()
+        from hostapp.engine.facade import LocalEngine
+
+        # The operations' heap is the engine's: here only when the engine runs in this process.
+        tune_garbage_collector(GC_THRESHOLDS if isinstance(api, LocalEngine) else CLIENT_GC_THRESHOLDS)
         self.home = Path(home)
         self.settings = QSettings(str(self.home / "hostapp.ini"), QSettings.Format.IniFormat)
         self.signals = EngineSignals()

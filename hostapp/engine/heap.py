@@ -14,11 +14,21 @@ from __future__ import annotations
 
 import gc
 
-#: The collector's thresholds for the app's processes (CPython's are 700, 10, 10).
+#: The collector's thresholds for a process that carries the operations: the agent, or a
+#: window with the engine in its own process (CPython's are 700, 10, 10).
 GC_THRESHOLDS = (10_000, 50, 20)
 
+#: The window's as the agent's client: its heap is mostly the views it shows, each replaced
+#: within a second at 10,000 calls stepping once a second. A young generation of 10,000
+#: objects was then 26,000 views and tuples scattered in the heap: 15-37 ms to collect, a
+#: frame missed four times in ten seconds. Young collections of 1,000 (0.7 ms at the
+#: median, 5 ms at most) and middle ones every 100 of them (14 ms) keep the window's
+#: event-loop lag under a frame: p99 8.4-9.5 ms and max 13-14 ms, against 11.5-12.6 and
+#: 24-38 ms with the thresholds above (bench/RESULTS.md).
+CLIENT_GC_THRESHOLDS = (1_000, 100, 20)
 
-def tune_garbage_collector() -> tuple[int, int, int]:
-    """Set :data:`GC_THRESHOLDS` for this process; returns them."""
-    gc.set_threshold(*GC_THRESHOLDS)
-    return GC_THRESHOLDS
+
+def tune_garbage_collector(thresholds: tuple[int, int, int] = GC_THRESHOLDS) -> tuple[int, int, int]:
+    """Set ``thresholds`` for this process; returns them."""
+    gc.set_threshold(*thresholds)
+    return thresholds
