@@ -121,10 +121,11 @@ class HostApp:
         from hostapp.ui.lifecycle import WindowLifecycle
         from hostapp.ui.main_window import MainWindow
 
-        from hostapp.engine.facade import LocalEngine
-
-        # The operations' heap is the engine's: here only when the engine runs in this process.
-        tune_garbage_collector(GC_THRESHOLDS if isinstance(api, LocalEngine) else CLIENT_GC_THRESHOLDS)
+        # The operations' heap is the engine's: here only when the engine runs in this process
+        # (then its facade's module is loaded; the agent's client does not load it).
+        facade = sys.modules.get("hostapp.engine.facade")
+        in_process = facade is not None and isinstance(api, facade.LocalEngine)
+        tune_garbage_collector(GC_THRESHOLDS if in_process else CLIENT_GC_THRESHOLDS)
         self.home = Path(home)
         self.settings = QSettings(str(self.home / "hostapp.ini"), QSettings.Format.IniFormat)
         self.signals = EngineSignals()
