@@ -176,12 +176,12 @@ def rows(tree: Tree) -> float:
     return 2 * ROWS_OPERATIONS / (result["start_total_s"] + result["progress_total_s"])
 
 
-def lag(tree: Tree) -> float:
+def lag(tree: Tree, operations: int = LAG_OPERATIONS, seconds: float = LAG_SECONDS) -> float:
     result = bench_main.last_json(tree.run(
-        "-m", "bench.agent_probe", "load", "--operations", str(LAG_OPERATIONS), "--interval", str(LAG_INTERVAL),
-        "--bulk", str(LAG_BULK), "--seconds", str(LAG_SECONDS)))
-    if result["in_flight"] != LAG_OPERATIONS:
-        raise RuntimeError(f"{tree.label}: {result['in_flight']} of {LAG_OPERATIONS} calls were in flight")
+        "-m", "bench.agent_probe", "load", "--operations", str(operations), "--interval", str(LAG_INTERVAL),
+        "--bulk", str(min(LAG_BULK, operations)), "--seconds", str(seconds)))
+    if result["in_flight"] != operations:
+        raise RuntimeError(f"{tree.label}: {result['in_flight']} of {operations} calls were in flight")
     return float(result["lag_p99_ms"])
 
 
@@ -193,13 +193,14 @@ def stop_agents(tree: Tree) -> None:
 
 # -- rounds ------------------------------------------------------------------------------------
 
-def compare(head: Tree, ref: Tree, cases: list[str], count: int, rounds: int, scratch: Path) -> dict[str, Any]:
+def compare(head: Tree, ref: Tree, cases: list[str], count: int, rounds: int, scratch: Path,
+            lag_operations: int = LAG_OPERATIONS, lag_seconds: float = LAG_SECONDS) -> dict[str, Any]:
     runners: dict[str, Callable[[Tree, str], float]] = {
         "intake": lambda t, u: intake(t, u, count),
         "agent": lambda t, u: agent(t, u, count),
         "cli": lambda t, u: cli(t, u, count, scratch),
         "rows": lambda t, u: rows(t),
-        "lag": lambda t, u: lag(t),
+        "lag": lambda t, u: lag(t, lag_operations, lag_seconds),
     }
     needs = {"intake": "bench/intake_client.py", "agent": "bench/agent_probe.py", "cli": "hostapp/cli",
              "rows": "hostapp/ui/operations_model.py", "lag": "hostapp/agent"}
@@ -226,7 +227,8 @@ def report(measured: dict[str, list[dict[str, float]]], head: Tree, ref: Tree) -
     for case, rounds in measured.items():
         if not rounds:
             continue
-        change = [r["head"] / r["ref"] for r in rounds]
+        # (a lag of 0 ms against 0 ms is no change; a rate is never 0)
+        change = [r["head"] / r["ref"] if r["ref"] else (1.0 if not r["head"] else float("inf")) for r in rounds]
         if case in FLOORLESS:
             unit = UNITS.get(case)
             values = (f"{statistics.median(r['ref'] for r in rounds):.1f}{unit}",
@@ -255,13 +257,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--count", type=int, default=200_000, help="notifications per flood (default 200,000)")
     parser.add_argument("--rounds", type=int, default=3, help="alternations of the two commits (default 3)")
     parser.add_argument("--json", type=Path, help="also write every round's figures here")
+    parser.add_argument("--lag-operations", type=int, default=LAG_OPERATIONS,
+                        help=f"lag: calls in flight (default {LAG_OPERATIONS:,})")
+    parser.add_argument("--lag-seconds", type=float, default=LAG_SECONDS,
+                        help=f"lag: seconds measured once all are in flight (default {LAG_SECONDS:g})")
     args = parser.parse_args(argv)
     if shutil.which("git") is None:
         parser.error("needs git")
     head = Tree("HEAD", REPO, sys.executable)
     with tempfile.TemporaryDirectory(prefix="bench-compare-") as scratch, checkout(args.ref, Path(scratch)) as ref:
         try:
-            measured = compare(head, ref, args.case or list(CASES), args.count, args.rounds, Path(scratch))
+            measured = compare(head, ref, args.case or list(CASES), args.count, args.rounds, Path(scratch),
+                               args.lag_operations, args.lag_seconds)
         finally:
             stop_agents(head)
             stop_agents(ref)

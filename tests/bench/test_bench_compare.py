@@ -19,15 +19,18 @@ REPO = Path(__file__).resolve().parents[2]
 def test_compare_measures_both_commits_in_every_case(tmp_path: Path) -> None:
     output = tmp_path / "compare.json"
     proc = subprocess.run([sys.executable, "-m", "bench.compare", "HEAD", "--count", "300", "--rounds", "2",
-                           "--json", str(output)], cwd=REPO, capture_output=True, text=True, timeout=280)
+                           "--lag-operations", "100", "--lag-seconds", "1", "--json", str(output)],
+                          cwd=REPO, capture_output=True, text=True, timeout=280)
     assert proc.returncode == 0, proc.stderr[-3000:]
     report = json.loads(output.read_text())
-    assert set(report["rounds"]) == {"intake", "agent", "cli", "rows"}
+    assert set(report["rounds"]) == {"intake", "agent", "cli", "rows", "lag"}
     for case, rounds in report["rounds"].items():
         assert len(rounds) == 2, case
-        assert all(r["floor"] > 0 and r["head"] > 0 and r["ref"] > 0 for r in rounds), case
+        # (a lag may be 0 ms; a rate never is)
+        assert all(r["floor"] > 0 and r["head"] >= 0 and r["ref"] >= 0 for r in rounds), case
+        assert case == "lag" or all(r["head"] > 0 and r["ref"] > 0 for r in rounds), case
     assert all(len(report["call_seconds"][side]) == 2 for side in ("head", "ref"))
-    for case in ("intake", "agent", "cli", "rows"):
+    for case in ("intake", "agent", "cli", "rows", "lag"):
         assert f"| {case} |" in proc.stdout
     # The worktree of REF is gone again.
     worktrees = subprocess.run(["git", "worktree", "list"], cwd=REPO, capture_output=True, text=True).stdout
