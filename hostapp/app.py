@@ -116,16 +116,15 @@ class HostApp:
         selected once the rows are read."""
         from PySide6.QtCore import QSettings
 
+        from hostapp.engine.api import ForwardingEngine
         from hostapp.ui.adapter import EngineSignals
         from hostapp.ui.agent_link import AgentLink
         from hostapp.ui.lifecycle import WindowLifecycle
         from hostapp.ui.main_window import MainWindow
 
-        # The operations' heap is the engine's: here only when the engine runs in this process
-        # (then its facade's module is loaded; the agent's client does not load it).
-        facade = sys.modules.get("hostapp.engine.facade")
-        in_process = facade is not None and isinstance(api, facade.LocalEngine)
-        tune_garbage_collector(GC_THRESHOLDS if in_process else CLIENT_GC_THRESHOLDS)
+        # The operations' heap is the engine's: here unless the facade forwards to an engine
+        # in another process (the agent's).
+        tune_garbage_collector(CLIENT_GC_THRESHOLDS if isinstance(api, ForwardingEngine) else GC_THRESHOLDS)
         self.home = Path(home)
         self.settings = QSettings(str(self.home / "hostapp.ini"), QSettings.Format.IniFormat)
         self.signals = EngineSignals()
