@@ -207,6 +207,20 @@ def _journal_history(home: Path, rows: int):
     return LocalEngine(Engine(home))
 
 
+def _counting_older_reads(model: OperationTableModel) -> list[int]:
+    """From now on, count the model's reads of the page below the rows it holds: the
+    list's one number."""
+    reads = [0]
+    read_older = model.fetch_next_page
+
+    async def counted() -> int:
+        reads[0] += 1
+        return await read_older()
+
+    model.fetch_next_page = counted  # type: ignore[method-assign]
+    return reads
+
+
 def _age(op_id: str) -> int:
     """The place of a seeded operation in the history, newest (the template) first."""
     return 0 if op_id == "template" else int(op_id[1:])
@@ -304,15 +318,7 @@ def test_scrolling_a_long_history_down_and_back_up_in_the_window(qloop, qtbot, t
     assert last_shown is not None and last_shown.id == f"h{rows - 1:07d}"  # the oldest
     top = pane._top_operation()
     assert model.row_of(newest) is None and pane.selected().id == newest  # let go, still the choice
-    older_reads = 0
-    read_older = model.fetch_next_page
-
-    async def counted() -> int:
-        nonlocal older_reads
-        older_reads += 1
-        return await read_older()
-
-    model.fetch_next_page = counted  # type: ignore[method-assign]
+    older_reads = _counting_older_reads(model)
     # And up again: the rows let go come back, page by page, to the newest.
     qloop.run_until_complete(until_async(
         scrolled_to(bar.minimum, lambda: not model.history_cut_above and not model._loading), timeout=180,
@@ -321,7 +327,7 @@ def test_scrolling_a_long_history_down_and_back_up_in_the_window(qloop, qtbot, t
     bar.setValue(bar.minimum())
     settle()
     assert pane._top_operation() == newest and top != newest
-    assert older_reads == 0  # going up reads only what is above
+    assert older_reads[0] == 0  # going up reads only what is above
     assert pane.table.currentIndex().data(OperationRole).id == newest  # chosen again, where it is
 
 
@@ -411,15 +417,7 @@ def test_a_view_left_at_the_end_of_the_rows_held_reads_no_page_on_its_own(qloop,
 
     qloop.run_until_complete(until_async(scrolled_until_let_go, timeout=60, what="rows let go above"))
     top = pane._top_operation()
-    reads = 0
-    read_older = model.fetch_next_page
-
-    async def counted() -> int:
-        nonlocal reads
-        reads += 1
-        return await read_older()
-
-    model.fetch_next_page = counted  # type: ignore[method-assign]
+    reads = _counting_older_reads(model)
     qloop.run_until_complete(asyncio.sleep(1.0))
-    assert reads == 0
+    assert reads[0] == 0
     assert pane._top_operation() == top  # the rows on screen stayed where they were
