@@ -14,21 +14,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from hostapp.engine.api import ServerSecrets
+from hostapp.engine.handles import off_loop
 
 if TYPE_CHECKING:
     from hostapp.engine.port import EnginePort
     from hostapp.store.journal import ServerConfig
-
-T = TypeVar("T")
-
-
-async def off_loop(fn: Callable[..., T], *args: Any) -> T:
-    # Keyring calls go over D-Bus and may block: never on the event loop thread.
-    return await asyncio.get_running_loop().run_in_executor(None, fn, *args)
 
 
 def configured(engine: EnginePort, name: str) -> ServerConfig:

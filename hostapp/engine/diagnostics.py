@@ -17,7 +17,8 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hostapp.engine.accounts import configured, off_loop
+from hostapp.engine.accounts import configured
+from hostapp.engine.handles import off_loop
 
 if TYPE_CHECKING:
     from hostapp.engine.port import EnginePort
