@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import pwd
 import select
+import shutil
 import socket
 import subprocess
 import sys
@@ -64,13 +65,22 @@ def _nobody() -> int:
         pytest.skip("no user 'nobody' to listen as")
 
 
-def _deep_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A home whose socket path is too long, and a temporary directory of the test's own."""
+@pytest.fixture
+def shared_tmp():
+    """A shared temporary directory of the test's own (mode 1777, as /tmp is), at a short
+    path: the per-user folder and socket the agent puts in it must fit a Unix socket's path
+    however deep pytest's own temporary folders are numbered."""
+    folder = Path(tempfile.mkdtemp(prefix="hs-", dir="/tmp"))
+    os.chmod(folder, 0o1777)
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def _deep_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, shared_tmp: Path) -> Path:
+    """A home whose socket path is too long, and ``shared_tmp`` as the temporary directory."""
     home = tmp_path / ("h" * 60) / ("o" * 60)
     home.mkdir(parents=True)
     monkeypatch.setenv("HOSTAPP_HOME", str(home))
-    shared_tmp = tmp_path / "tmp"
-    shared_tmp.mkdir(mode=0o1777)
     monkeypatch.setenv("TMPDIR", str(shared_tmp))
     monkeypatch.setattr(tempfile, "tempdir", None)  # gettempdir() reads TMPDIR again
     monkeypatch.delenv("XDG_RUNTIME_DIR", raising=False)
@@ -109,11 +119,11 @@ def squatters():
 
 
 async def test_a_socket_folder_another_user_made_first_is_refused_and_sent_nothing(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, squatters):
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, squatters, shared_tmp: Path):
     nobody = _nobody()
-    home = _deep_home(tmp_path, monkeypatch)
+    home = _deep_home(tmp_path, monkeypatch, shared_tmp)
     path = endpoint_path(home)
-    assert path.parent == tmp_path / "tmp" / f"hostapp-{os.getuid()}"
+    assert path.parent == shared_tmp / f"hostapp-{os.getuid()}"
     path.parent.mkdir(mode=0o700)
     squatter = squatters(path, nobody, give_folder=True)
 
@@ -126,9 +136,9 @@ async def test_a_socket_folder_another_user_made_first_is_refused_and_sent_nothi
 
 
 async def test_a_listener_of_another_user_in_a_private_folder_is_refused_before_hello(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, squatters):
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, squatters, shared_tmp: Path):
     nobody = _nobody()
-    home = _deep_home(tmp_path, monkeypatch)
+    home = _deep_home(tmp_path, monkeypatch, shared_tmp)
     path = endpoint_path(home)
     path.parent.mkdir(mode=0o700)  # this user's own, as the agent makes it
     squatter = squatters(path, nobody, give_folder=False)
@@ -138,8 +148,9 @@ async def test_a_listener_of_another_user_in_a_private_folder_is_refused_before_
     assert squatter.report() == (1, 0)  # it was reached, and told nothing
 
 
-async def test_a_socket_folder_open_to_others_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    home = _deep_home(tmp_path, monkeypatch)
+async def test_a_socket_folder_open_to_others_is_refused(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, shared_tmp: Path):
+    home = _deep_home(tmp_path, monkeypatch, shared_tmp)
     path = endpoint_path(home)
     path.parent.mkdir()
     os.chmod(path.parent, 0o755)
@@ -160,10 +171,10 @@ async def test_a_socket_folder_open_to_others_is_refused(tmp_path: Path, monkeyp
 
 
 async def test_a_deep_home_puts_its_socket_in_the_users_runtime_folder(
-        agents: Agents, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+        agents: Agents, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, shared_tmp: Path):
     home = tmp_path / ("h" * 60) / ("o" * 60)
     home.mkdir(parents=True)
-    runtime = tmp_path / "run"
+    runtime = shared_tmp / "run"  # a short path, as the system's /run/user/<uid> is
     runtime.mkdir(mode=0o700)
     monkeypatch.setenv("HOSTAPP_HOME", str(home))
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime))
