@@ -272,7 +272,11 @@ class OperationsPane(QGroupBox):
         # The chosen operation while its row is let go (selected again when read again).
         self._chosen_let_go: OperationView | None = None
         self.model.lettingGo.connect(self._letting_go)
-        self.model.modelReset.connect(self._forget_chosen)
+        # The chosen operation across a reset (a filter changed, a new agent's rows read):
+        # chosen again where it is still shown.
+        self._chosen_before_reset: str | None = None
+        self.model.modelAboutToBeReset.connect(self._remember_chosen)
+        self.model.modelReset.connect(self._choose_after_reset)
         self.table.selectionModel().currentRowChanged.connect(self._chosen_again)
         self.model.rowsAboutToBeRemoved.connect(self._hold_top_row)
         self.model.rowsAboutToBeInserted.connect(self._hold_top_row)
@@ -450,8 +454,17 @@ class OperationsPane(QGroupBox):
         if current.isValid():
             self._chosen_let_go = None  # another row chosen (or the kept one again)
 
-    def _forget_chosen(self) -> None:
+    def _remember_chosen(self) -> None:
+        chosen = self.selected()
+        self._chosen_before_reset = chosen.id if chosen is not None else None
+
+    def _choose_after_reset(self) -> None:
+        """The rows were read again: the operation chosen before is chosen again if it is
+        still shown (else nothing is), whether the read began before or after the choice."""
         self._chosen_let_go = None
+        chosen, self._chosen_before_reset = self._chosen_before_reset, None
+        if chosen is not None:
+            self.select(chosen)
 
     def _maybe_read_newer(self, _value: int) -> None:
         """Near the top of the history held, with rows let go above it: read them again."""

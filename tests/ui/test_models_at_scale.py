@@ -421,3 +421,30 @@ def test_a_view_left_at_the_end_of_the_rows_held_reads_no_page_on_its_own(qloop,
     qloop.run_until_complete(asyncio.sleep(1.0))
     assert reads[0] == 0
     assert pane._top_operation() == top  # the rows on screen stayed where they were
+
+
+def test_the_chosen_operation_stays_chosen_when_the_rows_are_read_again(qloop, qtbot, tmp_path):
+    """A filter changed, or a new agent's operations read again, reset the model; the
+    operation the person chose stays chosen where it is still shown, also when it was chosen
+    while the read was under way (an agent under load answers slowly)."""
+    model = OperationTableModel(ListSource([op(i, api.RUNNING) for i in range(3)] + [op(i) for i in range(3, 6)]))
+    qloop.run_until_complete(model.reload())
+    pane = _pane(tmp_path, qtbot, model)
+
+    def chosen() -> str | None:
+        view = pane.selected()
+        return view.id if view is not None else None
+
+    reading = qloop.create_task(model.reload("all"))
+    qloop.run_until_complete(asyncio.sleep(0))  # the read is under way
+    assert pane.select("op1")
+    qloop.run_until_complete(reading)
+    assert chosen() == "op1"
+    qloop.run_until_complete(model.reload("in_flight"))
+    assert chosen() == "op1"
+    assert pane.select("op2")
+    qloop.run_until_complete(model.reload("finished"))  # not shown there: nothing is chosen
+    assert chosen() is None
+    assert pane.select("op4")
+    qloop.run_until_complete(model.reload("all"))
+    assert chosen() == "op4"
