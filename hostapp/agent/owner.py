@@ -221,10 +221,23 @@ class Owner(api.AgentControl):
         return 0
 
 
-def setup_agent_logging(home: Path, verbose: bool) -> None:
-    """The agent has no terminal of its own: it logs to ``<home>/logs/agent.log``."""
-    handler = logging.handlers.RotatingFileHandler(private_file(log_dir(home) / "agent.log"), maxBytes=2_000_000,
-                                                   backupCount=3, encoding="utf-8")
+class _PrivateLog(logging.handlers.RotatingFileHandler):
+    """A rotating log whose every file is this user's alone: the file a rotation starts is
+    made 0600 before it is opened (the handler's own would follow the umask, often 0644)."""
+
+    def _open(self):  # type: ignore[no-untyped-def]
+        private_file(Path(self.baseFilename))
+        return super()._open()
+
+
+#: How large ``agent.log`` grows before it is rotated (three earlier files are kept).
+LOG_BYTES = 2_000_000
+
+
+def setup_agent_logging(home: Path, verbose: bool) -> logging.Handler:
+    """The agent has no terminal of its own: it logs to ``<home>/logs/agent.log`` (the
+    handler is returned, for a test to take off again)."""
+    handler = _PrivateLog(log_dir(home) / "agent.log", maxBytes=LOG_BYTES, backupCount=3, encoding="utf-8")
     handler.setFormatter(logging.Formatter("%(asctime)s %(process)d %(levelname)s %(name)s: %(message)s"))
     handler.addFilter(RedactUrlSecrets())
     root = logging.getLogger()
@@ -232,3 +245,8 @@ def setup_agent_logging(home: Path, verbose: bool) -> None:
     root.setLevel(logging.DEBUG if verbose else logging.INFO)
     # httpcore's debug lines quote whole headers (session ids, secret values).
     logging.getLogger("httpcore").setLevel(logging.INFO)
+    # httpx says every request at INFO: a line per poll and per resumed stream, which at
+    # ten thousand operations rotated a restart's own lines out of the log within seconds.
+    # They are kept for --verbose.
+    logging.getLogger("httpx").setLevel(logging.INFO if verbose else logging.WARNING)
+    return handler

@@ -71,12 +71,14 @@ class Agents:
         self.procs: list[subprocess.Popen[bytes]] = []
         self._outputs: list[Path] = []
 
-    def start(self, *args: str) -> subprocess.Popen[bytes]:
-        """``hostapp agent ARGS`` on the home; what it prints goes to a file beside the home
-        (:meth:`output`), so that a full pipe never stops it and a test can say why it died."""
+    def start(self, *args: str, verbose: bool = False) -> subprocess.Popen[bytes]:
+        """``hostapp agent ARGS`` on the home (``hostapp -v agent ARGS`` when ``verbose``);
+        what it prints goes to a file beside the home (:meth:`output`), so that a full pipe
+        never stops it and a test can say why it died."""
         path = self.home.parent / f"{self.home.name}-agent-{len(self.procs)}.out"
+        flags = ["-v"] if verbose else []
         with open(path, "wb") as out:
-            proc = subprocess.Popen([sys.executable, "-m", "hostapp", "agent", *args], env=self.env,
+            proc = subprocess.Popen([sys.executable, "-m", "hostapp", *flags, "agent", *args], env=self.env,
                                     stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                                     start_new_session=True)
         self.procs.append(proc)
