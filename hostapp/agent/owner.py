@@ -135,6 +135,8 @@ class Owner(api.AgentControl):
         self.notifier = make_notifier(on_open=open_window)
         self._engine = Engine(home, _OwnerListener(self.endpoint, self.notifier))
         self.engine: api.EngineApi = LocalEngine(self._engine)
+        # Its restoring at start-up lets the clients' answers out between batches.
+        self._engine.clients_caught_up = self.endpoint.clients_caught_up
         self.endpoint.engine = self.engine
 
     def _clients_changed(self, count: int) -> None:

@@ -36,7 +36,7 @@ import logging
 import sqlite3
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -85,6 +85,11 @@ UNSENT_MESSAGE = "never sent: hostapp stopped before the call left, so it did no
 REQUEST_ID_BLOCK = 4096
 #: Operations restored at start-up in one turn of the event loop (see :meth:`Engine.start`).
 RESTORE_BATCH = 200
+#: How long the restoring at start-up waits in all for its clients to be sent what waits
+#: for them (the agent's window, its list), and at most at once, between two batches: a
+#: client that does not read delays the start by no more than that.
+RESTORE_CLIENT_WAIT = 2.0
+RESTORE_CLIENT_WAIT_AT_ONCE = 0.25
 
 
 class _NullListener:
@@ -116,6 +121,14 @@ class Engine:
         self._connect = connect
         # the records Engine.start is restoring (their request ids are taken)
         self._restoring: list[OperationRecord] = []
+        # What was in flight when Engine.start read it, until every one is restored: the
+        # clients' lists of what is in flight are answered from it (see _in_flight_at_start).
+        self._at_start: asyncio.Future[list[OperationRecord]] | None = None
+        self._restored_at_start: set[str] = set()  # of those, the ids restored so far
+        #: Waits (at most the seconds given) until the clients have been sent what waits for
+        #: them; the agent sets it (its endpoint's), and the restoring at start-up gives them
+        #: time between its batches (:data:`RESTORE_CLIENT_WAIT`).
+        self.clients_caught_up: Callable[[float], Awaitable[None]] | None = None
         self.connections: dict[str, ServerConnection] = {}
         self._routing = RequestRouting()
         self._contacts = FirstContactGate()
@@ -206,11 +219,26 @@ class Engine:
         await self._handles.check_keyring()
         journal = self.journal
         records: list[OperationRecord] = []
-        if resume:
-            records = [r for r in await self._read(journal.unfinished_operations)
-                       if only is None or r.server in only]
-        if end_unsent:
-            records = await self._end_unsent(records)
+        # A client that asks what is in flight while this start reads and restores it (the
+        # window, after a restart) is answered from the same read: its own read of the same
+        # rows waited behind this one on the journal's read thread, and then for the event
+        # loop busy restoring (10,000 operations: 0.6 s more before its answer left).
+        at_start = self._at_start = asyncio.get_running_loop().create_future() if resume and only is None else None
+        try:
+            if resume:
+                records = [r for r in await self._read(journal.unfinished_operations)
+                           if only is None or r.server in only]
+            if end_unsent:
+                records = await self._end_unsent(records)
+        except BaseException as exc:
+            self._at_start = None
+            if at_start is not None:
+                at_start.set_exception(RuntimeError(f"the engine's start failed: {type(exc).__name__}"))
+                at_start.exception()  # retrieved here: a client's list then reads the journal
+            raise
+        if at_start is not None:
+            at_start.set_result(list(records))
+
         # The servers are connected while the keyring reads the handles (a few hundred
         # milliseconds for a thousand operations); a new session's request ids start above
         # those the operations about to be restored were sent under.
@@ -225,14 +253,30 @@ class Engine:
         # answers of the operations attached so far): ten thousand restored in one turn held
         # it for seconds, and an agent's answer to its window then waited behind them.
         self._restoring = []
-        for done, record in enumerate(records, 1):
-            runner = self._restore(record, handles.get(record.id))
-            runner.restored_at_start = True
-            self._contacts.expect(runner)
-            if not runner.done and not runner.restore_refused:
-                self._note_resumed(runner)
-            if done % RESTORE_BATCH == 0:
-                await asyncio.sleep(0)
+        waited = 0.0
+        try:
+            for done, record in enumerate(records, 1):
+                runner = self._restore(record, handles.get(record.id))
+                self._restored_at_start.add(record.id)
+                runner.restored_at_start = True
+                self._contacts.expect(runner)
+                if not runner.done and not runner.restore_refused:
+                    self._note_resumed(runner)
+                if done % RESTORE_BATCH == 0:
+                    await asyncio.sleep(0)
+                    waited += await self._let_clients_catch_up(RESTORE_CLIENT_WAIT - waited)
+        finally:
+            self._at_start = None  # every one restored: a list reads the journal again
+            self._restored_at_start = set()
+
+    async def _let_clients_catch_up(self, budget: float) -> float:
+        """Between two batches of the restoring: the clients' answers (the window's list)
+        go out before more is restored, within ``budget`` seconds; the seconds it took."""
+        if self.clients_caught_up is None or budget <= 0:
+            return 0.0
+        began = time.monotonic()
+        await self.clients_caught_up(min(budget, RESTORE_CLIENT_WAIT_AT_ONCE))
+        return time.monotonic() - began
 
     def _note_resumed(self, runner: OperationRunner) -> None:
         """The timeline says that this start took the operation up again (batched, like progress)."""
@@ -647,12 +691,42 @@ class Engine:
                          offset: int = 0, before: tuple[float, str] | None = None,
                          after: tuple[float, str] | None = None, top_level: bool = False,
                          view_of: str | None = None) -> list[api.OperationView]:
+        at_start = self._at_start
+        if (at_start is not None and statuses and set(statuses) <= api.IN_FLIGHT and not offset
+                and before is None and after is None and view_of is None):
+            try:
+                snapshot = await asyncio.shield(at_start)
+            except RuntimeError:
+                snapshot = None  # the start failed: the journal says what is in flight
+            if snapshot is not None and self._at_start is at_start:  # still restoring
+                return self._in_flight_at_start(snapshot, set(statuses), limit, top_level)
         records = await self._read(self.journal.list_operations, statuses=statuses, limit=limit, offset=offset,
                                    before=before, after=after, top_level=top_level, view_of=view_of)
         views = []
         for r in records:
             live = self.runners.get(r.id)
             views.append(live.view if live else operation_view(r))
+        return views
+
+    def _in_flight_at_start(self, records: list[OperationRecord], statuses: set[str], limit: int,
+                            top_level: bool) -> list[api.OperationView]:
+        """A list of what is in flight while the engine starts: the start's own read of the
+        journal, each operation as its runner shows it once restored (it may have ended
+        since; then it is left out), in the journal's order (newest first). Nothing new
+        starts meanwhile: a client's call waits for the start (the agent's ``ready``)."""
+        chosen = sorted((r for r in records if not top_level or r.view_of is None),
+                        key=lambda r: (r.created_at, r.id), reverse=True)
+        restored = self._restored_at_start
+        views = []
+        for r in chosen:
+            live = self.runners.get(r.id)
+            if live is None and r.id in restored:
+                continue  # restored, and ended since: no longer in flight
+            view = live.view if live else operation_view(r)
+            if view.status in statuses:
+                views.append(view)
+                if len(views) >= limit:
+                    break
         return views
 
     async def count_operations(self, statuses: set[str] | None = None, top_level: bool = False,

@@ -13,6 +13,7 @@ import logging
 import os
 import socket
 import tempfile
+import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -531,3 +532,36 @@ async def test_a_window_that_fell_behind_is_told_so_and_catches_up_with_every_ev
             assert heard.problems == [f"{n} {big}" for n in range(64)]  # every one, none twice
         finally:
             await link.stop()
+
+
+async def test_the_owner_can_wait_until_its_clients_have_been_sent_what_waits_for_them(isolated_home: Path):
+    """The owner's restoring at start-up waits between batches for what its clients wait
+    for (the window's list after a restart, megabytes) to leave: while a client does not
+    read, for no longer than it said; once it reads, until all is sent."""
+    limits = Limits(high_water=16 * 1024, held=16 * 1024 * 1024)
+    async with serving(isolated_home, limits=limits) as endpoint:
+        sock = await asyncio.to_thread(raw_client, endpoint.path, "window")
+        try:
+            await until(lambda: endpoint.has_client("window"))
+            big = "x" * 4096
+            for n in range(512):  # 2 MB of events it does not read yet
+                endpoint.problem("p", f"{n} {big}")
+            client = next(iter(endpoint._clients))
+            assert client.backlogged
+            began = time.monotonic()
+            await endpoint.clients_caught_up(0.3)
+            assert time.monotonic() - began >= 0.3 and client.backlogged  # bounded: it waited no longer
+
+            got = bytearray()
+
+            def read_all() -> None:
+                sock.settimeout(30)
+                while got.count(b"\n") < 1 + 512:  # hello's answer, then every event
+                    got.extend(sock.recv(1 << 20))
+
+            reading = asyncio.get_running_loop().run_in_executor(None, read_all)
+            await asyncio.wait_for(endpoint.clients_caught_up(60), 60)
+            assert not client.backlogged
+            await asyncio.wait_for(reading, 60)
+        finally:
+            sock.close()

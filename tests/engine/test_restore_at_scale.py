@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import threading
 
+from hostapp.engine import service
 from hostapp.engine.service import RESTORE_BATCH, Engine
 from hostapp.store.journal import OperationRecord
 from hostapp.store.server_config import ServerConfig
-from hostapp.store.status import OperationStatus
+from hostapp.store.status import IN_FLIGHT, OperationStatus
 from tests.engine.conftest import Recorder
+from tests.support.waiting import until_async
 
 
 async def test_restoring_many_operations_lets_the_event_loop_turn(isolated_home, real_keyring):
@@ -70,3 +73,105 @@ async def test_a_client_s_journal_read_does_not_wait_for_the_shared_thread_pool(
         await asyncio.gather(*held)
         await engine.stop()
     assert [v.id for v in views] == ["op-1"] and count == 1
+
+
+async def test_what_is_in_flight_is_listed_from_the_start_s_own_read_while_it_restores(isolated_home, real_keyring):
+    """The window asks what is in flight as soon as a restarted agent answers; its own read
+    of the same 10,000 rows waited behind the start's on the journal's read thread. While
+    the start restores, such a list is answered from the start's read: with the journal's
+    read thread held it still comes back, and it is what the journal says (order, statuses,
+    top-level only, and not an operation that ended since)."""
+    count = 2 * RESTORE_BATCH + 7
+    first = Engine(isolated_home, Recorder())
+    await first.start(resume=False)
+    first.journal.add_server(ServerConfig(name="paused", transport="http", url="http://127.0.0.1:9/mcp",
+                                          enabled=False))
+
+    def record(op_id: str, at: float, **kw) -> OperationRecord:
+        return OperationRecord(op_id, "paused", "tools/call", {"name": "slow", "arguments": {}}, tool="slow",
+                               status=kw.pop("status", OperationStatus.RUNNING), jsonrpc_id=int(at),
+                               mechanism="direct", created_at=1000.0 + at,
+                               handle={"mechanism": "direct", "method": "tools/call", "phase": "sent"}, **kw)
+
+    # The oldest ends as soon as it is restored: its handle never reached the keyring.
+    first.journal.create_operation_sync(dataclasses.replace(
+        record("ends", 0), mechanism="tasks_2025", resumable=False,
+        handle={"mechanism": "tasks_2025", "method": "tools/call", "phase": "held"}))
+    for i in range(1, count):
+        first.journal.create_operation_sync(record(
+            f"op-{i}", i, status=OperationStatus.INPUT_REQUIRED if i % 50 == 0 else OperationStatus.RUNNING,
+            view_of="op-1" if i % 7 == 0 else None))
+    first.journal.create_operation_sync(dataclasses.replace(record("done", count), status=OperationStatus.COMPLETED))
+    await first.stop()
+
+    second = Engine(isolated_home, Recorder())
+    lists: dict[str, list[str]] = {}
+    shapes = {"in flight": dict(statuses=set(IN_FLIGHT), limit=10_000, top_level=True),
+              "needs input": dict(statuses={OperationStatus.INPUT_REQUIRED}, limit=10_000),
+              "first 30": dict(statuses=set(IN_FLIGHT), limit=30)}
+
+    async def asked_while_restoring(_within: float) -> None:
+        if lists or len(second.runners) >= count:
+            return
+        await until_async(lambda: "ends" not in second.runners, what="the operation that ends at once")
+        await second.journal.flush()
+        release = threading.Event()
+        held = asyncio.get_running_loop().run_in_executor(second._reads, release.wait)
+        try:
+            for name, shape in shapes.items():
+                lists[name] = [v.id for v in await asyncio.wait_for(second.operations(**shape), 30)]
+        finally:
+            release.set()
+            await held
+        assert 0 < len(second.runners) < count  # still restoring
+
+    second.clients_caught_up = asked_while_restoring
+    await second.start()
+    try:
+        assert set(lists) == set(shapes)
+        for name, shape in shapes.items():
+            assert lists[name] == [r.id for r in second.journal.list_operations(**shape)], name
+        assert "ends" not in lists["in flight"] and "done" not in lists["in flight"]
+        assert len(lists["in flight"]) == count - 1 - (count - 1) // 7
+        assert len(lists["needs input"]) == (count - 1) // 50
+        # Restored: a list reads the journal again.
+        assert [v.id for v in await second.operations(**shapes["first 30"])] == lists["first 30"]
+    finally:
+        await second.stop()
+
+
+async def test_the_restoring_gives_its_clients_time_between_batches_within_a_bound(
+        isolated_home, real_keyring, monkeypatch):
+    """Between batches the restoring waits for its clients to be sent what waits for them
+    (the agent's endpoint says when): at most so long at once, and so long in all, so that a
+    client that does not read delays the start by no more."""
+    monkeypatch.setattr(service, "RESTORE_CLIENT_WAIT", 0.4)
+    monkeypatch.setattr(service, "RESTORE_CLIENT_WAIT_AT_ONCE", 0.25)
+    count = 4 * RESTORE_BATCH
+    first = Engine(isolated_home, Recorder())
+    await first.start(resume=False)
+    first.journal.add_server(ServerConfig(name="paused", transport="http", url="http://127.0.0.1:9/mcp",
+                                          enabled=False))
+    for i in range(count):
+        first.journal.create_operation_sync(OperationRecord(
+            f"op-{i}", "paused", "tools/call", {"name": "slow", "arguments": {}}, tool="slow",
+            status=OperationStatus.RUNNING, jsonrpc_id=i + 1, mechanism="direct",
+            handle={"mechanism": "direct", "method": "tools/call", "phase": "sent"}))
+    await first.stop()
+
+    second = Engine(isolated_home, Recorder())
+    given: list[tuple[float, int]] = []
+
+    async def a_client_that_never_reads(within: float) -> None:
+        given.append((within, len(second.runners)))
+        await asyncio.sleep(within)
+
+    second.clients_caught_up = a_client_that_never_reads
+    await second.start()
+    try:
+        assert [n for _, n in given][:2] == [RESTORE_BATCH, 2 * RESTORE_BATCH]  # after a batch each
+        assert given[0][0] == 0.25 and all(within <= 0.25 for within, _ in given)
+        assert sum(within for within, _ in given) <= 0.4 + 0.01  # then no more
+        assert len(second.runners) == count
+    finally:
+        await second.stop()
