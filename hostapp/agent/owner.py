@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import io
 import logging
 import logging.handlers
 import os
@@ -227,7 +228,7 @@ class _PrivateLog(logging.handlers.RotatingFileHandler):
     """A rotating log whose every file is this user's alone: the file a rotation starts is
     made 0600 before it is opened (the handler's own would follow the umask, often 0644)."""
 
-    def _open(self):  # type: ignore[no-untyped-def]
+    def _open(self) -> io.TextIOWrapper:
         private_file(Path(self.baseFilename))
         return super()._open()
 
