@@ -432,6 +432,11 @@ class ClientSession:
             self._abandoned.popitem(last=False)
 
     def _release(self, rid: RequestId, entry: _Pending) -> None:
+        # Its caller is past waiting (answered, refused, cancelled, or its send failed after
+        # the session closed and failed the answer too): a failure nobody will read now is
+        # marked read, else asyncio reports it (at an agent's stop, once per request in flight).
+        if entry.future.done() and not entry.future.cancelled():
+            entry.future.exception()
         # Only our own entry: a later request may have taken the same id (same-id resume).
         if self._pending.get(rid) is entry:
             del self._pending[rid]

@@ -100,3 +100,48 @@ async def test_a_replayed_server_request_is_answered_once():
         assert result["content"][0]["text"] == "answers to ask-2: 1"
     finally:
         await session.close()
+
+
+async def test_a_request_whose_session_closes_while_it_is_sent_leaves_no_unretrieved_failure(tmp_path):
+    """The session closed (its server gone, or the agent stopping) while a request was still
+    being sent: the close failed the answer it waited for, and the send failed too. The
+    caller hears the send's error; the answer's failure was left unread, and asyncio
+    reported each such request as an exception never retrieved (three lines in the agent's
+    log for each of 10,000 polls in flight at a stop)."""
+    import asyncio
+    import gc
+
+    from hostapp.engine.connections import make_transport
+    from hostapp.store.server_config import ServerConfig
+    from hostapp.transport.base import TransportError
+    from tests.support.faults import LabProcess, LoopbackProxy
+
+    lab = LabProcess(tmp_path / "lab.sqlite3").start()
+    proxy = LoopbackProxy(lab.port).start()
+    loop = asyncio.get_running_loop()
+    reported: list[str] = []
+    default = loop.get_exception_handler()
+    loop.set_exception_handler(lambda _loop, context: reported.append(context.get("message", "")))
+    try:
+        cfg = ServerConfig(name="lab", transport="http", url=f"http://127.0.0.1:{proxy.port}/mcp")
+        session = ClientSession(make_transport(cfg), Watch())
+        await session.connect()
+        held = proxy.hold(lambda r: r.rpc_method == "ping")
+        ping = asyncio.ensure_future(session.request("ping", {}))
+        for _ in range(500):
+            if held.arrived() is not None:
+                break
+            await asyncio.sleep(0.01)
+        assert held.arrived() is not None and not ping.done()  # sent, and no answer yet
+        session.on_closed(None)  # the connection is gone: what it waited for fails...
+        await session.close()    # ...and so does the send still under way
+        with pytest.raises((TransportError, ConnectionLost)):
+            await asyncio.wait_for(ping, 30)
+        del ping
+        gc.collect()
+        await asyncio.sleep(0)
+        assert not [m for m in reported if "never retrieved" in m], reported
+    finally:
+        loop.set_exception_handler(default)
+        proxy.stop()
+        lab.stop()
