@@ -238,7 +238,15 @@ class Engine:
             raise
         if at_start is not None:
             at_start.set_result(list(records))
+        try:
+            await self._restore_all(records, only)
+        finally:
+            self._at_start = None  # every one restored (or the start failed): a list reads the journal
+            self._restored_at_start = set()
 
+    async def _restore_all(self, records: list[OperationRecord], only: set[str] | None) -> None:
+        """Connect the servers and take up ``records`` again (see :meth:`start`)."""
+        journal = self.journal
         # The servers are connected while the keyring reads the handles (a few hundred
         # milliseconds for a thousand operations); a new session's request ids start above
         # those the operations about to be restored were sent under.
@@ -254,20 +262,16 @@ class Engine:
         # it for seconds, and an agent's answer to its window then waited behind them.
         self._restoring = []
         waited = 0.0
-        try:
-            for done, record in enumerate(records, 1):
-                runner = self._restore(record, handles.get(record.id))
-                self._restored_at_start.add(record.id)
-                runner.restored_at_start = True
-                self._contacts.expect(runner)
-                if not runner.done and not runner.restore_refused:
-                    self._note_resumed(runner)
-                if done % RESTORE_BATCH == 0:
-                    await asyncio.sleep(0)
-                    waited += await self._let_clients_catch_up(RESTORE_CLIENT_WAIT - waited)
-        finally:
-            self._at_start = None  # every one restored: a list reads the journal again
-            self._restored_at_start = set()
+        for done, record in enumerate(records, 1):
+            runner = self._restore(record, handles.get(record.id))
+            self._restored_at_start.add(record.id)
+            runner.restored_at_start = True
+            self._contacts.expect(runner)
+            if not runner.done and not runner.restore_refused:
+                self._note_resumed(runner)
+            if done % RESTORE_BATCH == 0:
+                await asyncio.sleep(0)
+                waited += await self._let_clients_catch_up(RESTORE_CLIENT_WAIT - waited)
 
     async def _let_clients_catch_up(self, budget: float) -> float:
         """Between two batches of the restoring: the clients' answers (the window's list)
@@ -712,22 +716,21 @@ class Engine:
                             top_level: bool) -> list[api.OperationView]:
         """A list of what is in flight while the engine starts: the start's own read of the
         journal, each operation as its runner shows it once restored (it may have ended
-        since; then it is left out), in the journal's order (newest first). Nothing new
-        starts meanwhile: a client's call waits for the start (the agent's ``ready``)."""
-        chosen = sorted((r for r in records if not top_level or r.view_of is None),
-                        key=lambda r: (r.created_at, r.id), reverse=True)
+        since; then it is left out), with any call started since (an agent's clients wait
+        for its start; a window carrying its own engine may not), in the journal's order
+        (newest first)."""
         restored = self._restored_at_start
         views = []
-        for r in chosen:
+        for r in records:
             live = self.runners.get(r.id)
             if live is None and r.id in restored:
                 continue  # restored, and ended since: no longer in flight
-            view = live.view if live else operation_view(r)
-            if view.status in statuses:
-                views.append(view)
-                if len(views) >= limit:
-                    break
-        return views
+            views.append(live.view if live else operation_view(r))
+        known = {r.id for r in records}
+        views += [runner.view for op_id, runner in self.runners.items() if op_id not in known]
+        chosen = [v for v in views if v.status in statuses and not (top_level and v.view_of is not None)]
+        chosen.sort(key=lambda v: (v.created_at, v.id), reverse=True)
+        return chosen[:limit]
 
     async def count_operations(self, statuses: set[str] | None = None, top_level: bool = False,
                                view_of: str | None = None) -> int:
