@@ -167,6 +167,8 @@ _OPERATION_FIELDS = tuple(f.name for f in fields(OperationRecord))
 _SERVER_FIELDS = tuple(f.name for f in fields(ServerConfig))
 # Membership tests take any string; a StrEnum's values are its members' equals.
 _STATUS_VALUES = frozenset(OperationStatus)
+_STATUS_OF = {status.value: status for status in OperationStatus}
+_OPERATION_FIELD_SET = frozenset(_OPERATION_FIELDS)
 # Set when an operation is created (or ended), never by an update.
 _FIXED_OPERATION_FIELDS = frozenset({"id", "created_at", "finished_at", "view_of", "view_calls"})
 # What may still change on a terminal operation: bookkeeping, never the outcome.
@@ -196,12 +198,36 @@ def _operation_to_row(record: OperationRecord) -> dict[str, Any]:
 
 
 def _row_to_operation(row: sqlite3.Row | Mapping[str, Any]) -> OperationRecord:
-    values = {name: row[name] for name in _OPERATION_FIELDS}
+    return _record_of({name: row[name] for name in _OPERATION_FIELDS})
+
+
+def _rows_to_operations(rows: list[sqlite3.Row]) -> list[OperationRecord]:
+    """Many rows of one query: each column found by its place, worked out once (a
+    ``sqlite3.Row`` finds a column by name by comparing it with every column's, case
+    folded: 23 fields of 24 columns, a third of a 10,000-row read's conversion)."""
+    if not rows:
+        return []
+    places = [(name, place) for place, name in enumerate(rows[0].keys()) if name in _OPERATION_FIELD_SET]
+    if len(places) != len(_OPERATION_FIELDS):
+        return [_row_to_operation(row) for row in rows]  # a column missing: the error says which
+    return [_record_of({name: row[place] for name, place in places}) for row in rows]
+
+
+def _record_of(values: dict[str, Any]) -> OperationRecord:
     for name in _JSON_OPERATION_FIELDS:
-        values[name] = _loads(values[name])
+        text = values[name]
+        if text is None:
+            continue
+        if text == "{}":  # most handles of finished operations
+            values[name] = {}
+        elif name == "jsonrpc_id" and text.isascii() and text.isdigit():  # ids are numbers mostly
+            values[name] = int(text)
+        else:
+            values[name] = json.loads(text)
     for name in _BOOL_OPERATION_FIELDS:
         values[name] = bool(values[name])
-    values["status"] = OperationStatus(values["status"])
+    status = values["status"]
+    values["status"] = _STATUS_OF.get(status) or OperationStatus(status)
     if values["handle"] is None:
         values["handle"] = {}
     return OperationRecord(**values)
@@ -637,7 +663,7 @@ class OperationJournal:
                 f"SELECT * FROM {table} {where} ORDER BY {order} LIMIT ? OFFSET ?",
                 (*params, int(limit), int(offset)),
             )
-            return [_row_to_operation(row) for row in rows]
+            return _rows_to_operations(rows)
         if not one_section or (before is not None and after is not None) or offset:
             raise ValueError("a page by key needs statuses all finished or all in flight, one key and no offset")
         created_at, op_id = float(key[0]), str(key[1])
@@ -647,7 +673,7 @@ class OperationJournal:
             f"ORDER BY created_at {'DESC' if older else 'ASC'}, id {'DESC' if older else 'ASC'} LIMIT ?",
             (*params, created_at, op_id, int(limit)),
         )
-        records = [_row_to_operation(row) for row in rows]
+        records = _rows_to_operations(rows)
         return records if older else records[::-1]
 
     def count_operations(self, statuses: Iterable[str] | None = None, *, top_level: bool = False,
@@ -662,7 +688,7 @@ class OperationJournal:
     def unfinished_operations(self) -> list[OperationRecord]:
         """Operations not yet terminal, oldest first: what to resume, poll or flag on start-up."""
         rows = self._read_all("SELECT * FROM operations WHERE in_flight = 1 ORDER BY created_at, id")
-        return [_row_to_operation(row) for row in rows]
+        return _rows_to_operations(rows)
 
     def unfinished_ids(self) -> list[str]:
         """The ids of the operations not yet terminal (no record decoded)."""

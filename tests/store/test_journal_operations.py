@@ -377,3 +377,25 @@ def test_the_schema_has_request_id_blocks(tmp_path):
         assert journal.schema_version >= (2, 1)
         with pytest.raises(ValueError):
             journal.reserve_request_ids("s", 0)
+
+
+def test_a_list_reads_each_record_as_a_read_of_that_one_operation_does(tmp_path: Path):
+    """A list converts its rows with each column's place worked out once; every field comes
+    back as the read of that operation alone gives it, whatever its JSON holds."""
+    ids: list = [7, 0, 123456789012, -3, "a-string", "42", None, 1.5]
+    handles: list = [{}, {"mechanism": "tasks_2025", "phase": "held", "n": [1, {"x": None}]}, {}]
+    with OperationJournal(tmp_path / "j.sqlite3") as journal:
+        for i, rid in enumerate(ids):
+            journal.create_operation_sync(record(
+                f"op-{i}", jsonrpc_id=rid, handle=handles[i % len(handles)], created_at=1000.0 + i,
+                status="running", open_question={"id": i, "params": {"message": "ünïcode ✓"}} if i % 2 else None))
+        journal.create_operation_sync(record("done", created_at=2000.0, status="running"))
+        journal.finish_operation_sync("done", "completed", result={"content": [{"type": "text", "text": "{}"}]})
+        listed = journal.list_operations(limit=100)
+        assert [r.id for r in listed] == [f"op-{i}" for i in reversed(range(len(ids)))] + ["done"]
+        for got in listed + journal.unfinished_operations():
+            assert got == journal.get_operation(got.id)
+        by_id = {r.id: r for r in listed}
+        assert [by_id[f"op-{i}"].jsonrpc_id for i in range(len(ids))] == ids
+        assert type(by_id["op-5"].jsonrpc_id) is str and type(by_id["op-0"].jsonrpc_id) is int
+        assert by_id["done"].result == {"content": [{"type": "text", "text": "{}"}]}
