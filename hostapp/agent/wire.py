@@ -39,6 +39,8 @@ from collections.abc import Callable
 from enum import IntEnum
 from typing import Any
 
+import orjson
+
 from hostapp.engine import api
 from hostapp.protocol import jsonrpc
 
@@ -92,13 +94,26 @@ class WireError(Exception):
     """The other end broke the wire's rules (bad JSON, unknown version, oversized message)."""
 
 
+# orjson on the wire's hot path (a page of 200 views, the list of 10,000 after a restart,
+# every event): measured against json, the agent's dumps of a page 1.84 -> 0.25 ms and of the
+# 10,000-view list 49 -> 6 ms, the client's loads of that list 39 -> 30 ms. What orjson refuses
+# (an integer beyond 64 bits, a string that is not valid Unicode, NaN to read) goes through
+# json as before, so the wire says and reads what it did.
+
+
 def dumps(message: dict[str, Any]) -> bytes:
-    return json.dumps(message, separators=(",", ":"), ensure_ascii=False).encode() + b"\n"
+    try:
+        return orjson.dumps(message, option=orjson.OPT_APPEND_NEWLINE)
+    except TypeError:  # orjson.JSONEncodeError: what json says, or refuses, as it did
+        return json.dumps(message, separators=(",", ":"), ensure_ascii=False).encode() + b"\n"
 
 
 def loads(line: bytes) -> dict[str, Any]:
     try:
-        message = json.loads(line)
+        try:
+            message = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            message = json.loads(line)  # what orjson refuses and json reads (NaN, big integers)
     except (ValueError, RecursionError) as exc:
         raise WireError(f"not a JSON message: {exc}") from None
     if not isinstance(message, dict):

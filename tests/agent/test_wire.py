@@ -4,6 +4,7 @@ sides, and every view and error round-trips."""
 from __future__ import annotations
 
 import inspect
+import json
 
 import pytest
 
@@ -70,3 +71,21 @@ def test_views_and_errors_round_trip():
         wire.operation_view({"id": "missing the rest"})
     with pytest.raises(wire.WireError):
         wire.loads(b"[" * 100_000)
+
+
+def test_a_line_says_and_reads_what_json_does_where_the_fast_encoder_refuses():
+    """The wire's lines are written and read by orjson; what it refuses (an integer beyond 64
+    bits from a server's result, NaN in a line) goes through json, as before."""
+    message = {"jsonrpc": "2.0", "id": 1, "result": {"big": 2**70, "neg": -(2**65), "text": "ünï ✓ \u2028",
+                                                     "nested": [{"a": None, "b": 1.5e16, "c": True}]}}
+    line = wire.dumps(message)
+    assert line.endswith(b"\n") and line.count(b"\n") == 1
+    assert wire.loads(line) == message == json.loads(line)
+    assert wire.loads(b'{"x": NaN, "y": 1}\n')["y"] == 1  # json reads it; orjson refuses
+    small = {"jsonrpc": "2.0", "method": "event", "params": {"seq": 3, "op": {"id": "a", "progress": 0.1}}}
+    assert json.loads(wire.dumps(small)) == small
+    with pytest.raises((TypeError, ValueError)):
+        wire.dumps({"text": "\ud800"})  # not valid Unicode: refused by both, as it was
+    for bad in (b"{not json}\n", b"\xff\xfe\n", b"[1, 2]\n"):
+        with pytest.raises(wire.WireError):
+            wire.loads(bad)
