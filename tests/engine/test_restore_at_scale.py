@@ -15,10 +15,10 @@ from tests.engine.conftest import Recorder
 from tests.support.waiting import until_async
 
 
-async def test_restoring_many_operations_lets_the_event_loop_turn(isolated_home, real_keyring):
-    # A paused server: its operations are restored and wait for Reconnect, nothing is sent.
-    count = 3 * RESTORE_BATCH + 7
-    first = Engine(isolated_home, Recorder())
+async def _operations_of_a_paused_server(home, count: int) -> None:
+    """``count`` operations in flight on a paused server, as a stopped engine left them: a
+    start restores them and they wait for Reconnect, nothing is sent."""
+    first = Engine(home, Recorder())
     await first.start(resume=False)
     first.journal.add_server(ServerConfig(name="paused", transport="http", url="http://127.0.0.1:9/mcp",
                                           enabled=False))
@@ -28,6 +28,11 @@ async def test_restoring_many_operations_lets_the_event_loop_turn(isolated_home,
             status=OperationStatus.RUNNING, jsonrpc_id=i + 1, mechanism="direct",
             handle={"mechanism": "direct", "method": "tools/call", "phase": "sent"}))
     await first.stop()
+
+
+async def test_restoring_many_operations_lets_the_event_loop_turn(isolated_home, real_keyring):
+    count = 3 * RESTORE_BATCH + 7
+    await _operations_of_a_paused_server(isolated_home, count)
 
     second = Engine(isolated_home, Recorder())
     seen: list[int] = []  # how many were restored, each time another task got a turn
@@ -148,16 +153,7 @@ async def test_the_restoring_gives_its_clients_time_between_batches_within_a_bou
     monkeypatch.setattr(service, "RESTORE_CLIENT_WAIT", 0.4)
     monkeypatch.setattr(service, "RESTORE_CLIENT_WAIT_AT_ONCE", 0.25)
     count = 4 * RESTORE_BATCH
-    first = Engine(isolated_home, Recorder())
-    await first.start(resume=False)
-    first.journal.add_server(ServerConfig(name="paused", transport="http", url="http://127.0.0.1:9/mcp",
-                                          enabled=False))
-    for i in range(count):
-        first.journal.create_operation_sync(OperationRecord(
-            f"op-{i}", "paused", "tools/call", {"name": "slow", "arguments": {}}, tool="slow",
-            status=OperationStatus.RUNNING, jsonrpc_id=i + 1, mechanism="direct",
-            handle={"mechanism": "direct", "method": "tools/call", "phase": "sent"}))
-    await first.stop()
+    await _operations_of_a_paused_server(isolated_home, count)
 
     second = Engine(isolated_home, Recorder())
     given: list[tuple[float, int]] = []
