@@ -90,6 +90,9 @@ RESTORE_BATCH = 200
 #: client that does not read delays the start by no more than that.
 RESTORE_CLIENT_WAIT = 2.0
 RESTORE_CLIENT_WAIT_AT_ONCE = 0.25
+#: How long the start waits, once it has read what is in flight, for the lists that waited
+#: for that read to be answered (see :meth:`Engine.operations`).
+LISTS_AT_START_WAIT = 1.0
 
 
 class _NullListener:
@@ -125,6 +128,7 @@ class Engine:
         # clients' lists of what is in flight are answered from it (see _in_flight_at_start).
         self._at_start: asyncio.Future[list[OperationRecord]] | None = None
         self._restored_at_start: set[str] = set()  # of those, the ids restored so far
+        self._lists_at_start: set[asyncio.Future[None]] = set()  # lists waiting for that read
         #: Waits (at most the seconds given) until the clients have been sent what waits for
         #: them; the agent sets it (its endpoint's), and the restoring at start-up gives them
         #: time between its batches (:data:`RESTORE_CLIENT_WAIT`).
@@ -238,6 +242,11 @@ class Engine:
             raise
         if at_start is not None:
             at_start.set_result(list(records))
+            # The lists that waited for this read are answered before the servers are
+            # connected and the keyring's handles read (a thread that held the interpreter
+            # 0.16 s at 10,000 while the window's answer waited for its turn).
+            if self._lists_at_start:
+                await asyncio.wait(set(self._lists_at_start), timeout=LISTS_AT_START_WAIT)
         try:
             await self._restore_all(records, only)
         finally:
@@ -698,12 +707,18 @@ class Engine:
         at_start = self._at_start
         if (at_start is not None and statuses and set(statuses) <= api.IN_FLIGHT and not offset
                 and before is None and after is None and view_of is None):
+            answered = asyncio.get_running_loop().create_future()
+            self._lists_at_start.add(answered)
             try:
-                snapshot = await asyncio.shield(at_start)
-            except RuntimeError:
-                snapshot = None  # the start failed: the journal says what is in flight
-            if snapshot is not None and self._at_start is at_start:  # still restoring
-                return self._in_flight_at_start(snapshot, set(statuses), limit, top_level)
+                try:
+                    snapshot = await asyncio.shield(at_start)
+                except RuntimeError:
+                    snapshot = None  # the start failed: the journal says what is in flight
+                if snapshot is not None and self._at_start is at_start:  # still restoring
+                    return self._in_flight_at_start(snapshot, set(statuses), limit, top_level)
+            finally:
+                self._lists_at_start.discard(answered)
+                answered.set_result(None)
         records = await self._read(self.journal.list_operations, statuses=statuses, limit=limit, offset=offset,
                                    before=before, after=after, top_level=top_level, view_of=view_of)
         views = []

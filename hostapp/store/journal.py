@@ -39,6 +39,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Self, TypeVar
 
+import orjson
 import sqlite_utils
 
 from hostapp.store.journal_schema import (
@@ -184,7 +185,17 @@ def _dumps(value: Any) -> str | None:
 
 
 def _loads(text: str | None) -> Any:
-    return None if text is None else json.loads(text)
+    return None if text is None else _json_of(text)
+
+
+def _json_of(text: str) -> Any:
+    """A JSON column's value. orjson (a list of 10,000 operations after a restart, which
+    holds the window's first rows: 160 -> 106 ms converted); json for what orjson refuses
+    and json wrote (NaN, an integer beyond 64 bits), so every value reads as it did."""
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return json.loads(text)
 
 
 def _operation_to_row(record: OperationRecord) -> dict[str, Any]:
@@ -223,7 +234,7 @@ def _record_of(values: dict[str, Any]) -> OperationRecord:
         elif name == "jsonrpc_id" and text.isascii() and text.isdigit():  # ids are numbers mostly
             values[name] = int(text)
         else:
-            values[name] = json.loads(text)
+            values[name] = _json_of(text)
     for name in _BOOL_OPERATION_FIELDS:
         values[name] = bool(values[name])
     status = values["status"]

@@ -171,3 +171,31 @@ async def test_the_restoring_gives_its_clients_time_between_batches_within_a_bou
         assert len(second.runners) == count
     finally:
         await second.stop()
+
+
+async def test_a_list_that_waited_for_the_start_s_read_is_answered_before_the_handles_are_read(
+        isolated_home, real_keyring):
+    """The window asks what is in flight before the start's read is in; once it is, the
+    answer goes first: reading the keyring's handles (a thread that holds the interpreter
+    for a while at 10,000) and connecting the servers come after."""
+    await _operations_of_a_paused_server(isolated_home, 50)
+    second = Engine(isolated_home, Recorder())
+    reading = second._handles.load_handles
+    answered_first: list[bool] = []
+    listing: list[asyncio.Task] = []
+
+    async def load_handles(records):
+        answered_first.append(bool(listing) and listing[0].done())
+        return await reading(records)
+
+    second._handles.load_handles = load_handles  # type: ignore[method-assign]
+    started = asyncio.ensure_future(second.start())
+    while second._at_start is None:
+        await asyncio.sleep(0)
+    listing.append(asyncio.ensure_future(second.operations(set(IN_FLIGHT), limit=10_000)))
+    await started
+    try:
+        assert answered_first == [True]
+        assert len(listing[0].result()) == 50
+    finally:
+        await second.stop()

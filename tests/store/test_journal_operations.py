@@ -399,3 +399,17 @@ def test_a_list_reads_each_record_as_a_read_of_that_one_operation_does(tmp_path:
         assert [by_id[f"op-{i}"].jsonrpc_id for i in range(len(ids))] == ids
         assert type(by_id["op-5"].jsonrpc_id) is str and type(by_id["op-0"].jsonrpc_id) is int
         assert by_id["done"].result == {"content": [{"type": "text", "text": "{}"}]}
+
+
+def test_json_the_fast_reader_refuses_is_read_as_json_wrote_it(tmp_path: Path):
+    """The journal's JSON columns are read by orjson; what json wrote and orjson refuses (an
+    integer beyond 64 bits in a server's result, NaN) reads back as it was written."""
+    with OperationJournal(tmp_path / "j.sqlite3") as journal:
+        journal.create_operation_sync(record("big", created_at=1.0, status="running"))
+        journal.finish_operation_sync("big", "completed", result={"n": 2**70, "neg": -(2**66), "ok": [1.5, None]})
+        journal.create_operation_sync(record("nan", created_at=2.0, status="running"))
+        journal.finish_operation_sync("nan", "completed", result={"x": float("inf")})
+        listed = {r.id: r for r in journal.list_operations(limit=10)}
+        assert listed["big"].result == {"n": 2**70, "neg": -(2**66), "ok": [1.5, None]}
+        assert listed["nan"].result == {"x": float("inf")}
+        assert journal.get_operation("big") == listed["big"]
