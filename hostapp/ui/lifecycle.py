@@ -203,12 +203,10 @@ class WindowLifecycle(QObject):
             w.run(self.refresh(), "read the operations again")
 
     async def refresh(self) -> None:
-        """Read what the new agent carries; the selection and the filter stay."""
+        """Read what the new agent carries; the filter stays, and so does the selection (the
+        operations pane chooses it again after the reload's reset)."""
         w = self.window
-        selected = w.selected_operation()
         await w.ops_model.reload()
-        if selected is not None:
-            w.select_operation(selected.id)
         await w.load_servers()
         w.elicitations.close_all()  # the questions of the agent that died; the new one asks again
         for question in await self.engine.open_questions():
