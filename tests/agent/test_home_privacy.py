@@ -28,27 +28,33 @@ def mode(path: Path) -> int:
     return stat.S_IMODE(path.stat().st_mode)
 
 
+async def _one_call_through_an_agent(agents: Agents, url: str, *, verbose: bool) -> str:
+    """The lab's ``lab_stats`` called through a real agent that reaches the lab at ``url``,
+    the agent stopped; what it logged."""
+    assert agents.run("servers", "add", "lab", "--url", url).returncode == 0
+    agents.start("--idle-exit", "600", verbose=verbose)
+    engine = await _connect(agents.home)
+    try:
+        await asyncio.wait_for(engine.wait_connected("lab"), 60)
+        op = await engine.start_call("lab", "lab_stats", {})
+        assert (await asyncio.wait_for(engine.wait_finished(op.id), 60)).status == api.OperationStatus.COMPLETED
+    finally:
+        await engine.close()
+    assert agents.run("agent", "stop").returncode == 0
+    return (agents.home / "logs" / "agent.log").read_text()
+
+
 async def test_the_home_is_private_and_url_keys_stay_out_of_the_log(agents: Agents, tmp_path: Path):
     old_umask = os.umask(0o022)
     lab = LabProcess(tmp_path / "lab.sqlite3").start(0)
     try:
-        url = f"{lab.url}?api_key={KEY}&team=x"
-        assert agents.run("servers", "add", "keyed", "--url", url).returncode == 0
-        agents.start("--idle-exit", "600", verbose=True)  # every request logged, as httpx says it
-        engine = await _connect(agents.home)
-        try:
-            await asyncio.wait_for(engine.wait_connected("keyed"), 60)
-            op = await engine.start_call("keyed", "lab_stats", {})
-            assert (await asyncio.wait_for(engine.wait_finished(op.id), 60)).status == api.OperationStatus.COMPLETED
-        finally:
-            await engine.close()
-        assert agents.run("agent", "stop").returncode == 0
+        # verbose: every request logged, as httpx says it
+        log = await _one_call_through_an_agent(agents, f"{lab.url}?api_key={KEY}&team=x", verbose=True)
     finally:
         lab.stop()
         os.umask(old_umask)
 
     home = agents.home
-    log = (home / "logs" / "agent.log").read_text()
     assert KEY not in log
     assert "api_key=***" in log  # the requests were logged, their key was not
     assert mode(home) == 0o700 and mode(home / "logs") == 0o700
@@ -64,19 +70,9 @@ async def test_the_agent_logs_no_line_per_request_unless_verbose(agents: Agents,
     log within seconds: httpx's request lines are for ``--verbose``."""
     lab = LabProcess(tmp_path / "lab.sqlite3").start(0)
     try:
-        assert agents.run("servers", "add", "lab", "--url", lab.url).returncode == 0
-        agents.start("--idle-exit", "600")
-        engine = await _connect(agents.home)
-        try:
-            await asyncio.wait_for(engine.wait_connected("lab"), 60)
-            op = await engine.start_call("lab", "lab_stats", {})
-            assert (await asyncio.wait_for(engine.wait_finished(op.id), 60)).status == api.OperationStatus.COMPLETED
-        finally:
-            await engine.close()
-        assert agents.run("agent", "stop").returncode == 0
+        log = await _one_call_through_an_agent(agents, lab.url, verbose=False)
     finally:
         lab.stop()
-    log = (agents.home / "logs" / "agent.log").read_text()
     assert "owns" in log and "HTTP Request" not in log
 
 
