@@ -218,6 +218,9 @@ class EngineContext:
     def poll_budget(self, server: str) -> PollBudget:
         return self.contacts.poll_budget(server)
 
+    def holding_repeat_requests(self, server: str) -> bool:
+        return self.contacts.holding(server)
+
     # -- the person ----------------------------------------------------------------------
 
     async def ask_person(self, runner: OperationRunner, params: dict[str, Any], *,

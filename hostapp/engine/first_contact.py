@@ -67,6 +67,11 @@ class FirstContactGate:
                 self._done.pop(operation.server).set()
                 del self._awaiting[operation.server]
 
+    def holding(self, server: str) -> bool:
+        """Whether repeat requests to ``server`` are held for restored operations' first
+        contact (until the last is heard from, or the wait is given up)."""
+        return server in self._done
+
     async def after_first_contacts(self, server: str) -> None:
         """Hold a repeat request while operations restored at start-up still wait for their
         first word from the same server. Bounded: after FIRST_CONTACT_PRIORITY_SECONDS the

@@ -103,6 +103,8 @@ class EngineContext(Protocol):
 
     def poll_budget(self, server: str) -> PollBudget: ...
 
+    def holding_repeat_requests(self, server: str) -> bool: ...
+
     def operation_event(self, op_id: str, kind: str, data: dict[str, Any]) -> None: ...
 
 log = logging.getLogger(__name__)
@@ -307,14 +309,16 @@ class LivenessWatches:
     def _host_holds_it(self, runner: OperationRunner) -> bool:
         """Whether the host itself is why nothing is heard: the server's connection is
         down (the supervisor reconnects, the window shows the server offline), or the
-        operation's polls wait their turn (the server's poll budget, or the first contacts
-        after a start): silence then says nothing about the server."""
+        operation's polls wait their turn (the server's poll budget; after a start, its
+        own first contact, or the other restored operations' first contacts, which every
+        repeat poll of that server waits for): silence then says nothing about the server."""
         return self._host_holds_server(runner.server) or runner.awaiting_first_contact
 
     def _host_holds_server(self, server: str) -> bool:
         """The host holds every operation of ``server`` (see :meth:`_host_holds_it`)."""
         ctx = self._context
-        return not ctx.connection(server).is_ready or ctx.poll_budget(server).waiting > 0
+        return (not ctx.connection(server).is_ready or ctx.poll_budget(server).waiting > 0
+                or ctx.holding_repeat_requests(server))
 
     def _park(self, watch: _Watch, period: float) -> None:
         server = watch.runner.server

@@ -123,3 +123,47 @@ async def test_the_stalled_mark_outlives_a_restart_of_the_host_until_a_sign_of_l
         assert lines(record).count("call wakes_up") == 1
     finally:
         await engine.stop()
+
+
+async def test_a_restored_operation_is_not_counted_silent_while_its_polls_wait_for_the_others_first_contact(
+        isolated_home, real_keyring, tmp_path, monkeypatch):
+    """After a start, every repeat poll of a server waits until the operations restored
+    with it were heard from (hostapp.engine.first_contact): an operation heard from already
+    is then silent because the host holds its polls, and is neither checked nor marked
+    stalled for it (at ten thousand operations after a restart, thousands were)."""
+    from hostapp.engine import first_contact
+
+    record = tmp_path / "record.txt"
+    engine, recorder = await started(isolated_home, record)
+    try:
+        silent = await engine.start_call("stalling", "falls_silent", {})
+        working = await engine.start_call("stalling", "keeps_working", {})
+        await until_async(lambda: lines(record).count("get task-keeps_working-2") >= 3, what="polls answered")
+    finally:
+        await engine.stop()  # a quit: both are resumed by the next start
+    hold = 3.0  # the falls_silent task's restored poll is never answered: the others wait so long
+    monkeypatch.setattr(first_contact, "FIRST_CONTACT_PRIORITY_SECONDS", hold)
+    recorder = Recorder()
+    engine = Engine(isolated_home, recorder)
+    recorder.engine = engine
+    await engine.start()
+    try:
+        await engine.connected("stalling")
+        gets = lines(record).count("get task-keeps_working-2")
+        await until_async(lambda: lines(record).count("get task-keeps_working-2") > gets,
+                          what="the working task's first contact after the start")
+        held_from = asyncio.get_running_loop().time()
+        # Its polls are held (20 of its intervals); the host's doing, not the server's silence.
+        await asyncio.sleep(hold - 0.5)
+        assert not events_of(recorder, working.id, EVENT_STALLED)
+        assert (await engine.operation(working.id)).stalled is None
+        polled = lines(record).count("get task-keeps_working-2")
+        assert polled == gets + 1, "its repeat polls were held"
+        # Once the wait is given up it is polled again, and stays unstalled.
+        await until_async(lambda: lines(record).count("get task-keeps_working-2") >= polled + 3,
+                          what="its polls going on after the hold")
+        assert asyncio.get_running_loop().time() - held_from >= hold - 0.5
+        assert not events_of(recorder, working.id, EVENT_STALLED)
+        assert (await engine.operation(silent.id)).in_flight  # still waited for, never sent again
+    finally:
+        await engine.stop()

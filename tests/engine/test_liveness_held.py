@@ -82,6 +82,7 @@ class _Written(asyncio.Future):  # what journal.update_operation returns
 class _Context:
     connections: dict[str, _Connection] = field(default_factory=dict)
     budgets: dict[str, _Budget] = field(default_factory=dict)
+    held_for_first_contacts: set[str] = field(default_factory=set)  # servers whose repeat polls wait
     events: list[tuple[str, str]] = field(default_factory=list)
     clock: Any = time.monotonic
     timing: Timing = field(default_factory=Timing)
@@ -117,6 +118,9 @@ class _Context:
     def poll_budget(self, server: str) -> _Budget:
         return self.budgets.setdefault(server, _Budget())
 
+    def holding_repeat_requests(self, server: str) -> bool:
+        return server in self.held_for_first_contacts
+
     def operation_event(self, op_id: str, kind: str, data: dict[str, Any]) -> None:
         self.events.append((op_id, kind))
 
@@ -133,11 +137,15 @@ def stalled(runners: list[_Runner]) -> bool:
     return all(r.view.stalled is not None for r in runners)
 
 
-@pytest.mark.parametrize("hold", ["poll_budget", "offline"])
+@pytest.mark.parametrize("hold", ["poll_budget", "first_contacts", "offline"])
 async def test_operations_the_host_holds_are_not_counted_silent_and_share_one_timer(hold: str) -> None:
     context = _Context()
     if hold == "poll_budget":
         context.poll_budget("s").waiting = 1  # their polls wait their turn
+    elif hold == "first_contacts":
+        # After a start, every repeat poll of the server waits until the operations restored
+        # with them were heard from (hostapp.engine.first_contact).
+        context.held_for_first_contacts.add("s")
     else:
         context.connection("s").is_ready = False  # the supervisor reconnects
     watches, runners = watched(context, 500)
@@ -149,6 +157,7 @@ async def test_operations_the_host_holds_are_not_counted_silent_and_share_one_ti
     assert max(r.mech.looked_at for r in runners) <= 3, [r.mech.looked_at for r in runners[:5]]
     released = time.monotonic()
     context.poll_budget("s").waiting = 0
+    context.held_for_first_contacts.clear()
     context.connection("s").is_ready = True
     # Let go, each is counted silent from then: checked, then stalled, as any other.
     await until_async(lambda: stalled(runners), what="every operation marked stalled")

@@ -9,7 +9,8 @@ word on what it was asked. Tasks poll every 50 ms (``pollInterval``).
   ``tasks/result`` never answers: a question the host could fetch never comes;
 - ``falls_silent``: the first poll is answered ``working``, later ones never are;
 - ``wakes_up``: as ``falls_silent``, until the file ``RECORD_FILE.wake`` exists: then
-  the polls it held are answered (the task completed), and so is what comes after.
+  the polls it held are answered (the task completed), and so is what comes after;
+- ``keeps_working``: every poll is answered ``working``: a task that never stalls.
 
 Its tasks are kept in ``RECORD_FILE.tasks`` (JSON), so that the process a restarted host
 starts knows them as the first one did.
@@ -26,7 +27,8 @@ TOOLS = [{"name": name, "description": text, "inputSchema": {"type": "object"},
           "execution": {"taskSupport": "required"}}
          for name, text in [("needs_input", "says it needs input, asks nothing"),
                             ("falls_silent", "stops answering its polls"),
-                            ("wakes_up", "stops answering its polls until woken")]]
+                            ("wakes_up", "stops answering its polls until woken"),
+                            ("keeps_working", "answers every poll: working")]]
 
 
 def note(line: str) -> None:
@@ -100,7 +102,9 @@ def main() -> None:
                 continue
             entry["gets"] += 1
             kept.write_text(json.dumps(tasks))
-            if entry["tool"] == "needs_input":
+            if entry["tool"] == "keeps_working":
+                write({"jsonrpc": "2.0", "id": rid, "result": task(task_id, "working")})
+            elif entry["tool"] == "needs_input":
                 write({"jsonrpc": "2.0", "id": rid, "result": task(task_id, "input_required")})
             elif entry["tool"] == "wakes_up" and awake():
                 write({"jsonrpc": "2.0", "id": rid, "result": task(task_id, "completed")})
