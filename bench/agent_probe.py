@@ -291,12 +291,19 @@ async def resume(home: Path, t0: float, timeout: float) -> dict[str, Any]:
     finally:
         await agent.stop(engine)
     times = sorted(at - t0 for at in listener.changed.values())
+    mechanism_of = _mechanism_of(home)
+    by_mechanism: dict[str, list[float]] = {}
+    for op_id, at in listener.changed.items():
+        by_mechanism.setdefault(mechanism_of.get(op_id, "?"), []).append(at - t0)
     return {"operations": len(expected) + len(unwatched), "watched": len(expected),
             "listed": len(listed & (expected | unwatched)), "answered_s": answered, "shown_s": shown,
             "attached": len(times), "all_attached_s": times[-1] if len(times) == len(expected) and times else None,
             "median_attached_s": statistics.median(times) if times else None,
             "not_attached": _mechanisms(home, expected - set(listener.changed)),
-            "left_out": _mechanisms(home, unwatched)}
+            "left_out": _mechanisms(home, unwatched),
+            # Per mechanism: (median, last) seconds to news.
+            "by_mechanism": {name: (round(statistics.median(values), 2), round(max(values), 2))
+                             for name, values in sorted(by_mechanism.items())}}
 
 
 def listing(home: Path, timeout: float) -> dict[str, Any]:
