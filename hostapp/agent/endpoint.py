@@ -57,6 +57,9 @@ log = logging.getLogger(__name__)
 #: At most this many coalesced operation updates a second reach each client.
 EVENT_HZ = 30
 
+#: How often :meth:`AgentEndpoint.clients_caught_up` looks whether all was sent.
+SENT_LOOK_SECONDS = 0.001
+
 #: How long requests of a client that stopped sending are still answered.
 _ANSWER_GRACE_SECONDS = 5.0
 
@@ -290,6 +293,11 @@ class _Client:
     @property
     def backlogged(self) -> bool:
         return not self.writable.is_set()
+
+    @property
+    def unsent(self) -> bool:
+        """Whether anything written to it has not left for its socket yet."""
+        return bool(self._queue) or self.writer.transport.get_write_buffer_size() > 0
 
     def send(self, message: dict[str, Any]) -> None:
         """A response (or a refusal): written in turn, whatever the backlog (requests are not
@@ -568,12 +576,15 @@ class AgentEndpoint:
             os.umask(old_umask)
         os.chmod(self.path, 0o600)
 
-    async def clients_caught_up(self, within: float) -> None:
-        """Until no client has more waiting to be written to it than its high water, for at
-        most ``within`` seconds. The owner's restoring at start-up waits here between its
-        batches: a turn of the event loop writes what a client's socket takes (about 200 KB),
-        and the window's list of 10,000 after a restart (4.5 MB) went out one turn at a time
-        between batches of 60 ms, for 1.3 s."""
+    async def clients_caught_up(self, within: float, *, everything: bool = False) -> None:
+        """Until no client has more waiting to be written to it than its high water (with
+        ``everything``: nothing at all), for at most ``within`` seconds. The owner's
+        restoring at start-up waits here between its batches: a turn of the event loop
+        writes what a client's socket takes (about 200 KB), and the window's list of 10,000
+        after a restart (4.5 MB) went out one turn at a time between batches of 60 ms, for
+        1.3 s. Before it restores, it waits for everything: the last quarter megabyte of
+        that list, below the high water, otherwise left while the keyring's handles were
+        read and the servers connected, reached the window 0.2-0.4 s later."""
         deadline = time.monotonic() + within
         # Again after each wait: a client that caught up is sent what waited meanwhile.
         while behind := [client for client in self._clients if not client.closed and client.backlogged]:
@@ -582,6 +593,12 @@ class AgentEndpoint:
                 return
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(asyncio.gather(*(client.writable.wait() for client in behind)), left)
+        # Below the high water the transport says nothing more (no callback when it is
+        # empty): looked at every millisecond, each look a turn of the loop that writes.
+        while everything and any(client.unsent for client in self._clients if not client.closed):
+            if time.monotonic() >= deadline:
+                return
+            await asyncio.sleep(SENT_LOOK_SECONDS)
 
     async def farewell(self, reason: str) -> None:
         """Tell every client that the owner stops on purpose (``reason``, for a person), so

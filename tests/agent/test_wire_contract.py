@@ -565,3 +565,38 @@ async def test_the_owner_can_wait_until_its_clients_have_been_sent_what_waits_fo
             await asyncio.wait_for(reading, 60)
         finally:
             sock.close()
+
+
+async def test_the_owner_can_wait_until_its_clients_have_been_sent_all_of_it(isolated_home: Path):
+    """Before it restores, the owner waits until its clients were sent everything, not only
+    until what waits is below their high water: the tail of the window's list would wait
+    for the turns of a loop busy connecting and reading the keyring."""
+    limits = Limits(high_water=64 * 1024 * 1024, held=16 * 1024 * 1024)  # never backlogged here
+    async with serving(isolated_home, limits=limits) as endpoint:
+        sock = await asyncio.to_thread(raw_client, endpoint.path, "window")
+        try:
+            await until(lambda: endpoint.has_client("window"))
+            big = "x" * 4096
+            for n in range(512):  # 2 MB it does not read yet: more than its socket takes
+                endpoint.problem("p", f"{n} {big}")
+            client = next(iter(endpoint._clients))
+            assert not client.backlogged and client.unsent
+            began = time.monotonic()
+            await endpoint.clients_caught_up(0.3)  # below the high water: caught up
+            assert time.monotonic() - began < 0.2
+            await endpoint.clients_caught_up(0.3, everything=True)
+            assert time.monotonic() - began >= 0.3 and client.unsent  # bounded: no longer
+
+            got = bytearray()
+
+            def read_all() -> None:
+                sock.settimeout(30)
+                while got.count(b"\n") < 1 + 512:
+                    got.extend(sock.recv(1 << 20))
+
+            reading = asyncio.get_running_loop().run_in_executor(None, read_all)
+            await asyncio.wait_for(endpoint.clients_caught_up(60, everything=True), 60)
+            assert not client.unsent
+            await asyncio.wait_for(reading, 60)
+        finally:
+            sock.close()

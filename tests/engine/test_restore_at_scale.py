@@ -115,7 +115,7 @@ async def test_what_is_in_flight_is_listed_from_the_start_s_own_read_while_it_re
               "needs input": dict(statuses={OperationStatus.INPUT_REQUIRED}, limit=10_000),
               "first 30": dict(statuses=set(IN_FLIGHT), limit=30)}
 
-    async def asked_while_restoring(_within: float) -> None:
+    async def asked_while_restoring(_within: float, *, everything: bool = False) -> None:
         if lists or len(second.runners) >= count:
             return
         await until_async(lambda: "ends" not in second.runners, what="the operation that ends at once")
@@ -158,7 +158,7 @@ async def test_the_restoring_gives_its_clients_time_between_batches_within_a_bou
     second = Engine(isolated_home, Recorder())
     given: list[tuple[float, int]] = []
 
-    async def a_client_that_never_reads(within: float) -> None:
+    async def a_client_that_never_reads(within: float, *, everything: bool = False) -> None:
         given.append((within, len(second.runners)))
         await asyncio.sleep(within)
 
@@ -189,6 +189,12 @@ async def test_a_list_that_waited_for_the_start_s_read_is_answered_before_the_ha
         return await reading(records)
 
     second._handles.load_handles = load_handles  # type: ignore[method-assign]
+    waits: list[tuple[bool, bool]] = []  # (everything, the handles read by then)
+
+    async def clients_caught_up(within: float, *, everything: bool = False) -> None:
+        waits.append((everything, bool(answered_first)))
+
+    second.clients_caught_up = clients_caught_up
     started = asyncio.ensure_future(second.start())
     while second._at_start is None:
         await asyncio.sleep(0)
@@ -197,5 +203,7 @@ async def test_a_list_that_waited_for_the_start_s_read_is_answered_before_the_ha
     try:
         assert answered_first == [True]
         assert len(listing[0].result()) == 50
+        # ... and sent to the clients, all of it, before the handles are read.
+        assert waits[:1] == [(True, False)]
     finally:
         await second.stop()
