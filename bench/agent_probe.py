@@ -12,10 +12,11 @@ load     ``python -m bench.agent_probe load --home H --operations N --seconds S`
          window (offscreen) as the agent's client, with N operations in flight in the
          agent at 10 updates a second each: the window's event loop lag, its repaints,
          the views it received, and the CPU of both processes.
-list     ``python -m bench.agent_probe list --home H``: a prepared home started as the agent,
-         the real window (offscreen) its client at once: from the agent's process start
-         until the window's model has a row for every unfinished operation (the agent
-         serves the list from its journal while its engine still starts).
+list     ``python -m bench.agent_probe list --home H``: a prepared home, the real window
+         (offscreen) built and shown, then started as the app starts it (its agent link
+         starts the agent): from the agent's process start until the window's model has a
+         row for every unfinished operation (the agent serves the list from its journal
+         while its engine still starts).
 resume   ``python -m bench.agent_probe resume --home H --t0 EPOCH``: a prepared home
          (:mod:`bench.resume_probe`) started as the agent, a client connected at once:
          from the agent's process start until the client lists every unfinished
@@ -307,52 +308,67 @@ async def resume(home: Path, t0: float, timeout: float) -> dict[str, Any]:
 
 
 def listing(home: Path, timeout: float) -> dict[str, Any]:
-    """The list after a restart: a prepared home started as the agent, the real window
-    (offscreen) its client at once; from the agent's process start until the window's
-    model holds a row for every operation the journal has in flight."""
+    """The list after a restart: a prepared home, the real window (offscreen) built and
+    shown first, then started as ``main.py`` starts it: its agent link starts the agent
+    and connects. From the agent's process start until the window's model holds a row for
+    every operation the journal has in flight. (The window is built before the agent
+    starts, as in the app; ``window_built_s`` says how long that took.)"""
     in_journal = set(_unfinished_progress(home))
 
     async def scenario(app: Any) -> dict[str, Any]:
         from bench.window_probe import memory
         from hostapp.app import FIRST_RUN_KEY, HostApp
+        from hostapp.ui.agent_link import AgentLink
 
-        agent = Agent(home)
-        t0 = agent.started_at
-        remote = await agent.connect(None, "window")
-        connected = time.time() - t0
+        agents: list[Agent] = []
+        connected: list[float] = []
+
+        async def connect(position: Any) -> Any:
+            if not agents:
+                agents.append(Agent(home))
+            remote = await agents[0].connect(None, "window")
+            connected.append(time.time())
+            return remote
+
+        link = AgentLink(connect)
         reads: list[tuple[float, float, int]] = []  # the window's list reads: asked, answered, rows
-        read = remote.operations
+        forward = link.forward
 
-        async def timed_read(*args: Any, **kwargs: Any) -> Any:
-            asked = time.time() - t0
-            views = await read(*args, **kwargs)
-            reads.append((round(asked, 3), round(time.time() - t0, 3), len(views)))
-            return views
+        async def timed_forward(method: str, arguments: Any) -> Any:
+            asked = time.time()
+            answer = await forward(method, arguments)
+            if method == "operations" and agents:
+                t0 = agents[0].started_at
+                reads.append((round(asked - t0, 3), round(time.time() - t0, 3), len(answer)))
+            return answer
 
-        remote.operations = timed_read  # type: ignore[method-assign]
-        host = HostApp(home, remote)
+        link.forward = timed_forward  # type: ignore[method-assign]
+        building = time.time()
+        host = HostApp(home, link)
         host.settings.setValue(FIRST_RUN_KEY, True)
         host.window.show()
+        built = time.time() - building
         model = host.window.ops_model
         starting = asyncio.ensure_future(host.start())
         shown = None
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if model.rowCount() >= len(in_journal) and all(model.row_of(i) is not None for i in in_journal):
-                shown = time.time() - t0
+            if agents and model.rowCount() >= len(in_journal) and all(model.row_of(i) is not None
+                                                                      for i in in_journal):
+                shown = time.time() - agents[0].started_at
                 break
             if starting.done() and starting.exception() is not None:
                 break
             await asyncio.sleep(0.005)
         listed = sum(1 for i in in_journal if model.row_of(i) is not None)
         await starting
-        started = time.time() - t0
-        result = {"operations": len(in_journal), "listed": listed, "connected_s": connected, "shown_s": shown,
-                  "reads": reads,
-                  "window_started_s": started, **memory()}
+        t0 = agents[0].started_at
+        result = {"operations": len(in_journal), "listed": listed,
+                  "connected_s": connected[0] - t0 if connected else None, "shown_s": shown,
+                  "reads": reads, "window_built_s": built, "window_started_s": time.time() - t0, **memory()}
         await host.shutdown(stop_loop=False)
-        stopper = await agent.connect(None, "bench")
-        await agent.stop(stopper)
+        stopper = await agents[0].connect(None, "bench")
+        await agents[0].stop(stopper)
         return result
 
     from bench.window_probe import run_in_qt
