@@ -198,12 +198,32 @@ def encode(value: Any, _depth: int = 0) -> Any:
 
 
 def _from_fields(cls: type[Any]) -> Callable[[Any], Any]:
-    names = {f.name for f in dataclasses.fields(cls)}
-    tuples = {f.name for f in dataclasses.fields(cls) if str(f.type).startswith("tuple")}
+    fields = dataclasses.fields(cls)
+    names = {f.name for f in fields}
+    tuples = {f.name for f in fields if str(f.type).startswith("tuple")}
+    # The common case, an object with every field (the agent's own views): the fields set
+    # straight into the slots, without the frozen class's __init__ (one object.__setattr__
+    # per field). A list of 10,000 views after a restart decoded in the window: 66 -> 25 ms
+    # (OperationView 7.7 -> 1.9 us each). Only for a slotted class with nothing to convert
+    # and no __post_init__ to run; anything else takes the general way below.
+    every_field = operator.itemgetter(*(f.name for f in fields))
+    setters = (tuple(cls.__dict__[f.name].__set__ for f in fields)
+               if "__slots__" in cls.__dict__ and not tuples and not hasattr(cls, "__post_init__") else None)
+    new = object.__new__
 
     def decode(data: Any) -> Any:
         if not isinstance(data, dict):
             raise WireError(f"expected an object for {cls.__name__}")
+        if setters is not None:
+            try:
+                values = every_field(data)
+            except KeyError:
+                pass  # a field left out (an older agent): its default, the general way
+            else:
+                obj = new(cls)
+                for set_field, value in zip(setters, values, strict=True):
+                    set_field(obj, value)
+                return obj
         kept = {k: (tuple(v) if k in tuples and isinstance(v, list) else v) for k, v in data.items() if k in names}
         try:
             return cls(**kept)

@@ -3,6 +3,7 @@ sides, and every view and error round-trips."""
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import json
 
@@ -71,6 +72,28 @@ def test_views_and_errors_round_trip():
         wire.operation_view({"id": "missing the rest"})
     with pytest.raises(wire.WireError):
         wire.loads(b"[" * 100_000)
+
+
+def test_a_view_with_every_field_reads_as_the_one_with_some_left_out_and_as_the_class_makes_it():
+    """Views with every field (the agent's own) are read by setting their slots; those from
+    an older or newer agent, with fields left out or extra, the general way: either way the
+    view is the one the class makes, equal and frozen."""
+    op = api.OperationView(id="a", server="s", tool=None, method="tools/call", arguments={"x": [1, 2]},
+                           status="input_required", progress=None, total=3.0, message="m",
+                           needs_input=True, stalled="quiet", view_calls=2, lost_at_stop=None, view_of="b")
+    every = wire.encode(op)
+    assert set(every) >= {f.name for f in dataclasses.fields(api.OperationView)}
+    fast = wire.operation_view(json.loads(json.dumps(every)))
+    assert fast == op and repr(fast) == repr(op)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        fast.status = "completed"  # type: ignore[misc]
+    older = {k: v for k, v in every.items() if k not in ("view_of", "view_calls", "stalled")}
+    assert wire.operation_view(older) == dataclasses.replace(op, view_of=None, view_calls=0, stalled=None)
+    assert wire.operation_view({**every, "from_a_newer_agent": 1}) == op
+    server = api.ServerView(name="s", transport="http", target="http://x", tools=({"name": "t"},))
+    assert wire.server_view(json.loads(json.dumps(wire.encode(server)))) == server  # a tuple field: general
+    with pytest.raises(wire.WireError):
+        wire.operation_view({"id": "a"})  # the fields without a default left out
 
 
 def test_a_line_says_and_reads_what_json_does_where_the_fast_encoder_refuses():
