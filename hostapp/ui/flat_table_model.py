@@ -13,6 +13,9 @@ from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelInd
 
 #: The invalid index Qt passes as the parent of a table's rows.
 TOP_LEVEL = QModelIndex()
+#: Every row's flags (made once: each ``|`` of Qt's flags is a Python enum operation, and
+#: a repaint asks for the flags of every cell shown).
+ROW_FLAGS = Qt.ItemFlag.ItemIsEnabled | Qt.ItemFlag.ItemIsSelectable | Qt.ItemFlag.ItemNeverHasChildren
 
 
 class FlatTableModel(QAbstractTableModel):
@@ -59,4 +62,4 @@ class FlatTableModel(QAbstractTableModel):
     def flags(self, index: QModelIndex | QPersistentModelIndex) -> Qt.ItemFlag:
         if not index.isValid():
             return Qt.ItemFlag.NoItemFlags
-        return Qt.ItemFlag.ItemIsEnabled | Qt.ItemFlag.ItemIsSelectable | Qt.ItemFlag.ItemNeverHasChildren
+        return ROW_FLAGS

@@ -78,6 +78,37 @@ def test_in_flight_first_then_history(qloop, qtmodeltester):
     assert "&lt;b&gt;bold&lt;/b&gt; &amp; &lt;img src=x&gt;" in tip and "<b>" not in tip
 
 
+def test_a_status_icon_comes_from_the_style_in_use(qloop, qapp, monkeypatch):
+    """Each status's icon is the style's own, made once per style: a new style (the person's
+    theme changed) gives new icons; cells answer no role they do not fill."""
+    from PySide6.QtWidgets import QApplication, QStyle, QStyleFactory
+
+    from hostapp.ui import operations_model
+
+    source = ListSource([op(1), op(2, api.FAILED), op(3, api.RUNNING, progress=1, total=4)])
+    model = OperationTableModel(source)
+    qloop.run_until_complete(model.reload())
+    rows = {model.operation(r).id: r for r in range(model.rowCount())}
+
+    def icon(op_id: str):
+        return model.data(model.index(rows[op_id], STATUS), Qt.ItemDataRole.DecorationRole)
+
+    def same(a, b) -> bool:
+        return a.pixmap(16).toImage() == b.pixmap(16).toImage()
+
+    style = QApplication.style()
+    assert same(icon("op1"), style.standardIcon(QStyle.StandardPixmap.SP_DialogApplyButton))
+    assert same(icon("op2"), style.standardIcon(QStyle.StandardPixmap.SP_MessageBoxCritical))
+    assert icon("op1") is icon("op1")  # made once
+    assert icon("op3") is None  # running: no icon
+    assert model.data(model.index(rows["op1"], STATUS), Qt.ItemDataRole.ForegroundRole) is None
+    before = icon("op1")
+    other = QStyleFactory.create("Fusion" if style.name().lower() != "fusion" else "Windows")
+    monkeypatch.setattr(operations_model, "QApplication", type("App", (), {"style": staticmethod(lambda: other)}))
+    assert icon("op1") is not before
+    assert same(icon("op1"), other.standardIcon(QStyle.StandardPixmap.SP_DialogApplyButton))
+
+
 def test_history_is_paged_not_loaded_at_once(qloop, qtmodeltester):
     source = ListSource([op(i) for i in range(100_000)])
     model = OperationTableModel(source)
