@@ -22,6 +22,7 @@ from hostapp.engine.routing import RequestRouting
 from hostapp.engine.server_logs import ServerLogs
 from hostapp.engine.session import ClientSession
 from hostapp.engine.supervisor import ServerConnection
+from hostapp.engine.task_listing import TaskListings
 from hostapp.protocol.jsonrpc import RequestId
 from hostapp.protocol.roots import roots_result
 from hostapp.protocol.timing import Timing
@@ -110,6 +111,7 @@ class EngineContext:
         self.handles = handles
         self.routing = routing
         self.contacts = contacts
+        self.listings = TaskListings()
         self.questions = questions
         self._connection = connection
         self.stopping = False
@@ -220,6 +222,9 @@ class EngineContext:
 
     def holding_repeat_requests(self, server: str) -> bool:
         return self.contacts.holding(server)
+
+    async def listed_task(self, server: str, session: ClientSession, task_id: str) -> dict[str, Any] | None:
+        return await self.listings.task(server, self.connection(server).info, session, task_id)
 
     # -- the person ----------------------------------------------------------------------
 

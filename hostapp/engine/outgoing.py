@@ -127,6 +127,9 @@ class OutgoingRequests:
         port = self._port
         if port.restored_at_start and not port.awaiting_first_contact:
             await self._context.after_first_contacts(port.record.server)
+        if action.method == "tasks/get" and port.awaiting_first_contact and port.mech.name == "tasks_2025" \
+                and await self._answered_by_listing(action):
+            return
         if action.method in POLL_METHODS and not port.awaiting_first_contact:
             # A repeat poll: within the server's budget (see hostapp.engine.budget).
             async with self._context.poll_budget(port.record.server).poll():
@@ -134,6 +137,21 @@ class OutgoingRequests:
                     await self._send_now(action)
             return
         await self._send_now(action)
+
+    async def _answered_by_listing(self, action: A.SendRequest) -> bool:
+        """A restored task's first ``tasks/get``, answered by its server's ``tasks/list``
+        (one for all of them: :mod:`hostapp.engine.task_listing`) when that names it."""
+        port, ctx = self._port, self._context
+        task_id = action.params.get("taskId")
+        if not isinstance(task_id, str):
+            return False
+        session = await self._sessions.live()
+        task = await ctx.listed_task(port.record.server, session, task_id)
+        if task is None or port.done:
+            return False
+        ctx.heard_from(port)
+        await port.feed(lambda: port.mech.on_result(task, now=ctx.clock(), method="tasks/get"))
+        return True
 
     async def _send_now(self, action: A.SendRequest) -> None:
         if action.method not in OPTIONAL_METHODS:

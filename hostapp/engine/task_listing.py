@@ -1,0 +1,114 @@
+"""After a restart, one ``tasks/list`` per server instead of a ``tasks/get`` per task.
+
+Every operation carried as a 2025-11-25 task is first heard from after a restart by a
+``tasks/get`` of its task id. A server that declares ``tasks.list`` in its capabilities
+answers the same Task objects in one listing: at ten thousand restored operations that
+was 2,500 requests each side had to carry while every other operation waited for its
+own first word. :class:`TaskListings` reads the listing once per server and session (its
+pages, at most :data:`MAX_PAGES`) when the first restored task asks, and answers every
+first contact from it while it is fresh (:data:`FRESH_SECONDS`); a first contact after
+that reads a new one.
+
+A task the listing does not name (a server that lists only the tasks of the session that
+made them, one it forgot, a listing cut short) is asked for by its own ``tasks/get``, as
+before; so is every task of a server whose listing failed (it is not tried again for that
+server). Only first contacts after a start are answered here: the repeat polls that follow
+go to the server one by one, within its poll budget, as they always did.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from hostapp.engine.session import ClientSession
+from hostapp.protocol.eras import ServerInfo
+from hostapp.protocol.jsonrpc import RpcError
+from hostapp.transport.base import TransportError
+
+log = logging.getLogger(__name__)
+
+#: Pages of one listing read at most (each as long as the server makes it).
+MAX_PAGES = 50
+#: How long a listing answers first contacts after it was read (seconds).
+FRESH_SECONDS = 5.0
+
+
+def lists_tasks(info: ServerInfo | None) -> bool:
+    """Whether the server said it answers ``tasks/list`` (2025-11-25 ``capabilities.tasks.list``)."""
+    tasks = info.capabilities.get("tasks") if info is not None else None
+    return isinstance(tasks, dict) and isinstance(tasks.get("list"), dict)
+
+
+class _Listing:
+    __slots__ = ("read", "session", "tasks")
+
+    def __init__(self, session: ClientSession, tasks: asyncio.Future[dict[str, dict[str, Any]]]) -> None:
+        self.session = session
+        self.tasks = tasks
+        self.read: float | None = None  # when the last page came (clock seconds)
+
+
+class TaskListings:
+    """Per server: the latest listing of its tasks, and the servers whose listing failed."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._listings: dict[str, _Listing] = {}
+        self._refused: set[str] = set()
+
+    async def task(self, server: str, info: ServerInfo | None, session: ClientSession,
+                   task_id: str) -> dict[str, Any] | None:
+        """The Task object ``server`` lists for ``task_id`` in ``session``; None when there is
+        none to go by (then its ``tasks/get`` asks). ``info``: what the server said of itself
+        when it was last connected (a session a previous process made, taken over after a
+        restart, carries no capabilities of its own)."""
+        if server in self._refused or not lists_tasks(info or session.server):
+            return None
+        listing = self._listings.get(server)
+        if listing is None or listing.session is not session or self._stale(listing):
+            listing = self._listings[server] = _Listing(session, asyncio.ensure_future(self._read(server, session)))
+            listing.tasks.add_done_callback(functools.partial(self._was_read, listing))
+        try:
+            tasks = await asyncio.shield(listing.tasks)
+        except (RpcError, TransportError):
+            return None
+        return tasks.get(task_id)
+
+    def _was_read(self, listing: _Listing, _done: asyncio.Future[Any]) -> None:
+        listing.read = self._clock()
+        if not _done.cancelled():
+            _done.exception()  # retrieved: each waiter hears of it from its own await
+
+    def _stale(self, listing: _Listing) -> bool:
+        return listing.read is not None and self._clock() - listing.read > FRESH_SECONDS
+
+    async def _read(self, server: str, session: ClientSession) -> dict[str, dict[str, Any]]:
+        tasks: dict[str, dict[str, Any]] = {}
+        cursor: str | None = None
+        try:
+            for _ in range(MAX_PAGES):
+                page = await session.request("tasks/list", {"cursor": cursor} if cursor else {})
+                if not isinstance(page, dict):
+                    break
+                listed = page.get("tasks")
+                for task in listed if isinstance(listed, list) else []:
+                    if isinstance(task, dict) and isinstance(task.get("taskId"), str):
+                        tasks[task["taskId"]] = task
+                cursor = page.get("nextCursor")
+                if not isinstance(cursor, str) or not cursor:
+                    break
+        except RpcError as exc:
+            # It says it lists, but does not: each task is asked for by itself from now on.
+            self._refused.add(server)
+            log.info("%s: tasks/list refused (%s); each restored task asks tasks/get", server, exc)
+            raise
+        except TransportError as exc:
+            log.info("%s: tasks/list did not come back (%s); each restored task asks tasks/get", server, exc)
+            raise
+        log.info("%s: %d tasks listed for the first contact of its restored tasks", server, len(tasks))
+        return tasks

@@ -1,0 +1,103 @@
+"""After a restart, the restored 2025-11-25 tasks of a server that lists its tasks are first
+heard from by one ``tasks/list``, not a ``tasks/get`` each (hostapp.engine.task_listing);
+a task the listing does not name asks by itself, as before.
+
+The server is the lab (a real process, behind a loopback proxy that keeps the methods it
+was asked): it declares ``tasks.list`` and lists the tasks its process made, across
+sessions; restarted, it still knows every task by its id but lists none of them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from hostapp.engine import api
+from hostapp.engine.service import Engine
+from hostapp.store.journal import ServerConfig
+from tests.engine.conftest import Recorder
+from tests.engine.test_keyring_recovery import handle_committed
+from tests.support.faults import LoopbackProxy
+from tests.support.waiting import until_async
+
+pytestmark = pytest.mark.timeout(120)
+
+COUNT = 12
+
+
+async def _tasks_left_running(home, proxy: LoopbackProxy) -> list[str]:
+    """COUNT long tasks on the lab, their ids committed, and the host quit with them running."""
+    recorder = Recorder()
+    engine = Engine(home, recorder)
+    recorder.engine = engine
+    await engine.start()
+    try:
+        await engine.add_server(ServerConfig(name="lab", transport="http", url=proxy.url(),
+                                             protocol_version="2025-11-25"))
+        await engine.connected("lab")
+        ops = await asyncio.gather(*(engine.start_call("lab", "long_task", {"seconds": 120, "steps": 120})
+                                     for _ in range(COUNT)))
+        for op in ops:
+            await handle_committed(engine, op.id)
+        assert {engine.runners[op.id].mech.name for op in ops} == {"tasks_2025"}
+        return [op.id for op in ops]
+    finally:
+        await engine.stop()  # a quit: the tasks go on at the lab
+
+
+async def _restarted(home) -> tuple[Engine, Recorder]:
+    recorder = Recorder()
+    engine = Engine(home, recorder)
+    recorder.engine = engine
+    await engine.start()
+    return engine, recorder
+
+
+async def _all_heard_from(engine: Engine, ids: list[str]) -> None:
+    await until_async(lambda: all(i in engine.runners and not engine.runners[i].awaiting_first_contact for i in ids),
+                      what="every restored task heard from")
+
+
+async def test_the_restored_tasks_are_first_heard_from_by_one_listing(isolated_home, lab, real_keyring):
+    proxy = LoopbackProxy(lab.port).start()
+    try:
+        ids = await _tasks_left_running(isolated_home, proxy)
+        asked_before = len(proxy.rpc_methods())
+        engine, _recorder = await _restarted(isolated_home)
+        try:
+            await _all_heard_from(engine, ids)
+            asked = proxy.rpc_methods()[asked_before:]
+            assert asked.count("tasks/list") == 1, asked
+            assert asked.count("tasks/get") == 0, asked  # (the repeat polls wait a poll interval)
+            for op_id in ids:  # each took the listing's word: working, its message shown
+                view = engine.runners[op_id].view
+                assert view.status == api.RUNNING and view.message, view
+            # Then each is polled by itself, as ever.
+            await until_async(lambda: proxy.rpc_methods()[asked_before:].count("tasks/get") >= COUNT,
+                              what="the repeat polls")
+            assert proxy.rpc_methods()[asked_before:].count("tasks/list") == 1
+            assert all(not engine.runners[i].done for i in ids)
+        finally:
+            await engine.stop()
+    finally:
+        proxy.stop()
+
+
+async def test_a_task_the_listing_does_not_name_is_asked_for_by_itself(isolated_home, lab, real_keyring):
+    proxy = LoopbackProxy(lab.port).start()
+    try:
+        ids = await _tasks_left_running(isolated_home, proxy)
+        lab.restart()  # it knows each task by its id, but lists none it did not make itself
+        asked_before = len(proxy.rpc_methods())
+        engine, _recorder = await _restarted(isolated_home)
+        try:
+            await _all_heard_from(engine, ids)
+            asked = proxy.rpc_methods()[asked_before:]
+            assert asked.count("tasks/list") == 1, asked
+            assert asked.count("tasks/get") >= COUNT, asked
+            assert all(engine.runners[i].view.status == api.RUNNING for i in ids)
+        finally:
+            await engine.stop()
+    finally:
+        proxy.stop()
