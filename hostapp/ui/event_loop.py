@@ -27,9 +27,12 @@ import time
 from typing import Any
 
 import qasync
-from PySide6.QtCore import QObject, Qt, QTimer
+from PySide6.QtCore import QCoreApplication, QEvent, QObject, Qt, QTimer
 
 log = logging.getLogger(__name__)
+
+#: The event :meth:`CallbackScheduler.hurry` posts.
+_RUN_NOW = QEvent.Type(QEvent.registerEventType())
 
 #: Heaps at least this long are rebuilt without their cancelled entries once those make up
 #: most of them (the timeouts httpx cancels at once would otherwise sit there for 30 s).
@@ -128,6 +131,21 @@ class CallbackScheduler(QObject):
         elif scheduled:
             self._arm(scheduled[0][0])
 
+    def hurry(self) -> None:
+        """Run what is ready before Qt paints: a posted event, which Qt delivers before its
+        low-priority update requests, where the timer fires only after them. For a request
+        the person is waiting for (the next page of the history as they scroll): it leaves
+        while the table repaints, instead of after (6 ms at 30 rows)."""
+        if not self._stopped and self._ready:
+            QCoreApplication.postEvent(self, QEvent(_RUN_NOW))
+
+    def event(self, event: QEvent) -> bool:
+        if event.type() == _RUN_NOW:
+            if self._ready:
+                self._run_due()
+            return True
+        return super().event(event)
+
     def _run_timed(self, handle: Any) -> None:
         loop = handle._loop
         started = time.monotonic()
@@ -165,6 +183,10 @@ class HostEventLoop(qasync.QEventLoop):
 
     def call_at(self, when, callback, *args, context=None):
         return self.call_later(when - time.monotonic(), callback, *args, context=context)
+
+    def hurry(self) -> None:
+        """What is ready runs before Qt's next paint (see :meth:`CallbackScheduler.hurry`)."""
+        self._timer.hurry()
 
     def _before_run_forever(self) -> None:
         super()._before_run_forever()

@@ -374,6 +374,9 @@ class OperationTableModel(FlatTableModel):
         task = loop.create_task(self.fetch_next_page())
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+        hurry = getattr(loop, "hurry", None)  # the window's loop: the read goes before the repaint
+        if hurry is not None:
+            hurry()
 
     @property
     def history_cut_above(self) -> bool:

@@ -138,3 +138,37 @@ def test_callbacks_wait_while_the_loop_is_not_running(loop, qapp: QApplication):
     assert steps == [] and not task.done()
     loop.run_until_complete(task)
     assert steps == ["first", "second"]
+
+
+@pytest.mark.parametrize("hurried", [False, True])
+def test_what_is_hurried_runs_before_the_next_paint(loop, qapp: QApplication, hurried: bool):
+    """A callback made ready while a widget waits to be repainted runs after the repaint,
+    unless the loop is hurried (the history's next page asked for as the person scrolls):
+    then before it."""
+    from PySide6.QtGui import QPaintEvent
+    from PySide6.QtWidgets import QWidget
+
+    order: list[str] = []
+
+    class Painted(QWidget):
+        def paintEvent(self, event: QPaintEvent) -> None:
+            order.append("painted")
+
+    widget = Painted()
+    widget.resize(200, 100)
+    widget.show()
+
+    async def scenario() -> None:
+        for _ in range(20):  # shown and painted once
+            await asyncio.sleep(0.01)
+        order.clear()
+        widget.update()  # a repaint waits
+        loop.call_soon(order.append, "ran")
+        if hurried:
+            loop.hurry()
+        for _ in range(20):
+            await asyncio.sleep(0.01)
+
+    loop.run_until_complete(scenario())
+    widget.close()
+    assert order[:2] == (["ran", "painted"] if hurried else ["painted", "ran"]), order
