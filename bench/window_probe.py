@@ -18,6 +18,10 @@ rows   the operations model alone (no window, no engine) told what the agent tel
        moved, in turn), then every one reports progress once more: each batch's time (what
        it holds the event loop for);
 
+repaint the real window over a journal with ``--history`` finished operations (in process),
+       1200 x 800: the time of one repaint of the operations table (60 of them, median and
+       least), what every scroll and every batch of changes costs the window.
+
 ``--t0`` is the wall clock just before the parent started this process, so start-up
 times include the interpreter's own start.
 """
@@ -291,6 +295,38 @@ def load(home: Path, operations: int, history: int, seconds: float, interval: fl
     return run_in_qt(scenario)
 
 
+def repaint(home: Path, finished: int, times: int = 60) -> dict[str, Any]:
+    """Repaints of the operations table (see the module's ``repaint``)."""
+    import statistics
+
+    if not any(home.iterdir()):
+        seed_history(home, finished)
+
+    async def scenario(app: Any) -> dict[str, Any]:
+        from hostapp.app import FIRST_RUN_KEY, HostApp
+        from hostapp.engine.facade import LocalEngine
+        from hostapp.engine.service import Engine
+
+        host = HostApp(home, LocalEngine(Engine(home)))
+        host.settings.setValue(FIRST_RUN_KEY, True)
+        host.window.resize(1200, 800)
+        host.window.show()
+        await host.start()
+        for _ in range(10):  # shown, filled, painted
+            await asyncio.sleep(0.02)
+        viewport = host.window.ops_table.viewport()
+        took = []
+        for _ in range(times):
+            started = time.perf_counter()
+            viewport.repaint()
+            took.append((time.perf_counter() - started) * 1000)
+        shown = host.window.ops_table.rowAt(viewport.height() - 1) - host.window.ops_table.rowAt(0) + 1
+        await host.shutdown(stop_loop=False)
+        return {"repaint_p50_ms": statistics.median(took), "repaint_min_ms": min(took), "rows_shown": shown}
+
+    return run_in_qt(scenario)
+
+
 def rows(operations: int, bulk: int) -> dict[str, Any]:
     """The model's own cost as calls start in bulk, and as each of them then moves."""
     from hostapp.engine import api
@@ -462,7 +498,7 @@ def history(home: Path, rows: int, pages: int, through_agent: bool) -> dict[str,
 
 def main() -> None:
     parser = argparse.ArgumentParser(description="one probe of the window benchmarks")
-    parser.add_argument("mode", choices=["bare", "cold", "load", "history", "rows"])
+    parser.add_argument("mode", choices=["bare", "cold", "load", "history", "rows", "repaint"])
     parser.add_argument("--t0", type=float, default=None)
     parser.add_argument("--home", type=Path)
     parser.add_argument("--operations", type=int, default=1000)
@@ -485,6 +521,8 @@ def main() -> None:
         os.environ["HOSTAPP_HOME"] = str(home)
         if args.mode == "history":
             result = history(home, args.history, args.pages, args.agent)
+        elif args.mode == "repaint":
+            result = repaint(home, args.history)
         else:
             result = cold(t0, home) if args.mode == "cold" else load(home, args.operations, args.history,
                                                                      args.seconds, args.interval, args.bulk)
