@@ -507,7 +507,7 @@ class _EventLog:
 #: operation with its last known status and progress, at once; the engine's views replace
 #: those rows as it attaches each operation (the same ids: no row twice). Every other
 #: method waits for :attr:`AgentEndpoint.ready`.
-READ_BEFORE_START = frozenset({"operations", "count_operations"})
+READ_BEFORE_START = frozenset({"operations", "count_operations", "unfinished_operations"})
 
 
 class AgentEndpoint:

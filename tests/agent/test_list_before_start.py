@@ -65,6 +65,8 @@ async def test_the_list_is_answered_from_the_journal_while_the_engine_starts(
         # ...while the list and the count are read from the journal now.
         listed = {op.id: op for op in await client.operations(set(api.IN_FLIGHT), limit=10_000)}
         assert await client.count_operations() == 3
+        # (what a quit asks, and `hostapp resume --wait`: the journal's unfinished ones)
+        assert {op.id for op in await client.unfinished_operations()} == {"running", "asking"}
         assert not owner.endpoint.ready.is_set() and not servers.done()
         assert set(listed) == {"running", "asking"}
         assert listed["running"].status == api.RUNNING
