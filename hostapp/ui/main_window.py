@@ -477,13 +477,14 @@ class MainWindow(QMainWindow):
 
     async def load_servers(self) -> None:
         """Fill the servers table and the keyring banner (after ``engine.start()``)."""
-        servers = await self.engine.servers()
-        self._needs_sign_in = {s.name for s in servers if s.state == ServerState.NEEDS_SIGN_IN}
-        # The row the person selected (not merely the table's current cell, which Qt sets
-        # without a selection) is selected again once the rows are read again.
-        picked = self.servers_table.selectionModel().selectedRows()
-        chosen = self.servers_model.server(picked[0].row()) if picked else None
-        self.servers_model.set_servers(servers)
+        with self.servers_model.reading():
+            servers = await self.engine.servers()
+            self._needs_sign_in = {s.name for s in servers if s.state == ServerState.NEEDS_SIGN_IN}
+            # The row the person selected (not merely the table's current cell, which Qt
+            # sets without a selection) is selected again once the rows are read again.
+            picked = self.servers_table.selectionModel().selectedRows()
+            chosen = self.servers_model.server(picked[0].row()) if picked else None
+            self.servers_model.set_servers(servers)
         row = self.servers_model.row_of(chosen.name) if chosen is not None else None
         if row is not None:
             self.servers_table.selectRow(row)

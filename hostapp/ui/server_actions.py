@@ -107,7 +107,8 @@ class ServerActions(QObject):
             self.servers_model.remove_server(replacing)
         else:
             await self.engine.add_server(cfg, settings.secrets)
-        self.servers_model.set_servers(await self.engine.servers())
+        with self.servers_model.reading():
+            self.servers_model.set_servers(await self.engine.servers())
         self.changed.emit()
 
     def remove_server(self) -> None:

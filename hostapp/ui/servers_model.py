@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
+from collections.abc import Iterator
 from typing import Any
 
 from PySide6.QtCore import QModelIndex, QPersistentModelIndex, Qt, QTimer
@@ -57,6 +59,10 @@ class ServerTableModel(FlatTableModel):
         #: Why no agent holds the connections now (it stopped, or is starting again), or
         #: None: the rows' last states are then the agent's last word, not the truth.
         self._agent_away: str | None = None
+        #: While every server is read again: the changes told meanwhile, in order (see
+        #: :meth:`begin_read`); None when no read is under way.
+        self._told_while_read: list[tuple[str, Any, float]] | None = None
+        self._reads = 0  # reads under way
 
     def set_agent_away(self, why: str | None) -> None:
         """No agent holds the connections (``why``, a few words: "agent stopped"), or one
@@ -67,16 +73,48 @@ class ServerTableModel(FlatTableModel):
         self.emit_all_changed()
         self._update_countdown()
 
+    @contextlib.contextmanager
+    def reading(self) -> Iterator[None]:
+        """While every server is read again, for :meth:`set_servers` to show the answer: the
+        changes told meanwhile are kept and told again over that answer. A change the agent
+        told after it answered is handed on by its client while the answer still waits for
+        the reader's next turn (one loop turn, or many under load): the answer alone would
+        put the server back to what it was ("connecting" for good, after a new agent
+        connected it). Telling again those that came before the answer is harmless: each
+        server's changes come in order, its last is its latest state."""
+        self._reads += 1
+        if self._told_while_read is None:
+            self._told_while_read = []
+        try:
+            yield
+        finally:
+            self._reads -= 1
+            if not self._reads:
+                self._told_while_read = None
+
     def set_servers(self, servers: list[ServerView]) -> None:
+        # Everything told since the first read under way began (for two at once, the
+        # older answer must not undo what the newer showed): each change told again.
+        told, self._told_while_read = self._told_while_read, None
         self.beginResetModel()
         self._agent_away = None  # read from an agent: the truth again
         self._servers = list(servers)
         now = time.monotonic()
         self._seen_at = {s.name: now for s in servers}
         self.endResetModel()
+        for kind, value, at in told or ():
+            if kind == "changed":
+                self.update_server(value)
+                self._seen_at[value.name] = at  # (its countdown runs from when it came)
+            else:
+                self.remove_server(value)
+        if told is not None:
+            self._told_while_read = told  # (telling again recorded nothing new)
         self._update_countdown()
 
     def update_server(self, server: ServerView) -> None:
+        if self._told_while_read is not None:
+            self._told_while_read.append(("changed", server, time.monotonic()))
         self._seen_at[server.name] = time.monotonic()
         row = self.row_of(server.name)
         if row is None:
@@ -90,6 +128,8 @@ class ServerTableModel(FlatTableModel):
         self._update_countdown()
 
     def remove_server(self, name: str) -> None:
+        if self._told_while_read is not None:
+            self._told_while_read.append(("removed", name, time.monotonic()))
         row = self.row_of(name)
         if row is not None:
             self.beginRemoveRows(QModelIndex(), row, row)

@@ -223,6 +223,36 @@ def test_servers_model(qtmodeltester):
     qtmodeltester.check(model)
 
 
+def test_the_servers_read_again_keep_what_was_told_meanwhile(qapp, qtmodeltester):
+    """While every server is read again, what is told meanwhile is told again over the
+    answer, in order, with the countdown it had; two reads at once keep the newer word; a
+    read that fails keeps nothing."""
+    model = ServerTableModel()
+    lab = ServerView("lab", "stdio", "x", state=api.CONNECTING)
+    model.set_servers([lab])
+    with model.reading():
+        model.update_server(ServerView("lab", "stdio", "x", state=api.RECONNECTING, retry_in=30))
+        model.update_server(ServerView("old", "stdio", "y", state=api.CONNECTED))
+        model.remove_server("old")
+        time.sleep(1.1)  # the countdown runs from when the change came, not from the answer
+        model.set_servers([lab, ServerView("old", "stdio", "y", state=api.CONNECTED)])  # older
+    qtmodeltester.check(model)
+    assert [s.name for s in model.servers()] == ["lab"]
+    assert model.servers()[0].state == api.RECONNECTING
+    assert model.data(model.index(0, SERVER_STATUS)) in ("reconnecting in 29 s", "reconnecting in 28 s")
+    with model.reading():  # two at once: the later (older) answer does not undo the first
+        with model.reading():
+            model.update_server(ServerView("lab", "stdio", "x", state=api.CONNECTED))
+            model.set_servers([ServerView("lab", "stdio", "x", state=api.CONNECTED)])
+        model.set_servers([lab])
+    assert model.servers()[0].state == api.CONNECTED
+    with pytest.raises(RuntimeError), model.reading():
+        model.update_server(ServerView("lab", "stdio", "x", state=api.OFFLINE))
+        raise RuntimeError("the agent went away")
+    model.set_servers([lab])
+    assert model.servers()[0].state == api.CONNECTING  # nothing kept from the failed read
+
+
 @pytest.mark.parametrize("view", [
     op(1, api.RUNNING, progress=42, total=100),
     op(2, api.RUNNING, progress=3),                 # no total: indeterminate

@@ -368,3 +368,42 @@ def test_a_server_that_restarted_says_so_on_its_row(host, qloop):
         qloop.run_until_complete(scenario())
     finally:
         peer.stop()
+
+
+def test_a_change_told_while_the_servers_are_read_again_is_not_undone_by_the_answer(host, qloop):
+    """The agent's answer to "every server" and a change it told just after come in one
+    read of its socket: the change is handed on at once, the answer when the window's read
+    goes on. The answer must not put the server back (after a new agent connected its
+    servers, the table said "connecting" for good)."""
+    import dataclasses
+
+    window = host.window
+
+    async def scenario():
+        await host.start()
+        await host.api.add_server(missing())
+        await until(lambda: view_of(window, "nocmd") is not None, what="the server's row")
+        read = window.engine.servers
+
+        async def answered_then_a_change_told():
+            answer = await read()
+            told = next(s for s in answer if s.name == "nocmd")
+            # What the agent said after it answered (a later attempt), handed on first.
+            window.signals.server_changed(dataclasses.replace(told, state=api.DISABLED, retry_in=None,
+                                                              retry_at=None))
+            return answer
+
+        window.engine.servers = answered_then_a_change_told
+        try:
+            await window.load_servers()
+        finally:
+            del window.engine.servers
+        assert view_of(window, "nocmd").state == api.DISABLED
+        assert cell(window, "nocmd", STATUS) == "retries stopped"
+        # Once read, a change is only shown: nothing is kept to be told again.
+        window.signals.server_changed(dataclasses.replace(view_of(window, "nocmd"), state=api.CONNECTING))
+        assert view_of(window, "nocmd").state == api.CONNECTING
+        assert window.servers_model._told_while_read is None
+        await host.shutdown(stop_loop=False)
+
+    qloop.run_until_complete(scenario())
