@@ -140,14 +140,17 @@ class OutgoingRequests:
 
     async def _answered_by_listing(self, action: A.SendRequest) -> bool:
         """A restored task's first ``tasks/get``, answered by its server's ``tasks/list``
-        (one for all of them: :mod:`hostapp.engine.task_listing`) when that names it."""
+        (one for all of them: :mod:`hostapp.engine.task_listing`) when that names it; True
+        when nothing is left to send."""
         port, ctx = self._port, self._context
         task_id = action.params.get("taskId")
         if not isinstance(task_id, str):
             return False
         session = await self._sessions.live()
         task = await ctx.listed_task(port.record.server, session, task_id)
-        if task is None or port.done:
+        if port.done:
+            return True  # it ended meanwhile: nothing to ask
+        if task is None:
             return False
         ctx.heard_from(port)
         await port.feed(lambda: port.mech.on_result(task, now=ctx.clock(), method="tasks/get"))

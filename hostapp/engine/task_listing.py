@@ -54,11 +54,13 @@ class _Listing:
 
 
 class TaskListings:
-    """Per server: the latest listing of its tasks, and the servers whose listing failed."""
+    """Per server and session: the latest listing of its tasks (the operations restored in
+    one session are restored together, but those of several sessions may interleave); and
+    the servers whose listing failed."""
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._clock = clock
-        self._listings: dict[str, _Listing] = {}
+        self._listings: dict[tuple[str, ClientSession], _Listing] = {}  # by server and session
         self._refused: set[str] = set()
 
     async def task(self, server: str, info: ServerInfo | None, session: ClientSession,
@@ -69,9 +71,13 @@ class TaskListings:
         restart, carries no capabilities of its own)."""
         if server in self._refused or not lists_tasks(info or session.server):
             return None
-        listing = self._listings.get(server)
-        if listing is None or listing.session is not session or self._stale(listing):
-            listing = self._listings[server] = _Listing(session, asyncio.ensure_future(self._read(server, session)))
+        key = (server, session)
+        listing = self._listings.get(key)
+        if listing is None or self._stale(listing):
+            # The stale ones go (a few thousand Task objects each, of no use after the start).
+            for old in [k for k, it in self._listings.items() if self._stale(it)]:
+                del self._listings[old]
+            listing = self._listings[key] = _Listing(session, asyncio.ensure_future(self._read(server, session)))
             listing.tasks.add_done_callback(functools.partial(self._was_read, listing))
         try:
             tasks = await asyncio.shield(listing.tasks)

@@ -101,3 +101,44 @@ async def test_a_task_the_listing_does_not_name_is_asked_for_by_itself(isolated_
             await engine.stop()
     finally:
         proxy.stop()
+
+
+class _Session:
+    """What a listing needs of a session: the server's word on itself, and requests (each
+    tasks/list answered with the tasks it was given, counted)."""
+
+    def __init__(self, tasks: list[str], *, refuse: bool = False) -> None:
+        from hostapp.protocol.eras import HANDSHAKE, ServerInfo
+
+        self.server = ServerInfo("2025-11-25", HANDSHAKE, capabilities={"tasks": {"list": {}}})
+        self.tasks, self.refuse, self.asked = tasks, refuse, 0
+
+    async def request(self, method: str, params: dict) -> dict:
+        from hostapp.protocol.jsonrpc import METHOD_NOT_FOUND, RpcError
+
+        assert method == "tasks/list"
+        self.asked += 1
+        await asyncio.sleep(0.01)
+        if self.refuse:
+            raise RpcError(METHOD_NOT_FOUND, "no tasks/list here")
+        return {"tasks": [{"taskId": t, "status": "working"} for t in self.tasks]}
+
+
+async def test_each_session_is_listed_once_however_its_operations_interleave_and_a_refusal_is_final():
+    from hostapp.engine import task_listing
+    from hostapp.engine.task_listing import TaskListings
+
+    now = [0.0]
+    listings = TaskListings(clock=lambda: now[0])
+    first, second = _Session(["a1", "a2"]), _Session(["b1", "b2"])
+    asked = [(first, "a1"), (second, "b1"), (first, "a2"), (second, "b2"), (second, "gone")]
+    found = await asyncio.gather(*(listings.task("lab", None, s, t) for s, t in asked))
+    assert [f["taskId"] if f else None for f in found] == ["a1", "b1", "a2", "b2", None]
+    assert (first.asked, second.asked) == (1, 1)
+    now[0] += task_listing.FRESH_SECONDS + 1  # stale: read again, the old listings let go
+    assert (await listings.task("lab", None, first, "a1"))["taskId"] == "a1"
+    assert first.asked == 2 and len(listings._listings) == 1
+    refusing = _Session(["c1"], refuse=True)
+    assert await listings.task("other", None, refusing, "c1") is None
+    assert await listings.task("other", None, _Session(["c1"]), "c1") is None  # not asked again
+    assert refusing.asked == 1
