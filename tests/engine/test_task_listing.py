@@ -10,6 +10,7 @@ sessions; restarted, it still knows every task by its id but lists none of them.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 
 import pytest
 
@@ -59,49 +60,48 @@ async def _all_heard_from(engine: Engine, ids: list[str]) -> None:
                       what="every restored task heard from")
 
 
-async def test_the_restored_tasks_are_first_heard_from_by_one_listing(isolated_home, lab, real_keyring):
+@contextlib.asynccontextmanager
+async def _restarted_with_tasks(home, lab, *, lab_restarted: bool = False):
+    """COUNT long tasks left running by a quit, the host started again (the lab restarted
+    before, if asked) and every restored task heard from: the new engine, the tasks' ids,
+    and what the lab was asked since the restart (a function, read when called)."""
     proxy = LoopbackProxy(lab.port).start()
     try:
-        ids = await _tasks_left_running(isolated_home, proxy)
+        ids = await _tasks_left_running(home, proxy)
+        if lab_restarted:
+            lab.restart()  # it knows each task by its id, but lists none it did not make itself
         asked_before = len(proxy.rpc_methods())
-        engine, _recorder = await _restarted(isolated_home)
+        engine, _recorder = await _restarted(home)
         try:
             await _all_heard_from(engine, ids)
-            asked = proxy.rpc_methods()[asked_before:]
-            assert asked.count("tasks/list") == 1, asked
-            # Not one tasks/get before it (the repeat polls come after every first contact).
-            assert "tasks/get" not in asked[:asked.index("tasks/list")], asked
-            for op_id in ids:  # each took the listing's word: working, its message shown
-                view = engine.runners[op_id].view
-                assert view.status == api.RUNNING and view.message, view
-            # Then each is polled by itself, as ever.
-            await until_async(lambda: proxy.rpc_methods()[asked_before:].count("tasks/get") >= COUNT,
-                              what="the repeat polls")
-            assert proxy.rpc_methods()[asked_before:].count("tasks/list") == 1
-            assert all(not engine.runners[i].done for i in ids)
+            yield engine, ids, lambda: proxy.rpc_methods()[asked_before:]
         finally:
             await engine.stop()
     finally:
         proxy.stop()
+
+
+async def test_the_restored_tasks_are_first_heard_from_by_one_listing(isolated_home, lab, real_keyring):
+    async with _restarted_with_tasks(isolated_home, lab) as (engine, ids, asked_since):
+        asked = asked_since()
+        assert asked.count("tasks/list") == 1, asked
+        # Not one tasks/get before it (the repeat polls come after every first contact).
+        assert "tasks/get" not in asked[:asked.index("tasks/list")], asked
+        for op_id in ids:  # each took the listing's word: working, its message shown
+            view = engine.runners[op_id].view
+            assert view.status == api.RUNNING and view.message, view
+        # Then each is polled by itself, as ever.
+        await until_async(lambda: asked_since().count("tasks/get") >= COUNT, what="the repeat polls")
+        assert asked_since().count("tasks/list") == 1
+        assert all(not engine.runners[i].done for i in ids)
 
 
 async def test_a_task_the_listing_does_not_name_is_asked_for_by_itself(isolated_home, lab, real_keyring):
-    proxy = LoopbackProxy(lab.port).start()
-    try:
-        ids = await _tasks_left_running(isolated_home, proxy)
-        lab.restart()  # it knows each task by its id, but lists none it did not make itself
-        asked_before = len(proxy.rpc_methods())
-        engine, _recorder = await _restarted(isolated_home)
-        try:
-            await _all_heard_from(engine, ids)
-            asked = proxy.rpc_methods()[asked_before:]
-            assert asked.count("tasks/list") == 1, asked
-            assert asked.count("tasks/get") >= COUNT, asked
-            assert all(engine.runners[i].view.status == api.RUNNING for i in ids)
-        finally:
-            await engine.stop()
-    finally:
-        proxy.stop()
+    async with _restarted_with_tasks(isolated_home, lab, lab_restarted=True) as (engine, ids, asked_since):
+        asked = asked_since()
+        assert asked.count("tasks/list") == 1, asked
+        assert asked.count("tasks/get") >= COUNT, asked
+        assert all(engine.runners[i].view.status == api.RUNNING for i in ids)
 
 
 class _Session:
