@@ -59,8 +59,8 @@ class ServerTableModel(FlatTableModel):
         #: Why no agent holds the connections now (it stopped, or is starting again), or
         #: None: the rows' last states are then the agent's last word, not the truth.
         self._agent_away: str | None = None
-        #: While every server is read again: the changes told meanwhile, in order (see
-        #: :meth:`begin_read`); None when no read is under way.
+        #: While every server is read again: the changes told meanwhile, in order, each with
+        #: when it came (see :meth:`reading`); None when no read is under way.
         self._told_while_read: list[tuple[str, Any, float]] | None = None
         self._reads = 0  # reads under way
 
@@ -93,29 +93,37 @@ class ServerTableModel(FlatTableModel):
                 self._told_while_read = None
 
     def set_servers(self, servers: list[ServerView]) -> None:
-        # Everything told since the first read under way began (for two at once, the
-        # older answer must not undo what the newer showed): each change told again.
-        told, self._told_while_read = self._told_while_read, None
         self.beginResetModel()
         self._agent_away = None  # read from an agent: the truth again
         self._servers = list(servers)
         now = time.monotonic()
         self._seen_at = {s.name: now for s in servers}
         self.endResetModel()
-        for kind, value, at in told or ():
+        # Everything told since the first read under way began (for two at once, the
+        # older answer must not undo what the newer showed), told again over the answer.
+        for kind, value, at in self._told_while_read or ():
             if kind == "changed":
-                self.update_server(value)
-                self._seen_at[value.name] = at  # (its countdown runs from when it came)
+                self._show(value, at)
             else:
-                self.remove_server(value)
-        if told is not None:
-            self._told_while_read = told  # (telling again recorded nothing new)
+                self._drop(value)
         self._update_countdown()
 
     def update_server(self, server: ServerView) -> None:
+        now = time.monotonic()
         if self._told_while_read is not None:
-            self._told_while_read.append(("changed", server, time.monotonic()))
-        self._seen_at[server.name] = time.monotonic()
+            self._told_while_read.append(("changed", server, now))
+        self._show(server, now)
+        self._update_countdown()
+
+    def remove_server(self, name: str) -> None:
+        if self._told_while_read is not None:
+            self._told_while_read.append(("removed", name, time.monotonic()))
+        self._drop(name)
+        self._update_countdown()
+
+    def _show(self, server: ServerView, seen_at: float) -> None:
+        """Its row shows ``server`` (a new row if it had none); its countdown runs from ``seen_at``."""
+        self._seen_at[server.name] = seen_at
         row = self.row_of(server.name)
         if row is None:
             row = len(self._servers)
@@ -125,18 +133,14 @@ class ServerTableModel(FlatTableModel):
         else:
             self._servers[row] = server
             self.emit_row_changed(row)
-        self._update_countdown()
 
-    def remove_server(self, name: str) -> None:
-        if self._told_while_read is not None:
-            self._told_while_read.append(("removed", name, time.monotonic()))
+    def _drop(self, name: str) -> None:
         row = self.row_of(name)
         if row is not None:
             self.beginRemoveRows(QModelIndex(), row, row)
             del self._servers[row]
             self.endRemoveRows()
             self._seen_at.pop(name, None)
-        self._update_countdown()
 
     def row_of(self, name: str) -> int | None:
         for i, s in enumerate(self._servers):
