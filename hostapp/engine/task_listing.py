@@ -45,10 +45,9 @@ def lists_tasks(info: ServerInfo | None) -> bool:
 
 
 class _Listing:
-    __slots__ = ("read", "session", "tasks")
+    __slots__ = ("read", "tasks")
 
-    def __init__(self, session: ClientSession, tasks: asyncio.Future[dict[str, dict[str, Any]]]) -> None:
-        self.session = session
+    def __init__(self, tasks: asyncio.Future[dict[str, dict[str, Any]]]) -> None:
         self.tasks = tasks
         self.read: float | None = None  # when the last page came (clock seconds)
 
@@ -77,7 +76,7 @@ class TaskListings:
             # The stale ones go (a few thousand Task objects each, of no use after the start).
             for old in [k for k, it in self._listings.items() if self._stale(it)]:
                 del self._listings[old]
-            listing = self._listings[key] = _Listing(session, asyncio.ensure_future(self._read(server, session)))
+            listing = self._listings[key] = _Listing(asyncio.ensure_future(self._read(server, session)))
             listing.tasks.add_done_callback(functools.partial(self._was_read, listing))
         try:
             tasks = await asyncio.shield(listing.tasks)

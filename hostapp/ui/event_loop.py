@@ -135,7 +135,7 @@ class CallbackScheduler(QObject):
         """Run what is ready before Qt paints: a posted event, which Qt delivers before its
         low-priority update requests, where the timer fires only after them. For a request
         the person is waiting for (the next page of the history as they scroll): it leaves
-        while the table repaints, instead of after (6 ms at 30 rows)."""
+        while the table repaints, instead of after (3-6 ms later)."""
         if not self._stopped and self._ready:
             QCoreApplication.postEvent(self, QEvent(_RUN_NOW))
 
