@@ -261,10 +261,10 @@ def _mechanism_of(home: Path) -> dict[str, str]:
         return {op_id: mechanism or "?" for op_id, mechanism in db.execute("SELECT id, mechanism FROM operations")}
 
 
-def _mechanisms(home: Path, ids: set[str]) -> dict[str, int]:
-    """How many of ``ids`` each mechanism carries."""
+def _mechanisms(mechanism_of: dict[str, str], ids: set[str]) -> dict[str, int]:
+    """How many of ``ids`` each mechanism carries (``mechanism_of``: :func:`_mechanism_of`)."""
     counts: dict[str, int] = {}
-    for op_id, mechanism in _mechanism_of(home).items():
+    for op_id, mechanism in mechanism_of.items():
         if op_id in ids:
             counts[mechanism] = counts.get(mechanism, 0) + 1
     return counts
@@ -276,7 +276,8 @@ async def resume(home: Path, t0: float, timeout: float) -> dict[str, Any]:
     before = _unfinished_progress(home)
     # An asynchronous tool's status polls bring neither progress nor a message to its view
     # (seen on the lab), so no client can tell it re-attached before it ends: left out.
-    unwatched = {i for i, m in _mechanism_of(home).items() if m == "async_tool" and i in before}
+    mechanism_of = _mechanism_of(home)
+    unwatched = {i for i, m in mechanism_of.items() if m == "async_tool" and i in before}
     before = {i: v for i, v in before.items() if i not in unwatched}
     expected = set(before)
     agent = Agent(home)
@@ -292,7 +293,6 @@ async def resume(home: Path, t0: float, timeout: float) -> dict[str, Any]:
     finally:
         await agent.stop(engine)
     times = sorted(at - t0 for at in listener.changed.values())
-    mechanism_of = _mechanism_of(home)
     by_mechanism: dict[str, list[float]] = {}
     for op_id, at in listener.changed.items():
         by_mechanism.setdefault(mechanism_of.get(op_id, "?"), []).append(at - t0)
@@ -300,8 +300,8 @@ async def resume(home: Path, t0: float, timeout: float) -> dict[str, Any]:
             "listed": len(listed & (expected | unwatched)), "answered_s": answered, "shown_s": shown,
             "attached": len(times), "all_attached_s": times[-1] if len(times) == len(expected) and times else None,
             "median_attached_s": statistics.median(times) if times else None,
-            "not_attached": _mechanisms(home, expected - set(listener.changed)),
-            "left_out": _mechanisms(home, unwatched),
+            "not_attached": _mechanisms(mechanism_of, expected - set(listener.changed)),
+            "left_out": _mechanisms(mechanism_of, unwatched),
             # Per mechanism: (median, last) seconds to news.
             "by_mechanism": {name: (round(statistics.median(values), 2), round(max(values), 2))
                              for name, values in sorted(by_mechanism.items())}}
