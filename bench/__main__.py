@@ -244,10 +244,14 @@ def bench_resume(sizes: Sizes, raw: dict[str, Any]) -> list[Row]:
                         "--timeout", str(5 + count / 50), env=keyring.env, timeout=1800))
                     listed = last_json(python("-m", "bench.agent_probe", "list", "--home", str(home),
                                               "--timeout", "120", env=keyring.env, timeout=1800))
+                    # The same first requests from a bare client: what the server allows.
+                    assert lab.proc is not None  # started
+                    floor = last_json(python("-m", "bench.resume_floor", "--home", str(home),
+                                             "--lab-pid", str(lab.proc.pid), env=keyring.env, timeout=1800))
                 finally:
                     lab.stop()
                 raw[f"resume_{count}"] = {"prepare": prepared, "measure": measured, "measure_again": again,
-                                          "through_agent": through, "list_through_agent": listed}
+                                          "through_agent": through, "list_through_agent": listed, "floor": floor}
                 spread = ", ".join(f"{k} {v}" for k, v in sorted(prepared["mechanisms"].items()))
                 shown, attached = measured["shown_s"], measured["all_attached_s"]
                 rows.append(Row("resume", f"{count:,} unfinished ({spread}): start to all shown in the window",
@@ -257,7 +261,7 @@ def bench_resume(sizes: Sizes, raw: dict[str, Any]) -> list[Row]:
                                     "(nothing committed to resume from)", measured["ended_without_contact"], "ops"))
                 rows.append(list_through_agent(count, measured, listed))
                 if attached is None:
-                    rows += resume_through_agent(count, measured, again, through)
+                    rows += resume_through_agent(count, measured, again, through, floor)
                     rows.append(Row("resume", f"{count:,}: re-attached {measured['attached']:,} of "
                                     f"{measured['operations'] - measured['ended_without_contact']:,} "
                                     f"(not: {measured['not_attached']})",
@@ -284,7 +288,7 @@ def bench_resume(sizes: Sizes, raw: dict[str, Any]) -> list[Row]:
                                 met=again["all_attached_s"] is not None and not again["ended_without_contact"]
                                 and again["operations"] == measured["operations"] - sum(measured["ended"].values())
                                 and not ended.get("unknown")))
-                rows += resume_through_agent(count, measured, again, through)
+                rows += resume_through_agent(count, measured, again, through, floor)
             finally:
                 keyring.stop()
     return rows
@@ -300,8 +304,9 @@ def list_through_agent(count: int, measured: dict[str, Any], listed: dict[str, A
 
 
 def resume_through_agent(count: int, measured: dict[str, Any], again: dict[str, Any],
-                         through: dict[str, Any]) -> list[Row]:
-    """The third start of the same home: the agent, timed by a client connected at once."""
+                         through: dict[str, Any], floor: dict[str, Any]) -> list[Row]:
+    """The third start of the same home: the agent, timed by a client connected at once;
+    then the floor, ``bench.resume_floor``: the same first requests from a bare client."""
     rows = [Row("resume", f"{count:,}: through the agent, its start to all listed at a client "
                 f"({through['listed']:,} of {through['operations']:,})", through["shown_s"], "s",
                 "window in process", through["shown_s"] / measured["shown_s"] if measured["shown_s"] else None)]
@@ -317,6 +322,16 @@ def resume_through_agent(count: int, measured: dict[str, Any], again: dict[str, 
                         "in process, re-attached (2nd start)",
                         through["all_attached_s"] / baseline if baseline else None,
                         "< 2 s" if count <= 1000 else None, through["all_attached_s"] < 2 if count <= 1000 else None))
+    answered, agent = floor["watched_answered_s"], through["all_attached_s"]
+    if answered is None:
+        rows.append(Row("resume", f"{count:,}: the floor, a bare client's answers for {floor['answered']:,} of "
+                        f"{floor['requests_for']:,} ({floor['failed']} failed: {floor['failures']})",
+                        floor["median_answered_s"] or 0.0, "s (median)", met=False))
+    elif agent is not None:
+        rows.append(Row("resume", f"{count:,}: through the agent, against the floor: the same first requests "
+                        f"from a bare client, answered for all {floor['watched']:,} in {answered:.2f} s "
+                        f"({floor['requests_for']:,} asked; the server's CPU meanwhile {floor['server_cpu_s']:.1f} s)",
+                        agent, "s", "the floor", agent / answered))
     return rows
 
 

@@ -8,7 +8,9 @@ home, one after the other, ``--rounds`` times each, in alternating order: throug
 operation but the asynchronous tools', which no client can see re-attached before they end)
 and, with ``--list``, the window as the agent's client (``bench.agent_probe list``: its start
 to every row listed). Each figure is printed with the load average of the moment: the machine
-may be shared. ``--profile DIR`` runs each agent under cProfile and writes its statistics
+may be shared. ``--floor`` adds, after each round, ``bench.resume_floor`` on the same home:
+the same first requests sent by a bare client, the least the server and this machine allow.
+``--profile DIR`` runs each agent under cProfile and writes its statistics
 there (one file per run; the figures of those runs are slower by the profiler's cost).
 
 REF is checked out as :mod:`bench.compare` does (this tree's ``bench`` scripts over it).
@@ -54,6 +56,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--count", type=int, default=1000, help="unfinished operations (default 1,000)")
     parser.add_argument("--rounds", type=int, default=2, help="restarts per commit (default 2)")
     parser.add_argument("--list", action="store_true", help="also the window's list after each restart")
+    parser.add_argument("--floor", action="store_true",
+                        help="also the bare client's floor (bench.resume_floor) after each round")
     parser.add_argument("--profile", type=Path, help="cProfile each agent, statistics written here")
     parser.add_argument("--json", type=Path, help="also write every run's figures here")
     args = parser.parse_args(argv)
@@ -76,7 +80,8 @@ def main(argv: list[str] | None = None) -> int:
                     "--count", str(args.count), env={**head.env(), **keyring.env}, timeout=3600))
                 print(f"prepared {prepared['prepared']:,} ({prepared['mechanisms']}) in "
                       f"{time.perf_counter() - started:.0f} s", file=sys.stderr, flush=True)
-                runs += _rounds(args, head, base, home, keyring.env, timeout)
+                assert lab.proc is not None  # started
+                runs += _rounds(args, head, base, home, keyring.env, timeout, lab.proc.pid)
             finally:
                 lab.stop()
         finally:
@@ -88,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _rounds(args: argparse.Namespace, head: Tree, base: Path, home: Path, env: dict[str, str],
-            timeout: float) -> list[dict[str, Any]]:
+            timeout: float, lab_pid: int) -> list[dict[str, Any]]:
     runs: list[dict[str, Any]] = []
 
     def measure(trees: list[Tree]) -> None:
@@ -104,6 +109,15 @@ def _rounds(args: argparse.Namespace, head: Tree, base: Path, home: Path, env: d
                     runs.append({**result, "tree": tree.label, "round": i + 1, "mode": mode})
                     print(f"round {i + 1} {tree.label} {mode}: {_figure(result)} "
                           f"(load {result['load_before']}-{result['load_after']})", file=sys.stderr, flush=True)
+            if args.floor:
+                load = _load()
+                result = bench_main.last_json(head.run(
+                    "-m", "bench.resume_floor", "--home", str(home), "--lab-pid", str(lab_pid),
+                    env={**head.env(), **env}, timeout=1800))
+                runs.append({**result, "tree": "floor", "round": i + 1, "mode": "floor",
+                             "load_before": round(load, 2), "load_after": round(_load(), 2)})
+                print(f"round {i + 1} floor: {_figure(result)} (load {load:.2f}-{_load():.2f})",
+                      file=sys.stderr, flush=True)
 
     if args.ref:
         with checkout(args.ref, base) as ref:
@@ -114,7 +128,24 @@ def _rounds(args: argparse.Namespace, head: Tree, base: Path, home: Path, env: d
     return runs
 
 
+def _value(run: dict[str, Any]) -> float | None:
+    key = {"list": "shown_s", "floor": "watched_answered_s"}.get(run["mode"], "all_attached_s")
+    return run.get(key)
+
+
+#: What each mode's figure measures.
+_MEASURES = {"list": "agent's start to all rows in the window",
+             "floor": "a bare client's first request to an answer for every watched operation",
+             "resume": "agent's start to news at its client for every operation"}
+
+
 def _figure(result: dict[str, Any]) -> str:
+    if result.get("mode") == "resume-floor":
+        answered = result["watched_answered_s"]
+        return (f"answers for all {result['watched']:,} watched at {answered:.2f} s "
+                f"({result['requests_for']:,} asked), "
+                f"the server's CPU {result['server_cpu_s']:.2f} s" if answered is not None else
+                f"answers for {result['answered']:,} of {result['requests_for']:,} ({result['failed']} failed)")
     if "listed" in result and "watched" not in result:
         return f"listed {result['listed']:,} of {result['operations']:,} at {result['shown_s']} s"
     attached = result["all_attached_s"]
@@ -125,15 +156,14 @@ def _figure(result: dict[str, Any]) -> str:
 def report(runs: list[dict[str, Any]]) -> str:
     lines = ["| commit | round | measurement | value | load average (before-after) |", "|---|---:|---|---:|---|"]
     for run in runs:
-        name = ("agent's start to all rows in the window" if run["mode"] == "list"
-                else "agent's start to news at its client for every operation")
-        value = run["shown_s"] if run["mode"] == "list" else run["all_attached_s"]
+        name = _MEASURES[run["mode"]]
+        value = _value(run)
         shown = f"{value:.2f} s" if value is not None else f"not all: {_figure(run)}"
         lines.append(f"| {run['tree']} | {run['round']} | {name} | {shown} | "
                      f"{run['load_before']}-{run['load_after']} |")
     by_tree: dict[tuple[str, str], list[float]] = {}
     for run in runs:
-        value = run["shown_s"] if run["mode"] == "list" else run["all_attached_s"]
+        value = _value(run)
         if value is not None:
             by_tree.setdefault((run["tree"], run["mode"]), []).append(value)
     for (tree, mode), values in sorted(by_tree.items()):

@@ -15,8 +15,10 @@ the calls run on, and the host resumes them from the same positions afterwards).
 
 What it measures is the server's side: the same requests cannot be answered sooner by any
 client on this machine. ``--lab-pid`` adds the server's CPU seconds meanwhile. Printed as
-JSON: the time until every operation had its first word (``all_answered_s``), the median,
-and each mechanism's (median, last).
+JSON: the time until every operation had its first word (``all_answered_s``), the same for
+the operations ``bench.agent_probe resume`` watches (``watched_answered_s``: all but the
+asynchronous tools', which are asked all the same), the median, and each mechanism's
+(median, last).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import os
 import statistics
 import time
 from collections.abc import Awaitable, Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +42,7 @@ POSTS_IN_FLIGHT = 128
 STATELESS_VERSION = "2026-07-28"
 #: What a stateless request declares: the tasks extension (a server that needs it answers
 #: -32021 without it).
-CAPABILITIES = {"extensions": {"io.modelcontextprotocol/tasks": {}}}
+CAPABILITIES: dict[str, Any] = {"extensions": {"io.modelcontextprotocol/tasks": {}}}
 CLIENT_INFO = {"name": "bench-resume-floor", "version": "1"}
 
 
@@ -180,21 +183,20 @@ async def measure(home: Path, lab_pid: int | None) -> dict[str, Any]:
         if mechanism == "tasks_2025" and session is not None:
             sessions.setdefault((url, session), {})[secret] = record.id
         elif mechanism == "http_resumption" and session is not None:
-            others.append((record.id, lambda i=record.id, u=url, s=session, e=secret:
-                           floor.resume_stream(i, u, s, e)))
+            others.append((record.id, partial(floor.resume_stream, record.id, url, session, secret)))
         elif mechanism == "tasks_extension":
-            others.append((record.id, lambda i=record.id, u=url, t=secret:
-                           floor.stateless(i, u, "tasks/get", {"taskId": t}, name_header=t)))
+            others.append((record.id, partial(floor.stateless, record.id, url, "tasks/get", {"taskId": secret},
+                                              name_header=secret)))
         elif mechanism == "async_tool":
-            others.append((record.id, lambda i=record.id, u=url, t=secret:
-                           floor.stateless(i, u, "tools/async/status", {"token": t})))
+            others.append((record.id, partial(floor.stateless, record.id, url, "tools/async/status",
+                                              {"token": secret})))
         else:
             skipped[mechanism] = skipped.get(mechanism, 0) + 1
             continue
         expected.add(record.id)
     # The listings first (one request each answers hundreds), then the rest as it comes.
     for (url, session), tasks in sessions.items():
-        jobs.append((f"tasks/list {len(jobs)}", lambda u=url, s=session, t=tasks: floor.listing(u, s, t)))
+        jobs.append((f"tasks/list {len(jobs)}", partial(floor.listing, url, session, tasks)))
     jobs += others
     cpu_before = _cpu_seconds(lab_pid)
     try:
@@ -208,9 +210,15 @@ async def measure(home: Path, lab_pid: int | None) -> dict[str, Any]:
     by_mechanism: dict[str, list[float]] = {}
     for op_id, at in floor.answered.items():
         by_mechanism.setdefault(mechanism_of[op_id], []).append(at)
+    # The operations bench.agent_probe resume watches: all but the asynchronous tools
+    # (their status brings nothing a client can see), which are asked all the same.
+    watched = {i for i in expected if mechanism_of[i] != "async_tool"}
+    watched_times = [at for i, at in floor.answered.items() if i in watched]
     return {"mode": "resume-floor", "operations": len(records), "requests_for": len(expected),
             "answered": len(times),
             "all_answered_s": times[-1] if times and len(times) == len(expected) else None,
+            "watched": len(watched),
+            "watched_answered_s": max(watched_times) if watched and len(watched_times) == len(watched) else None,
             "median_answered_s": statistics.median(times) if times else None,
             "wall_s": wall, "listings": len(sessions), "skipped": skipped,
             "failed": len(floor.failed), "failures": sorted(set(floor.failed.values()))[:5],

@@ -51,5 +51,9 @@ def test_smoke_run_reports_every_section(tmp_path: Path) -> None:
         # The window as the agent's client listed every unfinished operation after one more restart.
         listed = resume["list_through_agent"]
         assert listed["listed"] == listed["operations"] > 0 and listed["shown_s"] is not None, listed
+        # The floor: a bare client asked the server about every one of them and had its answers.
+        floor = resume["floor"]
+        assert floor["failed"] == 0 and floor["answered"] == floor["requests_for"] == floor["operations"] > 0, floor
+        assert floor["watched_answered_s"] is not None and floor["server_cpu_s"] is not None, floor
     assert "| intake |" in proc.stdout  # the table
     assert proc.returncode == 0, proc.stderr[-3000:]
