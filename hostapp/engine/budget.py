@@ -24,9 +24,6 @@ from contextlib import asynccontextmanager
 POLLS_PER_SECOND = 200.0
 POLLS_IN_FLIGHT = 8
 
-#: Requests that only ask how an operation is doing: short, and repeated on a timer.
-POLL_METHODS = frozenset({"tasks/get", "tools/async/status", "requests/getStatus"})
-
 
 class PollBudget:
     """A token bucket (``rate`` per second, ``burst`` at once after a quiet spell) and a

@@ -22,14 +22,13 @@ from collections.abc import Callable, Coroutine, Iterator
 from typing import TYPE_CHECKING, Any, Protocol
 
 from hostapp.engine import api
-from hostapp.engine.budget import POLL_METHODS
 from hostapp.engine.operation import OPTIONAL_METHODS, SESSION_BOUND_MECHANISMS, server_busy
 from hostapp.engine.session import MAX_INPUT_ROUNDS
 from hostapp.engine.supervisor import session_refused
 from hostapp.mechanisms import actions as A
 from hostapp.protocol.jsonrpc import METHOD_NOT_FOUND, URL_ELICITATION_REQUIRED, RequestId, RpcError
 from hostapp.store.status import OperationStatus
-from hostapp.transport.base import ConnectionLost, NotSent, SessionExpired, TransportError
+from hostapp.transport.base import POLL_METHODS, ConnectionLost, NoAnswer, NotSent, SessionExpired, TransportError
 
 if TYPE_CHECKING:
     from hostapp.engine.adoption import OperationSessions
@@ -328,10 +327,11 @@ class OutgoingRequests:
                 error = {"code": None, "message": f"the server did not take the call ({exc}); it did not run"}
                 await port.feed(lambda: port.mech.on_error(error, now=ctx.clock(), method=None))
                 return
-            if not original and server_busy(exc) and session.state == "ready":
-                # A rate limit or timeout on a poll says nothing about the connection:
-                # this operation asks again after a pause (within the poll budget), the
-                # others go on; no reconnect, no re-attaching of every operation.
+            if not original and (server_busy(exc) or isinstance(exc, NoAnswer)) and session.state == "ready":
+                # A rate limit or timeout on a poll, or its answer lost on the way, says
+                # nothing about the connection: this operation asks again after a pause
+                # (within the poll budget), the others go on; no reconnect, no re-attaching
+                # of every operation.
                 port.spawn(self._resume_after(ctx.timing.busy_retry))
                 return
             stream_only = isinstance(exc, ConnectionLost) and original and session.state == "ready"

@@ -49,8 +49,14 @@ class Timing:
     resume_budget: float = 90.0
     #: Between attempts to resume a draft stream whose server asks for no minimum.
     stream_retry: float = 1.0
-    #: Before asking again a server that said it is busy (HTTP 408, 429).
+    #: Before asking again a server that said it is busy (HTTP 408, 429), or a status
+    #: request whose answer did not come (``poll_answer``).
     busy_retry: float = 2.0
+    #: How long a request that only asks how operations are doing (``tasks/get``,
+    #: ``tools/async/status``, ``requests/getStatus``, ``tasks/list``) waits for its answer
+    #: once it went out. One that never comes (kept by a proxy, a stalled connection) is
+    #: given up and asked again, instead of holding its operation for good.
+    poll_answer: float = 60.0
     #: A resumed SSE stream's allowed silence before it counts as dead (doubled, up to
     #: ``reconnect_cap``, after each silence).
     resumed_silence: float = 2.0

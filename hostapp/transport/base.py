@@ -22,6 +22,20 @@ class ConnectionLost(TransportError):
     """The server went away (process exited, socket closed) while messages were in flight."""
 
 
+class NoAnswer(TransportError):
+    """A request that only asks how operations are doing went out and its answer did not
+    come within its bound (``Timing.poll_answer``): it is given up, its connection closed.
+    The server may be fine (a proxy kept the answer, the connection stalled): asked again,
+    it may answer."""
+
+
+#: Requests that only ask how operations are doing: short by nature, and asked again when
+#: their answer does not come (:class:`NoAnswer`). The first three are the status polls that
+#: a server's operations repeat on a timer.
+POLL_METHODS = frozenset({"tasks/get", "tools/async/status", "requests/getStatus"})
+STATUS_METHODS = POLL_METHODS | {"tasks/list"}
+
+
 class NotSent(TransportError):
     """The request did not leave: its session had ended, or was closing, before it went
     out. Nothing of it reached the server, so it cannot have run."""

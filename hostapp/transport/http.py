@@ -63,8 +63,10 @@ from hostapp.protocol.jsonrpc import (
 )
 from hostapp.protocol.timing import DEFAULT_TIMING, Timing
 from hostapp.transport.base import (
+    STATUS_METHODS,
     ConnectionLost,
     HttpStatusError,
+    NoAnswer,
     NotSent,
     SessionExpired,
     StreamHabits,
@@ -98,7 +100,8 @@ BODY_EXCERPT_CHARS = 300
 MAX_ERROR_BODY_BYTES = 1024 * 1024
 
 _ACCEPT_POST = "application/json, text/event-stream"
-# Streams may stay silent for hours (a long tool call); only connecting is bounded.
+# Streams may stay silent for hours (a long tool call); only connecting is bounded (and a
+# status request's wait for its answer: Timing.poll_answer).
 _STREAM_TIMEOUT = httpx.Timeout(30.0, read=None)
 # Every SSE stream in flight holds an HTTP/1.1 connection of its own for as long as its
 # request runs, so connections are not capped (httpx's default cap of 100 queued the 101st
@@ -190,6 +193,9 @@ class StreamableHttpTransport(SseStreams, Transport):
         self.max_message_bytes = max_message_bytes
         self._tasks: set[asyncio.Task[None]] = set()
         self._request_slots = asyncio.Semaphore(MAX_REQUESTS_IN_FLIGHT)
+        # A status request waits poll_answer for each read of its answer (the status line
+        # first); a stream's reads are not bounded.
+        self._status_timeout = httpx.Timeout(_STREAM_TIMEOUT.connect, read=timing.poll_answer)
         self._standalone_task: asyncio.Task[None] | None = None
         self._tool_param_headers: dict[str, dict[str, tuple[str, ...]]] = {}
         # ids of tools/list requests in flight -> whether it asked for the first page
@@ -277,10 +283,15 @@ class StreamableHttpTransport(SseStreams, Transport):
             raise SessionExpired(404, f"the server at {self._display_url} no longer knows this session; "
                                       "the request was not sent", sent=False)
         headers = self._post_headers(message)
-        if isinstance(message, Request) and message.method in _LONG_METHODS:
-            client = self._streams_client()
+        timeout = _STREAM_TIMEOUT
+        if isinstance(message, Request):
+            if message.method in _LONG_METHODS:
+                client = self._streams_client()
+            elif message.method in STATUS_METHODS:
+                # Its answer comes at once or was lost: waited for poll_answer, then given up.
+                timeout = self._status_timeout
         request = client.build_request("POST", self.url, content=encode(message), headers=headers,
-                                       timeout=_STREAM_TIMEOUT)
+                                       timeout=timeout)
         sent_session = "Mcp-Session-Id" in headers
         if isinstance(message, Request) and message.method == "tools/list":
             self._tools_list_ids[message.id] = not (message.params or {}).get("cursor")
@@ -343,6 +354,8 @@ class StreamableHttpTransport(SseStreams, Transport):
                 self.listener.on_request_lost(message.id, error)
                 return
             self._take_json_answer(body, message, response.status_code)
+        except httpx.ReadTimeout:
+            raise self._no_answer() from None
         except httpx.HTTPError as exc:
             raise ConnectionLost(f"connection to {self._display_url} lost while reading the answer: "
                                  f"{type(exc).__name__}") from None
@@ -507,12 +520,19 @@ class StreamableHttpTransport(SseStreams, Transport):
         client = self._require_client() if client is None or self._closing else client
         try:
             return await client.send(request, stream=True)
+        except httpx.ReadTimeout:
+            raise self._no_answer() from None
         except httpx.ConnectError as exc:
             raise TransportError(f"cannot connect to {self._display_url}: {_reason(exc)}") from None
         except httpx.TimeoutException:
             raise TransportError(f"cannot connect to {self._display_url}: timed out") from None
         except httpx.HTTPError as exc:
             raise ConnectionLost(f"connection to {self._display_url} failed: {_reason(exc)}") from None
+
+    def _no_answer(self) -> NoAnswer:
+        """A read timed out: only a status request's reads are bounded (``_status_timeout``)."""
+        return NoAnswer(f"no answer from {self._display_url} within {self.timing.poll_answer:g} s; "
+                        "the request was given up")
 
     async def _open_get(self, last_event_id: str | None) -> httpx.Response:
         headers = self._base_headers()
