@@ -336,6 +336,11 @@ class SseStreams:
         failures = 0
         failing_since: float | None = None
         while not self._closing:
+            if self._session_gone:
+                # The server forgot the session (a request's 404): this stream was the
+                # session's, and a GET without its id would ask for nothing of it. The
+                # session that replaces it opens its own.
+                return
             try:
                 response = await self._open_get(state.last_event_id)
                 status: int | None = response.status_code

@@ -331,3 +331,30 @@ async def test_cancel_stops_a_2026_07_28_call_whose_answer_has_not_begun(isolate
         assert records(record) == ["start quiet", "stopped quiet", "start next", "end next"]
     finally:
         peer.stop()
+
+
+async def test_a_forgotten_session_s_stream_asks_the_server_for_nothing_more(isolated_home, real_keyring, ts_peer):
+    """The server forgot the session (restarted): the host works on in a new one, and
+    nothing more goes out in the old one. Its standalone stream, cut by the restart, went
+    on trying after a call's 404 had told the transport the session was gone: one more
+    GET, now without any session id (answered 400), per forgotten session."""
+    peer, proxy = ts_peer
+    recorder = Recorder()
+    engine = await start_engine(isolated_home, recorder, proxy.url(), None)
+    try:
+        first = await engine.start_call("peer", "greet", {"name": "before"})
+        assert (await finished(engine, first.id)).status == api.COMPLETED
+        old = engine.connections["peer"].session
+        await asyncio.to_thread(peer.restart)
+        after = await engine.start_call("peer", "greet", {"name": "after"})
+        assert (await finished(engine, after.id)).status == api.COMPLETED
+        new_session = session_of(engine)
+        assert old is not None and new_session not in (None, old.transport.session_id)
+        since = len(proxy.requests)
+        await asyncio.sleep(5)  # the old stream's first retry came after about 2 s
+        strays = [(r.method, r.rpc_method, r.headers.get("mcp-session-id")) for r in list(proxy.requests)[since:]
+                  if r.headers.get("mcp-session-id") != new_session]
+        assert strays == [], strays
+        assert engine.connections["peer"].view.state == api.CONNECTED
+    finally:
+        await engine.stop()
