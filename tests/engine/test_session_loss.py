@@ -84,6 +84,17 @@ async def restarted_holding_its_stream(engine: Engine, peer: Peer, proxy: Loopba
     return stream, old
 
 
+async def restarted_after_a_greeting(engine: Engine, peer: Peer) -> ClientSession:
+    """A first call completes in the session the host has then (returned); the server
+    restarts, forgetting it."""
+    first = await engine.start_call("peer", "greet", {"name": "before"})
+    assert (await finished(engine, first.id)).status == api.COMPLETED
+    old = engine.connections["peer"].session
+    assert old is not None
+    await asyncio.to_thread(peer.restart)
+    return old
+
+
 def sessions_sent_in(proxy: LoopbackProxy, tag: str) -> list[str | None]:
     """The session id of each ``work`` call tagged ``tag`` that reached the server, in order."""
     return [r.headers.get("mcp-session-id") for r in proxy.requests
@@ -100,10 +111,7 @@ async def test_ts_sdk_server_restarted_call_goes_out_once_on_a_new_session(isola
     recorder = Recorder()
     engine = await start_engine(isolated_home, recorder, proxy.url(), None)
     try:
-        first = await engine.start_call("peer", "greet", {"name": "before"})
-        assert (await finished(engine, first.id)).status == api.COMPLETED
-        old_session = session_of(engine)
-        await asyncio.to_thread(peer.restart)
+        old_session = (await restarted_after_a_greeting(engine, peer)).transport.session_id
         ops = {}
         for name in ("after", "again"):
             op = ops[name] = await engine.start_call("peer", "greet", {"name": name})
@@ -342,14 +350,11 @@ async def test_a_forgotten_session_s_stream_asks_the_server_for_nothing_more(iso
     recorder = Recorder()
     engine = await start_engine(isolated_home, recorder, proxy.url(), None)
     try:
-        first = await engine.start_call("peer", "greet", {"name": "before"})
-        assert (await finished(engine, first.id)).status == api.COMPLETED
-        old = engine.connections["peer"].session
-        await asyncio.to_thread(peer.restart)
+        old = await restarted_after_a_greeting(engine, peer)
         after = await engine.start_call("peer", "greet", {"name": "after"})
         assert (await finished(engine, after.id)).status == api.COMPLETED
         new_session = session_of(engine)
-        assert old is not None and new_session not in (None, old.transport.session_id)
+        assert new_session not in (None, old.transport.session_id)
         since = len(proxy.requests)
         await asyncio.sleep(5)  # the old stream's first retry came after about 2 s
         strays = [(r.method, r.rpc_method, r.headers.get("mcp-session-id")) for r in list(proxy.requests)[since:]
