@@ -46,6 +46,12 @@ CAPABILITIES: dict[str, Any] = {"extensions": {"io.modelcontextprotocol/tasks": 
 CLIENT_INFO = {"name": "bench-resume-floor", "version": "1"}
 
 
+def _code(answer: dict[str, Any]) -> Any:
+    """The JSON-RPC error code of an answer (its message may quote what was asked)."""
+    error = answer.get("error")
+    return error.get("code") if isinstance(error, dict) else None
+
+
 def _cpu_seconds(pid: int | None) -> float | None:
     if pid is None:
         return None
@@ -111,7 +117,7 @@ class Floor:
             headers["Mcp-Name"] = name_header
         answer = await self.post(url, method, {**params, "_meta": meta}, headers)
         if "result" not in answer:
-            raise RuntimeError(f"{method}: {answer.get('error')}")
+            raise RuntimeError(f"{method}: error {_code(answer)}")
         self._note(op_id)
 
     async def listing(self, url: str, session: tuple[str, str], tasks: dict[str, str]) -> None:
@@ -135,7 +141,7 @@ class Floor:
     async def _task_get(self, url: str, headers: dict[str, str], task_id: str, op_id: str) -> None:
         answer = await self.post(url, "tasks/get", {"taskId": task_id}, headers)
         if "result" not in answer:
-            raise RuntimeError(f"tasks/get: {answer.get('error')}")
+            raise RuntimeError(f"tasks/get: error {_code(answer)}")
         self._note(op_id)
 
     async def resume_stream(self, op_id: str, url: str, session: tuple[str, str], last_event_id: str) -> None:
@@ -154,7 +160,9 @@ class Floor:
             try:
                 await job()
             except Exception as exc:  # noqa: BLE001 - counted and shown, the others go on
-                self.failed[op_ids] = f"{type(exc).__name__}: {exc}"[:200]
+                # Only what says how it failed: a server's or httpx's own text may quote a
+                # handle (a session or task id), which is a secret.
+                self.failed[op_ids] = str(exc) if isinstance(exc, RuntimeError) else type(exc).__name__
 
         self.t0 = time.perf_counter()
         await asyncio.gather(*(one(key, job) for key, job in jobs))
