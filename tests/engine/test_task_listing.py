@@ -28,14 +28,16 @@ COUNT = 12
 
 
 async def _tasks_left_running(home, proxy: LoopbackProxy) -> list[str]:
-    """COUNT long tasks on the lab, their ids committed, and the host quit with them running."""
+    """COUNT long tasks on the lab, their ids committed, and the host quit with them running
+    (each call of this, a host process and a session of its own)."""
     recorder = Recorder()
     engine = Engine(home, recorder)
     recorder.engine = engine
     await engine.start()
     try:
-        await engine.add_server(ServerConfig(name="lab", transport="http", url=proxy.url(),
-                                             protocol_version="2025-11-25"))
+        if engine.journal.get_server("lab") is None:
+            await engine.add_server(ServerConfig(name="lab", transport="http", url=proxy.url(),
+                                                 protocol_version="2025-11-25"))
         await engine.connected("lab")
         ops = await asyncio.gather(*(engine.start_call("lab", "long_task", {"seconds": 120, "steps": 120})
                                      for _ in range(COUNT)))
@@ -104,6 +106,29 @@ async def test_a_task_the_listing_does_not_name_is_asked_for_by_itself(isolated_
         assert all(engine.runners[i].view.status == api.RUNNING for i in ids)
 
 
+async def test_one_listing_answers_for_every_session_of_a_server_that_lists_all_its_tasks(isolated_home, lab,
+                                                                                         real_keyring):
+    """The lab lists every task its process made, whichever session asks: the tasks left
+    running by two host processes, in two sessions, are all first heard from by one
+    listing (one a session before)."""
+    proxy = LoopbackProxy(lab.port).start()
+    try:
+        ids = [*await _tasks_left_running(isolated_home, proxy), *await _tasks_left_running(isolated_home, proxy)]
+        asked_before = len(proxy.rpc_methods())
+        engine, _recorder = await _restarted(isolated_home)
+        try:
+            await _all_heard_from(engine, ids)
+            # Each task lives in the session of the process that made it, adopted again now.
+            assert len({engine.runners[i].http_session for i in ids}) == 2
+            asked = proxy.rpc_methods()[asked_before:]
+            assert asked.count("tasks/list") == 1, asked
+            assert all(engine.runners[i].view.status == api.RUNNING for i in ids)
+        finally:
+            await engine.stop()
+    finally:
+        proxy.stop()
+
+
 class _Session:
     """What a listing needs of a session: the server's word on itself, and requests (each
     tasks/list answered with the tasks it was given, counted)."""
@@ -139,6 +164,11 @@ async def test_each_session_is_listed_once_however_its_operations_interleave_and
     now[0] += task_listing.FRESH_SECONDS + 1  # stale: read again, the old listings let go
     assert (await listings.task("lab", None, first, "a1"))["taskId"] == "a1"
     assert first.asked == 2 and len(listings._listings) == 1
+    # A server that lists all its tasks in any session: one listing answers both.
+    everything = ["d1", "e1"]
+    third, fourth = _Session(everything), _Session(everything)
+    found = await asyncio.gather(*(listings.task("all", None, s, t) for s, t in [(third, "d1"), (fourth, "e1")]))
+    assert [f["taskId"] for f in found] == ["d1", "e1"] and (third.asked, fourth.asked) == (1, 0)
     refusing = _Session(["c1"], refuse=True)
     assert await listings.task("other", None, refusing, "c1") is None
     assert await listings.task("other", None, _Session(["c1"]), "c1") is None  # not asked again
