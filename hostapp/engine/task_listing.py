@@ -73,8 +73,8 @@ class TaskListings:
         if server in self._refused or not lists_tasks(info or session.server):
             return None
         key = (server, session)
-        listing = self._listings.get(key)
-        if listing is None or self._stale(listing):
+        listing = self._fresh(key)
+        if listing is None:
             # A task id names one task of its server (the specification: "uniquely
             # identifiable by a receiver-generated task ID"), so another session's listing
             # that names it will do; a server that lists every task of its client then
@@ -82,19 +82,31 @@ class TaskListings:
             # ten). One that lists a session's own tasks only costs this session that wait.
             for other in [it for k, it in self._listings.items() if k[0] == server and k != key
                           and not self._stale(it)]:
-                try:
-                    named = (await asyncio.shield(other.tasks)).get(task_id)
-                except (RpcError, TransportError):
-                    continue
+                named = await self._named(other, task_id)
                 if named is not None:
                     return named
-            listing = self._listings.get(key)  # made meanwhile by another of its tasks?
-        if listing is None or self._stale(listing):
-            # The stale ones go (a few thousand Task objects each, of no use after the start).
-            for old in [k for k, it in self._listings.items() if self._stale(it)]:
-                del self._listings[old]
-            listing = self._listings[key] = _Listing(asyncio.ensure_future(self._read(server, session)))
-            listing.tasks.add_done_callback(functools.partial(self._was_read, listing))
+            # Made meanwhile by another of its tasks, or made now.
+            listing = self._fresh(key) or self._start(server, session)
+        return await self._named(listing, task_id)
+
+    def _fresh(self, key: tuple[str, ClientSession]) -> _Listing | None:
+        """The listing of this server and session, unless there is none or it is stale."""
+        listing = self._listings.get(key)
+        return None if listing is None or self._stale(listing) else listing
+
+    def _start(self, server: str, session: ClientSession) -> _Listing:
+        """A new listing of ``server`` in ``session``, read from now on."""
+        # The stale ones go (a few thousand Task objects each, of no use after the start).
+        for old in [k for k, it in self._listings.items() if self._stale(it)]:
+            del self._listings[old]
+        listing = self._listings[(server, session)] = _Listing(asyncio.ensure_future(self._read(server, session)))
+        listing.tasks.add_done_callback(functools.partial(self._was_read, listing))
+        return listing
+
+    @staticmethod
+    async def _named(listing: _Listing, task_id: str) -> dict[str, Any] | None:
+        """The Task object ``listing`` names for ``task_id``, once read; None when it names
+        none or could not be read."""
         try:
             tasks = await asyncio.shield(listing.tasks)
         except (RpcError, TransportError):
