@@ -44,6 +44,12 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 REPO = Path(__file__).resolve().parents[1]
 
 
+def process_cpu_seconds(pid: int) -> float:
+    """The CPU seconds (user and system) process ``pid`` has used, from its /proc entry."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 class Agent:
     """``hostapp agent`` on ``home`` for one measurement; ``cpu_seconds`` reads its /proc."""
 
@@ -72,8 +78,7 @@ class Agent:
                 await asyncio.sleep(0.05)
 
     def cpu_seconds(self) -> float:
-        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return process_cpu_seconds(self.proc.pid)
 
     async def stop(self, engine: Any) -> None:
         try:

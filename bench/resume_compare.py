@@ -42,6 +42,11 @@ def _probe(tree: Tree, mode: str, home: Path, env: dict[str, str], timeout: floa
     args = ["-m", "bench.agent_probe", mode, "--home", str(home), "--timeout", str(timeout)]
     if mode == "resume":
         args += ["--t0", repr(time.time())]
+    return _timed(tree, args, env)
+
+
+def _timed(tree: Tree, args: list[str], env: dict[str, str]) -> dict[str, Any]:
+    """The JSON a ``tree.run`` of ``args`` printed last, with the load average before and after."""
     load = _load()
     result = bench_main.last_json(tree.run(*args, env={**tree.env(), **env}, timeout=1800))
     return {**result, "load_before": round(load, 2), "load_after": round(_load(), 2)}
@@ -110,14 +115,11 @@ def _rounds(args: argparse.Namespace, head: Tree, base: Path, home: Path, env: d
                     print(f"round {i + 1} {tree.label} {mode}: {_figure(result)} "
                           f"(load {result['load_before']}-{result['load_after']})", file=sys.stderr, flush=True)
             if args.floor:
-                load = _load()
-                result = bench_main.last_json(head.run(
-                    "-m", "bench.resume_floor", "--home", str(home), "--lab-pid", str(lab_pid),
-                    env={**head.env(), **env}, timeout=1800))
-                runs.append({**result, "tree": "floor", "round": i + 1, "mode": "floor",
-                             "load_before": round(load, 2), "load_after": round(_load(), 2)})
-                print(f"round {i + 1} floor: {_figure(result)} (load {load:.2f}-{_load():.2f})",
-                      file=sys.stderr, flush=True)
+                result = _timed(head, ["-m", "bench.resume_floor", "--home", str(home), "--lab-pid", str(lab_pid)],
+                                env)
+                runs.append({**result, "tree": "floor", "round": i + 1, "mode": "floor"})
+                print(f"round {i + 1} floor: {_figure(result)} "
+                      f"(load {result['load_before']}-{result['load_after']})", file=sys.stderr, flush=True)
 
     if args.ref:
         with checkout(args.ref, base) as ref:

@@ -35,11 +35,14 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from httpx_sse import EventSource, aconnect_sse
+
+from bench.agent_probe import process_cpu_seconds
+from hostapp.protocol.eras import STATELESS_VERSION, stateless_meta
 
 #: POSTs waiting for their answers at once: the host's own bound per server
 #: (``hostapp.transport.http.MAX_REQUESTS_IN_FLIGHT``).
 POSTS_IN_FLIGHT = 128
-STATELESS_VERSION = "2026-07-28"
 #: What a stateless request declares: the tasks extension (a server that needs it answers
 #: -32021 without it).
 CAPABILITIES: dict[str, Any] = {"extensions": {"io.modelcontextprotocol/tasks": {}}}
@@ -53,10 +56,7 @@ def _code(answer: dict[str, Any]) -> Any:
 
 
 def _cpu_seconds(pid: int | None) -> float | None:
-    if pid is None:
-        return None
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return None if pid is None else process_cpu_seconds(pid)
 
 
 async def _handles(home: Path) -> tuple[list[Any], dict[str, tuple[str | None, tuple[str, str] | None]],
@@ -99,19 +99,16 @@ class Floor:
             response = await self.posts.post(url, json=body, headers={
                 "Accept": "application/json, text/event-stream", **headers})
         if response.headers.get("content-type", "").startswith("text/event-stream"):
-            for line in response.text.splitlines():
-                if line.startswith("data:") and line[5:].strip():
-                    message = json.loads(line[5:])
-                    if message.get("id") == body["id"]:
-                        return message
+            async for event in EventSource(response).aiter_sse():
+                message = json.loads(event.data) if event.data else {}
+                if message.get("id") == body["id"]:
+                    return message
             raise RuntimeError(f"{method}: no answer in the stream")
         return response.json()
 
     async def stateless(self, op_id: str, url: str, method: str, params: dict[str, Any],
                         name_header: str | None = None) -> None:
-        meta = {"io.modelcontextprotocol/protocolVersion": STATELESS_VERSION,
-                "io.modelcontextprotocol/clientCapabilities": CAPABILITIES,
-                "io.modelcontextprotocol/clientInfo": CLIENT_INFO}
+        meta = stateless_meta(CLIENT_INFO, CAPABILITIES)
         headers = {"Mcp-Protocol-Version": STATELESS_VERSION, "Mcp-Method": method}
         if name_header:
             headers["Mcp-Name"] = name_header
@@ -145,13 +142,12 @@ class Floor:
         self._note(op_id)
 
     async def resume_stream(self, op_id: str, url: str, session: tuple[str, str], last_event_id: str) -> None:
-        headers = {"Accept": "text/event-stream", "Mcp-Session-Id": session[0],
-                   "Mcp-Protocol-Version": session[1], "Last-Event-ID": last_event_id}
-        async with self.streams.stream("GET", url, headers=headers) as response:
-            if response.status_code != 200:
-                raise RuntimeError(f"GET with Last-Event-ID: HTTP {response.status_code}")
-            async for line in response.aiter_lines():
-                if line.startswith("data:") and line[5:].strip():
+        headers = {"Mcp-Session-Id": session[0], "Mcp-Protocol-Version": session[1], "Last-Event-ID": last_event_id}
+        async with aconnect_sse(self.streams, "GET", url, headers=headers) as source:
+            if source.response.status_code != 200:
+                raise RuntimeError(f"GET with Last-Event-ID: HTTP {source.response.status_code}")
+            async for event in source.aiter_sse():
+                if event.data:  # (not the priming event)
                     self._note(op_id)
                     return
 
